@@ -1,0 +1,78 @@
+#include <algorithm>
+#include <array>
+
+#include "kgroup/error.hpp"
+
+namespace kgroup {
+
+namespace {
+
+struct error_row {
+  int code;
+  const char* name;
+  bool retriable;
+  const char* message;
+};
+
+constexpr error_row kafka_errors[] = {
+#include "protocol/kafka_error_table.inc"
+};
+
+const error_row* find_row(int code) noexcept {
+  auto it = std::find_if(std::begin(kafka_errors), std::end(kafka_errors),
+                         [code](const error_row& r) { return r.code == code; });
+  return it == std::end(kafka_errors) ? nullptr : it;
+}
+
+class kafka_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "kafka"; }
+  std::string message(int ev) const override {
+    const error_row* r = find_row(ev);
+    if (r == nullptr) return "unknown Kafka error code " + std::to_string(ev);
+    return std::string(r->name) + ": " + r->message;
+  }
+};
+
+class client_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "kgroup"; }
+  std::string message(int ev) const override {
+    switch (static_cast<client_errc>(ev)) {
+      case client_errc::invalid_config: return "invalid configuration";
+      case client_errc::no_compatible_version: return "no API version supported by both broker and client";
+      case client_errc::connection_failed: return "connection to broker failed";
+      case client_errc::connection_closed: return "connection closed before the response arrived";
+      case client_errc::request_timed_out: return "request timed out (request.timeout.ms)";
+      case client_errc::protocol_violation: return "broker violated the Kafka protocol";
+      case client_errc::no_brokers_available: return "no broker could be reached";
+      case client_errc::shutting_down: return "client is shutting down";
+      case client_errc::coordinator_not_found: return "group coordinator not found";
+    }
+    return "unknown client error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& kafka_category() noexcept {
+  static const kafka_category_impl c;
+  return c;
+}
+
+const std::error_category& client_category() noexcept {
+  static const client_category_impl c;
+  return c;
+}
+
+std::string kafka_error_name(int code) {
+  const error_row* r = find_row(code);
+  return r ? std::string(r->name) : "UNKNOWN_ERROR_" + std::to_string(code);
+}
+
+bool is_retriable(kafka_errc e) noexcept {
+  const error_row* r = find_row(static_cast<int>(e));
+  return r != nullptr && r->retriable;
+}
+
+}  // namespace kgroup

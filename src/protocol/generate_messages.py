@@ -1,0 +1,592 @@
+#!/usr/bin/env python3
+"""Writes src/protocol/messages.hpp and messages.cpp from Kafka's JSON message schemas.
+
+Run by hand when the set of messages changes, never by the build:
+
+    python3 src/protocol/generate_messages.py ../shared/kafka-protocol src/protocol
+
+The output is committed. It is kgroup's own code: typed structs plus encode/decode functions
+in the style of src/protocol/primitives.hpp. Only the schemas' structure (field order, types,
+version ranges, defaults) is used; their prose is not copied.
+"""
+import json
+import os
+import re
+import sys
+
+# Message files and the version range kgroup supports for each (issue 2).
+MESSAGES = [
+    ("ApiVersions", 0, 4),
+    ("Metadata", 1, 12),
+    ("FindCoordinator", 0, 6),
+    ("JoinGroup", 0, 9),
+    ("SyncGroup", 0, 5),
+    ("Heartbeat", 0, 4),
+    ("LeaveGroup", 0, 5),
+    ("OffsetCommit", 2, 9),
+    ("OffsetFetch", 1, 9),
+    ("ListOffsets", 1, 10),
+    ("Fetch", 4, 17),
+    ("OffsetForLeaderEpoch", 2, 4),
+    ("DescribeGroups", 0, 5),
+]
+DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
+
+NEVER = 1 << 15
+
+
+def load(path):
+    text = open(path).read()
+    text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
+    return json.loads(text)
+
+
+def vrange(spec):
+    """'3+', '0-2', '5', 'none' -> (lo, hi) inclusive; (NEVER, -1) for none."""
+    if spec is None or spec == "none":
+        return (NEVER, -1)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), NEVER)
+    if "-" in spec:
+        a, b = spec.split("-")
+        return (int(a), int(b))
+    return (int(spec), int(spec))
+
+
+def snake(name):
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s)
+    return s.lower()
+
+
+def cond(r, var="v"):
+    lo, hi = r
+    if lo == NEVER:
+        return "false"
+    parts = []
+    if lo > 0:
+        parts.append(f"{var} >= {lo}")
+    if hi != NEVER:
+        parts.append(f"{var} <= {hi}")
+    return " && ".join(parts) if parts else "true"
+
+
+PRIM = {
+    "int8": "std::int8_t", "int16": "std::int16_t", "uint16": "std::uint16_t",
+    "int32": "std::int32_t", "uint32": "std::uint32_t", "int64": "std::int64_t",
+    "float64": "double", "bool": "bool", "string": "std::string", "bytes": "bytes",
+    "uuid": "uuid", "records": "std::optional<records_view>",
+}
+MIN_SIZE = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+            "float64": 8, "bool": 1, "uuid": 16, "string": 1, "bytes": 1}
+
+
+class Field:
+    def __init__(self, js, parent):
+        self.js = js
+        self.name = snake(js["name"])
+        self.kname = js["name"]
+        t = js["type"]
+        self.is_array = t.startswith("[]")
+        self.elem = t[2:] if self.is_array else t
+        self.is_struct = self.elem not in PRIM
+        self.versions = vrange(js.get("versions"))
+        self.nullable = vrange(js.get("nullableVersions"))
+        self.tagged = vrange(js.get("taggedVersions")) if "tag" in js else (NEVER, -1)
+        self.tag = js.get("tag")
+        self.ignorable = js.get("ignorable", False)
+        self.default = js.get("default")
+        self.struct = None
+        if self.is_struct:
+            self.struct = parent.find_or_make(self.elem, js.get("fields"))
+
+    @property
+    def can_be_null(self):
+        return self.nullable[0] != NEVER
+
+    def elem_cpp(self):
+        if self.is_struct:
+            return self.struct.cpp_name
+        return PRIM[self.elem]
+
+    def cpp_type(self):
+        if self.elem == "records":
+            return PRIM["records"]
+        if self.is_array:
+            t = f"std::vector<{self.elem_cpp()}>"
+        else:
+            t = self.elem_cpp()
+        if self.can_be_null:
+            t = f"std::optional<{t}>"
+        return t
+
+    def default_expr(self):
+        d = self.default
+        if self.elem == "records":
+            return None
+        if self.can_be_null and d == "null":
+            return "std::nullopt"
+        if self.is_array or self.is_struct:
+            return "std::in_place" if self.can_be_null else None
+        if self.elem == "bool":
+            return "true" if d == "true" else None if d in (None, "false") else None
+        if self.elem == "string":
+            if d:
+                return json.dumps(d)
+            return "std::string{}" if self.can_be_null else None
+        if self.elem in ("bytes", "uuid"):
+            return "bytes{}" if (self.can_be_null and self.elem == "bytes") else None
+        if d is None:
+            return "0"
+        v = int(str(d), 0)
+        if v == -2147483648:
+            return "std::numeric_limits<std::int32_t>::min()"
+        return str(v)
+
+
+class Struct:
+    def __init__(self, kname, fields_js, registry, top=False):
+        self.kname = kname
+        self.cpp_name = snake(kname)
+        self.registry = registry
+        self.children = []
+        self.top = top
+        self.fields = []
+        registry[kname] = self
+        for f in fields_js or []:
+            self.fields.append(Field(f, self))
+        names = {f.name for f in self.fields}
+        for c in self.children:
+            if c.cpp_name in names:
+                c.cpp_name += "_t"
+
+    def find_or_make(self, kname, fields_js):
+        if fields_js is None:
+            return self.registry[kname]
+        s = Struct(kname, fields_js, self.registry)
+        self.children.append(s)
+        return s
+
+
+def emit_struct_decl(s, out, indent, extra=None):
+    pad = " " * indent
+    out.append(f"{pad}struct {s.cpp_name} {{")
+    for line in extra or []:
+        out.append(f"{pad}  {line}")
+    for c in s.children:
+        emit_struct_decl(c, out, indent + 2)
+    for f in s.fields:
+        d = f.default_expr()
+        if d is None:
+            init = "{}"
+        elif d == "std::in_place":
+            init = "{std::in_place}"
+        else:
+            init = f" = {d}"
+        out.append(f"{pad}  {f.cpp_type()} {f.name}{init};")
+    out.append(f"{pad}  bool operator==(const {s.cpp_name}&) const = default;")
+    out.append(f"{pad}}};")
+
+
+def qualified(s, top):
+    """C++ qualified name of a nested struct."""
+    path = []
+    def walk(node, trail):
+        if node is s:
+            path.extend(trail + [node.cpp_name])
+            return True
+        return any(walk(c, trail + [node.cpp_name]) for c in node.children)
+    walk(top, [])
+    return "::".join(path)
+
+
+def all_structs(s):
+    yield s
+    for c in s.children:
+        yield from all_structs(c)
+
+
+def is_default_expr(f, val):
+    d = f.default_expr()
+    if f.elem == "records":
+        return f"!{val}.has_value()"
+    if f.is_array or f.is_struct:
+        if f.can_be_null and d == "std::nullopt":
+            return f"!{val}.has_value()"
+        if f.is_array:
+            if f.can_be_null:
+                return f"({val}.has_value() && {val}->empty())"
+            return f"{val}.empty()"
+        if f.can_be_null:
+            return f"({val}.has_value() && *{val} == decltype({val})::value_type{{}})"
+        return f"{val} == decltype({val}){{}}"
+    if f.elem == "string":
+        if d == "std::nullopt":
+            return f"!{val}.has_value()"
+        if f.can_be_null:
+            return f"({val}.has_value() && {val}->empty())" if d in (None, "std::string{}") else f"({val} == std::string({d}))"
+        return f"{val}.empty()" if d is None else f"{val} == {d}"
+    if f.elem == "bytes":
+        if d == "std::nullopt":
+            return f"!{val}.has_value()"
+        if f.can_be_null:
+            return f"({val}.has_value() && {val}->empty())"
+        return f"{val}.empty()"
+    if f.elem == "uuid":
+        return f"{val}.is_zero()"
+    if f.elem == "bool":
+        return f"{val} == {'true' if d == 'true' else 'false'}"
+    return f"{val} == {d}"
+
+
+def write_value(f, val, flex, out, pad, top):
+    """Emit code writing one (non-null) element of f's element type."""
+    e = f.elem
+    if f.is_struct:
+        out.append(f"{pad}encode_{struct_fn(f.struct, top)}(w, {val}, v);")
+    elif e == "string":
+        out.append(f"{pad}w.write_string({val}, {flex});")
+    elif e == "bytes":
+        out.append(f"{pad}w.write_bytes({val}, {flex});")
+    elif e == "uuid":
+        out.append(f"{pad}w.write_uuid({val});")
+    elif e == "bool":
+        out.append(f"{pad}w.write_bool({val});")
+    elif e == "float64":
+        out.append(f"{pad}w.write_float64({val});")
+    else:
+        out.append(f"{pad}w.write_{e}({val});")
+
+
+def read_value(f, dst, flex, out, pad, top):
+    e = f.elem
+    if f.is_struct:
+        out.append(f"{pad}decode_{struct_fn(f.struct, top)}(r, {dst}, v);")
+    elif e == "string":
+        out.append(f"{pad}{dst} = r.read_string({flex});")
+    elif e == "bytes":
+        out.append(f"{pad}{dst} = r.read_bytes({flex});")
+    elif e == "uuid":
+        out.append(f"{pad}{dst} = r.read_uuid();")
+    elif e == "bool":
+        out.append(f"{pad}{dst} = r.read_bool();")
+    elif e == "float64":
+        out.append(f"{pad}{dst} = r.read_float64();")
+    else:
+        out.append(f"{pad}{dst} = r.read_{e}();")
+
+
+def struct_fn(s, top):
+    return qualified(s, top).replace("::", "__")
+
+
+def emit_field_write(f, out, pad, top, flex="flex"):
+    val = f"m.{f.name}"
+    nullable_now = cond(f.nullable)
+    if f.elem == "records":
+        out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+        out.append(f"{pad}w.write_records({val}, {flex});")
+        return
+    if f.is_array:
+        if f.can_be_null:
+            out.append(f"{pad}if (!{val}) {{")
+            out.append(f"{pad}  if (!({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+            out.append(f"{pad}  w.write_array_length(-1, {flex});")
+            out.append(f"{pad}}} else {{")
+            inner = f"(*{val})"
+            p2 = pad + "  "
+        else:
+            inner = val
+            p2 = pad
+        out.append(f"{p2}w.write_array_length(static_cast<std::int32_t>({inner}.size()), {flex});")
+        out.append(f"{p2}for (const auto& e : {inner}) {{")
+        fake = f
+        if f.is_struct:
+            out.append(f"{p2}  encode_{struct_fn(f.struct, top)}(w, e, v);")
+        elif f.elem == "string":
+            out.append(f"{p2}  w.write_string(e, {flex});")
+        else:
+            write_value(fake, "e", flex, out, p2 + "  ", top)
+        out.append(f"{p2}}}")
+        if f.can_be_null:
+            out.append(f"{pad}}}")
+        return
+    if f.can_be_null:
+        if f.elem == "string":
+            out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+            out.append(f"{pad}w.write_nullable_string({val}, {flex});")
+        elif f.elem == "bytes":
+            out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+            out.append(f"{pad}w.write_nullable_bytes({val}, {flex});")
+        elif f.is_struct:
+            # Nullable struct: int8 -1 for null, 1 then the struct otherwise.
+            out.append(f"{pad}if (!{val}) {{ w.write_int8(-1); }} else {{ w.write_int8(1); encode_{struct_fn(f.struct, top)}(w, *{val}, v); }}")
+        else:
+            raise SystemExit(f"unsupported nullable {f.elem}")
+        return
+    write_value(f, val, flex, out, pad, top)
+
+
+def emit_field_read(f, out, pad, top, flex="flex"):
+    dst = f"m.{f.name}"
+    nullable_now = cond(f.nullable)
+    if f.elem == "records":
+        out.append(f"{pad}{dst} = r.read_records({flex});")
+        out.append(f"{pad}if (!{dst} && r.ok() && !({nullable_now})) r.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+        return
+    if f.is_array:
+        minsize = 1 if f.is_struct else MIN_SIZE.get(f.elem, 1)
+        nl = nullable_now if f.can_be_null else "false"
+        out.append(f"{pad}{{")
+        out.append(f"{pad}  const std::int32_t n = r.read_array_length({flex}, {nl}, {minsize});")
+        if f.can_be_null:
+            out.append(f"{pad}  if (n < 0) {{ {dst}.reset(); }} else {{")
+            out.append(f"{pad}    auto& vec = {dst}.emplace();")
+        else:
+            out.append(f"{pad}  {{")
+            out.append(f"{pad}    auto& vec = {dst};")
+            out.append(f"{pad}    vec.clear();")
+        out.append(f"{pad}    vec.reserve(static_cast<std::size_t>(n));")
+        out.append(f"{pad}    for (std::int32_t i = 0; i < n && r.ok(); ++i) {{")
+        out.append(f"{pad}      auto& e = vec.emplace_back();")
+        read_value(f, "e", flex, out, pad + "      ", top)
+        out.append(f"{pad}    }}")
+        out.append(f"{pad}  }}")
+        out.append(f"{pad}}}")
+        return
+    if f.can_be_null:
+        if f.elem == "string":
+            out.append(f"{pad}{dst} = r.read_nullable_string({flex});")
+        elif f.elem == "bytes":
+            out.append(f"{pad}{dst} = r.read_nullable_bytes({flex});")
+        elif f.is_struct:
+            out.append(f"{pad}if (r.read_int8() < 0) {{ {dst}.reset(); }} else {{ decode_{struct_fn(f.struct, top)}(r, {dst}.emplace(), v); }}")
+            return
+        out.append(f"{pad}if (!{dst} && r.ok() && !({nullable_now})) r.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+        return
+    read_value(f, dst, flex, out, pad, top)
+
+
+def emit_struct_codec(s, top, flex_range, out):
+    qn = qualified(s, top)
+    fn = struct_fn(s, top)
+    flex_cond = cond(flex_range)
+    # encode
+    out.append(f"void encode_{fn}(writer& w, const {qn}& m, std::int16_t v) {{")
+    out.append(f"  [[maybe_unused]] const bool flex = {flex_cond};")
+    for f in s.fields:
+        tagged_cond = cond(f.tagged) if f.tag is not None else "false"
+        present = cond(f.versions)
+        if f.tag is not None:
+            continue
+        out.append(f"  if ({present}) {{")
+        emit_field_write(f, out, "    ", top)
+        if not f.ignorable:
+            out.append(f"  }} else if (!({is_default_expr(f, 'm.' + f.name)})) {{")
+            out.append(f"    w.fail(codec_errc::field_not_supported, \"{s.kname}.{f.kname}\");")
+        out.append("  }")
+    tagged = [f for f in s.fields if f.tag is not None]
+    out.append("  if (flex) {")
+    if not tagged:
+        out.append("    w.write_uvarint(0);")
+    else:
+        out.append("    std::uint32_t count = 0;")
+        for f in tagged:
+            out.append(f"    const bool put_{f.name} = ({cond(f.tagged)}) && !({is_default_expr(f, 'm.' + f.name)});")
+            out.append(f"    count += put_{f.name} ? 1 : 0;")
+        out.append("    w.write_uvarint(count);")
+        for f in sorted(tagged, key=lambda x: x.tag):
+            out.append(f"    if (put_{f.name}) {{")
+            out.append(f"      bytes tmp;")
+            out.append(f"      writer tw(tmp);")
+            sub = []
+            emit_field_write(f, sub, "      ", top, flex="true")
+            out.extend(l.replace("w.", "tw.").replace("(w, ", "(tw, ") for l in sub)
+            out.append(f"      if (!tw.ok()) w.fail(tw.error(), tw.error_field());")
+            out.append(f"      w.write_uvarint({f.tag});")
+            out.append(f"      w.write_uvarint(static_cast<std::uint32_t>(tmp.size()));")
+            out.append(f"      w.write_raw(tmp);")
+            out.append("    }")
+    out.append("  }")
+    # unused-parameter silence for structs without version-dependent code
+    out.append("  (void)v;")
+    out.append("}")
+    out.append("")
+    # decode
+    out.append(f"void decode_{fn}(reader& r, {qn}& m, std::int16_t v) {{")
+    out.append(f"  [[maybe_unused]] const bool flex = {flex_cond};")
+    for f in s.fields:
+        if f.tag is not None:
+            continue
+        out.append(f"  if ({cond(f.versions)}) {{")
+        emit_field_read(f, out, "    ", top)
+        out.append("  }")
+    out.append("  if (flex && r.ok()) {")
+    if not tagged:
+        out.append("    skip_tagged_fields(r);")
+    else:
+        out.append("    const std::uint32_t count = r.read_uvarint();")
+        out.append("    if (count > r.remaining()) r.fail(codec_errc::oversized, \"tagged fields\");")
+        out.append("    for (std::uint32_t i = 0; i < count && r.ok(); ++i) {")
+        out.append("      const std::uint32_t tag = r.read_uvarint();")
+        out.append("      const std::uint32_t size = r.read_uvarint();")
+        out.append("      if (!r.ok()) break;")
+        out.append("      if (size > r.remaining()) { r.fail(codec_errc::oversized, \"tagged field\"); break; }")
+        out.append("      reader tr(r.read_raw(size));")
+        out.append("      switch (tag) {")
+        for f in tagged:
+            out.append(f"        case {f.tag}:")
+            out.append(f"          if ({cond(f.tagged)}) {{")
+            sub = []
+            emit_field_read(f, sub, "            ", top, flex="true")
+            out.extend(l.replace("r.", "tr.").replace("(r, ", "(tr, ") for l in sub)
+            out.append("            if (!tr.ok()) r.fail(tr.error(), tr.error_field());")
+            out.append(f"            else if (tr.remaining() != 0) r.fail(codec_errc::bad_tagged_field, \"{s.kname}.{f.kname}\");")
+            out.append("          }")
+            out.append("          break;")
+        out.append("        default:")
+        out.append("          break;  // unknown tags are skipped, as the protocol allows")
+        out.append("      }")
+        out.append("    }")
+    out.append("  }")
+    out.append("  (void)v;")
+    out.append("}")
+    out.append("")
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    hdr = []
+    cpp = []
+    protos = []
+    hdr.append("// Generated by src/protocol/generate_messages.py from Kafka's message schemas. Do not edit.")
+    hdr.append("// One struct per request, response and consumer-protocol message, for the versions kgroup")
+    hdr.append("// supports (lowest_version..highest_version). Fields absent from a version keep their default.")
+    hdr.append("#pragma once")
+    hdr.append("")
+    hdr.append("#include <cstdint>")
+    hdr.append("#include <limits>")
+    hdr.append("#include <optional>")
+    hdr.append("#include <span>")
+    hdr.append("#include <string>")
+    hdr.append("#include <system_error>")
+    hdr.append("#include <vector>")
+    hdr.append("")
+    hdr.append('#include "protocol/primitives.hpp"')
+    hdr.append("")
+    hdr.append("namespace kgroup::protocol {")
+    hdr.append("")
+    for base, lo, hi in MESSAGES:
+        hdr.append(f"struct {snake(base)}_request;")
+        hdr.append(f"struct {snake(base)}_response;")
+    hdr.append("")
+    cpp.append("// Generated by src/protocol/generate_messages.py from Kafka's message schemas. Do not edit.")
+    cpp.append('#include "protocol/messages.hpp"')
+    cpp.append("")
+    cpp.append("namespace kgroup::protocol {")
+    cpp.append("namespace {")
+    cpp.append("")
+    decls = []
+    pub = []
+
+    items = []
+    for base, lo, hi in MESSAGES:
+        for kind in ("Request", "Response"):
+            items.append((base + kind, lo, hi, kind))
+    for name, lo, hi in DATA:
+        items.append((name, lo, hi, "Data"))
+
+    for name, lo, hi, kind in items:
+        js = load(os.path.join(src, name + ".json"))
+        registry = {}
+        top = Struct(js["name"], js["fields"], registry, top=True)
+        flex = vrange(js.get("flexibleVersions"))
+        svlo, svhi = vrange(js["validVersions"])
+        assert svlo <= lo and hi <= svhi, name
+        extra = []
+        if "apiKey" in js:
+            extra.append(f"static constexpr std::int16_t api_key = {js['apiKey']};")
+        extra.append(f"static constexpr std::int16_t lowest_version = {lo};")
+        extra.append(f"static constexpr std::int16_t highest_version = {hi};")
+        fl = flex[0] if flex[0] != NEVER else -1
+        extra.append(f"/// First flexible (compact, tagged) version, or -1 if none.")
+        extra.append(f"static constexpr std::int16_t first_flexible_version = {fl};")
+        extra.append(f"static constexpr const char* name = \"{js['name']}\";")
+        if kind == "Request":
+            extra.append(f"using response_type = {snake(js['name'][:-7])}_response;")
+        emit_struct_decl(top, hdr, 0, extra)
+        hdr.append("")
+        pub.append(f"/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.")
+        pub.append(f"std::error_code encode(const {top.cpp_name}& m, std::int16_t version, bytes& out);")
+        pub.append(f"/// Decodes a complete body (trailing bytes are an error).")
+        pub.append(f"std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, {top.cpp_name}& m);")
+        structs = list(all_structs(top))
+        for s in structs:
+            decls.append(f"void encode_{struct_fn(s, top)}(writer& w, const {qualified(s, top)}& m, std::int16_t v);")
+            decls.append(f"void decode_{struct_fn(s, top)}(reader& r, {qualified(s, top)}& m, std::int16_t v);")
+        body = []
+        for s in structs:
+            emit_struct_codec(s, top, flex, body)
+        protos.append((top, body, lo, hi))
+
+    hdr.extend(pub)
+    hdr.append("")
+    hdr.append("}  // namespace kgroup::protocol")
+    cpp.extend(decls)
+    cpp.append("")
+    for top, body, lo, hi in protos:
+        cpp.extend(body)
+    cpp.append("}  // namespace")
+    cpp.append("")
+    for top, body, lo, hi in protos:
+        n = top.cpp_name
+        fn = struct_fn(top, top)
+        cpp.append(f"std::error_code encode(const {n}& m, std::int16_t version, bytes& out) {{")
+        cpp.append(f"  if (version < {n}::lowest_version || version > {n}::highest_version) return codec_errc::unsupported_version;")
+        cpp.append("  const std::size_t start = out.size();")
+        cpp.append("  writer w(out);")
+        cpp.append(f"  encode_{fn}(w, m, version);")
+        cpp.append("  if (!w.ok()) { out.resize(start); return w.error(); }")
+        cpp.append("  return {};")
+        cpp.append("}")
+        cpp.append("")
+        cpp.append(f"std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, {n}& m) {{")
+        cpp.append(f"  if (version < {n}::lowest_version || version > {n}::highest_version) return codec_errc::unsupported_version;")
+        cpp.append("  reader r(in);")
+        cpp.append(f"  m = {n}{{}};")
+        cpp.append(f"  decode_{fn}(r, m, version);")
+        cpp.append("  if (!r.ok()) return r.error();")
+        cpp.append("  if (r.remaining() != 0) return codec_errc::trailing_bytes;")
+        cpp.append("  return {};")
+        cpp.append("}")
+        cpp.append("")
+    cpp.append("}  // namespace kgroup::protocol")
+    open(os.path.join(dst, "messages.hpp"), "w").write("\n".join(hdr) + "\n")
+    open(os.path.join(dst, "messages.cpp"), "w").write("\n".join(cpp) + "\n")
+
+
+def errors(src, root):
+    """Writes the public error-code enum and the private code/name/retriable/message table."""
+    rows = []
+    for line in open(os.path.join(src, "errors.tsv")).read().splitlines()[1:]:
+        code, name, retr, msg = line.split("\t")
+        rows.append((int(code), name, retr == "retriable", msg))
+    enum = ["// Generated by src/protocol/generate_messages.py from Kafka's error code table. Do not edit.",
+            "// Included by kgroup/error.hpp.", "#pragma once", "", "#include <cstdint>", "",
+            "namespace kgroup {", "",
+            "/// Kafka protocol error codes, as brokers send them (ErrorCode fields).",
+            "enum class kafka_errc : std::int16_t {"]
+    for code, name, _, _ in rows:
+        enum.append(f"  {name.lower()} = {code},")
+    enum += ["};", "", "}  // namespace kgroup"]
+    open(os.path.join(root, "include/kgroup/kafka_errc.hpp"), "w").write("\n".join(enum) + "\n")
+    tab = ["// Generated by src/protocol/generate_messages.py from Kafka's error code table. Do not edit.",
+           "// {code, name, retriable, message}"]
+    for code, name, r, msg in rows:
+        tab.append(f"{{{code}, {json.dumps(name)}, {'true' if r else 'false'}, {json.dumps(msg)}}},")
+    open(os.path.join(root, "src/protocol/kafka_error_table.inc"), "w").write("\n".join(tab) + "\n")
+
+
+if __name__ == "__main__":
+    main()
+    errors(sys.argv[1], os.path.join(sys.argv[2], "../.."))

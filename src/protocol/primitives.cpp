@@ -1,0 +1,406 @@
+#include "protocol/primitives.hpp"
+
+#include <bit>
+#include <cstring>
+#include <limits>
+
+namespace kgroup::protocol {
+
+namespace {
+
+class codec_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "kgroup.codec"; }
+  std::string message(int ev) const override {
+    switch (static_cast<codec_errc>(ev)) {
+      case codec_errc::ok: return "success";
+      case codec_errc::truncated: return "input ends inside a value";
+      case codec_errc::negative_length: return "negative length or count";
+      case codec_errc::oversized: return "length or count larger than the remaining input or a bound";
+      case codec_errc::bad_varint: return "varint longer than its type allows";
+      case codec_errc::trailing_bytes: return "trailing bytes after a complete message";
+      case codec_errc::unsupported_version: return "unsupported message version";
+      case codec_errc::field_not_supported: return "field value cannot be carried by this message version";
+      case codec_errc::null_not_allowed: return "null value for a non-nullable field";
+      case codec_errc::bad_tagged_field: return "tagged field size does not match its content";
+      case codec_errc::bad_crc: return "record batch CRC mismatch";
+      case codec_errc::bad_magic: return "unknown record batch magic byte";
+      case codec_errc::decompression_failed: return "decompression failed";
+      case codec_errc::decompression_bound: return "decompressed size exceeds the configured bound";
+      case codec_errc::unknown_compression: return "unknown compression codec";
+    }
+    return "unknown codec error";
+  }
+};
+
+inline std::uint16_t bswap(std::uint16_t v) noexcept { return __builtin_bswap16(v); }
+inline std::uint32_t bswap(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
+inline std::uint64_t bswap(std::uint64_t v) noexcept { return __builtin_bswap64(v); }
+
+template <class U>
+U load_be(const std::uint8_t* p) noexcept {
+  U v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little) v = bswap(v);
+  return v;
+}
+
+template <class U>
+void store_be(bytes& out, U v) {
+  if constexpr (std::endian::native == std::endian::little) v = bswap(v);
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+}  // namespace
+
+const std::error_category& codec_category() noexcept {
+  static const codec_category_impl instance;
+  return instance;
+}
+
+bool uuid::is_zero() const noexcept {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0; });
+}
+
+std::string uuid::to_string() const {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string s;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (std::uint8_t b : bytes) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      s.push_back(alphabet[(acc >> bits) & 0x3f]);
+    }
+  }
+  if (bits > 0) s.push_back(alphabet[(acc << (6 - bits)) & 0x3f]);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reader
+
+void reader::fail(codec_errc e, const char* field) noexcept {
+  if (err_ == codec_errc::ok) {
+    err_ = e;
+    err_field_ = field;
+  }
+  p_ = end_;
+}
+
+bool reader::need(std::size_t n) noexcept {
+  if (err_ != codec_errc::ok) return false;
+  if (remaining() < n) {
+    fail(codec_errc::truncated);
+    return false;
+  }
+  return true;
+}
+
+std::int8_t reader::read_int8() noexcept {
+  if (!need(1)) return 0;
+  return static_cast<std::int8_t>(*p_++);
+}
+std::int16_t reader::read_int16() noexcept { return static_cast<std::int16_t>(read_uint16()); }
+std::uint16_t reader::read_uint16() noexcept {
+  if (!need(2)) return 0;
+  auto v = load_be<std::uint16_t>(p_);
+  p_ += 2;
+  return v;
+}
+std::int32_t reader::read_int32() noexcept { return static_cast<std::int32_t>(read_uint32()); }
+std::uint32_t reader::read_uint32() noexcept {
+  if (!need(4)) return 0;
+  auto v = load_be<std::uint32_t>(p_);
+  p_ += 4;
+  return v;
+}
+std::int64_t reader::read_int64() noexcept {
+  if (!need(8)) return 0;
+  auto v = load_be<std::uint64_t>(p_);
+  p_ += 8;
+  return static_cast<std::int64_t>(v);
+}
+double reader::read_float64() noexcept {
+  auto bits = static_cast<std::uint64_t>(read_int64());
+  return std::bit_cast<double>(bits);
+}
+bool reader::read_bool() noexcept { return read_int8() != 0; }
+
+uuid reader::read_uuid() noexcept {
+  uuid u;
+  if (!need(16)) return u;
+  std::memcpy(u.bytes.data(), p_, 16);
+  p_ += 16;
+  return u;
+}
+
+std::uint64_t reader::read_uvarlong() noexcept {
+  std::uint64_t v = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (!need(1)) return 0;
+    std::uint8_t b = *p_++;
+    if (shift == 63 && (b & 0x7e) != 0) break;  // would overflow 64 bits
+    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return v;
+  }
+  fail(codec_errc::bad_varint);
+  return 0;
+}
+
+std::uint32_t reader::read_uvarint() noexcept {
+  std::uint32_t v = 0;
+  for (int shift = 0; shift < 35; shift += 7) {
+    if (!need(1)) return 0;
+    std::uint8_t b = *p_++;
+    if (shift == 28 && (b & 0x70) != 0) break;  // would overflow 32 bits
+    v |= static_cast<std::uint32_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return v;
+  }
+  fail(codec_errc::bad_varint);
+  return 0;
+}
+
+std::int32_t reader::read_varint() noexcept {
+  std::uint32_t u = read_uvarint();
+  return static_cast<std::int32_t>((u >> 1) ^ (~(u & 1) + 1));
+}
+
+std::int64_t reader::read_varlong() noexcept {
+  std::uint64_t u = read_uvarlong();
+  return static_cast<std::int64_t>((u >> 1) ^ (~(u & 1) + 1));
+}
+
+void reader::skip(std::size_t n) noexcept {
+  if (need(n)) p_ += n;
+}
+
+std::span<const std::uint8_t> reader::read_raw(std::size_t n) noexcept {
+  if (!need(n)) return {};
+  std::span<const std::uint8_t> s(p_, n);
+  p_ += n;
+  return s;
+}
+
+std::int32_t reader::read_length(bool compact, bool nullable, bool is_string,
+                                 const char* what) noexcept {
+  // Non-flexible strings carry an int16 length; bytes, records and arrays an int32.
+  std::int64_t n;
+  if (compact) {
+    n = static_cast<std::int64_t>(read_uvarint()) - 1;
+  } else if (is_string) {
+    n = read_int16();
+  } else {
+    n = read_int32();
+  }
+  if (!ok()) return 0;
+  if (n < -1 || (n == -1 && !nullable)) {
+    fail(n == -1 ? codec_errc::null_not_allowed : codec_errc::negative_length, what);
+    return 0;
+  }
+  return static_cast<std::int32_t>(n);
+}
+
+std::string reader::read_string(bool compact) noexcept {
+  std::int32_t n = read_length(compact, false, true, "string");
+  if (!ok() || n <= 0) return {};
+  if (static_cast<std::size_t>(n) > remaining()) {
+    fail(codec_errc::oversized, "string");
+    return {};
+  }
+  std::string s(reinterpret_cast<const char*>(p_), static_cast<std::size_t>(n));
+  p_ += n;
+  return s;
+}
+
+std::optional<std::string> reader::read_nullable_string(bool compact) noexcept {
+  const std::uint8_t* start = p_;
+  std::int32_t n = read_length(compact, true, true, "string");
+  if (!ok() || n < 0) return std::nullopt;
+  p_ = start;  // re-read through the non-null path
+  // Read again as a non-nullable string: lengths are identical for non-null values.
+  return read_string(compact);
+}
+
+bytes reader::read_bytes(bool compact) noexcept {
+  std::int32_t n = read_length(compact, false, false, "bytes");
+  if (!ok() || n <= 0) return {};
+  if (static_cast<std::size_t>(n) > remaining()) {
+    fail(codec_errc::oversized, "bytes");
+    return {};
+  }
+  bytes b(p_, p_ + n);
+  p_ += n;
+  return b;
+}
+
+std::optional<bytes> reader::read_nullable_bytes(bool compact) noexcept {
+  const std::uint8_t* start = p_;
+  std::int32_t n = read_length(compact, true, false, "bytes");
+  if (!ok() || n < 0) return std::nullopt;
+  p_ = start;
+  return read_bytes(compact);
+}
+
+std::optional<records_view> reader::read_records(bool compact) noexcept {
+  std::int32_t n = read_length(compact, true, false, "records");
+  if (!ok() || n < 0) return std::nullopt;
+  if (static_cast<std::size_t>(n) > remaining()) {
+    fail(codec_errc::oversized, "records");
+    return std::nullopt;
+  }
+  records_view v{std::span<const std::uint8_t>(p_, static_cast<std::size_t>(n))};
+  p_ += n;
+  return v;
+}
+
+std::int32_t reader::read_array_length(bool compact, bool nullable, std::size_t min_element_size) noexcept {
+  std::int32_t n = read_length(compact, nullable, false, "array");
+  if (!ok()) return 0;
+  if (n > 0 && static_cast<std::size_t>(n) > remaining() / (min_element_size ? min_element_size : 1)) {
+    fail(codec_errc::oversized, "array");
+    return 0;
+  }
+  return n;
+}
+
+std::int32_t reader::read_varint_length() noexcept {
+  std::int32_t n = read_varint();
+  if (!ok()) return 0;
+  if (n < -1) {
+    fail(codec_errc::negative_length, "varint length");
+    return 0;
+  }
+  if (n > 0 && static_cast<std::size_t>(n) > remaining()) {
+    fail(codec_errc::oversized, "varint length");
+    return 0;
+  }
+  return n;
+}
+
+void skip_tagged_fields(reader& r) noexcept {
+  std::uint32_t count = r.read_uvarint();
+  if (count > r.remaining()) {
+    r.fail(codec_errc::oversized, "tagged fields");
+    return;
+  }
+  for (std::uint32_t i = 0; i < count && r.ok(); ++i) {
+    r.read_uvarint();  // tag
+    std::uint32_t size = r.read_uvarint();
+    if (size > r.remaining()) {
+      r.fail(codec_errc::oversized, "tagged field");
+      return;
+    }
+    r.skip(size);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// writer
+
+void writer::fail(codec_errc e, const char* field) noexcept {
+  if (err_ == codec_errc::ok) {
+    err_ = e;
+    err_field_ = field;
+  }
+}
+
+void writer::write_int8(std::int8_t v) { out_->push_back(static_cast<std::uint8_t>(v)); }
+void writer::write_int16(std::int16_t v) { store_be(*out_, static_cast<std::uint16_t>(v)); }
+void writer::write_uint16(std::uint16_t v) { store_be(*out_, v); }
+void writer::write_int32(std::int32_t v) { store_be(*out_, static_cast<std::uint32_t>(v)); }
+void writer::write_uint32(std::uint32_t v) { store_be(*out_, v); }
+void writer::write_int64(std::int64_t v) { store_be(*out_, static_cast<std::uint64_t>(v)); }
+void writer::write_float64(double v) { store_be(*out_, std::bit_cast<std::uint64_t>(v)); }
+void writer::write_uuid(const uuid& v) { out_->insert(out_->end(), v.bytes.begin(), v.bytes.end()); }
+
+void writer::write_uvarlong(std::uint64_t v) {
+  while (v >= 0x80) {
+    out_->push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out_->push_back(static_cast<std::uint8_t>(v));
+}
+void writer::write_uvarint(std::uint32_t v) { write_uvarlong(v); }
+void writer::write_varint(std::int32_t v) {
+  write_uvarint((static_cast<std::uint32_t>(v) << 1) ^ static_cast<std::uint32_t>(v >> 31));
+}
+void writer::write_varlong(std::int64_t v) {
+  write_uvarlong((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+}
+void writer::write_raw(std::span<const std::uint8_t> v) { out_->insert(out_->end(), v.begin(), v.end()); }
+
+void writer::write_array_length(std::int32_t n, bool compact) {
+  if (compact) {
+    write_uvarint(static_cast<std::uint32_t>(n + 1));
+  } else {
+    write_int32(n);
+  }
+}
+
+void writer::write_string(std::string_view v, bool compact) {
+  if (compact) {
+    write_uvarint(static_cast<std::uint32_t>(v.size() + 1));
+  } else {
+    if (v.size() > static_cast<std::size_t>(std::numeric_limits<std::int16_t>::max())) {
+      fail(codec_errc::oversized, "string");
+      return;
+    }
+    write_int16(static_cast<std::int16_t>(v.size()));
+  }
+  out_->insert(out_->end(), v.begin(), v.end());
+}
+
+void writer::write_nullable_string(const std::optional<std::string>& v, bool compact) {
+  if (v) {
+    write_string(*v, compact);
+  } else if (compact) {
+    write_uvarint(0);
+  } else {
+    write_int16(-1);
+  }
+}
+
+void writer::write_bytes(std::span<const std::uint8_t> v, bool compact) {
+  write_array_length(static_cast<std::int32_t>(v.size()), compact);
+  write_raw(v);
+}
+
+void writer::write_nullable_bytes(const std::optional<bytes>& v, bool compact) {
+  if (v) {
+    write_bytes(*v, compact);
+  } else {
+    write_array_length(-1, compact);
+  }
+}
+
+void writer::write_records(const std::optional<records_view>& v, bool compact) {
+  if (v) {
+    write_bytes(v->data, compact);
+  } else {
+    write_array_length(-1, compact);
+  }
+}
+
+void writer::patch_int32(std::size_t at, std::int32_t v) {
+  auto u = static_cast<std::uint32_t>(v);
+  (*out_)[at] = static_cast<std::uint8_t>(u >> 24);
+  (*out_)[at + 1] = static_cast<std::uint8_t>(u >> 16);
+  (*out_)[at + 2] = static_cast<std::uint8_t>(u >> 8);
+  (*out_)[at + 3] = static_cast<std::uint8_t>(u);
+}
+
+std::size_t uvarint_size(std::uint32_t v) noexcept {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace kgroup::protocol
