@@ -202,11 +202,19 @@ std::int32_t reader::read_length(bool compact, bool nullable, bool is_string,
     fail(n == -1 ? codec_errc::null_not_allowed : codec_errc::negative_length, what);
     return 0;
   }
+  // A compact length is a uvarint up to 2^32-1; anything past int32 cannot fit in the input and
+  // must not wrap around to a negative (null or empty) value.
+  if (n > std::numeric_limits<std::int32_t>::max()) {
+    fail(codec_errc::oversized, what);
+    return 0;
+  }
   return static_cast<std::int32_t>(n);
 }
 
 std::string reader::read_string(bool compact) noexcept {
-  std::int32_t n = read_length(compact, false, true, "string");
+  // Leniency on purpose: a null where a non-nullable string is expected reads as "". Some broker
+  // implementations (librdkafka's mock cluster, for one) send a null host in error responses.
+  std::int32_t n = read_length(compact, true, true, "string");
   if (!ok() || n <= 0) return {};
   if (static_cast<std::size_t>(n) > remaining()) {
     fail(codec_errc::oversized, "string");

@@ -1,0 +1,62 @@
+// Configuration with Kafka's property names, the Java client's defaults and meanings.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kgroup {
+
+/// Description of one configuration key (for documentation and validation).
+struct ConfigKey {
+  std::string_view name;
+  std::string_view default_value;  // as text; empty means "no default"
+  std::string_view type;           // "string", "int", "long", "bool", "list", "enum"
+  std::int64_t min = 0;            // for int/long
+  std::int64_t max = 0;            // for int/long
+  std::string_view allowed;        // for enum: comma-separated allowed values
+  std::string_view doc;
+};
+
+/// A set of configuration properties. Keys are Kafka's names ("bootstrap.servers",
+/// "session.timeout.ms", ...). Values are strings, parsed and validated against the key table.
+///
+/// Thread-safety: a Config is a value; concurrent reads are safe, writes are not.
+class Config {
+ public:
+  Config() = default;
+  /// Throws kgroup::error(client_errc::invalid_config) naming the key on an unknown key (with a
+  /// did-you-mean suggestion) or an invalid value.
+  Config(std::initializer_list<std::pair<std::string, std::string>> values);
+
+  /// Sets one property. Throws kgroup::error(client_errc::invalid_config) for unknown keys
+  /// (with a suggestion) and values that do not parse or are out of range.
+  Config& set(const std::string& key, const std::string& value);
+
+  /// The value of `key`: the explicitly set one, else the default. Throws for unknown keys.
+  std::string get(std::string_view key) const;
+  std::int64_t get_int(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  std::chrono::milliseconds get_ms(std::string_view key) const;
+  std::vector<std::string> get_list(std::string_view key) const;
+  /// Whether the user set `key` explicitly.
+  bool is_set(std::string_view key) const;
+
+  /// Checks combinations of keys (e.g. heartbeat.interval.ms below session.timeout.ms,
+  /// bootstrap.servers present). Throws kgroup::error(client_errc::invalid_config) naming the keys.
+  void validate() const;
+
+  /// All keys kgroup knows, with defaults, ranges and meaning.
+  static const std::vector<ConfigKey>& keys();
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+}  // namespace kgroup

@@ -1,0 +1,136 @@
+// The client's view of a Kafka cluster: bootstrap, broker connections, metadata, coordinators.
+//
+// Runs on the background thread's io_context; not thread-safe. Connections are kept per broker
+// and per channel: group requests (JoinGroup, Heartbeat, ...) use their own connection to the
+// coordinator, so a long Fetch never delays a heartbeat (the Java client does the same).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "net/connection.hpp"
+
+namespace kgroup {
+class Config;
+}
+
+namespace kgroup::net {
+
+struct cluster_options {
+  std::vector<std::pair<std::string, std::uint16_t>> bootstrap;
+  connection_options connection;
+  std::chrono::milliseconds retry_backoff{100};
+  std::chrono::milliseconds retry_backoff_max{1000};
+  std::chrono::milliseconds metadata_max_age{300000};
+  bool allow_auto_create_topics = true;
+
+  /// Reads the network keys of a validated Config.
+  static cluster_options from_config(const Config& cfg);
+};
+
+struct broker_address {
+  std::int32_t node_id = -1;
+  std::string host;
+  std::uint16_t port = 0;
+  std::optional<std::string> rack;
+  bool operator==(const broker_address&) const = default;
+};
+
+struct partition_metadata {
+  std::int32_t partition = 0;
+  std::int16_t error_code = 0;
+  std::int32_t leader = -1;
+  std::int32_t leader_epoch = -1;
+  std::vector<std::int32_t> replicas;
+  std::vector<std::int32_t> isr;
+};
+
+struct topic_metadata {
+  std::string name;
+  protocol::uuid topic_id;
+  std::int16_t error_code = 0;
+  bool is_internal = false;
+  std::vector<partition_metadata> partitions;  // sorted by partition index
+};
+
+struct cluster_metadata {
+  std::string cluster_id;
+  std::int32_t controller_id = -1;
+  std::map<std::int32_t, broker_address> brokers;
+  std::map<std::string, topic_metadata> topics;
+  std::chrono::steady_clock::time_point updated{};
+  std::uint64_t refreshes = 0;  // successful refreshes so far
+};
+
+enum class channel { data = 0, group = 1 };
+
+class cluster : public std::enable_shared_from_this<cluster> {
+ public:
+  using done_handler = std::function<void(std::error_code)>;
+  using coordinator_handler = std::function<void(std::error_code, std::int32_t node_id)>;
+
+  cluster(boost::asio::io_context& io, cluster_options opts);
+  ~cluster();
+  cluster(const cluster&) = delete;
+  cluster& operator=(const cluster&) = delete;
+
+  /// Fetches metadata for `topics` (nullopt: all topics) from the least loaded broker, retrying
+  /// other brokers with backoff until `timeout`. Updates metadata() before calling `done`.
+  void refresh_metadata(std::optional<std::vector<std::string>> topics, std::chrono::milliseconds timeout,
+                        done_handler done);
+
+  /// Refreshes all-topic metadata every metadata.max.age.ms until close().
+  void start_periodic_refresh();
+
+  /// Finds the coordinator of `group`, retrying COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+  /// COORDINATOR_LOAD_IN_PROGRESS and connection failures with backoff until `timeout`.
+  void find_coordinator(const std::string& group, std::chrono::milliseconds timeout, coordinator_handler done);
+
+  const cluster_metadata& metadata() const noexcept { return metadata_; }
+
+  /// The connection to broker `node_id` on `ch` (created on first use), or nullptr if the broker
+  /// is not known from metadata or a FindCoordinator answer.
+  std::shared_ptr<connection> broker(std::int32_t node_id, channel ch = channel::data);
+
+  /// A connection to any broker, preferring ready ones with the fewest requests in flight, then
+  /// known brokers, then bootstrap servers.
+  std::shared_ptr<connection> least_loaded();
+
+  /// Closes every connection and stops timers; pending operations complete with shutting_down.
+  void close();
+
+  /// Number of connections currently open or opening (for tests).
+  std::size_t connection_count() const noexcept { return connections_.size() + bootstrap_.size(); }
+
+ private:
+  struct metadata_attempt;
+  struct coordinator_attempt;
+
+  void metadata_try(std::shared_ptr<metadata_attempt> a);
+  void coordinator_try(std::shared_ptr<coordinator_attempt> a);
+  void apply_metadata(const protocol::metadata_response& r);
+  void learn_broker(const broker_address& b);
+  std::chrono::milliseconds backoff_for(int attempt) const;
+  void arm_periodic();
+
+  boost::asio::io_context& io_;
+  cluster_options opts_;
+  cluster_metadata metadata_;
+  std::vector<std::shared_ptr<connection>> bootstrap_;
+  std::map<std::pair<std::int32_t, int>, std::shared_ptr<connection>> connections_;
+  boost::asio::steady_timer periodic_;
+  bool periodic_on_ = false;
+  bool closed_ = false;
+  std::size_t rotate_ = 0;  // spreads attempts over brokers
+};
+
+}  // namespace kgroup::net

@@ -1,0 +1,374 @@
+#include "net/connection.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fmt/ranges.h>
+
+#include "kgroup/log.hpp"
+
+namespace kgroup::net {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+constexpr std::int16_t api_versions_highest = protocol::api_versions_request::highest_version;
+constexpr std::int16_t unsupported_version_code = 35;
+}  // namespace
+
+const char* connection::to_string(state s) noexcept {
+  switch (s) {
+    case state::idle: return "idle";
+    case state::resolving: return "resolving";
+    case state::connecting: return "connecting";
+    case state::handshaking: return "handshaking";
+    case state::ready: return "ready";
+    case state::backoff: return "backoff";
+    case state::closed: return "closed";
+  }
+  return "?";
+}
+
+connection::connection(asio::io_context& io, std::int32_t node_id, std::string host, std::uint16_t port,
+                       connection_options opts)
+    : io_(io),
+      node_id_(node_id),
+      host_(std::move(host)),
+      port_(port),
+      opts_(std::move(opts)),
+      resolver_(io),
+      socket_(io),
+      timer_(io),
+      rng_(std::random_device{}()) {}
+
+connection::~connection() = default;
+
+void connection::logger_mismatch(const std::string& what) {
+  logger()->error("no common API version: {}", what);
+}
+
+void connection::when_ready(std::function<void(std::error_code)> cb) {
+  switch (state_) {
+    case state::ready:
+      cb({});
+      return;
+    case state::closed:
+      asio::post(io_, [cb = std::move(cb)] { cb(make_error_code(client_errc::shutting_down)); });
+      return;
+    case state::idle:
+      waiters_.push_back(std::move(cb));
+      start_connect();
+      return;
+    case state::backoff:
+      // The backoff timer starts the next attempt when it expires.
+      waiters_.push_back(std::move(cb));
+      arm_timer();
+      return;
+    case state::resolving:
+    case state::connecting:
+    case state::handshaking:
+      waiters_.push_back(std::move(cb));
+      return;
+  }
+}
+
+void connection::close() {
+  if (state_ == state::closed) return;
+  fail(make_error_code(client_errc::shutting_down), "closed by client");
+  state_ = state::closed;
+  timer_.cancel();
+  // Requests queued by handlers while failing must not wait forever.
+  flush_waiters(make_error_code(client_errc::shutting_down));
+}
+
+void connection::start_connect() {
+  state_ = state::resolving;
+  connect_deadline_ = clock::now() + opts_.connect_timeout;
+  arm_timer();
+  logger()->debug("broker {} ({}:{}): connecting", node_id_, host_, port_);
+  resolver_.async_resolve(
+      host_, std::to_string(port_),
+      [self = shared_from_this(), gen = generation_](const boost::system::error_code& ec,
+                                                     asio::ip::tcp::resolver::results_type results) {
+        if (gen != self->generation_) return;
+        if (ec) {
+          self->fail(make_error_code(client_errc::connection_failed), "resolve failed");
+          return;
+        }
+        self->state_ = state::connecting;
+        asio::async_connect(self->socket_, results,
+                            [self, gen](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
+                              if (gen != self->generation_) return;
+                              if (cec) {
+                                self->fail(make_error_code(client_errc::connection_failed), "connect failed");
+                                return;
+                              }
+                              self->on_connected();
+                            });
+      });
+}
+
+void connection::on_connected() {
+  boost::system::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  state_ = state::handshaking;
+  start_read();
+  start_handshake(api_versions_highest);
+}
+
+void connection::start_handshake(std::int16_t version) {
+  protocol::api_versions_request req;
+  req.client_software_name = "kgroup";
+  req.client_software_version = "0.1.0";
+  send_raw(
+      protocol::api_versions_request::api_key, version,
+      [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
+        return protocol::encode_request(req, version, corr, cid, out);
+      },
+      /*flexible_response=*/false,  // ApiVersions responses always use header v0
+      [this, version](std::error_code ec, const response_frame& f) -> std::error_code {
+        if (ec) return {};  // the connection failure is handled by fail()
+        protocol::reader peek(f.body());
+        const std::int16_t err = peek.read_int16();
+        if (!peek.ok()) return make_error_code(protocol::codec_errc::truncated);
+        if (err == unsupported_version_code) {
+          // The broker answered in the v0 format with its own range for ApiVersions; retry with
+          // the highest version it supports.
+          // Real brokers use the v0 format here; some implementations (librdkafka's mock) encode
+          // the array in the requested version's format instead. If the range is not readable,
+          // step down one version.
+          if (version == 0) return make_error_code(client_errc::no_compatible_version);
+          protocol::api_versions_response v0;
+          std::int16_t retry = static_cast<std::int16_t>(version - 1);
+          if (!protocol::decode(f.body(), 0, v0)) {
+            for (const auto& k : v0.api_keys) {
+              if (k.api_key == protocol::api_versions_request::api_key && k.max_version < version) {
+                retry = std::max<std::int16_t>(k.max_version, 0);
+              }
+            }
+          }
+          logger()->debug("broker {}: ApiVersions v{} unsupported, retrying with v{}", node_id_, version, retry);
+          asio::post(io_, [self = shared_from_this(), retry, gen = generation_] {
+            if (gen == self->generation_) self->start_handshake(retry);
+          });
+          return {};
+        }
+        protocol::api_versions_response resp;
+        if (auto dec = protocol::decode(f.body(), version, resp)) return dec;
+        if (resp.error_code != 0) {
+          logger()->warn("broker {}: ApiVersions failed: {}", node_id_, kafka_error_name(resp.error_code));
+          asio::post(io_, [self = shared_from_this(), gen = generation_] {
+            if (gen == self->generation_) self->fail(make_error_code(client_errc::connection_failed), "ApiVersions error");
+          });
+          return {};
+        }
+        versions_.assign(resp);
+        state_ = state::ready;
+        failures_ = 0;
+        ++connects_;
+        logger()->debug("broker {} ({}:{}): ready (ApiVersions v{}, {} APIs)", node_id_, host_, port_, version,
+                        resp.api_keys.size());
+        arm_timer();
+        flush_waiters({});
+        return {};
+      });
+}
+
+void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
+                          raw_handler handler) {
+  auto frame = std::make_shared<protocol::bytes>();
+  const std::int32_t corr = next_correlation_id_;
+  next_correlation_id_ = next_correlation_id_ == std::numeric_limits<std::int32_t>::max() ? 1 : next_correlation_id_ + 1;
+  if (auto ec = enc(corr, opts_.client_id, *frame)) {
+    logger()->error("broker {}: cannot encode request (api {} v{}): {}", node_id_, api_key, version, ec.message());
+    asio::post(io_, [handler = std::move(handler), ec] { handler(ec, response_frame{}); });
+    return;
+  }
+  in_flight_.push_back({api_key, corr, flexible_response, clock::now() + opts_.request_timeout, std::move(handler)});
+  write_queue_.push_back(std::move(frame));
+  if (in_flight_.size() == 1) arm_timer();
+  write_next();
+}
+
+void connection::write_next() {
+  if (writing_ || write_queue_.empty()) return;
+  writing_ = true;
+  auto frame = write_queue_.front();
+  asio::async_write(socket_, asio::buffer(*frame),
+                    [self = shared_from_this(), frame, gen = generation_](const boost::system::error_code& ec, std::size_t) {
+                      if (gen != self->generation_) return;
+                      self->writing_ = false;
+                      if (ec) {
+                        self->fail(make_error_code(client_errc::connection_closed), "write failed");
+                        return;
+                      }
+                      self->write_queue_.pop_front();
+                      self->write_next();
+                    });
+}
+
+void connection::start_read() {
+  asio::async_read(
+      socket_, asio::buffer(size_buf_),
+      [self = shared_from_this(), gen = generation_](const boost::system::error_code& ec, std::size_t) {
+        if (gen != self->generation_) return;
+        if (ec) {
+          self->fail(make_error_code(client_errc::connection_closed),
+                     ec == asio::error::eof ? "closed by broker" : "read failed");
+          return;
+        }
+        const std::uint32_t size = (std::uint32_t{self->size_buf_[0]} << 24) | (std::uint32_t{self->size_buf_[1]} << 16) |
+                                   (std::uint32_t{self->size_buf_[2]} << 8) | std::uint32_t{self->size_buf_[3]};
+        if (size < 4 || size > self->opts_.max_response_size) {
+          logger()->error("broker {}: response frame of {} bytes (limit {}, receive.message.max.bytes)", self->node_id_,
+                          static_cast<std::int32_t>(size), self->opts_.max_response_size);
+          self->fail(make_error_code(client_errc::protocol_violation), "bad frame size");
+          return;
+        }
+        auto frame = std::make_shared<protocol::bytes>(size);
+        asio::async_read(self->socket_, asio::buffer(*frame),
+                         [self, frame, gen](const boost::system::error_code& rec, std::size_t) {
+                           if (gen != self->generation_) return;
+                           if (rec) {
+                             self->fail(make_error_code(client_errc::connection_closed), "read failed");
+                             return;
+                           }
+                           self->on_frame(frame);
+                           if (gen == self->generation_) self->start_read();
+                         });
+      });
+}
+
+void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
+  std::int32_t corr = 0;
+  if (!protocol::peek_correlation_id(*frame, corr)) {
+    fail(make_error_code(client_errc::protocol_violation), "truncated response header");
+    return;
+  }
+  if (in_flight_.empty()) {
+    logger()->error("broker {}: response with correlation id {} to no request", node_id_, corr);
+    fail(make_error_code(client_errc::protocol_violation), "unsolicited response");
+    return;
+  }
+  if (in_flight_.front().correlation_id != corr) {
+    logger()->error("broker {}: response correlation id {} but expected {}", node_id_, corr,
+                    in_flight_.front().correlation_id);
+    fail(make_error_code(client_errc::protocol_violation), "correlation id mismatch");
+    return;
+  }
+  in_flight_request req = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  protocol::reader r(*frame);
+  protocol::response_header h;
+  protocol::decode_response_header(r, h, protocol::response_header_version(req.api_key, req.flexible_header));
+  if (!r.ok()) {
+    fail(make_error_code(client_errc::protocol_violation), "bad response header");
+    return;
+  }
+  response_frame f{std::move(frame), 0};
+  f.body_offset = f.frame->size() - r.remaining();
+  const std::uint64_t gen = generation_;
+  if (auto ec = req.handler({}, f)) {
+    const auto body = f.body();
+    logger()->error("broker {}: undecodable response to api {} ({} body bytes, first {:02x}): {}", node_id_,
+                    req.api_key, body.size(), fmt::join(body.first(std::min<std::size_t>(body.size(), 32)), " "),
+                    ec.message());
+    if (gen == generation_) fail(make_error_code(client_errc::protocol_violation), "undecodable response");
+    return;
+  }
+  if (gen == generation_) arm_timer();
+}
+
+void connection::arm_timer() {
+  if (state_ == state::closed) return;
+  clock::time_point when = clock::time_point::max();
+  if (state_ == state::resolving || state_ == state::connecting || state_ == state::handshaking) {
+    when = std::min(when, connect_deadline_);
+  }
+  if (!in_flight_.empty()) when = std::min(when, in_flight_.front().deadline);
+  if (state_ == state::backoff && !waiters_.empty()) when = std::min(when, backoff_until_);
+  if (when == clock::time_point::max()) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(when);
+  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    self->on_timer();
+  });
+}
+
+void connection::on_timer() {
+  const auto now = clock::now();
+  if ((state_ == state::resolving || state_ == state::connecting || state_ == state::handshaking) &&
+      now >= connect_deadline_) {
+    fail(make_error_code(client_errc::connection_failed), "connection setup timed out");
+    return;
+  }
+  if (!in_flight_.empty() && now >= in_flight_.front().deadline) {
+    in_flight_request req = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    logger()->warn("broker {}: request (api {}, correlation id {}) timed out after {} ms; closing the connection",
+                   node_id_, req.api_key, req.correlation_id, opts_.request_timeout.count());
+    req.handler(make_error_code(client_errc::request_timed_out), response_frame{});
+    fail(make_error_code(client_errc::connection_closed), "request timed out");
+    return;
+  }
+  if (state_ == state::backoff && now >= backoff_until_) {
+    state_ = state::idle;
+    if (!waiters_.empty()) start_connect();
+    return;
+  }
+  arm_timer();
+}
+
+std::chrono::milliseconds connection::next_backoff() {
+  const auto base = opts_.reconnect_backoff.count();
+  const auto cap = opts_.reconnect_backoff_max.count();
+  double b = static_cast<double>(base);
+  for (int i = 1; i < failures_ && b < static_cast<double>(cap); ++i) b *= 2;
+  b = std::min(b, static_cast<double>(cap));
+  // 20% jitter either way, so many clients do not reconnect in lockstep.
+  std::uniform_real_distribution<double> jitter(0.8, 1.2);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(b * jitter(rng_)));
+}
+
+void connection::fail(std::error_code ec, const char* why) {
+  if (state_ == state::closed) return;
+  const bool was_ready = state_ == state::ready;
+  ++generation_;
+  ++failures_;
+  boost::system::error_code ignored;
+  resolver_.cancel();
+  socket_.close(ignored);
+  writing_ = false;
+  write_queue_.clear();
+  auto in_flight = std::move(in_flight_);
+  in_flight_.clear();
+  state_ = state::backoff;
+  const auto wait = next_backoff();
+  backoff_until_ = clock::now() + wait;
+  if (ec == make_error_code(client_errc::shutting_down)) {
+    logger()->debug("broker {} ({}:{}): {}", node_id_, host_, port_, why);
+  } else {
+    logger()->warn("broker {} ({}:{}): {} ({}); {} request(s) failed, reconnect allowed in {} ms", node_id_, host_,
+                   port_, why, ec.message(), in_flight.size(), wait.count());
+  }
+  const std::error_code inflight_ec =
+      ec == make_error_code(client_errc::shutting_down) ? ec : make_error_code(client_errc::connection_closed);
+  for (auto& r : in_flight) r.handler(inflight_ec, response_frame{});
+  // Waiters get the failure of this attempt; they may queue new requests, which wait for the backoff.
+  flush_waiters(was_ready ? inflight_ec : ec);
+  arm_timer();
+}
+
+void connection::flush_waiters(std::error_code ec) {
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& w : waiters) w(ec);
+}
+
+}  // namespace kgroup::net

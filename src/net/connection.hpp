@@ -1,0 +1,206 @@
+// One TCP connection to one Kafka broker, on the background thread's io_context.
+//
+// Lifecycle: idle -> resolving -> connecting -> handshaking (ApiVersions) -> ready; any failure
+// goes to backoff (exponential with jitter) and back to idle when the backoff expires; the next
+// request reconnects. Requests made before `ready` wait in a queue and are sent once the versions
+// are known. Several requests are in flight at once; Kafka answers them in order, so the response
+// at the head of the in-flight queue must carry the head's correlation id, or the connection is
+// closed as a protocol violation. A request that times out closes the connection too (its late
+// response would otherwise be matched to the next request), as the Java client does.
+//
+// Not thread-safe: every call must be made on the io_context's thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <system_error>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "kgroup/error.hpp"
+#include "net/api_versions.hpp"
+#include "protocol/headers.hpp"
+#include "protocol/messages.hpp"
+
+namespace kgroup::net {
+
+struct connection_options {
+  std::string client_id = "kgroup";
+  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds reconnect_backoff{50};
+  std::chrono::milliseconds reconnect_backoff_max{1000};
+  std::size_t max_response_size = 100'000'000;
+};
+
+/// A received response: the whole frame (kept alive by the shared_ptr, so views into it such as
+/// records stay valid) and where the body starts.
+struct response_frame {
+  std::shared_ptr<const protocol::bytes> frame;
+  std::size_t body_offset = 0;
+  std::span<const std::uint8_t> body() const { return std::span(*frame).subspan(body_offset); }
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  enum class state {
+    idle,         // not connected; the next request starts a connect
+    resolving,    // DNS lookup in progress
+    connecting,   // TCP connect in progress
+    handshaking,  // ApiVersions sent, waiting for the broker's version ranges
+    ready,        // requests flow
+    backoff,      // a failure happened; waiting before the next attempt is allowed
+    closed,       // close() was called; terminal
+  };
+
+  /// Raw completion: an error, or the response frame. Returning an error (e.g. the body did not
+  /// decode) closes the connection as a protocol violation.
+  using raw_handler = std::function<std::error_code(std::error_code, const response_frame&)>;
+
+  connection(boost::asio::io_context& io, std::int32_t node_id, std::string host, std::uint16_t port,
+             connection_options opts);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  /// Sends `req` at the highest version both sides support; `done` gets the decoded response or
+  /// an error (connection failure, timeout, no common version, undecodable response).
+  template <class Request, class Handler>
+  void send(Request req, Handler done) {
+    send_keep_frame(std::move(req), [done = std::move(done)](std::error_code ec, const auto& resp, const response_frame&) mutable {
+      done(ec, resp);
+    });
+  }
+
+  /// Like send(), but the handler also gets the frame that holds the response's record views.
+  template <class Request, class Handler>
+  void send_keep_frame(Request req, Handler done) {
+    send_adjusted(std::move(req), [](Request&, std::int16_t) {}, std::move(done));
+  }
+
+  /// The general form: `adjust(req, version)` runs once the version is chosen, for requests
+  /// whose fields depend on it (e.g. FindCoordinator's single key before v4, batched keys after).
+  /// `done(ec, response, frame)`.
+  template <class Request, class Adjust, class Handler>
+  void send_adjusted(Request req, Adjust adjust, Handler done);
+
+  /// Runs `cb` once the connection is ready (connecting first if needed), or with the error that
+  /// prevented it.
+  void when_ready(std::function<void(std::error_code)> cb);
+
+  /// Closes the socket and fails everything queued or in flight with client_errc::shutting_down.
+  void close();
+
+  state current_state() const noexcept { return state_; }
+  std::int32_t node_id() const noexcept { return node_id_; }
+  const std::string& host() const noexcept { return host_; }
+  std::uint16_t port() const noexcept { return port_; }
+  const api_version_table& versions() const noexcept { return versions_; }
+  std::size_t in_flight() const noexcept { return in_flight_.size(); }
+  /// Number of completed connection attempts that reached `ready` (for tests and metrics).
+  std::uint64_t connects() const noexcept { return connects_; }
+
+  static const char* to_string(state s) noexcept;
+  static void logger_mismatch(const std::string& what);
+
+ private:
+  using encoder = std::function<std::error_code(std::int32_t, const std::optional<std::string>&, protocol::bytes&)>;
+
+  struct in_flight_request {
+    std::int16_t api_key;
+    std::int32_t correlation_id;
+    bool flexible_header;
+    std::chrono::steady_clock::time_point deadline;
+    raw_handler handler;
+  };
+
+  template <class Request>
+  static bool response_header_flexible(std::int16_t version) {
+    using response = typename Request::response_type;
+    return response::first_flexible_version >= 0 && version >= response::first_flexible_version;
+  }
+
+  void send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
+                raw_handler handler);
+  void start_connect();
+  void on_connected();
+  void start_handshake(std::int16_t version);
+  void start_read();
+  void on_frame(std::shared_ptr<protocol::bytes> frame);
+  void write_next();
+  void arm_timer();
+  void on_timer();
+  void fail(std::error_code ec, const char* why);
+  void flush_waiters(std::error_code ec);
+  std::chrono::milliseconds next_backoff();
+
+  boost::asio::io_context& io_;
+  std::int32_t node_id_;
+  std::string host_;
+  std::uint16_t port_;
+  connection_options opts_;
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer timer_;  // request deadlines, connect deadline, backoff expiry
+  state state_ = state::idle;
+  std::chrono::steady_clock::time_point backoff_until_{};
+  std::chrono::steady_clock::time_point connect_deadline_{};
+  int failures_ = 0;  // consecutive failed attempts, for the exponential backoff
+  std::uint64_t connects_ = 0;
+  std::uint64_t generation_ = 0;  // bumped on every close, so stale async completions are ignored
+  std::int32_t next_correlation_id_ = 1;
+  api_version_table versions_;
+  std::deque<std::function<void(std::error_code)>> waiters_;
+  std::deque<in_flight_request> in_flight_;
+  std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
+  bool writing_ = false;
+  std::uint8_t size_buf_[4] = {};
+  std::mt19937 rng_;
+};
+
+template <class Request, class Adjust, class Handler>
+void connection::send_adjusted(Request req, Adjust adjust, Handler done) {
+  using response = typename Request::response_type;
+  when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust),
+              done = std::move(done)](std::error_code ec) mutable {
+    if (ec) {
+      done(ec, response{}, response_frame{});
+      return;
+    }
+    std::int16_t version = 0;
+    if (auto vec = self->versions_.pick<Request>(version)) {
+      logger_mismatch(self->versions_.mismatch<Request>());
+      done(vec, response{}, response_frame{});
+      return;
+    }
+    adjust(req, version);
+    self->send_raw(
+        Request::api_key, version,
+        [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
+          return protocol::encode_request(req, version, corr, cid, out);
+        },
+        response_header_flexible<Request>(version),
+        [done = std::move(done), version](std::error_code ec, const response_frame& f) mutable -> std::error_code {
+          response resp;
+          if (ec) {
+            done(ec, resp, f);
+            return {};
+          }
+          if (auto dec = protocol::decode(f.body(), version, resp)) {
+            done(make_error_code(client_errc::protocol_violation), response{}, response_frame{});
+            return dec;
+          }
+          done(std::error_code{}, resp, f);
+          return {};
+        });
+  });
+}
+
+}  // namespace kgroup::net

@@ -1,0 +1,25 @@
+// Built against the installed package only: public headers, kgroup::kgroup.
+#include <iostream>
+
+#include <kgroup/cluster.hpp>
+#include <kgroup/config.hpp>
+#include <kgroup/error.hpp>
+
+int main() {
+  kgroup::Config cfg{{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g"}};
+  cfg.validate();
+  try {
+    kgroup::Config bad{{"sesion.timeout.ms", "1"}};
+    return 1;
+  } catch (const kgroup::error& e) {
+    if (std::string(e.what()).find("session.timeout.ms") == std::string::npos) return 2;
+  }
+  // Nothing listens on port 1: describe_cluster must fail cleanly with a kgroup::error.
+  try {
+    kgroup::describe_cluster(cfg, std::chrono::milliseconds(300));
+    return 3;
+  } catch (const kgroup::error& e) {
+    std::cout << "config ok; unreachable cluster reported: " << e.code().message() << "\n";
+  }
+  return 0;
+}

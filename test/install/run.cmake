@@ -1,0 +1,23 @@
+# Installs kgroup from BUILD_DIR into a scratch prefix, then configures, builds and runs the
+# application in test/install/app against it with find_package(kgroup), as a user would.
+file(REMOVE_RECURSE ${WORK_DIR})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "cmake --install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/install/app -B ${WORK_DIR}/app-build
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the application against the installed package failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/app-build RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the application against the installed package failed")
+endif()
+execute_process(COMMAND ${WORK_DIR}/app-build/kgroup-install-check OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+message(STATUS "application printed: ${out}")
+if(rc OR NOT out MATCHES "config ok")
+  message(FATAL_ERROR "the application built against the installed package did not run correctly")
+endif()

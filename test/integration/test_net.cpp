@@ -1,0 +1,415 @@
+// Broker connections, version negotiation, metadata and coordinator lookup against the librdkafka
+// mock cluster (an independent Kafka implementation), plus protocol violations from a fake broker.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+
+#include "kgroup/cluster.hpp"
+#include "mock_cluster.hpp"
+#include "net/cluster.hpp"
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using kgroup::client_errc;
+using kgroup::net::cluster;
+using kgroup::net::cluster_options;
+using kgroup::net::connection;
+
+namespace {
+
+cluster_options options_for(const kgroup::test::mock_cluster& mc) {
+  kgroup::Config cfg{{"bootstrap.servers", mc.bootstrap_servers()},
+                     {"request.timeout.ms", "2000"},
+                     {"reconnect.backoff.ms", "20"},
+                     {"reconnect.backoff.max.ms", "200"},
+                     {"retry.backoff.ms", "20"},
+                     {"socket.connection.setup.timeout.ms", "2000"}};
+  cfg.validate();
+  return cluster_options::from_config(cfg);
+}
+
+// Runs the io_context until `done` is true or `limit` passes; returns `done`.
+template <class Pred>
+bool run_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(20ms);
+  return done();
+}
+
+std::error_code refresh(asio::io_context& io, cluster& c, std::optional<std::vector<std::string>> topics = std::nullopt,
+                        std::chrono::milliseconds timeout = 5s) {
+  bool done = false;
+  std::error_code result;
+  c.refresh_metadata(std::move(topics), timeout, [&](std::error_code ec) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }, timeout + 5s));
+  return result;
+}
+
+std::pair<std::error_code, std::int32_t> find_coordinator(asio::io_context& io, cluster& c, const std::string& group,
+                                                          std::chrono::milliseconds timeout = 5s) {
+  bool done = false;
+  std::error_code result;
+  std::int32_t node = -2;
+  c.find_coordinator(group, timeout, [&](std::error_code ec, std::int32_t id) {
+    result = ec;
+    node = id;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }, timeout + 5s));
+  return {result, node};
+}
+
+}  // namespace
+
+TEST_CASE("negotiates versions and reads metadata from the mock cluster", "[net]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 12);
+  mc.create_topic("audit", 2);
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, options_for(mc));
+
+  REQUIRE_FALSE(refresh(io, *c));
+  const auto& md = c->metadata();
+  CHECK(md.brokers.size() == 3);
+  REQUIRE(md.topics.count("orders") == 1);
+  REQUIRE(md.topics.at("orders").partitions.size() == 12);
+  CHECK(md.topics.at("audit").partitions.size() == 2);
+  for (const auto& p : md.topics.at("orders").partitions) {
+    CHECK(p.error_code == 0);
+    CHECK(md.brokers.count(p.leader) == 1);
+  }
+
+  // Every broker negotiates: the mock speaks Metadata 0-2, JoinGroup 0-5, Fetch 0-11, so the chosen
+  // versions are the top of the overlap; ApiVersions v3 is refused by the mock and we fall back.
+  for (const auto& [id, b] : md.brokers) {
+    auto conn = c->broker(id);
+    REQUIRE(conn);
+    bool ready = false;
+    std::error_code rec;
+    conn->when_ready([&](std::error_code ec) {
+      rec = ec;
+      ready = true;
+    });
+    REQUIRE(run_until(io, [&] { return ready; }));
+    REQUIRE_FALSE(rec);
+    const auto& v = conn->versions();
+    CHECK(v.common(3, 1, 12) == 2);
+    CHECK(v.common(11, 0, 9) == 5);
+    CHECK(v.common(1, 4, 17) == 11);
+    CHECK(v.common(12, 0, 4) == 3);
+    std::int16_t chosen = -1;
+    CHECK_FALSE(v.pick<kgroup::protocol::sync_group_request>(chosen));
+    CHECK(chosen == 3);
+  }
+  c->close();
+}
+
+TEST_CASE("describe_cluster reports brokers, negotiated versions and topics", "[net]") {
+  kgroup::test::mock_cluster mc(2);
+  mc.create_topic("t", 3);
+  auto info = kgroup::describe_cluster(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()}}, 10s);
+  REQUIRE(info.brokers.size() == 2);
+  for (const auto& b : info.brokers) {
+    CHECK(b.reachable);
+    REQUIRE_FALSE(b.api_versions.empty());
+    for (const auto& v : b.api_versions) {
+      if (v.name == "Metadata") CHECK(v.chosen == 2);
+      if (v.name == "Heartbeat") CHECK(v.chosen == 3);
+    }
+  }
+  REQUIRE(info.topics.size() == 1);
+  CHECK(info.topics[0].partitions.size() == 3);
+}
+
+TEST_CASE("describe_cluster with an unreachable bootstrap server fails within its timeout", "[net]") {
+  // Port 1 on loopback: nothing listens there, connections are refused.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(kgroup::describe_cluster(
+                      kgroup::Config{{"bootstrap.servers", "127.0.0.1:1"}, {"reconnect.backoff.ms", "10"}}, 1500ms),
+                  kgroup::error);
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("coordinator lookup, and recovery from NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE", "[net]") {
+  kgroup::test::mock_cluster mc(3);
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, options_for(mc));
+  REQUIRE_FALSE(refresh(io, *c));
+
+  mc.set_coordinator("g1", 2);
+  auto [ec, node] = find_coordinator(io, *c, "g1");
+  REQUIRE_FALSE(ec);
+  CHECK(node == 2);
+
+  SECTION("retriable errors are retried until an answer") {
+    mc.push_request_errors(10, {15, 16, 14});  // COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, LOAD_IN_PROGRESS
+    mc.set_coordinator("g1", 3);
+    auto [ec2, node2] = find_coordinator(io, *c, "g1");
+    REQUIRE_FALSE(ec2);
+    CHECK(node2 == 3);
+  }
+  SECTION("a retriable error that outlasts the timeout is reported") {
+    mc.push_request_errors(10, std::vector<std::int16_t>(50, 15));
+    auto [ec2, node2] = find_coordinator(io, *c, "g1", 300ms);
+    CHECK(ec2 == make_error_code(kgroup::kafka_errc::coordinator_not_available));
+    CHECK(node2 == -1);
+    mc.clear_request_errors(10);
+  }
+  SECTION("a fatal error is reported at once") {
+    mc.push_request_errors(10, {30});  // GROUP_AUTHORIZATION_FAILED
+    auto [ec2, node2] = find_coordinator(io, *c, "g1");
+    CHECK(ec2 == make_error_code(kgroup::kafka_errc::group_authorization_failed));
+  }
+  SECTION("the group channel is a separate connection to the coordinator") {
+    auto group_conn = c->broker(node, kgroup::net::channel::group);
+    auto data_conn = c->broker(node, kgroup::net::channel::data);
+    REQUIRE(group_conn);
+    CHECK(group_conn != data_conn);
+  }
+  c->close();
+}
+
+TEST_CASE("a broker going down fails its requests, and the connection recovers when it is back", "[net]") {
+  kgroup::test::mock_cluster mc(2);
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, options_for(mc));
+  REQUIRE_FALSE(refresh(io, *c));
+  auto conn = c->broker(1);
+  REQUIRE(conn);
+
+  auto heartbeat_like = [&] {
+    // A Metadata request for no topics: cheap, answered by any broker.
+    bool done = false;
+    std::error_code result;
+    kgroup::protocol::metadata_request req;
+    conn->send(req, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+      result = ec;
+      done = true;
+    });
+    REQUIRE(run_until(io, [&] { return done; }, 15s));
+    return result;
+  };
+  REQUIRE_FALSE(heartbeat_like());
+  const auto connects_before = conn->connects();
+
+  mc.broker_down(1);
+  auto down_ec = heartbeat_like();
+  CHECK(down_ec);
+  // While it is down, metadata still refreshes through the other broker.
+  CHECK_FALSE(refresh(io, *c));
+
+  mc.broker_up(1);
+  std::error_code up_ec = make_error_code(client_errc::connection_failed);
+  for (int i = 0; i < 20 && up_ec; ++i) up_ec = heartbeat_like();
+  CHECK_FALSE(up_ec);
+  CHECK(conn->connects() > connects_before);
+  c->close();
+}
+
+TEST_CASE("a request slower than request.timeout.ms times out and closes the connection", "[net]") {
+  kgroup::test::mock_cluster mc(1);
+  auto opts = options_for(mc);
+  opts.connection.request_timeout = 300ms;
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, opts);
+  REQUIRE_FALSE(refresh(io, *c));
+  auto conn = c->broker(1);
+  REQUIRE(conn);
+  bool ready = false;
+  conn->when_ready([&](std::error_code) { ready = true; });
+  REQUIRE(run_until(io, [&] { return ready; }));
+
+  mc.set_rtt(1, 1000);
+  bool done = false;
+  std::error_code result;
+  const auto start = std::chrono::steady_clock::now();
+  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK(result == make_error_code(client_errc::request_timed_out));
+  CHECK(std::chrono::steady_clock::now() - start < 900ms);
+  CHECK(conn->current_state() == connection::state::backoff);
+
+  mc.set_rtt(1, 0);
+  done = false;
+  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK_FALSE(result);
+  c->close();
+}
+
+namespace {
+
+// A fake broker on loopback: answers ApiVersions properly, then misbehaves as told.
+class fake_broker {
+ public:
+  enum class mode { wrong_correlation_id, oversized_frame, garbage_body, unsolicited };
+
+  explicit fake_broker(mode m) : mode_(m), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~fake_broker() {
+    stop_ = true;
+    // A blocking accept() is not woken by closing the acceptor from another thread: connect once.
+    try {
+      asio::io_context io;
+      asio::ip::tcp::socket s(io);
+      s.connect({asio::ip::make_address("127.0.0.1"), port_});
+    } catch (const std::exception&) {
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint16_t port() const { return port_; }
+  int connections() const { return connections_; }
+
+ private:
+  static std::vector<std::uint8_t> read_frame(asio::ip::tcp::socket& s) {
+    std::uint8_t len[4];
+    asio::read(s, asio::buffer(len));
+    std::uint32_t n = (std::uint32_t{len[0]} << 24) | (len[1] << 16) | (len[2] << 8) | len[3];
+    std::vector<std::uint8_t> f(n);
+    asio::read(s, asio::buffer(f));
+    return f;
+  }
+  static void write_frame(asio::ip::tcp::socket& s, const std::vector<std::uint8_t>& body) {
+    kgroup::protocol::bytes out;
+    kgroup::protocol::writer w(out);
+    w.write_int32(static_cast<std::int32_t>(body.size()));
+    w.write_raw(body);
+    asio::write(s, asio::buffer(out));
+  }
+
+  void serve() {
+    while (!stop_) {
+      asio::ip::tcp::socket s(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(s, ec);
+      if (ec || stop_) return;
+      ++connections_;
+      try {
+        for (;;) {
+          auto req = read_frame(s);
+          kgroup::protocol::reader r(req);
+          kgroup::protocol::request_header h;
+          kgroup::protocol::decode_request_header(r, h, 1);
+          kgroup::protocol::bytes body;
+          kgroup::protocol::writer w(body);
+          if (h.api_key == 18) {
+            // ApiVersions v0-format answer with UNSUPPORTED_VERSION for v3+, else a v0..2 answer.
+            w.write_int32(h.correlation_id);
+            kgroup::protocol::api_versions_response resp;
+            resp.api_keys = {{18, 0, 2}, {3, 0, 2}};  // Metadata up to v2 (non-flexible)
+            if (h.api_version >= 3) resp.error_code = 35;
+            (void)kgroup::protocol::encode(resp, h.api_version >= 3 ? 0 : h.api_version, body);
+            write_frame(s, body);
+            continue;
+          }
+          switch (mode_) {
+            case mode::wrong_correlation_id:
+              w.write_int32(h.correlation_id + 1000);
+              w.write_int32(0);
+              break;
+            case mode::oversized_frame: {
+              std::vector<std::uint8_t> huge_len{0x7f, 0xff, 0xff, 0xff};
+              asio::write(s, asio::buffer(huge_len));
+              continue;
+            }
+            case mode::garbage_body:
+              w.write_int32(h.correlation_id);
+              w.write_int32(0);       // throttle
+              w.write_int32(100000);  // broker count far beyond the frame
+              break;
+            case mode::unsolicited:
+              w.write_int32(h.correlation_id);
+              (void)kgroup::protocol::encode(kgroup::protocol::metadata_response{}, h.api_version, body);
+              write_frame(s, body);  // the real answer (empty metadata)...
+              body.clear();
+              w.write_int32(777);  // ...then one nobody asked for
+              w.write_int32(0);
+              break;
+          }
+          write_frame(s, body);
+        }
+      } catch (const std::exception&) {
+        // client closed the connection: accept the next one
+      }
+    }
+  }
+
+  mode mode_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+};
+
+}  // namespace
+
+TEST_CASE("protocol violations from a broker close the connection and fail the request", "[net]") {
+  auto m = GENERATE(fake_broker::mode::wrong_correlation_id, fake_broker::mode::oversized_frame,
+                    fake_broker::mode::garbage_body);
+  fake_broker fb(m);
+  asio::io_context io;
+  kgroup::net::connection_options opts;
+  opts.request_timeout = 3s;
+  opts.max_response_size = 1 << 20;
+  opts.reconnect_backoff = 10ms;
+  auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
+  bool done = false;
+  std::error_code result;
+  kgroup::protocol::metadata_request req;
+  req.topics.reset();
+  conn->send(req, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK(result);
+  CHECK(result != make_error_code(client_errc::request_timed_out));
+  CHECK(conn->current_state() == connection::state::backoff);
+  // The connection is usable again afterwards (a new TCP connection is made).
+  done = false;
+  conn->send(req, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK(fb.connections() >= 2);
+  conn->close();
+  io.poll();
+}
+
+TEST_CASE("a response to a request never sent closes the connection", "[net]") {
+  fake_broker fb(fake_broker::mode::unsolicited);
+  asio::io_context io;
+  kgroup::net::connection_options opts;
+  opts.reconnect_backoff = 10ms;
+  auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
+  bool done = false;
+  std::error_code result;
+  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK_FALSE(result);  // the real answer arrives first
+  REQUIRE(run_until(io, [&] { return conn->current_state() == connection::state::backoff; }, 5s));
+  conn->close();
+  io.poll();
+}
