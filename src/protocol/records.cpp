@@ -1,0 +1,616 @@
+#include "protocol/records.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <limits>
+#include <new>
+
+#include "protocol/crc32c.hpp"
+
+namespace kgroup::protocol {
+
+namespace {
+
+// Base offset (8) and batch length / message size (4): the prefix every format shares, and the
+// magic byte sits at the same position (16) in all of them.
+constexpr std::size_t log_overhead = 12;
+constexpr std::size_t magic_position = 16;
+
+// Magic 2 header: 12 + epoch 4 + magic 1 + crc 4, then attributes (the CRC-covered part starts
+// there) ... record count; 61 bytes in all.
+constexpr std::size_t v2_crc_start = 21;
+constexpr std::size_t v2_header_size = 61;
+constexpr std::int32_t v2_min_batch_length = static_cast<std::int32_t>(v2_header_size - log_overhead);
+// Smallest encoded magic-2 record: length, attributes, timestamp delta, offset delta, key length,
+// value length and header count, one byte each. Bounds a declared record count by the data.
+constexpr std::size_t v2_min_record_size = 7;
+
+// Legacy message body: crc 4, magic 1, attributes 1, [timestamp 8], key length 4, value length 4.
+constexpr std::int32_t v0_min_message_size = 14;
+constexpr std::int32_t v1_min_message_size = 22;
+
+constexpr auto max_int32 = static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
+
+std::error_code err(codec_errc e) noexcept { return make_error_code(e); }
+
+// Offsets and timestamps come from untrusted data; wrap instead of overflowing (UB) and let the
+// data path's own checks reject nonsense.
+std::int64_t wrap_add(std::int64_t a, std::int64_t b) noexcept {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+std::int64_t wrap_sub(std::int64_t a, std::int64_t b) noexcept {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+
+std::uint32_t legacy_crc(byte_view covered) noexcept {
+  return static_cast<std::uint32_t>(crc32_z(0, covered.data(), covered.size()));
+}
+
+// int32-length-prefixed nullable bytes of a legacy message, as a view.
+nullable_byte_view read_bytes32(reader& r) noexcept {
+  std::int32_t n = r.read_int32();
+  if (!r.ok() || n == -1) return std::nullopt;
+  if (n < -1) {
+    r.fail(codec_errc::negative_length, "message bytes");
+    return std::nullopt;
+  }
+  if (static_cast<std::size_t>(n) > r.remaining()) {
+    r.fail(codec_errc::oversized, "message bytes");
+    return std::nullopt;
+  }
+  return r.read_raw(static_cast<std::size_t>(n));
+}
+
+// varint-length-prefixed nullable bytes of a magic-2 record, as a view.
+nullable_byte_view read_varbytes(reader& r) noexcept {
+  std::int32_t n = r.read_varint_length();
+  if (!r.ok() || n < 0) return std::nullopt;
+  return r.read_raw(static_cast<std::size_t>(n));
+}
+
+struct legacy_message {
+  std::int64_t offset = 0;
+  std::int32_t size = 0;
+  std::uint32_t crc = 0;
+  std::int8_t magic = 0;
+  std::int8_t attributes = 0;
+  std::int64_t timestamp = -1;
+  nullable_byte_view key;
+  nullable_byte_view value;
+};
+
+// Parses one legacy message (offset, size, body) from `r`. The body must be complete: in a nested
+// message set a cut message is corruption, and top-level callers pass exactly one message.
+std::error_code parse_legacy_message(reader& r, legacy_message& m, bool verify_crc) noexcept {
+  m.offset = r.read_int64();
+  m.size = r.read_int32();
+  if (!r.ok()) return err(codec_errc::truncated);
+  if (m.size < 0) return err(codec_errc::negative_length);
+  if (static_cast<std::size_t>(m.size) > r.remaining()) return err(codec_errc::truncated);
+  byte_view body = r.read_raw(static_cast<std::size_t>(m.size));
+
+  reader b(body);
+  m.crc = b.read_uint32();
+  m.magic = b.read_int8();
+  if (!b.ok()) return err(codec_errc::truncated);
+  if (m.magic != 0 && m.magic != 1) return err(codec_errc::bad_magic);
+  if (m.size < (m.magic == 0 ? v0_min_message_size : v1_min_message_size)) return err(codec_errc::truncated);
+  // Checked before the lengths inside, so that a damaged length reads as the corruption it is.
+  if (verify_crc && legacy_crc(body.subspan(4)) != m.crc) return err(codec_errc::bad_crc);
+  m.attributes = b.read_int8();
+  m.timestamp = m.magic == 1 ? b.read_int64() : -1;
+  m.key = read_bytes32(b);
+  m.value = read_bytes32(b);
+  if (!b.ok()) return err(b.error());
+  if (b.remaining() != 0) return err(codec_errc::trailing_bytes);
+  return {};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// headers_view
+
+headers_view::iterator::iterator(byte_view rest, std::uint32_t left) noexcept : rest_(rest), left_(left) {
+  if (left_ > 0) parse();
+}
+
+void headers_view::iterator::parse() noexcept {
+  // The record decoder validated these bytes; a failure here would only yield empty views.
+  reader r(rest_);
+  std::int32_t klen = r.read_varint_length();
+  auto key = r.read_raw(klen > 0 ? static_cast<std::size_t>(klen) : 0);
+  current_.key = std::string_view(reinterpret_cast<const char*>(key.data()), key.size());
+  current_.value = read_varbytes(r);
+  rest_ = rest_.subspan(rest_.size() - r.remaining());
+}
+
+headers_view::iterator& headers_view::iterator::operator++() noexcept {
+  if (left_ > 0 && --left_ > 0) parse();
+  return *this;
+}
+
+// ---------------------------------------------------------------------------------------------
+// control records
+
+std::optional<control_record_key> parse_control_record_key(const nullable_byte_view& key) noexcept {
+  if (!key || key->size() < 4) return std::nullopt;
+  reader r(*key);
+  control_record_key k;
+  k.version = r.read_int16();
+  k.type = r.read_int16();
+  if (k.version < 0) return std::nullopt;
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// record_iterator
+
+bool record_iterator::fail(std::error_code ec) noexcept {
+  if (!err_) err_ = ec;
+  left_ = 0;
+  rest_ = {};
+  return false;
+}
+
+bool record_iterator::next(record& out) noexcept {
+  if (err_) return false;
+  if (left_ <= 0) {
+    // Bytes after the declared records mean the count or the framing is wrong.
+    if (!rest_.empty()) return fail(err(codec_errc::trailing_bytes));
+    return false;
+  }
+  if (rest_.empty()) return fail(err(codec_errc::truncated));
+  return magic_ >= 2 ? next_v2(out) : next_legacy(out);
+}
+
+bool record_iterator::next_v2(record& out) noexcept {
+  reader r(rest_);
+  std::int32_t length = r.read_varint_length();
+  if (!r.ok()) return fail(err(r.error()));
+  if (length < 0) return fail(err(codec_errc::negative_length));
+  byte_view body = r.read_raw(static_cast<std::size_t>(length));
+  rest_ = rest_.subspan(rest_.size() - r.remaining());
+
+  reader b(body);
+  out.attributes = b.read_int8();
+  std::int64_t timestamp_delta = b.read_varlong();
+  std::int32_t offset_delta = b.read_varint();
+  out.key = read_varbytes(b);
+  out.value = read_varbytes(b);
+  std::int32_t header_count = b.read_varint();
+  if (!b.ok()) return fail(err(b.error()));
+  if (header_count < 0) return fail(err(codec_errc::negative_length));
+  // Each header takes at least two bytes (two lengths).
+  if (static_cast<std::size_t>(header_count) > b.remaining() / 2) return fail(err(codec_errc::oversized));
+  const std::uint8_t* headers_begin = b.position();
+  for (std::int32_t i = 0; i < header_count; ++i) {
+    std::int32_t klen = b.read_varint_length();
+    if (b.ok() && klen < 0) return fail(err(codec_errc::negative_length));  // header keys are not nullable
+    b.skip(static_cast<std::size_t>(std::max(klen, 0)));
+    std::int32_t vlen = b.read_varint_length();
+    b.skip(static_cast<std::size_t>(std::max(vlen, 0)));
+    if (!b.ok()) return fail(err(b.error()));
+  }
+  byte_view headers(headers_begin, static_cast<std::size_t>(b.position() - headers_begin));
+  if (b.remaining() != 0) return fail(err(codec_errc::trailing_bytes));
+
+  out.offset = wrap_add(base_offset_, offset_delta);
+  out.timestamp = use_max_timestamp_ ? max_timestamp_ : wrap_add(base_timestamp_, timestamp_delta);
+  out.headers = headers_view(headers, static_cast<std::uint32_t>(header_count));
+  --left_;
+  return true;
+}
+
+bool record_iterator::next_legacy(record& out) noexcept {
+  reader r(rest_);
+  legacy_message m;
+  // Already validated (and checksummed) by batch_reader; parse again without the CRC.
+  if (auto ec = parse_legacy_message(r, m, false)) return fail(ec);
+  rest_ = rest_.subspan(rest_.size() - r.remaining());
+  out.offset = wrap_add(base_offset_, m.offset);
+  out.timestamp = use_max_timestamp_ ? max_timestamp_ : m.timestamp;
+  out.attributes = m.attributes;
+  out.key = m.key;
+  out.value = m.value;
+  out.headers = headers_view();
+  --left_;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// record_batch
+
+record_iterator record_batch::records() const noexcept {
+  record_iterator it;
+  it.rest_ = records_;
+  it.left_ = header_.record_count;
+  it.magic_ = header_.magic;
+  it.max_timestamp_ = header_.max_timestamp;
+  if (header_.magic >= 2) {
+    it.base_offset_ = header_.base_offset;
+    it.base_timestamp_ = header_.base_timestamp;
+    it.use_max_timestamp_ = header_.ts_type() == timestamp_type::log_append_time;
+  } else {
+    it.base_offset_ = legacy_offset_base_;
+    it.use_max_timestamp_ = legacy_wrapper_log_append_;
+  }
+  return it;
+}
+
+// ---------------------------------------------------------------------------------------------
+// batch_reader
+
+bool batch_reader::fail(std::error_code ec) noexcept {
+  err_ = ec;
+  state_ = state::error;
+  return false;
+}
+
+bool batch_reader::next(record_batch& out) noexcept {
+  if (state_ != state::more) return false;
+  try {
+    const std::size_t rem = data_.size() - pos_;
+    if (rem == 0) {
+      state_ = state::end;
+      return false;
+    }
+    if (rem < log_overhead) {
+      state_ = state::partial;
+      return false;
+    }
+    reader r(data_.subspan(pos_, log_overhead));
+    r.read_int64();
+    const std::int32_t size = r.read_int32();
+    if (size < 0) return fail(err(codec_errc::negative_length));
+    // The magic byte may lie beyond a partial tail; when it is there, reject garbage early.
+    std::int8_t magic = -1;
+    if (rem > magic_position) {
+      magic = static_cast<std::int8_t>(data_[pos_ + magic_position]);
+      if (magic < 0 || magic > 2) return fail(err(codec_errc::bad_magic));
+    }
+    const std::int32_t min_size = magic == 2 ? v2_min_batch_length : magic == 1 ? v1_min_message_size
+                                                                                : v0_min_message_size;
+    if (size < min_size) return fail(err(codec_errc::truncated));
+    if (static_cast<std::size_t>(size) > rem - log_overhead) {
+      state_ = state::partial;
+      return false;
+    }
+    // A complete batch: from here on every problem is corruption. (size >= 14 implies the magic
+    // byte was inside the data.)
+    byte_view batch = data_.subspan(pos_, log_overhead + static_cast<std::size_t>(size));
+    auto ec = magic == 2 ? decode_v2(batch, out) : decode_legacy(batch, out);
+    if (ec) return fail(ec);
+    out.raw_ = batch;
+    out.input_owner_ = owner_;
+    pos_ += batch.size();
+    return true;
+  } catch (const std::bad_alloc&) {
+    return fail(std::make_error_code(std::errc::not_enough_memory));
+  }
+}
+
+std::error_code batch_reader::decompress_into(record_batch& out, compression codec, byte_view input) {
+  std::shared_ptr<bytes> buf;
+  // Reuse out's buffer only if no copy of the previous batch still points into it.
+  if (out.decompressed_ && out.decompressed_.use_count() == 1) {
+    buf = std::move(out.decompressed_);
+  } else {
+    out.decompressed_.reset();
+    buf = spare_ ? std::move(spare_) : std::make_shared<bytes>();
+  }
+  if (auto ec = decompress(codec, input, opts_.max_decompressed_batch_bytes, *buf)) {
+    spare_ = std::move(buf);
+    out.records_ = {};
+    return ec;
+  }
+  out.decompressed_ = std::move(buf);
+  out.records_ = *out.decompressed_;
+  return {};
+}
+
+namespace {
+// An uncompressed batch keeps no buffer: a copy of it must not pin an old decompression buffer.
+void take_back_buffer(std::shared_ptr<bytes>& spare, std::shared_ptr<bytes>& held) noexcept {
+  if (held && held.use_count() == 1 && !spare) spare = std::move(held);
+  held.reset();
+}
+}  // namespace
+
+std::error_code batch_reader::decode_v2(byte_view batch, record_batch& out) {
+  reader r(batch);
+  record_batch_header h;
+  h.base_offset = r.read_int64();
+  h.batch_length = r.read_int32();
+  h.partition_leader_epoch = r.read_int32();
+  h.magic = r.read_int8();
+  h.crc = r.read_uint32();
+  // The CRC covers attributes to the end, so check it before believing any of those fields.
+  if (opts_.verify_crc && crc32c(batch.subspan(v2_crc_start)) != h.crc) return err(codec_errc::bad_crc);
+  h.attributes = r.read_int16();
+  h.last_offset_delta = r.read_int32();
+  h.base_timestamp = r.read_int64();
+  h.max_timestamp = r.read_int64();
+  h.producer_id = r.read_int64();
+  h.producer_epoch = r.read_int16();
+  h.base_sequence = r.read_int32();
+  h.record_count = r.read_int32();
+  if (!r.ok()) return err(codec_errc::truncated);  // cannot happen: the caller checked the size
+
+  auto codec = compression_from_attributes(h.attributes);
+  if (!codec) return err(codec_errc::unknown_compression);
+  if (h.record_count < 0) return err(codec_errc::negative_length);
+  byte_view body = batch.subspan(v2_header_size);
+  const auto count = static_cast<std::size_t>(h.record_count);
+
+  if (*codec == compression::none) {
+    if (count > body.size() / v2_min_record_size) return err(codec_errc::oversized);
+    take_back_buffer(spare_, out.decompressed_);
+    out.records_ = body;
+  } else {
+    // Reject an impossible count before spending time on decompression.
+    if (count > opts_.max_decompressed_batch_bytes / v2_min_record_size) return err(codec_errc::oversized);
+    if (auto ec = decompress_into(out, *codec, body)) return ec;
+    if (count > out.records_.size() / v2_min_record_size) return err(codec_errc::oversized);
+  }
+  out.header_ = h;
+  out.legacy_offset_base_ = 0;
+  out.legacy_wrapper_log_append_ = false;
+  return {};
+}
+
+std::error_code batch_reader::decode_legacy(byte_view batch, record_batch& out) {
+  reader r(batch);
+  legacy_message m;
+  if (auto ec = parse_legacy_message(r, m, opts_.verify_crc)) return ec;
+
+  record_batch_header h;
+  h.base_offset = m.offset;
+  h.batch_length = m.size;
+  h.partition_leader_epoch = -1;
+  h.magic = m.magic;
+  h.crc = m.crc;
+  h.attributes = static_cast<std::int16_t>(static_cast<std::uint8_t>(m.attributes));
+  h.last_offset_delta = 0;
+  h.base_timestamp = m.timestamp;
+  h.max_timestamp = m.timestamp;
+  h.record_count = 1;
+
+  const int codec_id = m.attributes & batch_attribute::compression_mask;
+  if (codec_id == static_cast<int>(compression::none)) {
+    take_back_buffer(spare_, out.decompressed_);
+    out.records_ = batch;  // the message itself is a one-message set
+    out.header_ = h;
+    out.legacy_offset_base_ = 0;
+    out.legacy_wrapper_log_append_ = false;
+    return {};
+  }
+  // zstd (4) arrived with magic 2; a legacy message cannot carry it.
+  if (codec_id > static_cast<int>(compression::lz4)) return err(codec_errc::unknown_compression);
+  if (!m.value) return err(codec_errc::null_not_allowed);
+  if (auto ec = decompress_into(out, static_cast<compression>(codec_id), *m.value)) return ec;
+
+  // Validate the whole inner set now, so iteration cannot fail, and find the offsets the
+  // relative-offset arithmetic needs (the last inner offset).
+  reader inner(out.records_);
+  std::size_t count = 0;
+  std::int64_t first_offset = 0, last_offset = 0, first_timestamp = -1;
+  while (inner.remaining() > 0) {
+    legacy_message im;
+    if (auto ec = parse_legacy_message(inner, im, opts_.verify_crc)) return ec;
+    if (im.magic != m.magic) return err(codec_errc::bad_magic);
+    // Nested compression never existed on the wire; refuse it rather than recurse.
+    if ((im.attributes & batch_attribute::compression_mask) != 0) return err(codec_errc::field_not_supported);
+    if (count == 0) {
+      first_offset = im.offset;
+      first_timestamp = im.timestamp;
+    }
+    last_offset = im.offset;
+    ++count;
+  }
+  if (count == 0) return err(codec_errc::truncated);  // a wrapper must hold a message
+  if (count > max_int32) return err(codec_errc::oversized);
+
+  // Magic 1 wrappers (KIP-31) hold offsets relative to the first inner message; the wrapper
+  // carries the absolute offset of the last one. Magic 0 inner offsets are absolute.
+  const std::int64_t adjust = m.magic == 1 ? wrap_sub(m.offset, last_offset) : 0;
+  const std::int64_t span = wrap_sub(last_offset, first_offset);
+  if (span < 0 || span > std::numeric_limits<std::int32_t>::max()) return err(codec_errc::oversized);
+  const bool log_append = m.magic == 1 && (m.attributes & batch_attribute::timestamp_type) != 0;
+
+  h.base_offset = wrap_add(adjust, first_offset);
+  h.last_offset_delta = static_cast<std::int32_t>(span);
+  h.base_timestamp = log_append ? m.timestamp : first_timestamp;
+  h.record_count = static_cast<std::int32_t>(count);
+  out.header_ = h;
+  out.legacy_offset_base_ = adjust;
+  out.legacy_wrapper_log_append_ = log_append;
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// encoders
+
+namespace {
+
+bool known_codec(compression c) noexcept {
+  return static_cast<int>(c) >= 0 && static_cast<int>(c) <= static_cast<int>(compression::zstd);
+}
+
+byte_view as_bytes(std::string_view s) noexcept {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+bool write_varbytes(writer& w, const nullable_byte_view& v) {
+  if (!v) {
+    w.write_varint(-1);
+    return true;
+  }
+  if (v->size() > max_int32) return false;
+  w.write_varint(static_cast<std::int32_t>(v->size()));
+  w.write_raw(*v);
+  return true;
+}
+
+std::error_code encode_v2(std::span<const record_input> records, const batch_encode_options& opts, bytes& out) {
+  if (!known_codec(opts.codec)) return err(codec_errc::unknown_compression);
+  if (records.size() > max_int32) return err(codec_errc::oversized);
+
+  std::int64_t base_ts = records.empty() ? -1 : records.front().timestamp;
+  std::int64_t max_ts = -1;
+  std::int32_t last_delta = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    max_ts = i == 0 ? records[i].timestamp : std::max(max_ts, records[i].timestamp);
+    last_delta = std::max(last_delta, records[i].offset_delta.value_or(static_cast<std::int32_t>(i)));
+  }
+  if (opts.last_offset_delta) last_delta = *opts.last_offset_delta;
+  if (opts.ts_type == timestamp_type::log_append_time) max_ts = opts.log_append_time;
+
+  auto attributes = static_cast<std::int16_t>(static_cast<int>(opts.codec));
+  if (opts.ts_type == timestamp_type::log_append_time) attributes |= batch_attribute::timestamp_type;
+  if (opts.transactional) attributes |= batch_attribute::transactional;
+  if (opts.control) attributes |= batch_attribute::control;
+
+  const std::size_t start = out.size();
+  writer w(out);
+  w.write_int64(opts.base_offset);
+  w.write_int32(0);  // batch length, patched below
+  w.write_int32(opts.partition_leader_epoch);
+  w.write_int8(2);
+  w.write_uint32(0);  // crc, patched below
+  w.write_int16(attributes);
+  w.write_int32(last_delta);
+  w.write_int64(base_ts);
+  w.write_int64(max_ts);
+  w.write_int64(opts.producer_id);
+  w.write_int16(opts.producer_epoch);
+  w.write_int32(opts.base_sequence);
+  w.write_int32(static_cast<std::int32_t>(records.size()));
+
+  bytes plain;  // uncompressed records, only when compressing
+  writer body(opts.codec == compression::none ? out : plain);
+  bytes rec;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const record_input& in = records[i];
+    rec.clear();
+    writer rw(rec);
+    rw.write_int8(0);
+    rw.write_varlong(wrap_sub(in.timestamp, base_ts));
+    rw.write_varint(in.offset_delta.value_or(static_cast<std::int32_t>(i)));
+    if (!write_varbytes(rw, in.key) || !write_varbytes(rw, in.value)) return err(codec_errc::oversized);
+    if (in.headers.size() > max_int32) return err(codec_errc::oversized);
+    rw.write_varint(static_cast<std::int32_t>(in.headers.size()));
+    for (const header_input& hdr : in.headers) {
+      if (!write_varbytes(rw, as_bytes(hdr.key)) || !write_varbytes(rw, hdr.value)) return err(codec_errc::oversized);
+    }
+    if (rec.size() > max_int32) return err(codec_errc::oversized);
+    body.write_varint(static_cast<std::int32_t>(rec.size()));
+    body.write_raw(rec);
+  }
+  if (opts.codec != compression::none) {
+    bytes packed;
+    if (auto ec = compress(opts.codec, plain, packed)) return ec;
+    w.write_raw(packed);
+  }
+
+  const std::size_t length = out.size() - start - log_overhead;
+  if (length > max_int32) return err(codec_errc::oversized);
+  w.patch_int32(start + 8, static_cast<std::int32_t>(length));
+  const std::uint32_t crc = crc32c(byte_view(out).subspan(start + v2_crc_start));
+  w.patch_int32(start + 17, static_cast<std::int32_t>(crc));
+  return {};
+}
+
+// Appends one legacy message: offset, size, crc, magic, attributes, [timestamp], key, value.
+std::error_code write_legacy_message(bytes& out, std::int8_t magic, std::int8_t attributes, std::int64_t offset,
+                                     std::int64_t timestamp, const nullable_byte_view& key,
+                                     const nullable_byte_view& value) {
+  writer w(out);
+  w.write_int64(offset);
+  const std::size_t size_at = out.size();
+  w.write_int32(0);
+  const std::size_t body_at = out.size();
+  w.write_uint32(0);
+  w.write_int8(magic);
+  w.write_int8(attributes);
+  if (magic == 1) w.write_int64(timestamp);
+  for (const auto* v : {&key, &value}) {
+    if (!*v) {
+      w.write_int32(-1);
+      continue;
+    }
+    if ((*v)->size() > max_int32) return err(codec_errc::oversized);
+    w.write_int32(static_cast<std::int32_t>((*v)->size()));
+    w.write_raw(**v);
+  }
+  const std::size_t size = out.size() - body_at;
+  if (size > max_int32) return err(codec_errc::oversized);
+  w.patch_int32(size_at, static_cast<std::int32_t>(size));
+  w.patch_int32(body_at, static_cast<std::int32_t>(legacy_crc(byte_view(out).subspan(body_at + 4))));
+  return {};
+}
+
+std::error_code encode_legacy(std::span<const legacy_message_input> messages, const legacy_encode_options& opts,
+                              bytes& out) {
+  if (opts.magic != 0 && opts.magic != 1) return err(codec_errc::unsupported_version);
+  if (!known_codec(opts.codec) || opts.codec == compression::zstd) return err(codec_errc::unknown_compression);
+  const bool log_append = opts.magic == 1 && opts.ts_type == timestamp_type::log_append_time;
+  const std::int8_t ts_bit = log_append ? static_cast<std::int8_t>(batch_attribute::timestamp_type) : 0;
+
+  if (opts.codec == compression::none) {
+    for (const auto& m : messages) {
+      std::int64_t ts = log_append ? opts.log_append_time : m.timestamp;
+      if (auto ec = write_legacy_message(out, opts.magic, ts_bit, m.offset, ts, m.key, m.value)) return ec;
+    }
+    return {};
+  }
+  if (messages.empty()) return {};
+
+  bytes inner;
+  std::int64_t max_ts = messages.front().timestamp;
+  for (const auto& m : messages) {
+    std::int64_t offset = opts.magic == 1 ? wrap_sub(m.offset, messages.front().offset) : m.offset;
+    if (auto ec = write_legacy_message(inner, opts.magic, 0, offset, m.timestamp, m.key, m.value)) return ec;
+    max_ts = std::max(max_ts, m.timestamp);
+  }
+  bytes packed;
+  if (auto ec = compress(opts.codec, inner, packed)) return ec;
+  const auto attributes = static_cast<std::int8_t>(static_cast<int>(opts.codec) | ts_bit);
+  return write_legacy_message(out, opts.magic, attributes, messages.back().offset,
+                              log_append ? opts.log_append_time : max_ts, std::nullopt, byte_view(packed));
+}
+
+}  // namespace
+
+std::error_code encode_record_batch(std::span<const record_input> records, const batch_encode_options& opts,
+                                    bytes& out) noexcept {
+  const std::size_t start = out.size();
+  std::error_code ec;
+  try {
+    ec = encode_v2(records, opts, out);
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  } catch (const std::length_error&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  if (ec) out.resize(start);
+  return ec;
+}
+
+std::error_code encode_legacy_message_set(std::span<const legacy_message_input> messages,
+                                          const legacy_encode_options& opts, bytes& out) noexcept {
+  const std::size_t start = out.size();
+  std::error_code ec;
+  try {
+    ec = encode_legacy(messages, opts, out);
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  } catch (const std::length_error&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  if (ec) out.resize(start);
+  return ec;
+}
+
+}  // namespace kgroup::protocol
