@@ -239,106 +239,146 @@ def is_default_expr(f, val):
     return f"{val} == {d}"
 
 
-def write_value(f, val, flex, out, pad, top):
-    """Emit code writing one (non-null) element of f's element type."""
-    e = f.elem
-    if f.is_struct:
-        out.append(f"{pad}encode_{struct_fn(f.struct, top)}(w, {val}, v);")
-    elif e == "string":
-        out.append(f"{pad}w.write_string({val}, {flex});")
-    elif e == "bytes":
-        out.append(f"{pad}w.write_bytes({val}, {flex});")
-    elif e == "uuid":
-        out.append(f"{pad}w.write_uuid({val});")
-    elif e == "bool":
-        out.append(f"{pad}w.write_bool({val});")
-    elif e == "float64":
-        out.append(f"{pad}w.write_float64({val});")
-    else:
-        out.append(f"{pad}w.write_{e}({val});")
+def in_range(v, r):
+    lo, hi = r
+    return lo != NEVER and lo <= v and (hi == NEVER or v <= hi)
 
 
-def read_value(f, dst, flex, out, pad, top):
+def field_min_size(f, v, flex, flex_range):
+    """Fewest bytes a present, non-tagged field can take on the wire at version v."""
+    if f.is_array or f.elem in ("bytes", "records"):
+        return 1 if flex else 4          # (compact) length; null or empty
+    if f.elem == "string":
+        return 1 if flex else 2
+    if f.is_struct:
+        if in_range(v, f.nullable):
+            return 1                     # int8 null marker
+        return struct_min_size(f.struct, v, flex_range)
+    return MIN_SIZE[f.elem]
+
+
+def struct_min_size(s, v, flex_range):
+    """Fewest bytes an instance of s takes at version v (tagged fields are optional)."""
+    flex = in_range(v, flex_range)
+    n = 1 if flex else 0                 # tagged-field count
+    for f in s.fields:
+        if f.tag is None and in_range(v, f.versions):
+            n += field_min_size(f, v, flex, flex_range)
+    return n
+
+
+def by_version_expr(values):
+    """[(version, value)] -> a C++ expression of v picking the value (versions ascending)."""
+    ranges = []
+    for ver, val in values:
+        if ranges and ranges[-1][2] == val:
+            ranges[-1][1] = ver
+        else:
+            ranges.append([ver, ver, val])
+    expr = str(ranges[-1][2])
+    for lo, hi, val in reversed(ranges[:-1]):
+        expr = f"v <= {hi} ? {val} : {expr}"
+    return expr if len(ranges) == 1 else f"({expr})"
+
+
+def elem_min_size_expr(f, ctx, flex):
+    """Lower bound on one array element's encoded size, so a hostile count is rejected before
+    anything is allocated (read_array_length bounds the count by remaining / this)."""
+    lo, hi, flex_range = ctx
+    if f.is_struct:
+        vals = [(v, max(1, struct_min_size(f.struct, v, flex_range))) for v in range(lo, hi + 1)]
+        return by_version_expr(vals)
+    if f.elem == "string":
+        return "1" if flex == "true" else f"({flex} ? 1 : 2)"
+    if f.elem == "bytes":
+        return "1" if flex == "true" else f"({flex} ? 1 : 4)"
+    return str(MIN_SIZE[f.elem])
+
+
+def write_value(f, val, flex, out, pad, top, w="w"):
+    """Emit code writing one (non-null) element of f's element type with writer `w`."""
     e = f.elem
     if f.is_struct:
-        out.append(f"{pad}decode_{struct_fn(f.struct, top)}(r, {dst}, v);")
-    elif e == "string":
-        out.append(f"{pad}{dst} = r.read_string({flex});")
-    elif e == "bytes":
-        out.append(f"{pad}{dst} = r.read_bytes({flex});")
-    elif e == "uuid":
-        out.append(f"{pad}{dst} = r.read_uuid();")
-    elif e == "bool":
-        out.append(f"{pad}{dst} = r.read_bool();")
-    elif e == "float64":
-        out.append(f"{pad}{dst} = r.read_float64();")
+        out.append(f"{pad}encode_{struct_fn(f.struct, top)}({w}, {val}, v);")
+    elif e in ("string", "bytes"):
+        out.append(f"{pad}{w}.write_{e}({val}, {flex});")
     else:
-        out.append(f"{pad}{dst} = r.read_{e}();")
+        out.append(f"{pad}{w}.write_{e}({val});")
+
+
+def read_value(f, dst, flex, out, pad, top, r="r"):
+    """Emit code reading one (non-null) element of f's element type with reader `r`."""
+    e = f.elem
+    if f.is_struct:
+        out.append(f"{pad}decode_{struct_fn(f.struct, top)}({r}, {dst}, v);")
+    elif e in ("string", "bytes"):
+        out.append(f"{pad}{dst} = {r}.read_{e}({flex});")
+    else:
+        out.append(f"{pad}{dst} = {r}.read_{e}();")
 
 
 def struct_fn(s, top):
     return qualified(s, top).replace("::", "__")
 
 
-def emit_field_write(f, out, pad, top, flex="flex"):
+def emit_field_write(f, out, pad, top, flex="flex", w="w"):
     val = f"m.{f.name}"
     nullable_now = cond(f.nullable)
+    null_check = f"{w}.fail(codec_errc::null_not_allowed, \"{f.kname}\");"
     if f.elem == "records":
-        out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
-        out.append(f"{pad}w.write_records({val}, {flex});")
+        out.append(f"{pad}if (!{val} && !({nullable_now})) {null_check}")
+        out.append(f"{pad}{w}.write_records({val}, {flex});")
         return
     if f.is_array:
         if f.can_be_null:
             out.append(f"{pad}if (!{val}) {{")
-            out.append(f"{pad}  if (!({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
-            out.append(f"{pad}  w.write_array_length(-1, {flex});")
+            out.append(f"{pad}  if (!({nullable_now})) {null_check}")
+            out.append(f"{pad}  {w}.write_array_length(-1, {flex});")
             out.append(f"{pad}}} else {{")
             inner = f"(*{val})"
             p2 = pad + "  "
         else:
             inner = val
             p2 = pad
-        out.append(f"{p2}w.write_array_length(static_cast<std::int32_t>({inner}.size()), {flex});")
+        out.append(f"{p2}{w}.write_array_length(static_cast<std::int32_t>({inner}.size()), {flex});")
         out.append(f"{p2}for (const auto& e : {inner}) {{")
-        fake = f
-        if f.is_struct:
-            out.append(f"{p2}  encode_{struct_fn(f.struct, top)}(w, e, v);")
-        elif f.elem == "string":
-            out.append(f"{p2}  w.write_string(e, {flex});")
-        else:
-            write_value(fake, "e", flex, out, p2 + "  ", top)
+        write_value(f, "e", flex, out, p2 + "  ", top, w)
         out.append(f"{p2}}}")
         if f.can_be_null:
             out.append(f"{pad}}}")
         return
     if f.can_be_null:
-        if f.elem == "string":
-            out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
-            out.append(f"{pad}w.write_nullable_string({val}, {flex});")
-        elif f.elem == "bytes":
-            out.append(f"{pad}if (!{val} && !({nullable_now})) w.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
-            out.append(f"{pad}w.write_nullable_bytes({val}, {flex});")
+        if f.elem in ("string", "bytes"):
+            out.append(f"{pad}if (!{val} && !({nullable_now})) {null_check}")
+            out.append(f"{pad}{w}.write_nullable_{f.elem}({val}, {flex});")
         elif f.is_struct:
             # Nullable struct: int8 -1 for null, 1 then the struct otherwise.
-            out.append(f"{pad}if (!{val}) {{ w.write_int8(-1); }} else {{ w.write_int8(1); encode_{struct_fn(f.struct, top)}(w, *{val}, v); }}")
+            out.append(f"{pad}if (!{val}) {{")
+            out.append(f"{pad}  if (!({nullable_now})) {null_check}")
+            out.append(f"{pad}  {w}.write_int8(-1);")
+            out.append(f"{pad}}} else {{")
+            out.append(f"{pad}  {w}.write_int8(1);")
+            out.append(f"{pad}  encode_{struct_fn(f.struct, top)}({w}, *{val}, v);")
+            out.append(f"{pad}}}")
         else:
             raise SystemExit(f"unsupported nullable {f.elem}")
         return
-    write_value(f, val, flex, out, pad, top)
+    write_value(f, val, flex, out, pad, top, w)
 
 
-def emit_field_read(f, out, pad, top, flex="flex"):
+def emit_field_read(f, out, pad, top, ctx, flex="flex", r="r"):
     dst = f"m.{f.name}"
     nullable_now = cond(f.nullable)
+    null_check = f"if (!{dst} && {r}.ok() && !({nullable_now})) {r}.fail(codec_errc::null_not_allowed, \"{f.kname}\");"
     if f.elem == "records":
-        out.append(f"{pad}{dst} = r.read_records({flex});")
-        out.append(f"{pad}if (!{dst} && r.ok() && !({nullable_now})) r.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+        out.append(f"{pad}{dst} = {r}.read_records({flex});")
+        out.append(f"{pad}{null_check}")
         return
     if f.is_array:
-        minsize = 1 if f.is_struct else MIN_SIZE.get(f.elem, 1)
+        minsize = elem_min_size_expr(f, ctx, flex)
         nl = nullable_now if f.can_be_null else "false"
         out.append(f"{pad}{{")
-        out.append(f"{pad}  const std::int32_t n = r.read_array_length({flex}, {nl}, {minsize});")
+        out.append(f"{pad}  const std::int32_t n = {r}.read_array_length({flex}, {nl}, {minsize});")
         if f.can_be_null:
             out.append(f"{pad}  if (n < 0) {{ {dst}.reset(); }} else {{")
             out.append(f"{pad}    auto& vec = {dst}.emplace();")
@@ -347,61 +387,77 @@ def emit_field_read(f, out, pad, top, flex="flex"):
             out.append(f"{pad}    auto& vec = {dst};")
             out.append(f"{pad}    vec.clear();")
         out.append(f"{pad}    vec.reserve(static_cast<std::size_t>(n));")
-        out.append(f"{pad}    for (std::int32_t i = 0; i < n && r.ok(); ++i) {{")
+        out.append(f"{pad}    for (std::int32_t i = 0; i < n && {r}.ok(); ++i) {{")
         out.append(f"{pad}      auto& e = vec.emplace_back();")
-        read_value(f, "e", flex, out, pad + "      ", top)
+        read_value(f, "e", flex, out, pad + "      ", top, r)
         out.append(f"{pad}    }}")
         out.append(f"{pad}  }}")
         out.append(f"{pad}}}")
         return
     if f.can_be_null:
-        if f.elem == "string":
-            out.append(f"{pad}{dst} = r.read_nullable_string({flex});")
-        elif f.elem == "bytes":
-            out.append(f"{pad}{dst} = r.read_nullable_bytes({flex});")
+        if f.elem in ("string", "bytes"):
+            out.append(f"{pad}{dst} = {r}.read_nullable_{f.elem}({flex});")
+            out.append(f"{pad}{null_check}")
         elif f.is_struct:
-            out.append(f"{pad}if (r.read_int8() < 0) {{ {dst}.reset(); }} else {{ decode_{struct_fn(f.struct, top)}(r, {dst}.emplace(), v); }}")
-            return
-        out.append(f"{pad}if (!{dst} && r.ok() && !({nullable_now})) r.fail(codec_errc::null_not_allowed, \"{f.kname}\");")
+            out.append(f"{pad}if ({r}.read_int8() < 0) {{")
+            out.append(f"{pad}  {dst}.reset();")
+            out.append(f"{pad}  {null_check}")
+            out.append(f"{pad}}} else {{")
+            out.append(f"{pad}  decode_{struct_fn(f.struct, top)}({r}, {dst}.emplace(), v);")
+            out.append(f"{pad}}}")
+        else:
+            raise SystemExit(f"unsupported nullable {f.elem}")
         return
-    read_value(f, dst, flex, out, pad, top)
+    read_value(f, dst, flex, out, pad, top, r)
 
 
-def emit_struct_codec(s, top, flex_range, out):
+def tagged_present(f):
+    """C++ condition: the tagged field f exists at version v (tagged and within its versions)."""
+    (a, b), (c, d) = f.tagged, f.versions
+    lo, hi = max(a, c), min(b, d)
+    return "false" if lo == NEVER or lo > hi else cond((lo, hi))
+
+
+def emit_struct_codec(s, top, flex_range, out, lo, hi):
     qn = qualified(s, top)
     fn = struct_fn(s, top)
     flex_cond = cond(flex_range)
+    ctx = (lo, hi, flex_range)
+    tagged = [f for f in s.fields if f.tag is not None]
     # encode
     out.append(f"void encode_{fn}(writer& w, const {qn}& m, std::int16_t v) {{")
     out.append(f"  [[maybe_unused]] const bool flex = {flex_cond};")
     for f in s.fields:
-        tagged_cond = cond(f.tagged) if f.tag is not None else "false"
-        present = cond(f.versions)
         if f.tag is not None:
             continue
-        out.append(f"  if ({present}) {{")
+        out.append(f"  if ({cond(f.versions)}) {{")
         emit_field_write(f, out, "    ", top)
         if not f.ignorable:
             out.append(f"  }} else if (!({is_default_expr(f, 'm.' + f.name)})) {{")
             out.append(f"    w.fail(codec_errc::field_not_supported, \"{s.kname}.{f.kname}\");")
         out.append("  }")
-    tagged = [f for f in s.fields if f.tag is not None]
+    # A non-ignorable tagged field is as binding as any other: a non-default value at a version
+    # that cannot carry it is an error, not a silent drop.
+    for f in tagged:
+        if not f.ignorable:
+            out.append(f"  if (!({tagged_present(f)}) && !({is_default_expr(f, 'm.' + f.name)})) {{")
+            out.append(f"    w.fail(codec_errc::field_not_supported, \"{s.kname}.{f.kname}\");")
+            out.append("  }")
     out.append("  if (flex) {")
     if not tagged:
         out.append("    w.write_uvarint(0);")
     else:
         out.append("    std::uint32_t count = 0;")
         for f in tagged:
-            out.append(f"    const bool put_{f.name} = ({cond(f.tagged)}) && !({is_default_expr(f, 'm.' + f.name)});")
+            out.append(f"    const bool put_{f.name} = ({tagged_present(f)}) && !({is_default_expr(f, 'm.' + f.name)});")
             out.append(f"    count += put_{f.name} ? 1 : 0;")
         out.append("    w.write_uvarint(count);")
+        # Tags go out in ascending order.
         for f in sorted(tagged, key=lambda x: x.tag):
             out.append(f"    if (put_{f.name}) {{")
             out.append(f"      bytes tmp;")
             out.append(f"      writer tw(tmp);")
-            sub = []
-            emit_field_write(f, sub, "      ", top, flex="true")
-            out.extend(l.replace("w.", "tw.").replace("(w, ", "(tw, ") for l in sub)
+            emit_field_write(f, out, "      ", top, flex="true", w="tw")
             out.append(f"      if (!tw.ok()) w.fail(tw.error(), tw.error_field());")
             out.append(f"      w.write_uvarint({f.tag});")
             out.append(f"      w.write_uvarint(static_cast<std::uint32_t>(tmp.size()));")
@@ -419,7 +475,7 @@ def emit_struct_codec(s, top, flex_range, out):
         if f.tag is not None:
             continue
         out.append(f"  if ({cond(f.versions)}) {{")
-        emit_field_read(f, out, "    ", top)
+        emit_field_read(f, out, "    ", top, ctx)
         out.append("  }")
     out.append("  if (flex && r.ok()) {")
     if not tagged:
@@ -436,10 +492,8 @@ def emit_struct_codec(s, top, flex_range, out):
         out.append("      switch (tag) {")
         for f in tagged:
             out.append(f"        case {f.tag}:")
-            out.append(f"          if ({cond(f.tagged)}) {{")
-            sub = []
-            emit_field_read(f, sub, "            ", top, flex="true")
-            out.extend(l.replace("r.", "tr.").replace("(r, ", "(tr, ") for l in sub)
+            out.append(f"          if ({tagged_present(f)}) {{")
+            emit_field_read(f, out, "            ", top, ctx, flex="true", r="tr")
             out.append("            if (!tr.ok()) r.fail(tr.error(), tr.error_field());")
             out.append(f"            else if (tr.remaining() != 0) r.fail(codec_errc::bad_tagged_field, \"{s.kname}.{f.kname}\");")
             out.append("          }")
@@ -526,7 +580,7 @@ def main():
             decls.append(f"void decode_{struct_fn(s, top)}(reader& r, {qualified(s, top)}& m, std::int16_t v);")
         body = []
         for s in structs:
-            emit_struct_codec(s, top, flex, body)
+            emit_struct_codec(s, top, flex, body, lo, hi)
         protos.append((top, body, lo, hi))
 
     hdr.extend(pub)

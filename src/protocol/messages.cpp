@@ -267,7 +267,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 2 ? 6 : 7));
       {
         auto& vec = m.api_keys;
         vec.clear();
@@ -295,7 +295,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
         case 0:
           if (v >= 3) {
             {
-              const std::int32_t n = tr.read_array_length(true, false, 1);
+              const std::int32_t n = tr.read_array_length(true, false, (v <= 2 ? 1 : 6));
               {
                 auto& vec = m.supported_features;
                 vec.clear();
@@ -320,7 +320,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
         case 2:
           if (v >= 3) {
             {
-              const std::int32_t n = tr.read_array_length(true, false, 1);
+              const std::int32_t n = tr.read_array_length(true, false, (v <= 2 ? 1 : 6));
               {
                 auto& vec = m.finalized_features;
                 vec.clear();
@@ -510,7 +510,7 @@ void decode_metadata_request(reader& r, metadata_request& m, std::int16_t v) {
   [[maybe_unused]] const bool flex = v >= 9;
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, v >= 1, 1);
+      const std::int32_t n = r.read_array_length(flex, v >= 1, (v <= 9 ? 2 : 18));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
         vec.reserve(static_cast<std::size_t>(n));
@@ -614,7 +614,7 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 8 ? 12 : 11));
       {
         auto& vec = m.brokers;
         vec.clear();
@@ -635,7 +635,7 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 9 : v <= 8 ? 13 : v <= 9 ? 10 : 26));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -759,7 +759,7 @@ void decode_metadata_response__metadata_response_topic(reader& r, metadata_respo
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 4 ? 18 : v <= 6 ? 22 : v <= 8 ? 26 : 18));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -926,7 +926,7 @@ void decode_find_coordinator_request(reader& r, find_coordinator_request& m, std
   }
   if (v >= 4) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
       {
         auto& vec = m.coordinator_keys;
         vec.clear();
@@ -1010,7 +1010,7 @@ void decode_find_coordinator_response(reader& r, find_coordinator_response& m, s
   }
   if (v >= 4) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 1 : 14));
       {
         auto& vec = m.coordinators;
         vec.clear();
@@ -1164,7 +1164,7 @@ void decode_join_group_request(reader& r, join_group_request& m, std::int16_t v)
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 5 ? 6 : 3));
       {
         auto& vec = m.protocols;
         vec.clear();
@@ -1302,7 +1302,7 @@ void decode_join_group_response(reader& r, join_group_response& m, std::int16_t 
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 4 ? 6 : v <= 5 ? 8 : 4));
       {
         auto& vec = m.members;
         vec.clear();
@@ -1430,7 +1430,7 @@ void decode_sync_group_request(reader& r, sync_group_request& m, std::int16_t v)
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 6 : 3));
       {
         auto& vec = m.assignments;
         vec.clear();
@@ -1650,7 +1650,7 @@ void decode_leave_group_request(reader& r, leave_group_request& m, std::int16_t 
   }
   if (v >= 3) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 2 ? 1 : v <= 3 ? 4 : v <= 4 ? 3 : 4));
       {
         auto& vec = m.members;
         vec.clear();
@@ -1744,7 +1744,7 @@ void decode_leave_group_response(reader& r, leave_group_response& m, std::int16_
   }
   if (v >= 3) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 2 ? 1 : v <= 3 ? 6 : 5));
       {
         auto& vec = m.members;
         vec.clear();
@@ -1860,7 +1860,7 @@ void decode_offset_commit_request(reader& r, offset_commit_request& m, std::int1
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -1906,7 +1906,7 @@ void decode_offset_commit_request__offset_commit_request_topic(reader& r, offset
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 5 ? 14 : 18));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -2006,7 +2006,7 @@ void decode_offset_commit_response(reader& r, offset_commit_response& m, std::in
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -2052,7 +2052,7 @@ void decode_offset_commit_response__offset_commit_response_topic(reader& r, offs
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 6 : 7));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -2148,7 +2148,7 @@ void decode_offset_fetch_request(reader& r, offset_fetch_request& m, std::int16_
   }
   if (v <= 7) {
     {
-      const std::int32_t n = r.read_array_length(flex, v >= 2 && v <= 7, 1);
+      const std::int32_t n = r.read_array_length(flex, v >= 2 && v <= 7, (v <= 5 ? 6 : v <= 7 ? 3 : 1));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
         vec.reserve(static_cast<std::size_t>(n));
@@ -2161,7 +2161,7 @@ void decode_offset_fetch_request(reader& r, offset_fetch_request& m, std::int16_
   }
   if (v >= 8) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 1 : v <= 8 ? 3 : 8));
       {
         auto& vec = m.groups;
         vec.clear();
@@ -2275,7 +2275,7 @@ void decode_offset_fetch_request__offset_fetch_request_group(reader& r, offset_f
   }
   if (v >= 8) {
     {
-      const std::int32_t n = r.read_array_length(flex, v >= 8, 1);
+      const std::int32_t n = r.read_array_length(flex, v >= 8, (v <= 7 ? 1 : 3));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
         vec.reserve(static_cast<std::size_t>(n));
@@ -2375,7 +2375,7 @@ void decode_offset_fetch_response(reader& r, offset_fetch_response& m, std::int1
   }
   if (v <= 7) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 5 ? 6 : v <= 7 ? 3 : 1));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -2392,7 +2392,7 @@ void decode_offset_fetch_response(reader& r, offset_fetch_response& m, std::int1
   }
   if (v >= 8) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 1 : 5));
       {
         auto& vec = m.groups;
         vec.clear();
@@ -2438,7 +2438,7 @@ void decode_offset_fetch_response__offset_fetch_response_topic(reader& r, offset
   }
   if (v <= 7) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 4 ? 16 : v <= 7 ? 20 : 1));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -2545,7 +2545,7 @@ void decode_offset_fetch_response__offset_fetch_response_group(reader& r, offset
   }
   if (v >= 8) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 1 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -2594,7 +2594,7 @@ void decode_offset_fetch_response__offset_fetch_response_group__offset_fetch_res
   }
   if (v >= 8) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 7 ? 1 : 20));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -2707,7 +2707,7 @@ void decode_list_offsets_request(reader& r, list_offsets_request& m, std::int16_
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 5 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -2756,7 +2756,7 @@ void decode_list_offsets_request__list_offsets_topic(reader& r, list_offsets_req
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 12 : v <= 5 ? 16 : 17));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -2846,7 +2846,7 @@ void decode_list_offsets_response(reader& r, list_offsets_response& m, std::int1
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 5 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -2892,7 +2892,7 @@ void decode_list_offsets_response__list_offsets_topic_response(reader& r, list_o
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 22 : v <= 5 ? 26 : 27));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -3036,6 +3036,9 @@ void encode_fetch_request(writer& w, const fetch_request& m, std::int16_t v) {
   if (v >= 11) {
     w.write_string(m.rack_id, flex);
   }
+  if (!(v >= 15) && !(m.replica_state == decltype(m.replica_state){})) {
+    w.fail(codec_errc::field_not_supported, "FetchRequest.ReplicaState");
+  }
   if (flex) {
     std::uint32_t count = 0;
     const bool put_cluster_id = (v >= 12) && !(!m.cluster_id.has_value());
@@ -3091,7 +3094,7 @@ void decode_fetch_request(reader& r, fetch_request& m, std::int16_t v) {
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 11 ? 6 : v <= 12 ? 3 : 18));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -3105,7 +3108,7 @@ void decode_fetch_request(reader& r, fetch_request& m, std::int16_t v) {
   }
   if (v >= 7) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 6 ? 1 : v <= 11 ? 6 : v <= 12 ? 3 : 18));
       {
         auto& vec = m.forgotten_topics_data;
         vec.clear();
@@ -3217,7 +3220,7 @@ void decode_fetch_request__fetch_topic(reader& r, fetch_request::fetch_topic& m,
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 4 ? 16 : v <= 8 ? 24 : v <= 11 ? 28 : 33));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -3397,6 +3400,9 @@ void encode_fetch_response(writer& w, const fetch_response& m, std::int16_t v) {
   } else if (!(m.responses.empty())) {
     w.fail(codec_errc::field_not_supported, "FetchResponse.Responses");
   }
+  if (!(v >= 16) && !(m.node_endpoints.empty())) {
+    w.fail(codec_errc::field_not_supported, "FetchResponse.NodeEndpoints");
+  }
   if (flex) {
     std::uint32_t count = 0;
     const bool put_node_endpoints = (v >= 16) && !(m.node_endpoints.empty());
@@ -3431,7 +3437,7 @@ void decode_fetch_response(reader& r, fetch_response& m, std::int16_t v) {
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 11 ? 6 : v <= 12 ? 3 : 18));
       {
         auto& vec = m.responses;
         vec.clear();
@@ -3456,7 +3462,7 @@ void decode_fetch_response(reader& r, fetch_response& m, std::int16_t v) {
         case 0:
           if (v >= 16) {
             {
-              const std::int32_t n = tr.read_array_length(true, false, 1);
+              const std::int32_t n = tr.read_array_length(true, false, (v <= 15 ? 1 : 11));
               {
                 auto& vec = m.node_endpoints;
                 vec.clear();
@@ -3511,7 +3517,7 @@ void decode_fetch_response__fetchable_topic_response(reader& r, fetch_response::
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 4 ? 30 : v <= 10 ? 38 : v <= 11 ? 42 : 37));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -3574,6 +3580,15 @@ void encode_fetch_response__fetchable_topic_response__partition_data(writer& w, 
   } else if (!(!m.records.has_value())) {
     w.fail(codec_errc::field_not_supported, "PartitionData.Records");
   }
+  if (!(v >= 12) && !(m.diverging_epoch == decltype(m.diverging_epoch){})) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.DivergingEpoch");
+  }
+  if (!(v >= 12) && !(m.current_leader == decltype(m.current_leader){})) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.CurrentLeader");
+  }
+  if (!(v >= 12) && !(m.snapshot_id == decltype(m.snapshot_id){})) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.SnapshotId");
+  }
   if (flex) {
     std::uint32_t count = 0;
     const bool put_diverging_epoch = (v >= 12) && !(m.diverging_epoch == decltype(m.diverging_epoch){});
@@ -3633,7 +3648,7 @@ void decode_fetch_response__fetchable_topic_response__partition_data(reader& r, 
   }
   if (v >= 4) {
     {
-      const std::int32_t n = r.read_array_length(flex, v >= 4, 1);
+      const std::int32_t n = r.read_array_length(flex, v >= 4, (v <= 11 ? 16 : 17));
       if (n < 0) { m.aborted_transactions.reset(); } else {
         auto& vec = m.aborted_transactions.emplace();
         vec.reserve(static_cast<std::size_t>(n));
@@ -3894,7 +3909,7 @@ void decode_offset_for_leader_epoch_request(reader& r, offset_for_leader_epoch_r
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -3940,7 +3955,7 @@ void decode_offset_for_leader_epoch_request__offset_for_leader_topic(reader& r, 
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 12 : 13));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -4022,7 +4037,7 @@ void decode_offset_for_leader_epoch_response(reader& r, offset_for_leader_epoch_
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 6 : 3));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -4068,7 +4083,7 @@ void decode_offset_for_leader_epoch_response__offset_for_leader_topic_result(rea
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 18 : 19));
       {
         auto& vec = m.partitions;
         vec.clear();
@@ -4157,7 +4172,7 @@ void decode_describe_groups_request(reader& r, describe_groups_request& m, std::
   [[maybe_unused]] const bool flex = v >= 5;
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
       {
         auto& vec = m.groups;
         vec.clear();
@@ -4204,7 +4219,7 @@ void decode_describe_groups_response(reader& r, describe_groups_response& m, std
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 2 ? 14 : v <= 4 ? 18 : 12));
       {
         auto& vec = m.groups;
         vec.clear();
@@ -4287,7 +4302,7 @@ void decode_describe_groups_response__described_group(reader& r, describe_groups
   }
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 3 ? 14 : v <= 4 ? 16 : 7));
       {
         auto& vec = m.members;
         vec.clear();
@@ -4411,7 +4426,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
   [[maybe_unused]] const bool flex = false;
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
       {
         auto& vec = m.topics;
         vec.clear();
@@ -4429,7 +4444,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
   }
   if (v >= 1) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, (v <= 0 ? 1 : 6));
       {
         auto& vec = m.owned_partitions;
         vec.clear();
@@ -4526,7 +4541,7 @@ void decode_consumer_protocol_assignment(reader& r, consumer_protocol_assignment
   [[maybe_unused]] const bool flex = false;
   if (true) {
     {
-      const std::int32_t n = r.read_array_length(flex, false, 1);
+      const std::int32_t n = r.read_array_length(flex, false, 6);
       {
         auto& vec = m.assigned_partitions;
         vec.clear();
