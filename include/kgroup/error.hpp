@@ -35,6 +35,10 @@ enum class client_errc {
   no_brokers_available,      // no bootstrap server could be reached
   shutting_down,             // the client is closing
   coordinator_not_found,     // FindCoordinator returned no usable coordinator
+  woken_up,                  // Consumer::wakeup() interrupted a blocking call
+  closed,                    // the consumer was closed
+  illegal_state,             // the call is not valid in the consumer's current state
+  fatal_group_error,         // the group membership failed permanently (see the message)
 };
 
 const std::error_category& client_category() noexcept;

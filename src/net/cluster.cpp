@@ -164,6 +164,7 @@ void cluster::metadata_try(std::shared_ptr<metadata_attempt> a) {
         if (!ec) {
           self->apply_metadata(resp);
           a->done({});
+          if (self->on_metadata_ && !self->closed_) self->on_metadata_();
           return;
         }
         a->last_error = ec;

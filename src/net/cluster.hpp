@@ -108,6 +108,10 @@ class cluster : public std::enable_shared_from_this<cluster> {
   /// Closes every connection and stops timers; pending operations complete with shutting_down.
   void close();
 
+  /// Called after every successful metadata refresh (for regex subscriptions and the leader's
+  /// check for partition count changes).
+  void on_metadata(std::function<void()> cb) { on_metadata_ = std::move(cb); }
+
   /// Number of connections currently open or opening (for tests).
   std::size_t connection_count() const noexcept { return connections_.size() + bootstrap_.size(); }
 
@@ -131,6 +135,7 @@ class cluster : public std::enable_shared_from_this<cluster> {
   bool periodic_on_ = false;
   bool closed_ = false;
   std::size_t rotate_ = 0;  // spreads attempts over brokers
+  std::function<void()> on_metadata_;
 };
 
 }  // namespace kgroup::net

@@ -178,7 +178,7 @@ void connection::start_handshake(std::int16_t version) {
 }
 
 void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
-                          raw_handler handler) {
+                          raw_handler handler, std::chrono::milliseconds timeout) {
   auto frame = std::make_shared<protocol::bytes>();
   const std::int32_t corr = next_correlation_id_;
   next_correlation_id_ = next_correlation_id_ == std::numeric_limits<std::int32_t>::max() ? 1 : next_correlation_id_ + 1;
@@ -187,9 +187,10 @@ void connection::send_raw(std::int16_t api_key, std::int16_t version, const enco
     asio::post(io_, [handler = std::move(handler), ec] { handler(ec, response_frame{}); });
     return;
   }
-  in_flight_.push_back({api_key, corr, flexible_response, clock::now() + opts_.request_timeout, std::move(handler)});
+  const auto t = timeout.count() > 0 ? timeout : opts_.request_timeout;
+  in_flight_.push_back({api_key, corr, flexible_response, clock::now() + t, std::move(handler)});
   write_queue_.push_back(std::move(frame));
-  if (in_flight_.size() == 1) arm_timer();
+  arm_timer();
   write_next();
 }
 
@@ -288,7 +289,7 @@ void connection::arm_timer() {
   if (state_ == state::resolving || state_ == state::connecting || state_ == state::handshaking) {
     when = std::min(when, connect_deadline_);
   }
-  if (!in_flight_.empty()) when = std::min(when, in_flight_.front().deadline);
+  for (const auto& r : in_flight_) when = std::min(when, r.deadline);
   if (state_ == state::backoff && !waiters_.empty()) when = std::min(when, backoff_until_);
   if (when == clock::time_point::max()) {
     timer_.cancel();
@@ -308,11 +309,13 @@ void connection::on_timer() {
     fail(make_error_code(client_errc::connection_failed), "connection setup timed out");
     return;
   }
-  if (!in_flight_.empty() && now >= in_flight_.front().deadline) {
-    in_flight_request req = std::move(in_flight_.front());
-    in_flight_.pop_front();
-    logger()->warn("broker {}: request (api {}, correlation id {}) timed out after {} ms; closing the connection",
-                   node_id_, req.api_key, req.correlation_id, opts_.request_timeout.count());
+  auto expired = std::find_if(in_flight_.begin(), in_flight_.end(),
+                              [now](const in_flight_request& r) { return now >= r.deadline; });
+  if (expired != in_flight_.end()) {
+    in_flight_request req = std::move(*expired);
+    in_flight_.erase(expired);
+    logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection", node_id_,
+                   req.api_key, req.correlation_id);
     req.handler(make_error_code(client_errc::request_timed_out), response_frame{});
     fail(make_error_code(client_errc::connection_closed), "request timed out");
     return;

@@ -89,7 +89,7 @@ class connection : public std::enable_shared_from_this<connection> {
   /// whose fields depend on it (e.g. FindCoordinator's single key before v4, batched keys after).
   /// `done(ec, response, frame)`.
   template <class Request, class Adjust, class Handler>
-  void send_adjusted(Request req, Adjust adjust, Handler done);
+  void send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout = {});
 
   /// Runs `cb` once the connection is ready (connecting first if needed), or with the error that
   /// prevented it.
@@ -127,8 +127,10 @@ class connection : public std::enable_shared_from_this<connection> {
     return response::first_flexible_version >= 0 && version >= response::first_flexible_version;
   }
 
+  /// `timeout` zero means request.timeout.ms (JoinGroup passes a longer one: the coordinator may
+  /// hold it for the whole rebalance timeout).
   void send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
-                raw_handler handler);
+                raw_handler handler, std::chrono::milliseconds timeout = {});
   void start_connect();
   void on_connected();
   void start_handshake(std::int16_t version);
@@ -166,10 +168,10 @@ class connection : public std::enable_shared_from_this<connection> {
 };
 
 template <class Request, class Adjust, class Handler>
-void connection::send_adjusted(Request req, Adjust adjust, Handler done) {
+void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout) {
   using response = typename Request::response_type;
-  when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust),
-              done = std::move(done)](std::error_code ec) mutable {
+  when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust), done = std::move(done),
+              timeout](std::error_code ec) mutable {
     if (ec) {
       done(ec, response{}, response_frame{});
       return;
@@ -199,7 +201,8 @@ void connection::send_adjusted(Request req, Adjust adjust, Handler done) {
           }
           done(std::error_code{}, resp, f);
           return {};
-        });
+        },
+        timeout);
   });
 }
 

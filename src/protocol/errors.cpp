@@ -48,6 +48,10 @@ class client_category_impl final : public std::error_category {
       case client_errc::no_brokers_available: return "no broker could be reached";
       case client_errc::shutting_down: return "client is shutting down";
       case client_errc::coordinator_not_found: return "group coordinator not found";
+      case client_errc::woken_up: return "woken up by Consumer::wakeup()";
+      case client_errc::closed: return "the consumer is closed";
+      case client_errc::illegal_state: return "not valid in the consumer's current state";
+      case client_errc::fatal_group_error: return "fatal consumer group error";
     }
     return "unknown client error";
   }

@@ -395,7 +395,12 @@ def emit_field_read(f, out, pad, top, ctx, flex="flex", r="r"):
         out.append(f"{pad}}}")
         return
     if f.can_be_null:
-        if f.elem in ("string", "bytes"):
+        if f.elem == "string":
+            # Lenient like reader::read_string: a null where this version does not allow one
+            # reads as "" (librdkafka's mock sends null strings in error responses).
+            out.append(f"{pad}{dst} = {r}.read_nullable_string({flex});")
+            out.append(f"{pad}if (!{dst} && !({nullable_now})) {dst} = std::string();")
+        elif f.elem == "bytes":
             out.append(f"{pad}{dst} = {r}.read_nullable_{f.elem}({flex});")
             out.append(f"{pad}{null_check}")
         elif f.is_struct:

@@ -560,7 +560,7 @@ void decode_metadata_request__metadata_request_topic(reader& r, metadata_request
   }
   if (true) {
     m.name = r.read_nullable_string(flex);
-    if (!m.name && r.ok() && !(v >= 10)) r.fail(codec_errc::null_not_allowed, "Name");
+    if (!m.name && !(v >= 10)) m.name = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -628,7 +628,7 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
   }
   if (v >= 2) {
     m.cluster_id = r.read_nullable_string(flex);
-    if (!m.cluster_id && r.ok() && !(v >= 2)) r.fail(codec_errc::null_not_allowed, "ClusterId");
+    if (!m.cluster_id && !(v >= 2)) m.cluster_id = std::string();
   }
   if (v >= 1) {
     m.controller_id = r.read_int32();
@@ -696,7 +696,7 @@ void decode_metadata_response__metadata_response_broker(reader& r, metadata_resp
   }
   if (v >= 1) {
     m.rack = r.read_nullable_string(flex);
-    if (!m.rack && r.ok() && !(v >= 1)) r.fail(codec_errc::null_not_allowed, "Rack");
+    if (!m.rack && !(v >= 1)) m.rack = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -749,7 +749,7 @@ void decode_metadata_response__metadata_response_topic(reader& r, metadata_respo
   }
   if (true) {
     m.name = r.read_nullable_string(flex);
-    if (!m.name && r.ok() && !(v >= 12)) r.fail(codec_errc::null_not_allowed, "Name");
+    if (!m.name && !(v >= 12)) m.name = std::string();
   }
   if (v >= 10) {
     m.topic_id = r.read_uuid();
@@ -997,7 +997,7 @@ void decode_find_coordinator_response(reader& r, find_coordinator_response& m, s
   }
   if (v >= 1 && v <= 3) {
     m.error_message = r.read_nullable_string(flex);
-    if (!m.error_message && r.ok() && !(v >= 1 && v <= 3)) r.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    if (!m.error_message && !(v >= 1 && v <= 3)) m.error_message = std::string();
   }
   if (v <= 3) {
     m.node_id = r.read_int32();
@@ -1084,7 +1084,7 @@ void decode_find_coordinator_response__coordinator(reader& r, find_coordinator_r
   }
   if (v >= 4) {
     m.error_message = r.read_nullable_string(flex);
-    if (!m.error_message && r.ok() && !(v >= 4)) r.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    if (!m.error_message && !(v >= 4)) m.error_message = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -1157,7 +1157,7 @@ void decode_join_group_request(reader& r, join_group_request& m, std::int16_t v)
   }
   if (v >= 5) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 5)) m.group_instance_id = std::string();
   }
   if (true) {
     m.protocol_type = r.read_string(flex);
@@ -1178,7 +1178,7 @@ void decode_join_group_request(reader& r, join_group_request& m, std::int16_t v)
   }
   if (v >= 8) {
     m.reason = r.read_nullable_string(flex);
-    if (!m.reason && r.ok() && !(v >= 8)) r.fail(codec_errc::null_not_allowed, "Reason");
+    if (!m.reason && !(v >= 8)) m.reason = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -1285,11 +1285,11 @@ void decode_join_group_response(reader& r, join_group_response& m, std::int16_t 
   }
   if (v >= 7) {
     m.protocol_type = r.read_nullable_string(flex);
-    if (!m.protocol_type && r.ok() && !(v >= 7)) r.fail(codec_errc::null_not_allowed, "ProtocolType");
+    if (!m.protocol_type && !(v >= 7)) m.protocol_type = std::string();
   }
   if (true) {
     m.protocol_name = r.read_nullable_string(flex);
-    if (!m.protocol_name && r.ok() && !(v >= 7)) r.fail(codec_errc::null_not_allowed, "ProtocolName");
+    if (!m.protocol_name && !(v >= 7)) m.protocol_name = std::string();
   }
   if (true) {
     m.leader = r.read_string(flex);
@@ -1349,7 +1349,7 @@ void decode_join_group_response__join_group_response_member(reader& r, join_grou
   }
   if (v >= 5) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 5)) m.group_instance_id = std::string();
   }
   if (true) {
     m.metadata = r.read_bytes(flex);
@@ -1418,15 +1418,15 @@ void decode_sync_group_request(reader& r, sync_group_request& m, std::int16_t v)
   }
   if (v >= 3) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 3)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 3)) m.group_instance_id = std::string();
   }
   if (v >= 5) {
     m.protocol_type = r.read_nullable_string(flex);
-    if (!m.protocol_type && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "ProtocolType");
+    if (!m.protocol_type && !(v >= 5)) m.protocol_type = std::string();
   }
   if (v >= 5) {
     m.protocol_name = r.read_nullable_string(flex);
-    if (!m.protocol_name && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "ProtocolName");
+    if (!m.protocol_name && !(v >= 5)) m.protocol_name = std::string();
   }
   if (true) {
     {
@@ -1519,11 +1519,11 @@ void decode_sync_group_response(reader& r, sync_group_response& m, std::int16_t 
   }
   if (v >= 5) {
     m.protocol_type = r.read_nullable_string(flex);
-    if (!m.protocol_type && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "ProtocolType");
+    if (!m.protocol_type && !(v >= 5)) m.protocol_type = std::string();
   }
   if (v >= 5) {
     m.protocol_name = r.read_nullable_string(flex);
-    if (!m.protocol_name && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "ProtocolName");
+    if (!m.protocol_name && !(v >= 5)) m.protocol_name = std::string();
   }
   if (true) {
     m.assignment = r.read_bytes(flex);
@@ -1576,7 +1576,7 @@ void decode_heartbeat_request(reader& r, heartbeat_request& m, std::int16_t v) {
   }
   if (v >= 3) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 3)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 3)) m.group_instance_id = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -1698,11 +1698,11 @@ void decode_leave_group_request__member_identity(reader& r, leave_group_request:
   }
   if (v >= 3) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 3)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 3)) m.group_instance_id = std::string();
   }
   if (v >= 5) {
     m.reason = r.read_nullable_string(flex);
-    if (!m.reason && r.ok() && !(v >= 5)) r.fail(codec_errc::null_not_allowed, "Reason");
+    if (!m.reason && !(v >= 5)) m.reason = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -1793,7 +1793,7 @@ void decode_leave_group_response__member_response(reader& r, leave_group_respons
   }
   if (v >= 3) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 3)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 3)) m.group_instance_id = std::string();
   }
   if (v >= 3) {
     m.error_code = r.read_int16();
@@ -1853,7 +1853,7 @@ void decode_offset_commit_request(reader& r, offset_commit_request& m, std::int1
   }
   if (v >= 7) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 7)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 7)) m.group_instance_id = std::string();
   }
   if (v >= 2 && v <= 4) {
     m.retention_time_ms = r.read_int64();
@@ -1972,7 +1972,7 @@ void decode_offset_commit_request__offset_commit_request_topic__offset_commit_re
   }
   if (true) {
     m.committed_metadata = r.read_nullable_string(flex);
-    if (!m.committed_metadata && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "CommittedMetadata");
+    if (!m.committed_metadata && !(true)) m.committed_metadata = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -2268,7 +2268,7 @@ void decode_offset_fetch_request__offset_fetch_request_group(reader& r, offset_f
   }
   if (v >= 9) {
     m.member_id = r.read_nullable_string(flex);
-    if (!m.member_id && r.ok() && !(v >= 9)) r.fail(codec_errc::null_not_allowed, "MemberId");
+    if (!m.member_id && !(v >= 9)) m.member_id = std::string();
   }
   if (v >= 9) {
     m.member_epoch = r.read_int32();
@@ -2501,7 +2501,7 @@ void decode_offset_fetch_response__offset_fetch_response_topic__offset_fetch_res
   }
   if (v <= 7) {
     m.metadata = r.read_nullable_string(flex);
-    if (!m.metadata && r.ok() && !(v <= 7)) r.fail(codec_errc::null_not_allowed, "Metadata");
+    if (!m.metadata && !(v <= 7)) m.metadata = std::string();
   }
   if (v <= 7) {
     m.error_code = r.read_int16();
@@ -2657,7 +2657,7 @@ void decode_offset_fetch_response__offset_fetch_response_group__offset_fetch_res
   }
   if (v >= 8) {
     m.metadata = r.read_nullable_string(flex);
-    if (!m.metadata && r.ok() && !(v >= 8)) r.fail(codec_errc::null_not_allowed, "Metadata");
+    if (!m.metadata && !(v >= 8)) m.metadata = std::string();
   }
   if (v >= 8) {
     m.error_code = r.read_int16();
@@ -3136,7 +3136,7 @@ void decode_fetch_request(reader& r, fetch_request& m, std::int16_t v) {
         case 0:
           if (v >= 12) {
             m.cluster_id = tr.read_nullable_string(true);
-            if (!m.cluster_id && tr.ok() && !(v >= 12)) tr.fail(codec_errc::null_not_allowed, "ClusterId");
+            if (!m.cluster_id && !(v >= 12)) m.cluster_id = std::string();
             if (!tr.ok()) r.fail(tr.error(), tr.error_field());
             else if (tr.remaining() != 0) r.fail(codec_errc::bad_tagged_field, "FetchRequest.ClusterId");
           }
@@ -3875,7 +3875,7 @@ void decode_fetch_response__node_endpoint(reader& r, fetch_response::node_endpoi
   }
   if (v >= 16) {
     m.rack = r.read_nullable_string(flex);
-    if (!m.rack && r.ok() && !(v >= 16)) r.fail(codec_errc::null_not_allowed, "Rack");
+    if (!m.rack && !(v >= 16)) m.rack = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);
@@ -4367,7 +4367,7 @@ void decode_describe_groups_response__described_group__described_group_member(re
   }
   if (v >= 4) {
     m.group_instance_id = r.read_nullable_string(flex);
-    if (!m.group_instance_id && r.ok() && !(v >= 4)) r.fail(codec_errc::null_not_allowed, "GroupInstanceId");
+    if (!m.group_instance_id && !(v >= 4)) m.group_instance_id = std::string();
   }
   if (true) {
     m.client_id = r.read_string(flex);
@@ -4461,7 +4461,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
   }
   if (v >= 3) {
     m.rack_id = r.read_nullable_string(flex);
-    if (!m.rack_id && r.ok() && !(v >= 3)) r.fail(codec_errc::null_not_allowed, "RackId");
+    if (!m.rack_id && !(v >= 3)) m.rack_id = std::string();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);

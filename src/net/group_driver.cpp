@@ -1,0 +1,399 @@
+#include "net/group_driver.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "assign/consumer_protocol.hpp"
+#include "kgroup/log.hpp"
+
+namespace kgroup::net {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<TopicPartitions> group_by_topic(const group::partition_set& parts) {
+  std::vector<TopicPartitions> out;
+  for (const auto& tp : parts) {
+    if (out.empty() || out.back().topic != tp.topic) out.push_back({tp.topic, {}});
+    out.back().partitions.push_back(tp.partition);
+  }
+  return out;
+}
+
+}  // namespace
+
+group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
+                           detail::shared_state& shared)
+    : io_(io),
+      cluster_(std::move(c)),
+      opts_(std::move(opts)),
+      shared_(shared),
+      member_(
+          opts_.member,
+          // The JoinGroup protocol list: one entry per assignor, in preference order, each with the
+          // member's subscription encoded with the consumer protocol (v3: owned partitions,
+          // generation, rack).
+          [assignors = opts_.member.assignors](const group::member_snapshot& s) {
+            std::vector<protocol::join_group_request::join_group_request_protocol> out;
+            for (const auto& a : assignors) {
+              MemberState self{s.topics, group_by_topic(s.owned), s.generation, s.rack};
+              MemberSubscription sub;
+              sub.topics = s.topics;
+              sub.user_data = a->user_data(self);
+              sub.owned_partitions = self.owned_partitions;
+              sub.generation = s.generation;
+              sub.rack = s.rack;
+              protocol::bytes meta;
+              if (auto ec = assign::encode_subscription(sub, assign::subscription_version_max, meta)) {
+                logger()->error("cannot encode the subscription for assignor '{}': {}", a->name(), ec.message());
+                continue;
+              }
+              out.push_back({a->name(), std::move(meta)});
+            }
+            return out;
+          },
+          [](std::span<const std::uint8_t> in, group::partition_set& out) -> std::error_code {
+            MemberAssignment a;
+            if (auto ec = assign::decode_assignment(in, a)) return ec;
+            for (const auto& tp : a.partitions) {
+              for (auto p : tp.partitions) out.insert({tp.topic, p});
+            }
+            return {};
+          }),
+      timer_(io) {
+  cluster_->on_metadata([this] { on_metadata(); });
+}
+
+void group_driver::subscribe(std::vector<std::string> topics) {
+  pattern_.reset();
+  member_.subscribe(clock::now(), std::move(topics));
+  cluster_->start_periodic_refresh();
+  process();
+}
+
+void group_driver::subscribe_pattern(std::regex pattern) {
+  pattern_ = std::move(pattern);
+  cluster_->start_periodic_refresh();
+  // Match against the current metadata now, and again on every refresh.
+  cluster_->refresh_metadata(std::nullopt, opts_.request_timeout, [](std::error_code) {});
+}
+
+void group_driver::unsubscribe() {
+  pattern_.reset();
+  if (member_.state() == group::member_state::unsubscribed) {
+    // Nothing to leave; still tell the waiting user thread it is done.
+    {
+      std::lock_guard lock(shared_.mutex);
+      ++shared_.left_count;
+    }
+    shared_.push(detail::left_event{});
+    return;
+  }
+  member_.unsubscribe(clock::now());
+  process();
+}
+
+void group_driver::close() {
+  pattern_.reset();
+  member_.close(clock::now());
+  process();
+}
+
+void group_driver::poll_called() {
+  member_.poll_called(clock::now());
+  process();
+}
+
+void group_driver::listener_done(std::uint64_t seq) {
+  member_.listener_done(clock::now(), seq);
+  process();
+}
+
+void group_driver::enforce_rebalance(std::string reason) {
+  member_.enforce_rebalance(clock::now(), std::move(reason));
+  process();
+}
+
+void group_driver::shutdown() {
+  stopped_ = true;
+  timer_.cancel();
+  cluster_->on_metadata(nullptr);
+}
+
+void group_driver::process() {
+  if (stopped_) return;
+  // Applying an action can feed the core again (an inline listener), so loop until quiet.
+  for (int rounds = 0; rounds < 64; ++rounds) {
+    auto actions = member_.take_actions();
+    if (actions.empty()) break;
+    for (auto& a : actions) apply(a);
+  }
+  publish_snapshot();
+  arm_timer();
+}
+
+void group_driver::arm_timer() {
+  auto when = member_.next_deadline();
+  if (!when) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(*when);
+  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec || self->stopped_) return;
+    self->member_.tick(clock::now());
+    self->process();
+  });
+}
+
+void group_driver::publish_snapshot() {
+  std::lock_guard lock(shared_.mutex);
+  shared_.owned = member_.owned();
+  shared_.topics = member_.topics();
+  shared_.member_id = member_.member_id();
+  shared_.generation = member_.generation();
+  shared_.state = group::to_string(member_.state());
+}
+
+std::shared_ptr<connection> group_driver::coordinator_connection() {
+  auto node = member_.coordinator();
+  if (!node) return nullptr;
+  return cluster_->broker(*node, channel::group);
+}
+
+void group_driver::apply(group::action& a) {
+  auto self = shared_from_this();
+  // Completion handlers check stopped_ so nothing reaches the core after shutdown.
+  std::visit(
+      [&](auto& act) {
+        using T = std::decay_t<decltype(act)>;
+        if constexpr (std::is_same_v<T, group::find_coordinator>) {
+          cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
+                                     [self](std::error_code ec, std::int32_t node) {
+                                       if (self->stopped_) return;
+                                       if (ec) {
+                                         self->member_.coordinator_failed(clock::now(), ec);
+                                       } else {
+                                         self->member_.coordinator_found(clock::now(), node);
+                                       }
+                                       self->process();
+                                     });
+        } else if constexpr (std::is_same_v<T, group::send_join_group>) {
+          auto conn = coordinator_connection();
+          if (!conn) {
+            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+            return;
+          }
+          // The coordinator may hold a JoinGroup for the whole rebalance timeout.
+          const auto timeout = std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
+          conn->send_adjusted(
+              std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
+              [self](std::error_code ec, const protocol::join_group_response& r, const response_frame&) {
+                if (self->stopped_) return;
+                if (ec) {
+                  self->member_.request_failed(clock::now(), ec);
+                } else {
+                  self->member_.join_group_done(clock::now(), r);
+                }
+                self->process();
+              },
+              timeout);
+        } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
+          auto conn = coordinator_connection();
+          if (!conn) {
+            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+            return;
+          }
+          conn->send(std::move(act.request), [self](std::error_code ec, const protocol::sync_group_response& r) {
+            if (self->stopped_) return;
+            if (ec) {
+              self->member_.request_failed(clock::now(), ec);
+            } else {
+              self->member_.sync_group_done(clock::now(), r);
+            }
+            self->process();
+          });
+        } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
+          auto conn = coordinator_connection();
+          if (!conn) {
+            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+            return;
+          }
+          conn->send(std::move(act.request), [self](std::error_code ec, const protocol::heartbeat_response& r) {
+            if (self->stopped_) return;
+            if (ec) {
+              self->member_.request_failed(clock::now(), ec);
+            } else {
+              self->member_.heartbeat_done(clock::now(), r);
+            }
+            self->process();
+          });
+        } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
+          auto conn = coordinator_connection();
+          if (!conn) {
+            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+            return;
+          }
+          conn->send_adjusted(
+              std::move(act.request),
+              [](protocol::leave_group_request& r, std::int16_t version) {
+                // v0-2 name one member; v3+ a list of identities (with a reason from v5).
+                if (version < 3) {
+                  r.members.clear();
+                } else {
+                  r.member_id.clear();
+                }
+              },
+              [self](std::error_code ec, const protocol::leave_group_response& r, const response_frame&) {
+                if (self->stopped_) return;
+                if (ec) {
+                  self->member_.request_failed(clock::now(), ec);
+                } else {
+                  self->member_.leave_group_done(clock::now(), r);
+                }
+                self->process();
+              });
+        } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
+          do_compute_assignment(std::move(act));
+        } else if constexpr (std::is_same_v<T, group::run_listener>) {
+          detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+          if (opts_.run_listener_inline) {
+            opts_.run_listener_inline(call);
+            member_.listener_done(clock::now(), call.seq);
+          } else {
+            shared_.push(std::move(call));
+          }
+        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
+          // The snapshot is published after this batch (publish_snapshot).
+        } else if constexpr (std::is_same_v<T, group::report_error>) {
+          if (act.fatal) {
+            shared_.push(detail::fatal_error{act.code, act.message});
+          } else {
+            logger()->warn("group '{}': {}", opts_.member.group_id, act.message);
+          }
+        } else if constexpr (std::is_same_v<T, group::left_group>) {
+          {
+            std::lock_guard lock(shared_.mutex);
+            ++shared_.left_count;
+          }
+          shared_.push(detail::left_event{});
+        }
+      },
+      a);
+}
+
+void group_driver::do_compute_assignment(group::compute_assignment job) {
+  std::shared_ptr<PartitionAssignor> assignor;
+  for (const auto& a : opts_.member.assignors) {
+    if (a->name() == job.protocol_name) assignor = a;
+  }
+  if (!assignor) {
+    member_.assignment_computed(clock::now(), make_error_code(kafka_errc::inconsistent_group_protocol), {});
+    return;
+  }
+  auto group = std::make_shared<GroupSubscription>();
+  std::set<std::string> topics;
+  for (const auto& m : job.members) {
+    MemberSubscription sub;
+    sub.member_id = m.member_id;
+    sub.group_instance_id = m.group_instance_id;
+    if (auto ec = assign::decode_subscription(m.metadata, sub)) {
+      // A member whose subscription cannot be read gets nothing rather than breaking the group.
+      logger()->error("group '{}': member '{}' sent an unreadable subscription ({}); it gets no partitions",
+                      opts_.member.group_id, m.member_id, ec.message());
+      sub = MemberSubscription{};
+      sub.member_id = m.member_id;
+      sub.group_instance_id = m.group_instance_id;
+    }
+    topics.insert(sub.topics.begin(), sub.topics.end());
+    group->members.push_back(std::move(sub));
+  }
+  auto self = shared_from_this();
+  cluster_->refresh_metadata(
+      std::vector<std::string>(topics.begin(), topics.end()), opts_.request_timeout,
+      [self, job = std::move(job), group, topics, assignor](std::error_code ec) {
+        if (self->stopped_) return;
+        if (ec) {
+          self->member_.assignment_computed(clock::now(), ec, {});
+          self->process();
+          return;
+        }
+        ClusterMetadata cm;
+        const auto& md = self->cluster_->metadata();
+        for (const auto& [id, b] : md.brokers) cm.brokers.push_back({id, b.rack});
+        self->assigned_counts_.clear();
+        for (const auto& t : topics) {
+          auto it = md.topics.find(t);
+          const bool usable = it != md.topics.end() && it->second.error_code == 0;
+          self->assigned_counts_[t] = usable ? it->second.partitions.size() : 0;
+          if (!usable) continue;
+          TopicMetadata tm;
+          tm.topic = t;
+          tm.partition_count = static_cast<std::int32_t>(it->second.partitions.size());
+          for (const auto& p : it->second.partitions) tm.replicas.push_back(p.replicas);
+          cm.topics.push_back(std::move(tm));
+        }
+        GroupAssignment ga;
+        try {
+          ga = assignor->assign(cm, *group);
+        } catch (const std::exception& e) {
+          logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id, assignor->name(),
+                          e.what());
+          self->member_.assignment_computed(clock::now(), make_error_code(client_errc::illegal_state), {});
+          self->process();
+          return;
+        }
+        std::vector<protocol::sync_group_request::sync_group_request_assignment> out;
+        for (const auto& m : group->members) {
+          MemberAssignment mine;
+          mine.member_id = m.member_id;
+          for (const auto& a : ga.members) {
+            if (a.member_id == m.member_id) mine = a;
+          }
+          protocol::bytes bytes;
+          if (auto eec = assign::encode_assignment(mine, assign::assignment_version_max, bytes)) {
+            self->member_.assignment_computed(clock::now(), eec, {});
+            self->process();
+            return;
+          }
+          out.push_back({m.member_id, std::move(bytes)});
+        }
+        self->member_.assignment_computed(clock::now(), {}, std::move(out));
+        self->process();
+      });
+}
+
+void group_driver::on_metadata() {
+  if (stopped_) return;
+  const auto& md = cluster_->metadata();
+  if (pattern_) {
+    std::vector<std::string> matched;
+    for (const auto& [name, t] : md.topics) {
+      if (opts_.exclude_internal_topics && t.is_internal) continue;
+      if (t.error_code != 0) continue;
+      if (std::regex_match(name, *pattern_)) matched.push_back(name);
+    }
+    if (matched != member_.topics() || member_.state() == group::member_state::unsubscribed) {
+      if (!matched.empty() || member_.state() != group::member_state::unsubscribed) {
+        member_.subscribe(clock::now(), matched);
+      }
+    }
+  }
+  if (member_.is_leader() && !assigned_counts_.empty()) {
+    for (const auto& [topic, count] : assigned_counts_) {
+      auto it = md.topics.find(topic);
+      if (it == md.topics.end()) continue;  // this refresh did not cover the topic
+      const std::size_t now_count = it->second.error_code == 0 ? it->second.partitions.size() : 0;
+      if (now_count != count) {
+        member_.metadata_changed(clock::now(), "metadata changed: topic '" + topic + "' now has " +
+                                                   std::to_string(now_count) + " partitions");
+        break;
+      }
+    }
+  }
+  process();
+}
+
+}  // namespace kgroup::net

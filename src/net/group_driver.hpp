@@ -1,0 +1,70 @@
+// The driver of the membership core: runs on the background thread, feeds the core with events
+// (responses, timer ticks, user calls posted from the user thread) and carries out its actions
+// with real connections. Thin on purpose: every decision is the core's.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "consumer/shared_state.hpp"
+#include "group/member.hpp"
+#include "net/cluster.hpp"
+
+namespace kgroup::net {
+
+struct group_driver_options {
+  group::member_options member;
+  std::chrono::milliseconds request_timeout{30000};
+  bool exclude_internal_topics = true;
+  /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
+  std::function<void(const detail::listener_call&)> run_listener_inline;
+};
+
+class group_driver : public std::enable_shared_from_this<group_driver> {
+ public:
+  group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
+               detail::shared_state& shared);
+
+  // All of these run on the io_context's thread (the facade posts them).
+  void subscribe(std::vector<std::string> topics);
+  void subscribe_pattern(std::regex pattern);
+  void unsubscribe();
+  void close();
+  void poll_called();
+  void listener_done(std::uint64_t seq);
+  void enforce_rebalance(std::string reason);
+  void shutdown();
+
+  const group::member& core() const noexcept { return member_; }
+
+ private:
+  void process();
+  void apply(group::action& a);
+  void arm_timer();
+  std::shared_ptr<connection> coordinator_connection();
+  void do_compute_assignment(group::compute_assignment job);
+  void on_metadata();
+  void publish_snapshot();
+
+  boost::asio::io_context& io_;
+  std::shared_ptr<cluster> cluster_;
+  group_driver_options opts_;
+  detail::shared_state& shared_;
+  group::member member_;
+  boost::asio::steady_timer timer_;
+  std::optional<std::regex> pattern_;
+  // Partition counts of the topics the last assignment (as leader) was computed from.
+  std::map<std::string, std::size_t> assigned_counts_;
+  bool stopped_ = false;
+};
+
+}  // namespace kgroup::net

@@ -1,0 +1,240 @@
+// Consumer groups of kgroup members on the librdkafka mock cluster: joins, leaves, eager and
+// cooperative rebalances, poll timeouts, fatal errors, coordinator errors. Every test that runs
+// a group checks from the listeners' timeline that no partition had two owners at once.
+#include <catch2/catch.hpp>
+
+#include "group_harness.hpp"
+#include "mock_cluster.hpp"
+
+using namespace std::chrono_literals;
+using kgroup::test::eventually;
+using kgroup::test::polling_member;
+using kgroup::test::timeline;
+
+namespace {
+
+kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::string& group, const std::string& strategy) {
+  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                        {"group.id", group},
+                        {"session.timeout.ms", "6000"},
+                        {"heartbeat.interval.ms", "500"},
+                        {"partition.assignment.strategy", strategy},
+                        {"retry.backoff.ms", "50"},
+                        {"reconnect.backoff.ms", "20"}};
+}
+
+std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
+  std::set<kgroup::topic_partition> s;
+  for (int i = 0; i < n; ++i) s.insert({topic, i});
+  return s;
+}
+
+// True when the members' listener-reported ownerships are disjoint and cover `expected`, and each
+// member's view agrees with its consumer's assignment().
+bool settled(std::vector<polling_member*> members, const std::set<kgroup::topic_partition>& expected,
+             std::size_t max_spread = 1) {
+  std::set<kgroup::topic_partition> all;
+  std::size_t total = 0, lo = SIZE_MAX, hi = 0;
+  for (auto* m : members) {
+    auto owned = m->listener().owned();
+    if (owned != m->consumer().assignment()) return false;
+    if (m->consumer().group_state() != "stable") return false;
+    total += owned.size();
+    lo = std::min(lo, owned.size());
+    hi = std::max(hi, owned.size());
+    all.insert(owned.begin(), owned.end());
+  }
+  return total == expected.size() && all == expected && hi - lo <= max_spread;
+}
+
+}  // namespace
+
+TEST_CASE("a single member joins and owns every partition", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  timeline t;
+  polling_member a("a", group_config(mc, "g-single", "range"), {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a}, all_partitions("orders", 6)); }, 20s));
+  auto md = a.consumer().group_metadata();
+  CHECK(md.group_id == "g-single");
+  CHECK_FALSE(md.member_id.empty());
+  CHECK(md.generation_id >= 1);
+  CHECK(a.listener().assigned_calls() == 1);
+  CHECK(a.listener().revoked_calls() == 0);
+  a.stop();
+  CHECK_FALSE(a.close_error());
+  // close() revokes (eager: everything) on the user's thread before leaving.
+  CHECK(a.listener().revoked_calls() == 1);
+  CHECK(a.close_took() < 10s);
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("members join and leave; partitions never have two owners", "[group]") {
+  const std::string strategy = GENERATE(std::string("range"), std::string("cooperative-sticky"));
+  const bool cooperative = strategy == "cooperative-sticky";
+  INFO("strategy " << strategy);
+  kgroup::test::mock_cluster mc(3);
+  constexpr int partitions = 12;
+  mc.create_topic("orders", partitions);
+  const auto expected = all_partitions("orders", partitions);
+  const std::string group = "g-churn-" + strategy;
+  timeline t;
+  auto a = std::make_unique<polling_member>("a", group_config(mc, group, strategy), std::vector<std::string>{"orders"}, t);
+  auto b = std::make_unique<polling_member>("b", group_config(mc, group, strategy), std::vector<std::string>{"orders"}, t);
+  auto c = std::make_unique<polling_member>("c", group_config(mc, group, strategy), std::vector<std::string>{"orders"}, t);
+  REQUIRE(eventually([&] { return settled({a.get(), b.get(), c.get()}, expected); }, 40s));
+  const auto revoked_before = a->listener().revoked_total() + b->listener().revoked_total() + c->listener().revoked_total();
+  const auto before_a = a->listener().owned();
+
+  // A fourth member joins.
+  auto d = std::make_unique<polling_member>("d", group_config(mc, group, strategy), std::vector<std::string>{"orders"}, t);
+  REQUIRE(eventually([&] { return settled({a.get(), b.get(), c.get(), d.get()}, expected); }, 40s));
+  const auto revoked_join =
+      a->listener().revoked_total() + b->listener().revoked_total() + c->listener().revoked_total() - revoked_before;
+  if (cooperative) {
+    // Only the partitions that moved to d were revoked (12 over 4 members: 3 move).
+    CHECK(revoked_join == d->listener().owned().size());
+    // a kept what it still owns: its new set is a subset of the old one.
+    for (const auto& tp : a->listener().owned()) CHECK(before_a.count(tp) == 1);
+  } else {
+    // Eager revokes everything the three members owned.
+    CHECK(revoked_join == static_cast<std::size_t>(partitions));
+  }
+
+  // One member leaves cleanly.
+  b->stop();
+  CHECK_FALSE(b->close_error());
+  REQUIRE(eventually([&] { return settled({a.get(), c.get(), d.get()}, expected); }, 40s));
+
+  for (auto* m : {a.get(), c.get(), d.get()}) CHECK_FALSE(m->poll_error());
+  a->stop();
+  c->stop();
+  d->stop();
+  const auto overlaps = t.overlaps();
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
+}
+
+TEST_CASE("a member that stops polling leaves the group; its next poll reports lost and rejoins", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  const auto expected = all_partitions("orders", 4);
+  timeline t;
+  auto cfg = group_config(mc, "g-poll", "range");
+  cfg.set("max.poll.interval.ms", "4000");
+  polling_member a("a", cfg, {"orders"}, t);
+  polling_member b("b", cfg, {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a, &b}, expected); }, 40s));
+
+  a.stall();
+  // a's background thread leaves after 4 s without poll(); b takes everything.
+  REQUIRE(eventually([&] { return b.listener().owned() == expected && b.consumer().group_state() == "stable"; }, 40s));
+  CHECK(a.consumer().group_state() == "poll_timed_out");
+  CHECK(a.listener().lost_calls() == 0);  // reported only from the next poll()
+
+  a.resume();
+  REQUIRE(eventually([&] { return a.listener().lost_calls() == 1; }, 10s));
+  REQUIRE(eventually([&] { return settled({&a, &b}, expected); }, 40s));
+  a.stop();
+  b.stop();
+  // a's stale ownership ended with "lost"; b was assigned a's partitions while a was a zombie.
+  CHECK(t.overlaps({"a"}).empty());
+}
+
+TEST_CASE("fatal group errors are raised from poll() with a clear message", "[group]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  mc.push_request_errors(11, {30});  // JoinGroup: GROUP_AUTHORIZATION_FAILED
+  kgroup::Consumer consumer(group_config(mc, "g-fatal", "range"));
+  consumer.subscribe({"orders"});
+  std::string message;
+  std::error_code code;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (message.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      consumer.poll(100ms);
+    } catch (const kgroup::error& e) {
+      message = e.what();
+      code = e.code();
+    }
+  }
+  CHECK(code == make_error_code(kgroup::kafka_errc::group_authorization_failed));
+  CHECK_THAT(message, Catch::Contains("not authorized") && Catch::Contains("g-fatal"));
+  // It stays fatal.
+  CHECK_THROWS_AS(consumer.poll(10ms), kgroup::error);
+  consumer.close(5s);
+}
+
+TEST_CASE("coordinator errors on group requests are retried; the group stays whole", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  const auto expected = all_partitions("orders", 6);
+  timeline t;
+  // FindCoordinator and JoinGroup fail a few times before the group forms.
+  mc.push_request_errors(10, {15, 16});
+  mc.push_request_errors(11, {14, 16, 15});
+  polling_member a("a", group_config(mc, "g-errors", "range"), {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 40s));
+  const int assigned_before = a.listener().assigned_calls();
+
+  // Heartbeats meet NOT_COORDINATOR and a moved coordinator: the member rediscovers and stays.
+  mc.push_request_errors(12, {16, 15, 14});
+  mc.set_coordinator("g-errors", 2);
+  std::this_thread::sleep_for(3s);
+  CHECK(a.consumer().group_state() == "stable");
+  CHECK(a.listener().owned() == expected);
+  CHECK(a.listener().assigned_calls() == assigned_before);
+  CHECK_FALSE(a.poll_error());
+  a.stop();
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("a listener that throws does not stall the group; poll() rethrows afterwards", "[group]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  struct throwing : kgroup::ConsumerRebalanceListener {
+    int assigned = 0;
+    void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {
+      ++assigned;
+      throw std::runtime_error("listener boom");
+    }
+  };
+  auto listener = std::make_shared<throwing>();
+  kgroup::Consumer consumer(group_config(mc, "g-throw", "range"));
+  consumer.subscribe({"orders"}, listener);
+  std::string message;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (message.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      consumer.poll(100ms);
+    } catch (const std::runtime_error& e) {
+      message = e.what();
+    }
+  }
+  CHECK(message == "listener boom");
+  CHECK(listener->assigned == 1);
+  // The rebalance completed regardless: the member is stable with both partitions.
+  REQUIRE(eventually(
+      [&] {
+        consumer.poll(10ms);
+        return consumer.group_state() == "stable";
+      },
+      10s));
+  CHECK(consumer.assignment().size() == 2);
+  consumer.close(5s);
+}
+
+TEST_CASE("configuration errors name the keys", "[group]") {
+  CHECK_THROWS_WITH(kgroup::Consumer(kgroup::Config{{"bootstrap.servers", "127.0.0.1:9"}}),
+                    Catch::Contains("group.id"));
+  CHECK_THROWS_WITH(kgroup::Consumer(kgroup::Config{{"bootstrap.servers", "127.0.0.1:9"},
+                                                    {"group.id", "g"},
+                                                    {"heartbeat.interval.ms", "10000"},
+                                                    {"session.timeout.ms", "6000"}}),
+                    Catch::Contains("heartbeat.interval.ms") && Catch::Contains("session.timeout.ms"));
+  CHECK_THROWS_WITH(kgroup::Consumer(kgroup::Config{{"bootstrap.servers", "127.0.0.1:9"},
+                                                    {"group.id", "g"},
+                                                    {"partition.assignment.strategy", "rnage"}}),
+                    Catch::Contains("rnage"));
+  CHECK_THROWS_WITH(kgroup::Config({{"session.timeout", "6000"}}), Catch::Contains("session.timeout.ms"));
+}
