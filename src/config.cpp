@@ -47,6 +47,11 @@ const std::vector<ConfigKey> key_table = {
     {"allow.auto.create.topics", "true", "bool", 0, 0, "", "let Metadata requests auto-create subscribed topics"},
     {"check.crcs", "true", "bool", 0, 0, "", "verify record batch CRCs"},
     {"exclude.internal.topics", "true", "bool", 0, 0, "", "regex subscriptions never match internal topics"},
+    // kgroup's own key: where rebalance listener callbacks run. "poll" (default): on the user's
+    // thread inside poll()/close()/unsubscribe(). "heartbeat": on the background thread, so a
+    // rebalance never waits for the poll loop; callbacks must then synchronise with the
+    // application themselves and may call only Consumer::assignment(), group_metadata() and wakeup().
+    {"rebalance.listener.thread", "poll", "enum", 0, 0, "poll,heartbeat", "where rebalance listener callbacks run"},
 };
 
 const ConfigKey* find_key(std::string_view name) {

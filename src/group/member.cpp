@@ -1,0 +1,875 @@
+#include "group/member.hpp"
+
+#include <algorithm>
+
+#include "kgroup/error.hpp"
+#include "kgroup/log.hpp"
+
+namespace kgroup::group {
+
+namespace {
+
+constexpr const char* protocol_type = "consumer";
+
+std::int16_t code(kafka_errc e) { return static_cast<std::int16_t>(e); }
+
+bool is_fatal_group_error(std::int16_t c) {
+  switch (static_cast<kafka_errc>(c)) {
+    case kafka_errc::fenced_instance_id:
+    case kafka_errc::group_authorization_failed:
+    case kafka_errc::inconsistent_group_protocol:
+    case kafka_errc::group_max_size_reached:
+    case kafka_errc::invalid_session_timeout:
+    case kafka_errc::invalid_group_id:
+    case kafka_errc::unsupported_version:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string fatal_message(std::int16_t c, const std::string& group) {
+  switch (static_cast<kafka_errc>(c)) {
+    case kafka_errc::fenced_instance_id:
+      return "another consumer with the same group.instance.id joined group '" + group +
+             "'; this one is fenced (use a unique group.instance.id per process)";
+    case kafka_errc::group_authorization_failed:
+      return "not authorized to access group '" + group + "'";
+    case kafka_errc::inconsistent_group_protocol:
+      return "group '" + group +
+             "' uses protocols this consumer does not support (partition.assignment.strategy has no assignor in "
+             "common with the other members)";
+    case kafka_errc::group_max_size_reached:
+      return "group '" + group + "' has reached the broker's group.max.size";
+    case kafka_errc::invalid_session_timeout:
+      return "session.timeout.ms is outside the broker's group.min.session.timeout.ms .. group.max.session.timeout.ms";
+    default:
+      return kafka_error_name(c) + " from the coordinator of group '" + group + "'";
+  }
+}
+
+std::vector<topic_partition> to_vector(const partition_set& s) { return {s.begin(), s.end()}; }
+
+partition_set minus(const partition_set& a, const partition_set& b) {
+  partition_set out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(out, out.end()));
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(member_state s) noexcept {
+  switch (s) {
+    case member_state::unsubscribed: return "unsubscribed";
+    case member_state::preparing: return "preparing";
+    case member_state::joining: return "joining";
+    case member_state::assigning: return "assigning";
+    case member_state::syncing: return "syncing";
+    case member_state::completing: return "completing";
+    case member_state::stable: return "stable";
+    case member_state::leaving: return "leaving";
+    case member_state::poll_timed_out: return "poll_timed_out";
+    case member_state::fatal: return "fatal";
+    case member_state::closed: return "closed";
+  }
+  return "?";
+}
+
+const char* to_string(listener_kind k) noexcept {
+  switch (k) {
+    case listener_kind::revoked: return "revoked";
+    case listener_kind::assigned: return "assigned";
+    case listener_kind::lost: return "lost";
+  }
+  return "?";
+}
+
+bool transition_allowed(member_state from, member_state to) noexcept {
+  using s = member_state;
+  if (from == to) return true;
+  if (to == s::fatal) return from != s::closed;
+  if (to == s::closed) return true;
+  switch (from) {
+    case s::unsubscribed: return to == s::joining;
+    case s::preparing:
+      return to == s::joining || to == s::leaving || to == s::poll_timed_out || to == s::unsubscribed;
+    case s::joining:
+    case s::assigning:
+    case s::syncing:
+      return to == s::joining || to == s::assigning || to == s::syncing || to == s::completing ||
+             to == s::preparing || to == s::leaving || to == s::poll_timed_out || to == s::unsubscribed;
+    case s::completing:
+      return to == s::stable || to == s::joining || to == s::preparing || to == s::leaving || to == s::poll_timed_out ||
+             to == s::unsubscribed;
+    case s::stable:
+      return to == s::preparing || to == s::joining || to == s::leaving || to == s::poll_timed_out ||
+             to == s::unsubscribed;
+    case s::leaving: return to == s::unsubscribed;
+    case s::poll_timed_out:
+      return to == s::preparing || to == s::joining || to == s::leaving || to == s::unsubscribed;
+    case s::fatal: return to == s::leaving;  // close() with owned partitions: lost listener first
+    case s::closed: return false;
+  }
+  return false;
+}
+
+member::member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment)
+    : opts_(std::move(opts)),
+      build_protocols_(std::move(build_protocols)),
+      decode_assignment_(std::move(decode_assignment)) {}
+
+void member::transition(member_state to, const char* reason) {
+  if (to == state_) return;
+  if (!transition_allowed(state_, to)) {
+    ++invalid_transitions_;
+    logger()->error("group '{}': invalid transition {} -> {} ({})", opts_.group_id, to_string(state_), to_string(to),
+                    reason);
+  } else {
+    logger()->debug("group '{}' member '{}': {} -> {} ({})", opts_.group_id, member_id_, to_string(state_),
+                    to_string(to), reason);
+  }
+  state_ = to;
+}
+
+std::vector<action> member::take_actions() {
+  std::vector<action> out;
+  out.swap(actions_);
+  return out;
+}
+
+// ---- user events ------------------------------------------------------------------------------
+
+void member::subscribe(time_point now, std::vector<std::string> topics) {
+  if (state_ == member_state::fatal || state_ == member_state::closed) return;
+  std::sort(topics.begin(), topics.end());
+  topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
+  const bool changed = topics != topics_;
+  topics_ = std::move(topics);
+  if (last_poll_ == time_point{}) last_poll_ = now;
+  if (state_ == member_state::unsubscribed) {
+    last_poll_ = now;
+    transition(member_state::joining, "subscribed");
+    rejoin_reason_ = "subscribed";
+    pump(now);
+    return;
+  }
+  if (changed) {
+    rejoin_needed_ = true;
+    rejoin_reason_ = "subscription changed";
+  }
+  pump(now);
+}
+
+void member::unsubscribe(time_point now) {
+  if (state_ == member_state::unsubscribed || state_ == member_state::closed || state_ == member_state::leaving) return;
+  if (state_ == member_state::fatal) {
+    set_owned({});
+    return;
+  }
+  closing_ = false;
+  topics_.clear();
+  pending_listener_.reset();
+  transition(member_state::leaving, "unsubscribe");
+  if (!owned_.empty()) {
+    // Partitions of a generation that is gone are lost, not revoked: their offsets must not be committed.
+    const bool valid = generation_ >= 0;
+    request_listener(valid ? listener_kind::revoked : listener_kind::lost, owned_, then::leave);
+    return;
+  }
+  send_leave(now, "the consumer unsubscribed");
+}
+
+void member::close(time_point now) {
+  if (state_ == member_state::closed) return;
+  if (state_ == member_state::fatal && !owned_.empty()) {
+    // The partitions are not ours any more (fenced, unauthorized, ...): tell the user they are
+    // lost, then close without a LeaveGroup (the coordinator refused us; there is nothing to leave).
+    closing_ = true;
+    transition(member_state::leaving, "close after a fatal error");
+    request_listener(listener_kind::lost, owned_, then::close_after_leave);
+    return;
+  }
+  if (state_ == member_state::unsubscribed || state_ == member_state::fatal) {
+    set_owned({});
+    transition(member_state::closed, "close");
+    actions_.emplace_back(left_group{});
+    return;
+  }
+  if (state_ == member_state::leaving) {
+    closing_ = true;
+    return;
+  }
+  unsubscribe(now);
+  closing_ = true;
+  if (state_ == member_state::unsubscribed) {
+    transition(member_state::closed, "close");
+  }
+}
+
+void member::poll_called(time_point now) {
+  last_poll_ = now;
+  poll_warned_ = false;
+  if (state_ == member_state::poll_timed_out && !pending_listener_) {
+    lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
+  }
+  pump(now);
+}
+
+void member::enforce_rebalance(time_point now, std::string reason) {
+  if (state_ == member_state::unsubscribed || state_ == member_state::fatal || state_ == member_state::closed ||
+      state_ == member_state::leaving) {
+    return;
+  }
+  rejoin_needed_ = true;
+  rejoin_reason_ = reason.empty() ? "enforce_rebalance" : "enforce_rebalance: " + reason;
+  pump(now);
+}
+
+void member::listener_done(time_point now, std::uint64_t seq) {
+  if (!pending_listener_ || *pending_listener_ != seq) return;  // stale
+  pending_listener_.reset();
+  // The listener's effect on ownership: a revoked or lost partition is no longer ours.
+  if (pending_kind_ == listener_kind::revoked) set_owned(minus(owned_, pending_parts_));
+  if (pending_kind_ == listener_kind::lost) set_owned({});
+  pending_parts_.clear();
+  const then next = after_listener_;
+  after_listener_ = then::nothing;
+  if (state_ == member_state::poll_timed_out) {
+    // We left the group while the listener ran: its continuation belongs to a generation that is
+    // gone. The next poll_called() reports what is still owned as lost and rejoins.
+    return;
+  }
+  continue_after_listener(now, next);
+  pump(now);
+}
+
+// ---- driver events ----------------------------------------------------------------------------
+
+void member::tick(time_point now) {
+  if (check_poll_timeout(now)) return;
+  const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
+                             state_ == member_state::preparing) &&
+                            generation_ >= 0;
+  if (heartbeating && now - last_heartbeat_ok_ >= opts_.session_timeout) {
+    logger()->warn("group '{}': no successful heartbeat for session.timeout.ms ({} ms); the coordinator has "
+                   "removed this member",
+                   opts_.group_id, opts_.session_timeout.count());
+    mark_coordinator_unknown(now, "session timed out");
+    generation_ = -1;
+    if (!opts_.group_instance_id) member_id_.clear();
+    lose_partitions(now, "session timed out", then::join);
+    pump(now);
+    return;
+  }
+  pump(now);
+}
+
+bool member::check_poll_timeout(time_point now) {
+  const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
+                           state_ != member_state::fatal && state_ != member_state::closed &&
+                           state_ != member_state::leaving;
+  if (!member_like) return false;
+  const auto since = now - last_poll_;
+  if (since >= opts_.max_poll_interval) {
+    const auto measured = std::chrono::duration_cast<ms>(since).count();
+    logger()->warn("group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving "
+                   "the group. Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
+                   opts_.group_id, measured, opts_.max_poll_interval.count());
+    if (!member_id_.empty() && !opts_.group_instance_id && coordinator_) {
+      protocol::leave_group_request req;
+      req.group_id = opts_.group_id;
+      req.member_id = member_id_;
+      req.members.push_back({member_id_, opts_.group_instance_id, "consumer poll timeout has expired"});
+      actions_.emplace_back(send_leave_group{std::move(req)});
+      in_flight_ = in_flight::leave;
+      leave_sent_ = true;
+    }
+    generation_ = -1;
+    if (!opts_.group_instance_id) member_id_.clear();
+    rejoin_needed_ = false;
+    transition(member_state::poll_timed_out, "max.poll.interval.ms exceeded");
+    actions_.emplace_back(report_error{make_error_code(client_errc::request_timed_out),
+                                       "max.poll.interval.ms exceeded: left the group", false});
+    return true;
+  }
+  if (!poll_warned_ && since >= opts_.max_poll_interval * 8 / 10) {
+    poll_warned_ = true;
+    logger()->warn("group '{}': {} ms since the last poll(), over 80% of max.poll.interval.ms ({} ms)", opts_.group_id,
+                   std::chrono::duration_cast<ms>(since).count(), opts_.max_poll_interval.count());
+  }
+  return false;
+}
+
+void member::coordinator_found(time_point now, std::int32_t node_id) {
+  coord_ = coord_state::known;
+  coordinator_ = node_id;
+  backoff_attempts_ = 0;
+  backoff_until_ = {};
+  logger()->info("group '{}': coordinator is broker {}", opts_.group_id, node_id);
+  pump(now);
+}
+
+void member::coordinator_failed(time_point now, std::error_code ec) {
+  coord_ = coord_state::unknown;
+  coordinator_.reset();
+  if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
+    fatal(ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
+    return;
+  }
+  logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
+  backoff(now);
+}
+
+void member::request_failed(time_point now, std::error_code ec) {
+  const in_flight was = in_flight_;
+  if (was == in_flight::none) return;  // stale: nothing of ours is in flight
+  in_flight_ = in_flight::none;
+  logger()->debug("group '{}': request failed: {}", opts_.group_id, ec.message());
+  if (was == in_flight::leave) {
+    if (state_ == member_state::leaving) {
+      finish_leave(now);
+    } else {
+      pump(now);  // the LeaveGroup of a poll timeout: a rejoin may be waiting for it
+    }
+    return;
+  }
+  mark_coordinator_unknown(now, "request failed");
+  backoff(now);
+  if (was == in_flight::heartbeat) heartbeat_after_backoff();
+  if (was == in_flight::sync && state_ == member_state::syncing) {
+    transition(member_state::joining, "SyncGroup failed");
+  }
+  pump(now);
+}
+
+bool member::coordinator_error(time_point now, std::int16_t c) {
+  if (c == code(kafka_errc::not_coordinator) || c == code(kafka_errc::coordinator_not_available)) {
+    mark_coordinator_unknown(now, kafka_error_name(c).c_str());
+    backoff(now);
+    return true;
+  }
+  if (c == code(kafka_errc::coordinator_load_in_progress)) {
+    backoff(now);
+    return true;
+  }
+  return false;
+}
+
+void member::join_group_done(time_point now, const protocol::join_group_response& r) {
+  if (in_flight_ != in_flight::join) return;  // stale: superseded by a LeaveGroup or never sent
+  in_flight_ = in_flight::none;
+  if (state_ != member_state::joining) {
+    pump(now);
+    return;  // a leave or close overtook it
+  }
+  const std::int16_t c = r.error_code;
+  if (c == 0) {
+    member_id_ = r.member_id;
+    generation_ = r.generation_id;
+    leader_id_ = r.leader;
+    protocol_name_ = r.protocol_name.value_or("");
+    backoff_attempts_ = 0;
+    last_heartbeat_ok_ = now;
+    logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id, generation_,
+                   member_id_, is_leader() ? " (leader)" : "", protocol_name_);
+    if (is_leader() && !r.skip_assignment) {
+      transition(member_state::assigning, "JoinGroup done, leader");
+      actions_.emplace_back(compute_assignment{generation_, protocol_name_, r.members});
+      return;
+    }
+    send_sync(now, {});
+    return;
+  }
+  if (c == code(kafka_errc::member_id_required)) {
+    // KIP-394: the coordinator handed out our member id; join again with it at once.
+    member_id_ = r.member_id;
+    rejoin_reason_ = "rejoining with the member id the coordinator assigned";
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    generation_ = -1;
+    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+    lose_partitions(now, kafka_error_name(c), then::join);
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    pump(now);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  actions_.emplace_back(report_error{make_error_code(static_cast<kafka_errc>(c)),
+                                     "unexpected error in JoinGroup: " + kafka_error_name(c), false});
+  backoff(now);
+  pump(now);
+}
+
+void member::assignment_computed(time_point now, std::error_code ec,
+                                 std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
+  // Only the answer to our compute_assignment counts; one that arrives after the member moved on
+  // (a poll timeout, a leave, a lost generation) is stale.
+  if (state_ != member_state::assigning) return;
+  if (ec) {
+    actions_.emplace_back(report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
+    transition(member_state::joining, "assignment failed");
+    backoff(now);
+    pump(now);
+    return;
+  }
+  send_sync(now, std::move(assignments));
+}
+
+void member::send_sync(time_point,
+                       std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
+  protocol::sync_group_request req;
+  req.group_id = opts_.group_id;
+  req.generation_id = generation_;
+  req.member_id = member_id_;
+  req.group_instance_id = opts_.group_instance_id;
+  req.protocol_type = protocol_type;
+  req.protocol_name = protocol_name_;
+  req.assignments = std::move(assignments);
+  transition(member_state::syncing, "sending SyncGroup");
+  in_flight_ = in_flight::sync;
+  actions_.emplace_back(send_sync_group{std::move(req)});
+}
+
+void member::sync_group_done(time_point now, const protocol::sync_group_response& r) {
+  if (in_flight_ != in_flight::sync) return;  // stale
+  in_flight_ = in_flight::none;
+  if (state_ != member_state::syncing) {
+    pump(now);
+    return;
+  }
+  const std::int16_t c = r.error_code;
+  if (c == 0) {
+    if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() && *r.protocol_name != protocol_name_) {
+      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+            "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name + "' differs from JoinGroup's '" +
+                protocol_name_ + "'");
+      return;
+    }
+    partition_set assigned;
+    std::error_code dec = decode_assignment_(r.assignment, assigned);
+    std::string bad;
+    if (!dec) {
+      for (const auto& tp : assigned) {
+        if (!std::binary_search(topics_.begin(), topics_.end(), tp.topic)) {
+          bad = tp.topic;
+          break;
+        }
+      }
+    }
+    if (dec || !bad.empty()) {
+      const std::string why = dec ? "malformed assignment from the group leader: " + dec.message()
+                                  : "the group leader assigned topic '" + bad + "', which this member did not subscribe to";
+      logger()->error("group '{}': {}; rejecting it and rejoining", opts_.group_id, why);
+      actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
+      transition(member_state::joining, "assignment rejected");
+      rejoin_reason_ = "rejected assignment";
+      backoff(now);
+      pump(now);
+      return;
+    }
+    pending_assignment_ = std::move(assigned);
+    last_heartbeat_ok_ = now;
+    last_heartbeat_sent_ = now;
+    backoff_attempts_ = 0;
+    transition(member_state::completing, "SyncGroup done");
+    complete_assignment(now);
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    transition(member_state::joining, "SyncGroup: rebalance in progress");
+    rejoin_reason_ = "group is rebalancing";
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    generation_ = -1;
+    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+    transition(member_state::joining, kafka_error_name(c).c_str());
+    lose_partitions(now, kafka_error_name(c), then::join);
+    pump(now);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    transition(member_state::joining, "SyncGroup: coordinator error");
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  actions_.emplace_back(report_error{make_error_code(static_cast<kafka_errc>(c)),
+                                     "unexpected error in SyncGroup: " + kafka_error_name(c), false});
+  transition(member_state::joining, "SyncGroup: unexpected error");
+  backoff(now);
+  pump(now);
+}
+
+void member::heartbeat_done(time_point now, const protocol::heartbeat_response& r) {
+  if (in_flight_ != in_flight::heartbeat) return;  // stale
+  in_flight_ = in_flight::none;
+  const std::int16_t c = r.error_code;
+  if (c == 0) {
+    last_heartbeat_ok_ = now;
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    last_heartbeat_ok_ = now;  // the coordinator still knows us
+    if (state_ == member_state::stable || state_ == member_state::completing || state_ == member_state::preparing) {
+      if (!rejoin_needed_) rejoin_reason_ = "group is rebalancing";
+      rejoin_needed_ = true;
+    }
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    if ((state_ != member_state::stable && state_ != member_state::completing && state_ != member_state::preparing) ||
+        generation_ < 0) {
+      pump(now);
+      return;  // stale answer for a generation we already left (a session timeout, ...)
+    }
+    generation_ = -1;
+    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+    lose_partitions(now, kafka_error_name(c), then::join);
+    pump(now);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    heartbeat_after_backoff();
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  backoff(now);
+  heartbeat_after_backoff();
+  pump(now);
+}
+
+void member::leave_group_done(time_point now, const protocol::leave_group_response& r) {
+  if (in_flight_ != in_flight::leave) return;  // stale
+  in_flight_ = in_flight::none;
+  if (r.error_code != 0) {
+    logger()->debug("group '{}': LeaveGroup answered {}", opts_.group_id, kafka_error_name(r.error_code));
+  }
+  if (state_ == member_state::leaving) finish_leave(now);
+  pump(now);
+}
+
+void member::rebalance_in_progress_seen(time_point now) {
+  if (state_ == member_state::stable || state_ == member_state::completing) {
+    rejoin_needed_ = true;
+    rejoin_reason_ = "group is rebalancing";
+  }
+  pump(now);
+}
+
+void member::metadata_changed(time_point now, std::string reason) {
+  if (!is_leader()) return;
+  if (state_ != member_state::stable && state_ != member_state::completing) return;
+  rejoin_needed_ = true;
+  rejoin_reason_ = std::move(reason);
+  pump(now);
+}
+
+// ---- internals --------------------------------------------------------------------------------
+
+bool member::needs_coordinator() const noexcept {
+  switch (state_) {
+    case member_state::joining:
+    case member_state::syncing:
+    case member_state::assigning:
+      return true;
+    case member_state::stable:
+    case member_state::completing:
+    case member_state::preparing:
+      return generation_ >= 0;
+    case member_state::leaving:
+      return !leave_sent_ && !member_id_.empty() && !pending_listener_;
+    default:
+      return false;
+  }
+}
+
+void member::pump(time_point now) {
+  // A backoff that is over is forgotten, so next_deadline() never reports a time in the past.
+  if (backoff_until_ != time_point{} && now >= backoff_until_) backoff_until_ = {};
+  if (state_ == member_state::unsubscribed || state_ == member_state::fatal || state_ == member_state::closed ||
+      state_ == member_state::poll_timed_out) {
+    return;
+  }
+  if (needs_coordinator() && coord_ != coord_state::known) {
+    if (coord_ == coord_state::unknown && now >= backoff_until_) {
+      coord_ = coord_state::looking;
+      actions_.emplace_back(find_coordinator{});
+    }
+    return;
+  }
+  if (now < backoff_until_) return;
+  switch (state_) {
+    case member_state::joining:
+      if (in_flight_ == in_flight::none) send_join(now);
+      return;
+    case member_state::stable:
+      if (rejoin_needed_ && in_flight_ == in_flight::none && !pending_listener_) {
+        start_rebalance(now, rejoin_reason_);
+        return;
+      }
+      [[fallthrough]];
+    case member_state::completing:
+    case member_state::preparing:
+      if (generation_ >= 0 && in_flight_ == in_flight::none && now >= last_heartbeat_sent_ + opts_.heartbeat_interval) {
+        send_heartbeat_now(now);
+      }
+      return;
+    case member_state::leaving:
+      if (!pending_listener_ && !leave_sent_) send_leave(now, "the consumer is leaving");
+      return;
+    default:
+      return;
+  }
+}
+
+void member::start_rebalance(time_point now, const std::string& reason) {
+  rejoin_needed_ = false;
+  rejoin_reason_ = reason;
+  logger()->info("group '{}': rebalancing ({})", opts_.group_id, reason);
+  if (opts_.protocol == RebalanceProtocol::eager && !owned_.empty()) {
+    // Eager: give everything back, on the user's thread, before asking to join.
+    transition(member_state::preparing, "eager revoke before JoinGroup");
+    request_listener(listener_kind::revoked, owned_, then::join);
+    return;
+  }
+  if (opts_.protocol == RebalanceProtocol::cooperative) {
+    // Cooperative: keep what we own while rejoining, except partitions of topics we no longer
+    // subscribe to; those are revoked first (they cannot be ours in the next generation).
+    partition_set unsubscribed;
+    for (const auto& tp : owned_) {
+      if (!std::binary_search(topics_.begin(), topics_.end(), tp.topic)) unsubscribed.insert(tp);
+    }
+    if (!unsubscribed.empty()) {
+      transition(member_state::preparing, "revoke partitions of unsubscribed topics before JoinGroup");
+      request_listener(listener_kind::revoked, unsubscribed, then::join);
+      return;
+    }
+  }
+  transition(member_state::joining, reason.c_str());
+  pump(now);
+}
+
+void member::send_join(time_point) {
+  protocol::join_group_request req;
+  req.group_id = opts_.group_id;
+  req.session_timeout_ms = static_cast<std::int32_t>(opts_.session_timeout.count());
+  req.rebalance_timeout_ms = static_cast<std::int32_t>(opts_.max_poll_interval.count());
+  req.member_id = member_id_;
+  req.group_instance_id = opts_.group_instance_id;
+  req.protocol_type = protocol_type;
+  member_snapshot snap{topics_, owned_, generation_, opts_.rack};
+  req.protocols = build_protocols_(snap);
+  req.reason = rejoin_reason_.empty() ? std::optional<std::string>() : rejoin_reason_;
+  // This JoinGroup carries the current subscription and answers every rejoin request made so far
+  // (including the REBALANCE_IN_PROGRESS heartbeats of the rebalance it joins); a request made
+  // while it is in flight still counts and is served once the member is stable again.
+  rejoin_needed_ = false;
+  in_flight_ = in_flight::join;
+  actions_.emplace_back(send_join_group{std::move(req)});
+}
+
+void member::send_heartbeat_now(time_point now) {
+  protocol::heartbeat_request req;
+  req.group_id = opts_.group_id;
+  req.generation_id = generation_;
+  req.member_id = member_id_;
+  req.group_instance_id = opts_.group_instance_id;
+  in_flight_ = in_flight::heartbeat;
+  last_heartbeat_sent_ = now;
+  actions_.emplace_back(send_heartbeat{std::move(req)});
+}
+
+void member::send_leave(time_point now, const std::string& reason) {
+  // A static member does not leave: its instance id keeps its partitions across a restart (KIP-345).
+  if (member_id_.empty() || opts_.group_instance_id || !coordinator_) {
+    finish_leave(now);
+    return;
+  }
+  protocol::leave_group_request req;
+  req.group_id = opts_.group_id;
+  req.member_id = member_id_;
+  req.members.push_back({member_id_, opts_.group_instance_id, reason});
+  in_flight_ = in_flight::leave;
+  leave_sent_ = true;
+  actions_.emplace_back(send_leave_group{std::move(req)});
+}
+
+void member::finish_leave(time_point now) {
+  generation_ = -1;
+  if (!opts_.group_instance_id) member_id_.clear();
+  leave_sent_ = false;
+  rejoin_needed_ = false;
+  set_owned({});
+  if (closing_) {
+    transition(member_state::closed, "left the group");
+  } else {
+    transition(member_state::unsubscribed, "left the group");
+  }
+  actions_.emplace_back(left_group{});
+  if (!closing_ && !topics_.empty()) {
+    // subscribe() was called while the leave was under way: join again with the new topics.
+    rejoin_reason_ = "subscribed";
+    transition(member_state::joining, "subscribed while leaving");
+    pump(now);
+  }
+}
+
+void member::lose_partitions(time_point now, const std::string& why, then next) {
+  if (!owned_.empty()) {
+    logger()->warn("group '{}': partitions lost ({})", opts_.group_id, why);
+    if (state_ != member_state::preparing) transition(member_state::preparing, why.c_str());
+    request_listener(listener_kind::lost, owned_, next);
+    return;
+  }
+  continue_after_listener(now, next);
+}
+
+void member::request_listener(listener_kind kind, const partition_set& parts, then next) {
+  const std::uint64_t seq = next_seq_++;
+  pending_listener_ = seq;
+  pending_kind_ = kind;
+  pending_parts_ = parts;
+  after_listener_ = next;
+  actions_.emplace_back(run_listener{kind, to_vector(parts), seq});
+}
+
+void member::continue_after_listener(time_point now, then next) {
+  switch (next) {
+    case then::nothing:
+      return;
+    case then::join:
+    case then::rejoin_after_lost:
+      if (state_ == member_state::leaving) return;
+      transition(member_state::joining, "rejoining");
+      return;
+    case then::assign_added: {
+      // Cooperative, after revoking owned-minus-assigned: take the new set, announce what was added.
+      const partition_set added = minus(pending_assignment_, owned_);
+      set_owned(pending_assignment_);
+      request_listener(listener_kind::assigned, added, then::finish_assignment);
+      return;
+    }
+    case then::finish_assignment:
+      if (state_ == member_state::completing) transition(member_state::stable, "assignment complete");
+      return;
+    case then::leave:
+      send_leave(now, "the consumer is leaving");
+      return;
+    case then::close_after_leave:
+      finish_leave(now);
+      return;
+  }
+  (void)now;
+}
+
+void member::complete_assignment(time_point now) {
+  if (opts_.protocol == RebalanceProtocol::eager) {
+    set_owned(pending_assignment_);
+    request_listener(listener_kind::assigned, pending_assignment_, then::finish_assignment);
+    return;
+  }
+  const partition_set revoked = minus(owned_, pending_assignment_);
+  if (!revoked.empty()) {
+    // Second round once stable: the revoked partitions can then go to their new owners. Any
+    // other pending rejoin request (a subscription change during the join) is kept as it is.
+    rejoin_needed_ = true;
+    rejoin_reason_ = "partitions revoked; second cooperative round";
+    request_listener(listener_kind::revoked, revoked, then::assign_added);
+    return;
+  }
+  continue_after_listener(now, then::assign_added);
+}
+
+void member::set_owned(partition_set owned) {
+  if (owned == owned_) return;
+  owned_ = std::move(owned);
+  actions_.emplace_back(assignment_changed{owned_});
+}
+
+void member::mark_coordinator_unknown(time_point, const char* why) {
+  if (coord_ == coord_state::known) {
+    logger()->info("group '{}': coordinator {} unusable ({}); rediscovering", opts_.group_id, coordinator_.value_or(-1),
+                   why);
+  }
+  coord_ = coord_state::unknown;
+  coordinator_.reset();
+}
+
+void member::backoff(time_point now) {
+  ++backoff_attempts_;
+  ms b = opts_.retry_backoff;
+  for (int i = 1; i < backoff_attempts_ && b < opts_.retry_backoff_max; ++i) b *= 2;
+  backoff_until_ = now + std::min(b, opts_.retry_backoff_max);
+}
+
+void member::heartbeat_after_backoff() {
+  // A failed heartbeat is retried once the backoff ends, not a whole heartbeat.interval.ms later
+  // (as the Java client's failHeartbeat): the session timer keeps running meanwhile.
+  last_heartbeat_sent_ = backoff_until_ - opts_.heartbeat_interval;
+}
+
+void member::fatal(std::error_code ec, std::string message) {
+  if (state_ == member_state::closed) return;  // a late answer after close
+  logger()->error("group '{}': fatal: {}", opts_.group_id, message);
+  if (state_ == member_state::leaving) {
+    // Already leaving (unsubscribe/close): report it, but let the leave finish so close() returns.
+    actions_.emplace_back(report_error{ec, std::move(message), true});
+    return;
+  }
+  in_flight_ = in_flight::none;
+  pending_listener_.reset();
+  transition(member_state::fatal, message.c_str());
+  actions_.emplace_back(report_error{ec, std::move(message), true});
+}
+
+std::optional<time_point> member::next_deadline() const {
+  std::optional<time_point> t;
+  auto consider = [&](time_point x) {
+    if (!t || x < *t) t = x;
+  };
+  const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
+                           state_ != member_state::fatal && state_ != member_state::closed &&
+                           state_ != member_state::leaving;
+  if (member_like) {
+    consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval : last_poll_ + opts_.max_poll_interval * 8 / 10);
+  }
+  if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);
+  const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
+                             state_ == member_state::preparing) &&
+                            generation_ >= 0;
+  if (heartbeating) {
+    // The next heartbeat is due only when none is in flight and the coordinator is known (else
+    // its response or the lookup wakes the core), and not before a backoff ends.
+    if (in_flight_ == in_flight::none && coord_ == coord_state::known) {
+      consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
+    }
+    consider(last_heartbeat_ok_ + opts_.session_timeout);
+  }
+  return t;
+}
+
+}  // namespace kgroup::group

@@ -1,0 +1,234 @@
+// The consumer-group membership core: a deterministic state machine with no I/O, no threads and
+// no clock reads. Events go in (tick, responses, listener completions, poll calls); actions come
+// out (send a request, run a listener, report an error). See docs/DESIGN.md for the state diagram.
+//
+// The driver (src/consumer/driver.cpp) applies actions with real connections on the background
+// thread; tests apply them by hand with a fake clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <system_error>
+#include <variant>
+#include <vector>
+
+#include "kgroup/assignor.hpp"
+#include "kgroup/types.hpp"
+#include "protocol/messages.hpp"
+
+namespace kgroup::group {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+using ms = std::chrono::milliseconds;
+using partition_set = std::set<topic_partition>;
+
+/// Membership states. Exactly one at a time; transitions are listed in transition_allowed().
+enum class member_state {
+  unsubscribed,    // no subscription: not a member, nothing to do
+  preparing,       // a revoke/lost listener must finish before (re)joining
+  joining,         // JoinGroup to send or in flight
+  assigning,       // leader: waiting for the driver to compute the assignment
+  syncing,         // SyncGroup in flight
+  completing,      // assignment received; revoke/assign listeners must finish
+  stable,          // member of the current generation, heartbeating
+  leaving,         // revoke/lost listener then LeaveGroup, after unsubscribe()/close()
+  poll_timed_out,  // left the group because poll() was late; next poll() reports lost and rejoins
+  fatal,           // fatal group error reported; nothing more happens until close
+  closed,          // close finished; terminal
+};
+const char* to_string(member_state s) noexcept;
+
+enum class listener_kind { revoked, assigned, lost };
+const char* to_string(listener_kind k) noexcept;
+
+struct member_options {
+  std::string group_id;
+  std::optional<std::string> group_instance_id;
+  std::optional<std::string> rack;
+  ms session_timeout{45000};
+  ms heartbeat_interval{3000};
+  ms max_poll_interval{300000};  // also the rebalance timeout sent in JoinGroup
+  ms retry_backoff{100};
+  ms retry_backoff_max{1000};
+  RebalanceProtocol protocol = RebalanceProtocol::eager;
+  /// Assignors in preference order (only names and user data are used by the core).
+  std::vector<std::shared_ptr<PartitionAssignor>> assignors;
+};
+
+// ---- actions --------------------------------------------------------------------------------
+
+struct find_coordinator {};
+struct send_join_group {
+  protocol::join_group_request request;
+};
+struct send_sync_group {
+  protocol::sync_group_request request;
+};
+struct send_heartbeat {
+  protocol::heartbeat_request request;
+};
+struct send_leave_group {
+  protocol::leave_group_request request;
+};
+/// Leader only: compute the assignment for these members with the named assignor, then call
+/// assignment_computed().
+struct compute_assignment {
+  std::int32_t generation = -1;
+  std::string protocol_name;
+  std::vector<protocol::join_group_response::join_group_response_member> members;
+};
+/// Run the user's listener on the user's thread (or wherever the facade runs it), then call
+/// listener_done(seq).
+struct run_listener {
+  listener_kind kind;
+  std::vector<topic_partition> partitions;
+  std::uint64_t seq = 0;
+};
+/// The set of partitions this member owns changed (for the fetcher and assignment()).
+struct assignment_changed {
+  partition_set owned;
+};
+/// Something the user should hear about: fatal errors are raised from poll(); others are logged.
+struct report_error {
+  std::error_code code;
+  std::string message;
+  bool fatal = false;
+};
+/// Leave/close work finished: the facade may stop the thread.
+struct left_group {};
+
+using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat, send_leave_group,
+                            compute_assignment, run_listener, assignment_changed, report_error, left_group>;
+
+/// Builds the JoinGroup protocol list (assignor name + encoded subscription), given what the core
+/// knows about itself. Pure; injected so the core needs no codec for the consumer protocol.
+struct member_snapshot {
+  std::vector<std::string> topics;
+  partition_set owned;
+  std::int32_t generation = -1;
+  std::optional<std::string> rack;
+};
+using protocol_builder =
+    std::function<std::vector<protocol::join_group_request::join_group_request_protocol>(const member_snapshot&)>;
+/// Decodes the assignment bytes of a SyncGroup response; returns an error for malformed bytes.
+using assignment_decoder = std::function<std::error_code(std::span<const std::uint8_t>, partition_set&)>;
+
+class member {
+ public:
+  member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment);
+
+  // ---- events from the user (through the facade) ----
+  void subscribe(time_point now, std::vector<std::string> topics);
+  void unsubscribe(time_point now);
+  void close(time_point now);
+  void poll_called(time_point now);
+  void enforce_rebalance(time_point now, std::string reason);
+  void listener_done(time_point now, std::uint64_t seq);
+
+  // ---- events from the driver ----
+  void tick(time_point now);
+  void coordinator_found(time_point now, std::int32_t node_id);
+  void coordinator_failed(time_point now, std::error_code ec);
+  /// Connection error or timeout of the coordinator request in flight (any kind).
+  void request_failed(time_point now, std::error_code ec);
+  void join_group_done(time_point now, const protocol::join_group_response& r);
+  void sync_group_done(time_point now, const protocol::sync_group_response& r);
+  void heartbeat_done(time_point now, const protocol::heartbeat_response& r);
+  void leave_group_done(time_point now, const protocol::leave_group_response& r);
+  void assignment_computed(time_point now, std::error_code ec,
+                           std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
+  /// A REBALANCE_IN_PROGRESS seen on another group request (OffsetCommit) starts the rejoin.
+  void rebalance_in_progress_seen(time_point now);
+  /// The partition counts of subscribed topics changed (leader triggers a rebalance).
+  void metadata_changed(time_point now, std::string reason);
+
+  // ---- outputs ----
+  std::vector<action> take_actions();
+  /// When tick() must be called next (heartbeat due, backoff over, a timeout), or nullopt.
+  std::optional<time_point> next_deadline() const;
+
+  // ---- observation ----
+  member_state state() const noexcept { return state_; }
+  const partition_set& owned() const noexcept { return owned_; }
+  const std::string& member_id() const noexcept { return member_id_; }
+  std::int32_t generation() const noexcept { return generation_; }
+  bool is_leader() const noexcept { return !member_id_.empty() && leader_id_ == member_id_; }
+  const std::string& protocol_name() const noexcept { return protocol_name_; }
+  std::optional<std::int32_t> coordinator() const noexcept { return coordinator_; }
+  const std::vector<std::string>& topics() const noexcept { return topics_; }
+  const member_options& options() const noexcept { return opts_; }
+  /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
+  std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
+  /// Last time poll() was called (for metrics and the 80% warning).
+  time_point last_poll() const noexcept { return last_poll_; }
+
+ private:
+  enum class in_flight { none, join, sync, heartbeat, leave };
+  enum class coord_state { unknown, looking, known };
+  // What to do when the pending listener returns.
+  enum class then { nothing, join, assign_added, finish_assignment, leave, rejoin_after_lost, close_after_leave };
+
+  void transition(member_state to, const char* reason);
+  void pump(time_point now);
+  void start_rebalance(time_point now, const std::string& reason);
+  void begin_join(time_point now);
+  void send_join(time_point now);
+  void send_sync(time_point now, std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
+  void send_heartbeat_now(time_point now);
+  void send_leave(time_point now, const std::string& reason);
+  void lose_partitions(time_point now, const std::string& why, then next);
+  void request_listener(listener_kind kind, const partition_set& parts, then next);
+  void finish_leave(time_point now);
+  void continue_after_listener(time_point now, then next);
+  void complete_assignment(time_point now);
+  void set_owned(partition_set owned);
+  void mark_coordinator_unknown(time_point now, const char* why);
+  void backoff(time_point now);
+  void heartbeat_after_backoff();
+  void fatal(std::error_code ec, std::string message);
+  bool needs_coordinator() const noexcept;
+  bool check_poll_timeout(time_point now);
+  bool coordinator_error(time_point now, std::int16_t code);
+
+  member_options opts_;
+  protocol_builder build_protocols_;
+  assignment_decoder decode_assignment_;
+  member_state state_ = member_state::unsubscribed;
+  std::vector<std::string> topics_;
+  std::string member_id_;
+  std::int32_t generation_ = -1;
+  std::string leader_id_;
+  std::string protocol_name_;
+  partition_set owned_;
+  partition_set pending_assignment_;  // received in SyncGroup, applied after listeners
+  in_flight in_flight_ = in_flight::none;
+  coord_state coord_ = coord_state::unknown;
+  std::optional<std::int32_t> coordinator_;
+  time_point backoff_until_{};
+  int backoff_attempts_ = 0;
+  time_point last_heartbeat_sent_{};
+  time_point last_heartbeat_ok_{};
+  time_point last_poll_{};
+  bool poll_warned_ = false;
+  bool rejoin_needed_ = false;
+  std::string rejoin_reason_;
+  bool closing_ = false;  // leaving is for close(), not unsubscribe()
+  std::optional<std::uint64_t> pending_listener_;
+  then after_listener_ = then::nothing;
+  std::uint64_t next_seq_ = 1;
+  listener_kind pending_kind_ = listener_kind::assigned;
+  partition_set pending_parts_;
+  bool leave_sent_ = false;
+  std::uint64_t invalid_transitions_ = 0;
+  std::vector<action> actions_;
+};
+
+/// Whether a state change is one of the documented transitions (for the checks in transition()).
+bool transition_allowed(member_state from, member_state to) noexcept;
+
+}  // namespace kgroup::group
