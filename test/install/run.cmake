@@ -6,8 +6,16 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_
 if(rc)
   message(FATAL_ERROR "cmake --install failed")
 endif()
+# The README's quick-start program (its first C++ block) must build against the package.
+file(READ ${SOURCE_DIR}/README.md readme)
+string(REGEX MATCH "```cpp\n([^`]*)```" _ "${readme}")
+if(NOT CMAKE_MATCH_1)
+  message(FATAL_ERROR "no C++ example found in README.md")
+endif()
+file(WRITE ${WORK_DIR}/readme/consume.cpp "${CMAKE_MATCH_1}")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/install/app -B ${WORK_DIR}/app-build
                         -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                        -DREADME_CONSUME_SOURCE=${WORK_DIR}/readme/consume.cpp
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the application against the installed package failed")
