@@ -46,6 +46,9 @@ const std::vector<ConfigKey> key_table = {
     {"isolation.level", "read_uncommitted", "enum", 0, 0, "read_uncommitted,read_committed", "whether records of aborted transactions are returned"},
     {"allow.auto.create.topics", "true", "bool", 0, 0, "", "let Metadata requests auto-create subscribed topics"},
     {"check.crcs", "true", "bool", 0, 0, "", "verify record batch CRCs"},
+    // librdkafka's name (Java has no byte bound on prefetched data): the most fetched bytes kept
+    // waiting for poll(), whatever the application's pace.
+    {"queued.max.messages.kbytes", "65536", "int", 1, 2097151, "", "bound of prefetched, not yet polled data (KiB)"},
     {"exclude.internal.topics", "true", "bool", 0, 0, "", "regex subscriptions never match internal topics"},
     // kgroup's own key: where rebalance listener callbacks run. "poll" (default): on the user's
     // thread inside poll()/close()/unsubscribe(). "heartbeat": on the background thread, so a

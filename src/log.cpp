@@ -1,6 +1,7 @@
 #include "kgroup/log.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -12,7 +13,9 @@ namespace {
 std::shared_ptr<spdlog::logger> make_default() {
   // stderr, never stdout: applications own their stdout.
   auto l = std::make_shared<spdlog::logger>("kgroup", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  l->set_level(spdlog::level::info);
+  // KGROUP_LOG_LEVEL (trace, debug, info, warn, error, critical, off) adjusts the default logger.
+  const char* env = std::getenv("KGROUP_LOG_LEVEL");
+  l->set_level(env ? spdlog::level::from_str(env) : spdlog::level::info);
   return l;
 }
 

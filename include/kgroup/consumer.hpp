@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <functional>
+#include <map>
 #include <optional>
+#include <string_view>
 #include <regex>
 #include <set>
 #include <string>
@@ -28,29 +31,60 @@ struct ConsumerGroupMetadata {
   std::optional<std::string> group_instance_id;
 };
 
-/// One record returned by poll().
+/// How a record's timestamp was set.
+enum class TimestampType { none = -1, create_time = 0, log_append_time = 1 };
+
+/// One record header. Views into the fetched data, valid as long as the ConsumerRecords that
+/// returned it.
+struct Header {
+  std::string_view key;
+  std::optional<std::string_view> value;
+};
+
+/// One record returned by poll(). `topic`, `key`, `value` and `headers` view the fetched buffer
+/// (no copy for uncompressed data) and stay valid as long as the ConsumerRecords batch that
+/// holds them.
 struct ConsumerRecord {
-  std::string topic;
+  std::string_view topic;
   std::int32_t partition = 0;
   std::int64_t offset = 0;
   std::int64_t timestamp = -1;
-  std::optional<std::string> key;
-  std::optional<std::string> value;
+  TimestampType timestamp_type = TimestampType::create_time;
+  std::int32_t leader_epoch = -1;  // -1 when unknown (legacy message formats)
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::vector<Header> headers;     // empty (no allocation) for records without headers
 };
 
-/// The records of one poll() call.
+/// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
+/// records view.
 class ConsumerRecords {
  public:
   ConsumerRecords() = default;
-  explicit ConsumerRecords(std::vector<ConsumerRecord> records) : records_(std::move(records)) {}
+  ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners)
+      : records_(std::move(records)), owners_(std::move(owners)) {}
   bool empty() const noexcept { return records_.empty(); }
   std::size_t size() const noexcept { return records_.size(); }
   auto begin() const noexcept { return records_.begin(); }
   auto end() const noexcept { return records_.end(); }
+  const ConsumerRecord& operator[](std::size_t i) const { return records_[i]; }
 
  private:
   std::vector<ConsumerRecord> records_;
+  std::vector<std::shared_ptr<const void>> owners_;  // fetched frames and decompressed batches
 };
+
+/// An offset to commit (the offset of the next record to read) with optional metadata.
+struct OffsetAndMetadata {
+  std::int64_t offset = -1;
+  std::string metadata;
+  std::optional<std::int32_t> leader_epoch;
+  bool operator==(const OffsetAndMetadata&) const = default;
+};
+
+using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
+/// Completion of commit_async(): the offsets and the outcome (empty error_code on success).
+using CommitCallback = std::function<void(const OffsetMap&, std::error_code)>;
 
 /// A member of a Kafka consumer group.
 ///
@@ -88,12 +122,42 @@ class Consumer {
   /// default.api.timeout.ms passes. Rethrows the first listener exception.
   void unsubscribe();
 
-  /// Runs due listener callbacks and returns records of owned partitions (the data path arrives
-  /// with its own issue; until then the batch is always empty). Waits up to `timeout` for
-  /// something to happen. Throws kgroup::error for fatal group errors (fenced instance id,
+  /// Runs due listener callbacks and returns up to max.poll.records records of owned, non-paused
+  /// partitions, in offset order per partition. Waits up to `timeout` for records. Throws kgroup::error for fatal group errors (fenced instance id,
   /// authorization, inconsistent protocols, group full), client_errc::woken_up after wakeup(), and
   /// rethrows the first exception a listener threw, after every callback of the rebalance ran.
   ConsumerRecords poll(std::chrono::milliseconds timeout);
+
+  // ---- offsets and positions (the data path) ----
+
+  /// Commits the position of every owned partition (the offset after the last record poll()
+  /// returned) and waits for the answer (up to default.api.timeout.ms, retrying coordinator
+  /// errors). Throws kgroup::error: kafka_errc::rebalance_in_progress (retriable: poll() and
+  /// commit again) while the group rebalances; client_errc::commit_failed when this member's
+  /// generation is gone (it exceeded max.poll.interval.ms or was removed), with the reason.
+  void commit_sync();
+  /// Commits exactly these offsets (same errors).
+  void commit_sync(const OffsetMap& offsets);
+  /// Commits positions without waiting; `callback` (optional) runs inside a later poll(),
+  /// commit_sync() or close() on this thread.
+  void commit_async(CommitCallback callback = nullptr);
+  void commit_async(const OffsetMap& offsets, CommitCallback callback = nullptr);
+  /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
+  /// default.api.timeout.ms. Throws kgroup::error on failure.
+  OffsetMap committed(const std::set<topic_partition>& partitions);
+
+  /// The offset of the next record poll() returns for `partition` (an owned partition). Blocks
+  /// until the position is known (committed offset or auto.offset.reset), up to
+  /// default.api.timeout.ms. Throws client_errc::illegal_state for a partition not owned.
+  std::int64_t position(const topic_partition& partition);
+  /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
+  void seek(const topic_partition& partition, std::int64_t offset);
+  void seek_to_beginning(const std::set<topic_partition>& partitions);
+  void seek_to_end(const std::set<topic_partition>& partitions);
+  /// Stops returning (and fetching) records of these partitions until resume().
+  void pause(const std::set<topic_partition>& partitions);
+  void resume(const std::set<topic_partition>& partitions);
+  std::set<topic_partition> paused() const;
 
   /// Partitions this consumer currently owns.
   std::set<topic_partition> assignment() const;

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include "consumer/shared_state.hpp"
+#include "fetch/fetcher.hpp"
 #include "kgroup/log.hpp"
+#include "protocol/records.hpp"
 #include "net/cluster.hpp"
 #include "net/group_driver.hpp"
 
@@ -70,8 +72,29 @@ class Consumer::impl {
     dopts.exclude_internal_topics = config_.get_bool("exclude.internal.topics");
     if (config_.get("rebalance.listener.thread") == "heartbeat") {
       dopts.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
+      inline_listener_ = true;
     }
     cluster_ = std::make_shared<net::cluster>(io_, net::cluster_options::from_config(config_));
+
+    fetch::fetcher_options fo;
+    fo.group_id = mo.group_id;
+    fo.fetch_min_bytes = static_cast<std::int32_t>(config_.get_int("fetch.min.bytes"));
+    fo.fetch_max_bytes = static_cast<std::int32_t>(config_.get_int("fetch.max.bytes"));
+    fo.fetch_max_wait_ms = static_cast<std::int32_t>(config_.get_int("fetch.max.wait.ms"));
+    fo.max_partition_fetch_bytes = static_cast<std::int32_t>(config_.get_int("max.partition.fetch.bytes"));
+    fo.isolation_level = config_.get("isolation.level") == "read_committed" ? 1 : 0;
+    fo.auto_offset_reset = config_.get("auto.offset.reset");
+    fo.buffer_max_bytes = static_cast<std::size_t>(config_.get_int("queued.max.messages.kbytes")) * 1024;
+    fo.auto_commit = config_.get_bool("enable.auto.commit");
+    fo.auto_commit_interval = config_.get_ms("auto.commit.interval.ms");
+    fo.retry_backoff = mo.retry_backoff;
+    fo.request_timeout = config_.get_ms("request.timeout.ms");
+    auto_commit_ = fo.auto_commit;
+    read_committed_ = fo.isolation_level == 1;
+    max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
+    check_crcs_ = config_.get_bool("check.crcs");
+    fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
+    dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) { f->assign(owned); };
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
     default_timeout_ = config_.get_ms("default.api.timeout.ms");
     thread_ = std::thread([this] { run(); });
@@ -113,16 +136,129 @@ class Consumer::impl {
     for (;;) {
       run_events(/*throw_fatal=*/true);
       rethrow_listener_error();
-      std::unique_lock lock(shared_.mutex);
-      if (shared_.woken) {
-        shared_.woken = false;
-        throw error(make_error_code(client_errc::woken_up));
+      raise_data_error();
+      {
+        std::lock_guard lock(shared_.mutex);
+        if (shared_.woken) {
+          shared_.woken = false;
+          throw error(make_error_code(client_errc::woken_up));
+        }
       }
-      if (!shared_.events.empty()) continue;
+      ConsumerRecords records = drain();
+      if (!records.empty()) return records;
+      std::unique_lock lock(shared_.mutex);
+      if (!shared_.events.empty() || (!shared_.fetched.empty())) continue;
       if (clock::now() >= deadline) break;
-      shared_.cv.wait_until(lock, deadline, [this] { return !shared_.events.empty() || shared_.woken; });
+      shared_.cv.wait_until(lock, deadline,
+                            [this] { return !shared_.events.empty() || !shared_.fetched.empty() || shared_.woken; });
     }
     return ConsumerRecords{};
+  }
+
+  // ---- offsets ----
+
+  void commit_sync(const OffsetMap& offsets) {
+    check_open();
+    fetch::commit_map m;
+    for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata};
+    commit_and_wait(std::move(m), clock::now() + default_timeout_);
+  }
+
+  void commit_sync() { commit_sync(current_positions()); }
+
+  void commit_async(const OffsetMap& offsets, CommitCallback cb) {
+    check_open();
+    fetch::commit_map m;
+    for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata};
+    const std::uint64_t id = ++next_request_id_;
+    async_commits_[id] = {offsets, std::move(cb)};
+    post([this, id, m = std::move(m)]() mutable { fetcher_->commit(id, std::move(m)); });
+  }
+
+  void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
+
+  OffsetMap committed(const std::set<topic_partition>& tps) {
+    check_open();
+    const std::uint64_t id = ++next_request_id_;
+    post([this, id, tps] { fetcher_->fetch_committed(id, tps); });
+    auto done = wait_request(id, clock::now() + default_timeout_);
+    if (!done) throw error(make_error_code(client_errc::request_timed_out), "committed(): no answer in time");
+    if (done->code) throw error(done->code, done->message);
+    OffsetMap out;
+    for (const auto& [tp, om] : done->offsets) out[tp] = {om.first, om.second, std::nullopt};
+    return out;
+  }
+
+  std::int64_t position(const topic_partition& tp) {
+    check_open();
+    const auto deadline = clock::now() + default_timeout_;
+    for (;;) {
+      run_events(/*throw_fatal=*/true);
+      raise_data_error();
+      auto it = parts_.find(tp);
+      if (it != parts_.end() && it->second.position >= 0) return it->second.position;
+      {
+        std::lock_guard lock(shared_.mutex);
+        if (!shared_.owned.count(tp)) {
+          throw error(make_error_code(client_errc::illegal_state),
+                      "position(): " + tp.topic + "-" + std::to_string(tp.partition) + " is not assigned to this consumer");
+        }
+      }
+      std::unique_lock lock(shared_.mutex);
+      if (clock::now() >= deadline) throw error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
+      shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)),
+                            [this] { return !shared_.events.empty(); });
+    }
+  }
+
+  void seek(const topic_partition& tp, std::int64_t offset) {
+    check_open();
+    if (offset < 0) throw error(make_error_code(client_errc::illegal_state), "seek(): negative offset");
+    auto& p = parts_[tp];
+    p.position = offset;
+    p.user_seeked = true;
+    drop_current(tp);
+    post([this, tp, offset] { fetcher_->seek(tp, offset); });
+  }
+
+  void seek_to(const std::set<topic_partition>& tps, bool beginning) {
+    check_open();
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      p.position = -1;
+      p.user_seeked = false;
+      drop_current(tp);
+    }
+    post([this, tps, beginning] { fetcher_->seek_to(tps, beginning); });
+  }
+
+  void pause(const std::set<topic_partition>& tps) {
+    check_open();
+    for (const auto& tp : tps) {
+      parts_[tp].paused = true;
+      drop_current(tp);
+    }
+    post([this, tps] { fetcher_->pause(tps); });
+  }
+
+  void resume(const std::set<topic_partition>& tps) {
+    check_open();
+    std::map<topic_partition, std::int64_t> positions;
+    for (const auto& tp : tps) {
+      auto it = parts_.find(tp);
+      if (it == parts_.end()) continue;
+      it->second.paused = false;
+      positions[tp] = it->second.position;
+    }
+    post([this, positions] { fetcher_->resume(positions); });
+  }
+
+  std::set<topic_partition> paused() const {
+    std::set<topic_partition> out;
+    for (const auto& [tp, p] : parts_) {
+      if (p.paused) out.insert(tp);
+    }
+    return out;
   }
 
   std::set<topic_partition> assignment() const {
@@ -182,6 +318,236 @@ class Consumer::impl {
   }
 
  private:
+  // User-thread view of one owned partition.
+  struct upart {
+    std::int64_t position = -1;  // next offset poll() returns; -1 until known
+    bool paused = false;
+    bool user_seeked = false;    // a user seek() wins over the initial committed position
+  };
+
+  // The fetched data poll() is reading through, one partition's response at a time.
+  struct cursor {
+    std::shared_ptr<detail::fetched_data> data;
+    protocol::batch_reader batches;
+    protocol::record_batch batch;
+    protocol::record_iterator records;
+    bool in_batch = false;
+    bool skip_batch = false;
+    std::shared_ptr<const void> batch_owner;
+    // read_committed: aborted transactions not yet reached, and producers currently aborting.
+    std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // (first offset, producer id), sorted
+    std::size_t next_aborted = 0;
+    std::set<std::int64_t> aborting;
+  };
+
+  fetch::group_identity identity() const {
+    // Runs on the background thread (the fetcher asks it), where the core lives.
+    fetch::group_identity id;
+    const auto& core = driver_->core();
+    id.generation = core.generation();
+    id.member_id = core.member_id();
+    id.instance_id = core.options().group_instance_id;
+    id.coordinator = core.coordinator();
+    const auto st = core.state();
+    id.stable = core.generation() >= 0 &&
+                (st == group::member_state::stable || st == group::member_state::completing ||
+                 st == group::member_state::preparing || st == group::member_state::leaving);
+    return id;
+  }
+
+  OffsetMap current_positions() const {
+    OffsetMap out;
+    for (const auto& [tp, p] : parts_) {
+      if (p.position >= 0) out[tp] = {p.position, "", std::nullopt};
+    }
+    return out;
+  }
+
+  void drop_current(const topic_partition& tp) {
+    if (cur_ && cur_->data->tp == tp) finish_cursor();
+  }
+
+  void finish_cursor() {
+    if (!cur_) return;
+    const std::size_t bytes = cur_->data->bytes;
+    cur_.reset();
+    {
+      std::lock_guard lock(shared_.mutex);
+      shared_.buffered_bytes -= std::min(shared_.buffered_bytes, bytes);
+    }
+    post([this] { fetcher_->wake(); });
+  }
+
+  // Takes the next usable fetched data, dropping stale ones (revoked, paused, seeked).
+  bool next_cursor() {
+    for (;;) {
+      detail::fetched_data d;
+      {
+        std::lock_guard lock(shared_.mutex);
+        if (shared_.fetched.empty()) return false;
+        d = std::move(shared_.fetched.front());
+        shared_.fetched.pop_front();
+      }
+      auto it = parts_.find(d.tp);
+      const bool usable = it != parts_.end() && !it->second.paused && it->second.position >= 0 &&
+                          d.fetch_offset == it->second.position;
+      if (!usable) {
+        std::lock_guard lock(shared_.mutex);
+        shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
+        continue;
+      }
+      protocol::decode_options opts;
+      opts.verify_crc = check_crcs_;
+      auto data = std::make_shared<detail::fetched_data>(std::move(d));
+      cur_.emplace(cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}, 0, {}});
+      if (read_committed_) {
+        for (const auto& [pid, first] : data->aborted) cur_->aborted.emplace_back(first, pid);
+        std::sort(cur_->aborted.begin(), cur_->aborted.end());
+      }
+      return true;
+    }
+  }
+
+  ConsumerRecords drain() {
+    std::vector<ConsumerRecord> out;
+    std::vector<std::shared_ptr<const void>> owners;
+    std::map<topic_partition, std::int64_t> advanced;
+    while (out.size() < max_poll_records_) {
+      if (!cur_ && !next_cursor()) break;
+      cursor& c = *cur_;
+      auto pit = parts_.find(c.data->tp);
+      if (pit == parts_.end()) {
+        finish_cursor();
+        continue;
+      }
+      if (owners.empty() || owners.back() != c.data) owners.push_back(c.data);
+      if (!c.in_batch) {
+        if (!c.batches.next(c.batch)) {
+          if (c.batches.error()) {
+            logger()->error("{}-{}: corrupt record data at offset {}: {}; skipping this fetch", c.data->tp.topic,
+                            c.data->tp.partition, pit->second.position, c.batches.error().message());
+          }
+          finish_cursor();
+          continue;
+        }
+        c.in_batch = true;
+        c.records = c.batch.records();
+        c.batch_owner = c.batch.decompressed_owner();
+        if (c.batch_owner) owners.push_back(c.batch_owner);
+        const auto& h = c.batch.header();
+        c.skip_batch = h.last_offset() < pit->second.position;
+        if (read_committed_ && !c.skip_batch) {
+          // Producers whose aborted transaction starts at or before this batch's end are aborting.
+          while (c.next_aborted < c.aborted.size() && c.aborted[c.next_aborted].first <= h.last_offset()) {
+            c.aborting.insert(c.aborted[c.next_aborted].second);
+            ++c.next_aborted;
+          }
+          if (h.is_control()) {
+            // An abort/commit marker ends its producer's transaction; markers are never returned.
+            c.aborting.erase(h.producer_id);
+            c.skip_batch = true;
+          } else if (h.is_transactional() && c.aborting.count(h.producer_id)) {
+            c.skip_batch = true;
+          }
+        } else if (h.is_control()) {
+          c.skip_batch = true;
+        }
+        if (c.skip_batch) {
+          // Still advance past it so the position moves beyond skipped (aborted or control) data.
+          if (h.last_offset() >= pit->second.position) {
+            pit->second.position = h.last_offset() + 1;
+            advanced[c.data->tp] = pit->second.position;
+          }
+          c.in_batch = false;
+          continue;
+        }
+      }
+      protocol::record r;
+      if (!c.records.next(r)) {
+        if (c.records.error()) {
+          logger()->error("{}-{}: corrupt batch at offset {}: {}", c.data->tp.topic, c.data->tp.partition,
+                          c.batch.header().base_offset, c.records.error().message());
+          pit->second.position = std::max(pit->second.position, c.batch.header().last_offset() + 1);
+          advanced[c.data->tp] = pit->second.position;
+        }
+        c.in_batch = false;
+        continue;
+      }
+      if (r.offset < pit->second.position) continue;
+      const auto& h = c.batch.header();
+      ConsumerRecord rec;
+      rec.topic = c.data->tp.topic;
+      rec.partition = c.data->tp.partition;
+      rec.offset = r.offset;
+      rec.timestamp = r.timestamp;
+      rec.timestamp_type = h.magic == 0 ? TimestampType::none
+                           : static_cast<int>(h.ts_type()) == 1 ? TimestampType::log_append_time
+                                                                : TimestampType::create_time;
+      rec.leader_epoch = h.magic >= 2 ? h.partition_leader_epoch : -1;
+      if (r.key) rec.key = std::string_view(reinterpret_cast<const char*>(r.key->data()), r.key->size());
+      if (r.value) rec.value = std::string_view(reinterpret_cast<const char*>(r.value->data()), r.value->size());
+      if (!r.headers.empty()) {
+        rec.headers.reserve(r.headers.size());
+        for (const auto& hd : r.headers) {
+          Header out_h{hd.key, std::nullopt};
+          if (hd.value) out_h.value = std::string_view(reinterpret_cast<const char*>(hd.value->data()), hd.value->size());
+          rec.headers.push_back(out_h);
+        }
+      }
+      out.push_back(std::move(rec));
+      pit->second.position = r.offset + 1;
+      advanced[c.data->tp] = pit->second.position;
+    }
+    if (!advanced.empty()) {
+      std::lock_guard lock(shared_.mutex);
+      for (const auto& [tp, pos] : advanced) shared_.consumed[tp] = pos;
+    }
+    return ConsumerRecords(std::move(out), std::move(owners));
+  }
+
+  void raise_data_error() {
+    if (pending_data_error_) {
+      auto e = std::move(*pending_data_error_);
+      pending_data_error_.reset();
+      throw error(e.code, e.message);
+    }
+  }
+
+  void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
+    for (int attempt = 0;; ++attempt) {
+      const std::uint64_t id = ++next_request_id_;
+      post([this, id, offsets] { fetcher_->commit(id, offsets); });
+      auto done = wait_request(id, deadline);
+      if (!done) throw error(make_error_code(client_errc::request_timed_out), "commit_sync(): no answer in time");
+      if (!done->code) return;
+      const bool retriable_coordinator = done->code == make_error_code(kafka_errc::coordinator_not_available) ||
+                                         done->code == make_error_code(kafka_errc::not_coordinator) ||
+                                         done->code == make_error_code(kafka_errc::coordinator_load_in_progress) ||
+                                         done->code == make_error_code(client_errc::connection_closed) ||
+                                         done->code == make_error_code(client_errc::request_timed_out);
+      if (!retriable_coordinator || clock::now() + std::chrono::milliseconds(100) >= deadline) {
+        throw error(done->code, done->message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+    }
+  }
+
+  // Waits for the commit_done event `id`, leaving every other event queued.
+  std::optional<detail::commit_done> wait_request(std::uint64_t id, clock::time_point deadline) {
+    std::unique_lock lock(shared_.mutex);
+    for (;;) {
+      for (auto it = shared_.events.begin(); it != shared_.events.end(); ++it) {
+        if (auto* d = std::get_if<detail::commit_done>(&*it); d && d->id == id) {
+          detail::commit_done out = std::move(*d);
+          shared_.events.erase(it);
+          return out;
+        }
+      }
+      if (clock::now() >= deadline) return std::nullopt;
+      shared_.cv.wait_until(lock, deadline);
+    }
+  }
+
   void run() {
     auto guard = asio::make_work_guard(io_);
     try {
@@ -204,6 +570,7 @@ class Consumer::impl {
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
       driver_->shutdown();
+      fetcher_->shutdown();
       cluster_->close();
       io_.stop();
     });
@@ -221,6 +588,36 @@ class Consumer::impl {
 
   // Runs a listener callback and remembers the first exception; the group carries on regardless.
   void invoke(const detail::listener_call& call) {
+    if (call.kind == group::listener_kind::revoked && !call.partitions.empty()) {
+      // Auto-commit what was consumed before giving the partitions back, so their next owner
+      // starts where this one stopped.
+      if (auto_commit_ && !inline_listener_) {
+        fetch::commit_map offsets;
+        for (const auto& tp : call.partitions) {
+          auto it = parts_.find(tp);
+          if (it != parts_.end() && it->second.position >= 0) offsets[tp] = {it->second.position, ""};
+        }
+        if (!offsets.empty()) {
+          try {
+            commit_and_wait(std::move(offsets), clock::now() + default_timeout_);
+          } catch (const std::exception& e) {
+            logger()->warn("auto-commit before revoking partitions failed: {}", e.what());
+          }
+        }
+      }
+    }
+    if (call.kind != group::listener_kind::assigned) {
+      // Revoked or lost: no record of these partitions is returned after this point, and lost
+      // ones are never committed.
+      for (const auto& tp : call.partitions) {
+        drop_current(tp);
+        parts_.erase(tp);
+      }
+      std::lock_guard lock(shared_.mutex);
+      for (const auto& tp : call.partitions) shared_.consumed.erase(tp);
+    } else {
+      for (const auto& tp : call.partitions) parts_.try_emplace(tp);
+    }
     std::shared_ptr<ConsumerRebalanceListener> l;
     {
       std::lock_guard lock(listener_mutex_);
@@ -259,6 +656,34 @@ class Consumer::impl {
       } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {
         std::lock_guard lock(shared_.mutex);
         shared_.fatal = *f;
+      } else if (auto* pe = std::get_if<detail::position_event>(&e)) {
+        bool owned;
+        {
+          std::lock_guard lock(shared_.mutex);
+          owned = shared_.owned.count(pe->tp) > 0;
+        }
+        if (!owned) continue;
+        auto& p = parts_[pe->tp];
+        if (pe->forced || !p.user_seeked) {
+          if (p.position != pe->offset) drop_current(pe->tp);
+          p.position = pe->offset;
+        }
+      } else if (auto* de = std::get_if<detail::data_error>(&e)) {
+        if (!pending_data_error_) pending_data_error_ = *de;
+      } else if (auto* cd = std::get_if<detail::commit_done>(&e)) {
+        auto it = async_commits_.find(cd->id);
+        if (it != async_commits_.end()) {
+          auto [offsets, cb] = std::move(it->second);
+          async_commits_.erase(it);
+          if (cb) {
+            try {
+              cb(offsets, cd->code);
+            } catch (...) {
+              std::lock_guard lock(listener_mutex_);
+              if (!listener_error_) listener_error_ = std::current_exception();
+            }
+          }
+        }
       }
     }
     if (throw_fatal) {
@@ -298,6 +723,18 @@ class Consumer::impl {
   std::mutex listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
   std::shared_ptr<ConsumerRebalanceListener> listener_;
   std::exception_ptr listener_error_;
+  // Data path, user-thread side.
+  std::shared_ptr<fetch::fetcher> fetcher_;
+  std::map<topic_partition, upart> parts_;
+  std::optional<cursor> cur_;
+  std::optional<detail::data_error> pending_data_error_;
+  std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
+  std::uint64_t next_request_id_ = 0;
+  std::size_t max_poll_records_ = 500;
+  bool auto_commit_ = true;
+  bool read_committed_ = false;
+  bool check_crcs_ = true;
+  bool inline_listener_ = false;
 };
 
 Consumer::Consumer(const Config& config) : Consumer(config, {}) {}
@@ -321,6 +758,20 @@ void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerReba
 }
 void Consumer::unsubscribe() { impl_->unsubscribe(); }
 ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) { return impl_->poll(timeout); }
+void Consumer::commit_sync() { impl_->commit_sync(); }
+void Consumer::commit_sync(const OffsetMap& offsets) { impl_->commit_sync(offsets); }
+void Consumer::commit_async(CommitCallback callback) { impl_->commit_async(std::move(callback)); }
+void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
+  impl_->commit_async(offsets, std::move(callback));
+}
+OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) { return impl_->committed(partitions); }
+std::int64_t Consumer::position(const topic_partition& partition) { return impl_->position(partition); }
+void Consumer::seek(const topic_partition& partition, std::int64_t offset) { impl_->seek(partition, offset); }
+void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) { impl_->seek_to(partitions, true); }
+void Consumer::seek_to_end(const std::set<topic_partition>& partitions) { impl_->seek_to(partitions, false); }
+void Consumer::pause(const std::set<topic_partition>& partitions) { impl_->pause(partitions); }
+void Consumer::resume(const std::set<topic_partition>& partitions) { impl_->resume(partitions); }
+std::set<topic_partition> Consumer::paused() const { return impl_->paused(); }
 std::set<topic_partition> Consumer::assignment() const { return impl_->assignment(); }
 std::vector<std::string> Consumer::subscription() const { return impl_->subscription(); }
 ConsumerGroupMetadata Consumer::group_metadata() const { return impl_->group_metadata(); }

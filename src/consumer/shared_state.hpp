@@ -9,6 +9,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
+#include <span>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -32,8 +35,42 @@ struct fatal_error {
   std::string message;
 };
 struct left_event {};
+/// The background thread established where `tp` is read from (committed offset, reset, seek_to_*).
+/// `forced` positions (resets, seek_to_*) override a position the user set; initial ones do not.
+struct position_event {
+  topic_partition tp;
+  std::int64_t offset = 0;
+  bool forced = false;
+};
+/// A per-partition data-path error for poll() to raise (offset out of range with reset none,
+/// partition gone from metadata).
+struct data_error {
+  topic_partition tp;
+  std::error_code code;
+  std::string message;
+};
+/// Outcome of a commit or committed() request started by the user thread.
+struct commit_done {
+  std::uint64_t id = 0;
+  std::map<topic_partition, std::pair<std::int64_t, std::string>> offsets;  // committed(): offset, metadata
+  std::error_code code;
+  std::string message;
+};
 
-using user_event = std::variant<listener_call, fatal_error, left_event>;
+using user_event = std::variant<listener_call, fatal_error, left_event, position_event, data_error, commit_done>;
+
+/// Records of one partition from one Fetch response, handed to the user thread undecoded (the
+/// user thread parses them; the frame stays alive through `frame`).
+struct fetched_data {
+  topic_partition tp;
+  std::int64_t fetch_offset = 0;
+  std::int64_t high_watermark = -1;
+  std::int64_t last_stable_offset = -1;
+  std::span<const std::uint8_t> records;
+  std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
+  std::shared_ptr<const std::vector<std::uint8_t>> frame;
+  std::size_t bytes = 0;
+};
 
 struct shared_state {
   std::mutex mutex;
@@ -48,6 +85,11 @@ struct shared_state {
   std::optional<fatal_error> fatal;  // sticky: every poll() after a fatal error throws it
   std::uint64_t left_count = 0;      // bumped on every left_group action
   bool woken = false;                // wakeup() was called and not yet consumed by poll()
+  std::deque<fetched_data> fetched;  // data path: background -> user
+  std::size_t buffered_bytes = 0;    // bytes in `fetched` plus the one the user is reading
+  // Positions the user thread consumed up to (next offset), for auto-commit on the background
+  // thread. Written by the user thread only.
+  std::map<topic_partition, std::int64_t> consumed;
 
   void push(user_event e) {
     {

@@ -148,6 +148,7 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
   if (last_poll_ == time_point{}) last_poll_ = now;
   if (state_ == member_state::unsubscribed) {
     last_poll_ = now;
+    poll_warned_ = false;
     transition(member_state::joining, "subscribed");
     rejoin_reason_ = "subscribed";
     pump(now);

@@ -275,7 +275,7 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
   if (auto ec = req.handler({}, f)) {
     const auto body = f.body();
     logger()->error("broker {}: undecodable response to api {} ({} body bytes, first {:02x}): {}", node_id_,
-                    req.api_key, body.size(), fmt::join(body.first(std::min<std::size_t>(body.size(), 32)), " "),
+                    req.api_key, body.size(), fmt::join(body.first(std::min<std::size_t>(body.size(), 128)), " "),
                     ec.message());
     if (gen == generation_) fail(make_error_code(client_errc::protocol_violation), "undecodable response");
     return;

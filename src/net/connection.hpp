@@ -89,7 +89,8 @@ class connection : public std::enable_shared_from_this<connection> {
   /// whose fields depend on it (e.g. FindCoordinator's single key before v4, batched keys after).
   /// `done(ec, response, frame)`.
   template <class Request, class Adjust, class Handler>
-  void send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout = {});
+  void send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout = {},
+                     std::int16_t max_version = -1);
 
   /// Runs `cb` once the connection is ready (connecting first if needed), or with the error that
   /// prevented it.
@@ -168,10 +169,11 @@ class connection : public std::enable_shared_from_this<connection> {
 };
 
 template <class Request, class Adjust, class Handler>
-void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout) {
+void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout,
+                               std::int16_t max_version) {
   using response = typename Request::response_type;
   when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust), done = std::move(done),
-              timeout](std::error_code ec) mutable {
+              timeout, max_version](std::error_code ec) mutable {
     if (ec) {
       done(ec, response{}, response_frame{});
       return;
@@ -182,6 +184,7 @@ void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::ch
       done(vec, response{}, response_frame{});
       return;
     }
+    if (max_version >= Request::lowest_version && version > max_version) version = max_version;
     adjust(req, version);
     self->send_raw(
         Request::api_key, version,

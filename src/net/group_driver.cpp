@@ -267,6 +267,7 @@ void group_driver::apply(group::action& a) {
           }
         } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
           // The snapshot is published after this batch (publish_snapshot).
+          if (opts_.on_assignment_changed) opts_.on_assignment_changed(act.owned);
         } else if constexpr (std::is_same_v<T, group::report_error>) {
           if (act.fatal) {
             shared_.push(detail::fatal_error{act.code, act.message});

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct group_driver_options {
   bool exclude_internal_topics = true;
   /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
   std::function<void(const detail::listener_call&)> run_listener_inline;
+  /// The owned set changed (the data path starts or stops fetching).
+  std::function<void(const std::set<topic_partition>&)> on_assignment_changed;
 };
 
 class group_driver : public std::enable_shared_from_this<group_driver> {

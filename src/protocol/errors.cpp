@@ -52,6 +52,9 @@ class client_category_impl final : public std::error_category {
       case client_errc::closed: return "the consumer is closed";
       case client_errc::illegal_state: return "not valid in the consumer's current state";
       case client_errc::fatal_group_error: return "fatal consumer group error";
+      case client_errc::commit_failed: return "commit failed: this member is no longer part of the group generation";
+      case client_errc::offset_out_of_range: return "offset out of range and auto.offset.reset=none";
+      case client_errc::partition_not_found: return "partition no longer exists in the cluster metadata";
     }
     return "unknown client error";
   }

@@ -239,6 +239,9 @@ class record_batch {
   /// The (decompressed) record bytes: for magic 2 the records section, for legacy data a message
   /// set (the message itself when uncompressed).
   byte_view record_data() const noexcept { return records_; }
+  /// The decompressed buffer of a compressed batch (nullptr otherwise): holding it keeps the
+  /// views of this batch's records valid after the batch object is gone.
+  std::shared_ptr<const void> decompressed_owner() const noexcept { return decompressed_; }
 
  private:
   friend class batch_reader;

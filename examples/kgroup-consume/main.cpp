@@ -1,0 +1,595 @@
+// kgroup-consume: a command-line consumer-group member, for people and for our own checks.
+//
+// Every event goes to stdout as one JSON object per line (flushed per line), so a script or a
+// test can follow the member's partitions and records as they happen; the library's logs go to
+// stderr. The interface is kept stable on purpose (issue 4): tests and scripts depend on it.
+//
+// Signals: SIGINT and SIGTERM are blocked in every thread before the Consumer starts its
+// background thread, and one dedicated thread takes them with sigwait(). That thread is an
+// ordinary thread, not a signal handler, so it may call Consumer::wakeup() (which locks a mutex
+// and is therefore not async-signal-safe) and notify a condition variable.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kgroup/config.hpp"
+#include "kgroup/consumer.hpp"
+#include "kgroup/error.hpp"
+#include "kgroup/rebalance_listener.hpp"
+#include "kgroup/types.hpp"
+
+namespace {
+
+constexpr const char* usage_text =
+    R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-X key=value]... [--max-messages N]
+                      [--duration-ms N] [--process-ms N] [--commit auto|sync|async|none] TOPIC...
+
+Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines.
+
+  -b BOOTSTRAP        bootstrap.servers (host:port[,host:port...])
+  -g GROUP            group.id
+  -X key=value        any consumer property (repeatable; applied in order, after -b and -g).
+                      auto.offset.reset is earliest unless -X sets it.
+  --max-messages N    exit after N records (N >= 1)
+  --duration-ms N     exit after N milliseconds (N >= 1)
+  --process-ms N      sleep N milliseconds after each record, as slow processing would
+  --commit MODE       auto:  enable.auto.commit=true (the default, unless -X sets it false)
+                      sync, async, none: enable.auto.commit=false. Until the data path lands,
+                      sync and async commit nothing themselves: they only disable auto-commit.
+                      Contradicting -X enable.auto.commit is a usage error.
+  -h, --help          print this text
+
+Without --max-messages or --duration-ms it runs until SIGINT or SIGTERM. Both signals make it
+close the consumer cleanly (revoking its partitions and leaving the group) and exit 0.
+
+Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch milliseconds) and
+"event":
+  {"ts_ms":..,"event":"assigned","partitions":[{"topic":"t","partition":0},...]}
+  {"ts_ms":..,"event":"revoked","partitions":[...]}     (also "lost"; from the rebalance listener)
+  {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42}
+  {"ts_ms":..,"event":"error","code":"NAME","message":".."}
+  {"ts_ms":..,"event":"closed","reason":"max-messages|duration|signal|error","records":N}
+"code" is Kafka's error name (e.g. REBALANCE_IN_PROGRESS) for broker errors, kgroup's client error
+in upper case (e.g. INVALID_CONFIG) otherwise. "closed" is the last line once the consumer closed.
+Library logs go to stderr.
+
+Exit status: 0 after a clean close (limit reached or signal), 1 after a runtime error,
+2 for bad usage (message on stderr) or an invalid configuration (an error event on stdout).
+)";
+
+// ---- JSON output -----------------------------------------------------------------------------
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// Length of the valid UTF-8 sequence at the start of `s`, or 0 if it is not one (truncated,
+// overlong, a surrogate, or beyond U+10FFFF).
+std::size_t utf8_sequence_length(std::string_view s) {
+  const auto b0 = static_cast<unsigned char>(s[0]);
+  std::size_t len = 0;
+  std::uint32_t cp = 0;
+  if (b0 < 0x80) return 1;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+    cp = b0 & 0x1Fu;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+    cp = b0 & 0x0Fu;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+    cp = b0 & 0x07u;
+  } else {
+    return 0;
+  }
+  if (s.size() < len) return 0;
+  for (std::size_t i = 1; i < len; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if ((b & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3Fu);
+  }
+  constexpr std::uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_for_len[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+// Appends `s` as a JSON string literal. Error messages may quote user input (a -X key) or broker
+// text, so bytes that are not valid UTF-8 become U+FFFD: every line stays valid JSON.
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  while (!s.empty()) {
+    const auto c = static_cast<unsigned char>(s[0]);
+    if (c >= 0x80) {
+      const std::size_t len = utf8_sequence_length(s);
+      if (len == 0) {
+        out += "\\ufffd";
+        s.remove_prefix(1);
+      } else {
+        out.append(s.substr(0, len));
+        s.remove_prefix(len);
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    s.remove_prefix(1);
+  }
+  out += '"';
+}
+
+// Listener callbacks may run on the background thread (-X rebalance.listener.thread=heartbeat)
+// while the main thread prints records, so whole lines are written under one lock.
+std::mutex stdout_mutex;
+
+// One output line: {"ts_ms":..,"event":..,...}. The timestamp is taken when the line is started.
+class json_line {
+ public:
+  explicit json_line(std::string_view event) {
+    out_ = "{\"ts_ms\":" + std::to_string(now_ms()) + ",\"event\":";
+    append_json_string(out_, event);
+  }
+
+  json_line& str(std::string_view key, std::string_view value) {
+    key_(key);
+    append_json_string(out_, value);
+    return *this;
+  }
+
+  json_line& num(std::string_view key, std::int64_t value) {
+    key_(key);
+    out_ += std::to_string(value);
+    return *this;
+  }
+
+  json_line& partitions(const std::vector<kgroup::topic_partition>& parts) {
+    key_("partitions");
+    out_ += '[';
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) out_ += ',';
+      out_ += "{\"topic\":";
+      append_json_string(out_, parts[i].topic);
+      out_ += ",\"partition\":" + std::to_string(parts[i].partition) + '}';
+    }
+    out_ += ']';
+    return *this;
+  }
+
+  // Writes the line and flushes, so a reader sees each event when it happens.
+  void emit() {
+    out_ += "}\n";
+    std::lock_guard lock(stdout_mutex);
+    std::fwrite(out_.data(), 1, out_.size(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  void key_(std::string_view key) {
+    out_ += ',';
+    append_json_string(out_, key);
+    out_ += ':';
+  }
+
+  std::string out_;
+};
+
+// ---- errors ----------------------------------------------------------------------------------
+
+// The enum's name in upper case. error.hpp has no name function for client errors, so they are
+// listed here. The default case keeps a client_errc added later from breaking the -Werror build
+// (-Wswitch); such a code prints as CLIENT_ERROR_<n> until it is added below.
+std::string client_error_name(int value) {
+  using kgroup::client_errc;
+  switch (static_cast<client_errc>(value)) {
+    case client_errc::invalid_config: return "INVALID_CONFIG";
+    case client_errc::no_compatible_version: return "NO_COMPATIBLE_VERSION";
+    case client_errc::connection_failed: return "CONNECTION_FAILED";
+    case client_errc::connection_closed: return "CONNECTION_CLOSED";
+    case client_errc::request_timed_out: return "REQUEST_TIMED_OUT";
+    case client_errc::protocol_violation: return "PROTOCOL_VIOLATION";
+    case client_errc::no_brokers_available: return "NO_BROKERS_AVAILABLE";
+    case client_errc::shutting_down: return "SHUTTING_DOWN";
+    case client_errc::coordinator_not_found: return "COORDINATOR_NOT_FOUND";
+    case client_errc::woken_up: return "WOKEN_UP";
+    case client_errc::closed: return "CLOSED";
+    case client_errc::illegal_state: return "ILLEGAL_STATE";
+    case client_errc::fatal_group_error: return "FATAL_GROUP_ERROR";
+    case client_errc::commit_failed: return "COMMIT_FAILED";
+    case client_errc::offset_out_of_range: return "OFFSET_OUT_OF_RANGE";
+    case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
+    default: break;
+  }
+  return "CLIENT_ERROR_" + std::to_string(value);
+}
+
+std::string error_code_name(const std::error_code& ec) {
+  if (ec.category() == kgroup::kafka_category()) return kgroup::kafka_error_name(ec.value());
+  if (ec.category() == kgroup::client_category()) return client_error_name(ec.value());
+  // Not expected from kgroup's API; keep it identifiable rather than inventing a name.
+  std::string name = ec.category().name();
+  for (auto& ch : name) {
+    if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+  }
+  return name + "_" + std::to_string(ec.value());
+}
+
+void emit_error(const std::exception& e) {
+  if (const auto* ke = dynamic_cast<const kgroup::error*>(&e)) {
+    json_line("error").str("code", error_code_name(ke->code())).str("message", ke->what()).emit();
+  } else {
+    json_line("error").str("code", "UNKNOWN").str("message", e.what()).emit();
+  }
+}
+
+bool is_invalid_config(const kgroup::error& e) {
+  return e.code() == make_error_code(kgroup::client_errc::invalid_config);
+}
+
+// ---- command line ----------------------------------------------------------------------------
+
+enum class commit_mode { auto_commit, sync, async, none };
+
+struct options {
+  std::string bootstrap;
+  std::string group;
+  std::vector<std::pair<std::string, std::string>> properties;  // -X, in command-line order
+  std::optional<std::int64_t> max_messages;
+  std::optional<std::int64_t> duration_ms;
+  std::int64_t process_ms = 0;
+  std::optional<commit_mode> commit;
+  std::vector<std::string> topics;
+  bool help = false;
+};
+
+struct usage_error {
+  std::string message;
+};
+
+std::int64_t parse_count(std::string_view option, std::string_view text, std::int64_t min) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < min) {
+    throw usage_error{std::string(option) + ": '" + std::string(text) + "' is not an integer >= " + std::to_string(min)};
+  }
+  return v;
+}
+
+options parse_args(int argc, char** argv) {
+  options o;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::size_t i = 0;
+  // The value of an option: glued ("-Xk=v", "--commit=sync") or the next argument.
+  auto value_of = [&](std::string_view option, std::optional<std::string_view> glued) -> std::string {
+    if (glued) return std::string(*glued);
+    if (i + 1 >= args.size()) throw usage_error{std::string(option) + " needs a value"};
+    return std::string(args[++i]);
+  };
+  bool only_topics = false;
+  for (; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (only_topics || a.size() < 2 || a[0] != '-') {
+      if (a.empty()) throw usage_error{"empty topic name"};
+      if (a == "-") throw usage_error{"unknown option '-'"};
+      o.topics.emplace_back(a);
+      continue;
+    }
+    if (a == "--") {
+      only_topics = true;
+      continue;
+    }
+    std::string_view name;
+    std::optional<std::string_view> glued;
+    if (a.starts_with("--")) {
+      name = a;
+      if (auto eq = a.find('='); eq != std::string_view::npos) {
+        name = a.substr(0, eq);
+        glued = a.substr(eq + 1);
+      }
+    } else {
+      name = a.substr(0, 2);
+      if (a.size() > 2) glued = a.substr(2);
+    }
+
+    if (name == "-h" || name == "--help") {
+      if (glued) throw usage_error{std::string(name) + " takes no value"};
+      o.help = true;
+    } else if (name == "-b") {
+      o.bootstrap = value_of(name, glued);
+    } else if (name == "-g") {
+      o.group = value_of(name, glued);
+    } else if (name == "-X") {
+      std::string kv = value_of(name, glued);
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw usage_error{"-X needs key=value, got '" + kv + "'"};
+      o.properties.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (name == "--max-messages") {
+      o.max_messages = parse_count(name, value_of(name, glued), 1);
+    } else if (name == "--duration-ms") {
+      o.duration_ms = parse_count(name, value_of(name, glued), 1);
+    } else if (name == "--process-ms") {
+      o.process_ms = parse_count(name, value_of(name, glued), 0);
+    } else if (name == "--commit") {
+      const std::string m = value_of(name, glued);
+      if (m == "auto") {
+        o.commit = commit_mode::auto_commit;
+      } else if (m == "sync") {
+        o.commit = commit_mode::sync;
+      } else if (m == "async") {
+        o.commit = commit_mode::async;
+      } else if (m == "none") {
+        o.commit = commit_mode::none;
+      } else {
+        throw usage_error{"--commit: '" + m + "' is not one of auto, sync, async, none"};
+      }
+    } else {
+      throw usage_error{"unknown option '" + std::string(a) + "'"};
+    }
+  }
+  if (o.help) return o;
+  if (o.bootstrap.empty()) throw usage_error{"-b BOOTSTRAP is required"};
+  if (o.group.empty()) throw usage_error{"-g GROUP is required"};
+  if (o.topics.empty()) throw usage_error{"at least one TOPIC is required"};
+  return o;
+}
+
+// Throws kgroup::error (invalid_config) from Config::set, or usage_error for a --commit that
+// contradicts -X enable.auto.commit.
+kgroup::Config make_config(const options& o) {
+  kgroup::Config c;
+  // A tool that is mostly used to look at what a topic holds starts from the beginning; Kafka's
+  // default (latest) would show nothing for a topic nobody writes to right now.
+  c.set("auto.offset.reset", "earliest");
+  c.set("bootstrap.servers", o.bootstrap);
+  c.set("group.id", o.group);
+  for (const auto& [key, value] : o.properties) c.set(key, value);
+  if (o.commit) {
+    // Only auto changes how commits happen for now. sync and async will commit the processed
+    // records with commitSync/commitAsync once the data path (and with it commits) lands; until
+    // then they, like none, just turn auto-commit off.
+    const std::string want = *o.commit == commit_mode::auto_commit ? "true" : "false";
+    if (c.is_set("enable.auto.commit") && c.get("enable.auto.commit") != want) {
+      throw usage_error{"--commit contradicts -X enable.auto.commit=" + c.get("enable.auto.commit")};
+    }
+    c.set("enable.auto.commit", want);
+  }
+  return c;
+}
+
+// ---- stopping --------------------------------------------------------------------------------
+
+// Set once by the signal thread; the main loop and the --process-ms sleep watch it.
+class stop_request {
+ public:
+  void request() {
+    {
+      std::lock_guard lock(mutex_);
+      requested_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool requested() const {
+    std::lock_guard lock(mutex_);
+    return requested_;
+  }
+  // Sleeps for `d` unless a stop is requested first; returns whether one was.
+  bool wait_for(std::chrono::milliseconds d) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, d, [this] { return requested_; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool requested_ = false;
+};
+
+// Takes the signals in `set` (which must include SIGTERM and be blocked in every thread) with
+// sigwait() on a thread of its own and runs `on_signal` there. The destructor ends the thread by
+// raising `done_` and sending SIGTERM to that thread alone, so no outside signal is needed.
+class signal_thread {
+ public:
+  signal_thread(const sigset_t& set, std::function<void(int)> on_signal)
+      : set_(set), on_signal_(std::move(on_signal)), thread_([this] { run(); }) {}
+  ~signal_thread() {
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+  signal_thread(const signal_thread&) = delete;
+  signal_thread& operator=(const signal_thread&) = delete;
+
+ private:
+  void run() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      if (done_) return;
+      on_signal_(sig);
+    }
+  }
+
+  sigset_t set_;
+  std::function<void(int)> on_signal_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: starts after the fields it reads are initialised
+};
+
+// ---- the consumer ----------------------------------------------------------------------------
+
+class printing_listener : public kgroup::ConsumerRebalanceListener {
+ public:
+  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
+    json_line("assigned").partitions(p).emit();
+  }
+  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
+    json_line("revoked").partitions(p).emit();
+  }
+  void on_partitions_lost(const std::vector<kgroup::topic_partition>& p) override {
+    json_line("lost").partitions(p).emit();
+  }
+};
+
+constexpr auto close_timeout = std::chrono::seconds(30);
+// Without --duration-ms poll() still returns now and then; wakeup() ends it early on a signal,
+// so this only bounds how often an idle loop turns.
+constexpr auto idle_poll = std::chrono::milliseconds(1000);
+
+int run(const options& o) {
+  kgroup::Config config;
+  try {
+    config = make_config(o);
+  } catch (const kgroup::error& e) {
+    emit_error(e);
+    return 2;
+  }
+
+  // Blocked before the Consumer starts its background thread, which inherits the mask, so only
+  // the signal thread ever receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (int rc = pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) {
+    std::fprintf(stderr, "kgroup-consume: pthread_sigmask: %s\n", std::strerror(rc));
+    return 1;
+  }
+
+  std::unique_ptr<kgroup::Consumer> consumer;
+  try {
+    consumer = std::make_unique<kgroup::Consumer>(config);
+  } catch (const kgroup::error& e) {
+    emit_error(e);
+    return is_invalid_config(e) ? 2 : 1;
+  } catch (const std::exception& e) {
+    emit_error(e);
+    return 1;
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (o.duration_ms) deadline = start + std::chrono::milliseconds(*o.duration_ms);
+
+  stop_request stop;
+  std::string reason = "error";
+  std::int64_t records = 0;
+  int exit_code = 0;
+  {
+    // Joined before close(), so wakeup() never races with the consumer's teardown.
+    signal_thread sig_thread(signals, [&](int) {
+      stop.request();
+      consumer->wakeup();
+    });
+
+    try {
+      consumer->subscribe(o.topics, std::make_shared<printing_listener>());
+      for (;;) {
+        if (stop.requested()) {
+          reason = "signal";
+          break;
+        }
+        if (o.max_messages && records >= *o.max_messages) {
+          reason = "max-messages";
+          break;
+        }
+        auto timeout = idle_poll;
+        if (deadline) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now >= *deadline) {
+            reason = "duration";
+            break;
+          }
+          timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now));
+        }
+
+        kgroup::ConsumerRecords batch;
+        try {
+          batch = consumer->poll(timeout);
+        } catch (const kgroup::error& e) {
+          // The signal thread's wakeup(): the loop head sees the stop request.
+          if (e.code() == make_error_code(kgroup::client_errc::woken_up)) continue;
+          throw;
+        }
+        for (const auto& r : batch) {
+          json_line("record").str("topic", r.topic).num("partition", r.partition).num("offset", r.offset).emit();
+          ++records;
+          if (o.process_ms > 0) stop.wait_for(std::chrono::milliseconds(o.process_ms));
+          // The rest of the batch is dropped: with auto-commit, positions advance only past
+          // records handed out by poll(), which is where a restart would resume anyway.
+          if (stop.requested() || (o.max_messages && records >= *o.max_messages)) break;
+        }
+      }
+    } catch (const kgroup::error& e) {
+      emit_error(e);
+      exit_code = is_invalid_config(e) ? 2 : 1;
+    } catch (const std::exception& e) {
+      emit_error(e);
+      exit_code = 1;
+    }
+  }
+
+  try {
+    consumer->close(close_timeout);
+  } catch (const std::exception& e) {
+    emit_error(e);
+    exit_code = 1;
+    reason = "error";
+  }
+  json_line("closed").str("reason", reason).num("records", records).emit();
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  try {
+    o = parse_args(argc, argv);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "kgroup-consume: %s\n(kgroup-consume --help shows the usage)\n", e.message.c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(usage_text, stdout);
+    return 0;
+  }
+  try {
+    return run(o);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "kgroup-consume: %s\n(kgroup-consume --help shows the usage)\n", e.message.c_str());
+    return 2;
+  }
+}

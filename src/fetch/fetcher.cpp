@@ -1,0 +1,665 @@
+#include "fetch/fetcher.hpp"
+
+#include <algorithm>
+
+#include "kgroup/log.hpp"
+
+namespace kgroup::fetch {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+std::int64_t load_i64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return static_cast<std::int64_t>(v);
+}
+std::int32_t load_i32(const std::uint8_t* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
+  return static_cast<std::int32_t>(v);
+}
+
+bool refresh_worthy(std::int16_t code) {
+  switch (static_cast<kafka_errc>(code)) {
+    case kafka_errc::not_leader_or_follower:
+    case kafka_errc::unknown_topic_or_partition:
+    case kafka_errc::leader_not_available:
+    case kafka_errc::fenced_leader_epoch:
+    case kafka_errc::unknown_leader_epoch:
+    case kafka_errc::replica_not_available:
+    case kafka_errc::kafka_storage_error:
+    case kafka_errc::offset_not_available:
+    case kafka_errc::unknown_topic_id:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ListOffsets v4+ adds leader epochs, which kgroup does not use yet; librdkafka's mock cluster
+// (2.0.2) writes a malformed v4/v5 answer (an extra int32 per partition). v1-3 are supported by
+// every broker kgroup talks to, including Kafka 4.0.
+constexpr std::int16_t list_offsets_max_version = 3;
+
+}  // namespace
+
+std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from) noexcept {
+  // Batch and legacy message layouts share the first 17 bytes: offset, length, (epoch|crc), magic.
+  std::int64_t next = from;
+  std::size_t pos = 0;
+  while (records.size() - pos >= 17) {
+    const std::uint8_t* p = records.data() + pos;
+    const std::int64_t base = load_i64(p);
+    const std::int32_t length = load_i32(p + 8);
+    if (length < 0 || static_cast<std::size_t>(length) > records.size() - pos - 12) break;  // partial tail
+    const std::int8_t magic = static_cast<std::int8_t>(p[16]);
+    std::int64_t last = base;
+    if (magic >= 2) {
+      if (length < 15) break;
+      last = base + load_i32(p + 23);  // last offset delta
+    }
+    next = std::max(next, last + 1);
+    pos += 12 + static_cast<std::size_t>(length);
+  }
+  return next;
+}
+
+fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_options opts,
+                 detail::shared_state& shared, std::function<group_identity()> identity)
+    : io_(io),
+      cluster_(std::move(c)),
+      opts_(std::move(opts)),
+      shared_(shared),
+      identity_(std::move(identity)),
+      retry_timer_(io),
+      auto_commit_timer_(io) {}
+
+void fetcher::shutdown() {
+  stopped_ = true;
+  retry_timer_.cancel();
+  auto_commit_timer_.cancel();
+}
+
+std::int64_t fetcher::reset_timestamp() const { return opts_.auto_offset_reset == "earliest" ? -2 : -1; }
+
+void fetcher::assign(const std::set<topic_partition>& owned) {
+  for (auto it = parts_.begin(); it != parts_.end();) {
+    if (!owned.count(it->first)) {
+      last_auto_committed_.erase(it->first);
+      it = parts_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& tp : owned) {
+    if (!parts_.count(tp)) parts_.emplace(tp, part{});
+  }
+  arm_auto_commit();
+  pump();
+}
+
+void fetcher::seek(const topic_partition& tp, std::int64_t offset) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end()) return;
+  it->second.state = pstate::ready;
+  it->second.fetch_pos = offset;
+  pump();
+}
+
+void fetcher::seek_to(const std::set<topic_partition>& tps, bool beginning) {
+  for (const auto& tp : tps) {
+    auto it = parts_.find(tp);
+    if (it == parts_.end()) continue;
+    it->second.state = pstate::needs_reset;
+    it->second.reset_forced = true;
+    it->second.reset_timestamp = beginning ? -2 : -1;
+  }
+  pump();
+}
+
+void fetcher::pause(const std::set<topic_partition>& tps) {
+  for (const auto& tp : tps) {
+    if (auto it = parts_.find(tp); it != parts_.end()) it->second.paused = true;
+  }
+}
+
+void fetcher::resume(const std::map<topic_partition, std::int64_t>& positions) {
+  for (const auto& [tp, pos] : positions) {
+    auto it = parts_.find(tp);
+    if (it == parts_.end()) continue;
+    it->second.paused = false;
+    if (pos >= 0 && it->second.state == pstate::ready) it->second.fetch_pos = pos;
+  }
+  pump();
+}
+
+void fetcher::wake() { pump(); }
+
+void fetcher::pump() {
+  if (stopped_) return;
+  send_offset_fetch();
+  send_list_offsets();
+  send_fetches();
+}
+
+void fetcher::schedule_retry() {
+  if (retry_armed_ || stopped_) return;
+  retry_armed_ = true;
+  retry_timer_.expires_after(opts_.retry_backoff);
+  retry_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    self->retry_armed_ = false;
+    if (ec || self->stopped_) return;
+    self->pump();
+  });
+}
+
+void fetcher::maybe_refresh_metadata() {
+  const auto now = clock::now();
+  if (now - last_metadata_refresh_ < opts_.retry_backoff * 5) return;
+  last_metadata_refresh_ = now;
+  std::set<std::string> topics;
+  for (const auto& [tp, p] : parts_) topics.insert(tp.topic);
+  if (topics.empty()) return;
+  cluster_->refresh_metadata(std::vector<std::string>(topics.begin(), topics.end()), opts_.request_timeout,
+                             [self = shared_from_this()](std::error_code) {
+                               if (!self->stopped_) self->pump();
+                             });
+}
+
+// ---- committed offsets --------------------------------------------------------------------------
+
+void fetcher::send_offset_fetch() {
+  if (offset_fetch_in_flight_) return;
+  std::map<std::string, std::vector<std::int32_t>> wanted;
+  for (auto& [tp, p] : parts_) {
+    if (p.state == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
+  }
+  if (wanted.empty()) return;
+  const auto id = identity_();
+  if (!id.group_mode) {
+    for (auto& [tp, p] : parts_) {
+      if (p.state == pstate::needs_committed) {
+        p.state = pstate::needs_reset;
+        p.reset_timestamp = reset_timestamp();
+      }
+    }
+    return;
+  }
+  auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::group) : nullptr;
+  if (!conn) {
+    schedule_retry();
+    return;
+  }
+  protocol::offset_fetch_request req;
+  req.group_id = opts_.group_id;
+  for (auto& [topic, parts] : wanted) {
+    req.topics->push_back({topic, parts});
+    for (auto pi : parts) parts_[{topic, pi}].state = pstate::fetching_committed;
+  }
+  req.require_stable = true;
+  offset_fetch_in_flight_ = true;
+  conn->send_adjusted(
+      std::move(req),
+      [](protocol::offset_fetch_request& r, std::int16_t version) {
+        // v8+ moved the group and its topics into a groups array (KIP-709).
+        if (version >= 8) {
+          protocol::offset_fetch_request::offset_fetch_request_group g;
+          g.group_id = r.group_id;
+          g.topics.emplace();
+          for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
+          r.groups = {std::move(g)};
+          r.group_id.clear();
+          r.topics->clear();
+        }
+        if (version < 7) r.require_stable = false;
+      },
+      [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
+                                  const net::response_frame&) {
+        self->offset_fetch_in_flight_ = false;
+        if (self->stopped_) return;
+        auto retry_all = [&] {
+          for (auto& [tp, p] : self->parts_) {
+            if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+          }
+          self->schedule_retry();
+        };
+        if (ec) {
+          retry_all();
+          return;
+        }
+        std::int16_t top = r.error_code;
+        if (!r.groups.empty()) top = r.groups.front().error_code;
+        if (top != 0) {
+          logger()->debug("OffsetFetch: {}", kafka_error_name(top));
+          retry_all();
+          return;
+        }
+        auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset, std::int16_t err) {
+          auto it = self->parts_.find({topic, partition});
+          if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
+          if (err != 0) {
+            it->second.state = pstate::needs_committed;  // e.g. UNSTABLE_OFFSET_COMMIT: retry
+            self->schedule_retry();
+            return;
+          }
+          if (offset >= 0) {
+            it->second.state = pstate::ready;
+            it->second.fetch_pos = offset;
+            self->shared_.push(detail::position_event{{topic, partition}, offset, false});
+          } else {
+            it->second.state = pstate::needs_reset;
+            it->second.reset_timestamp = self->reset_timestamp();
+            it->second.reset_forced = false;
+          }
+        };
+        for (const auto& t : r.topics) {
+          for (const auto& p : t.partitions) apply(t.name, p.partition_index, p.committed_offset, p.error_code);
+        }
+        for (const auto& g : r.groups) {
+          for (const auto& t : g.topics) {
+            for (const auto& p : t.partitions) apply(t.name, p.partition_index, p.committed_offset, p.error_code);
+          }
+        }
+        // Anything the broker did not answer is asked again.
+        for (auto& [tp, p] : self->parts_) {
+          if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+        }
+        self->pump();
+      });
+}
+
+// ---- resets ---------------------------------------------------------------------------------------
+
+void fetcher::send_list_offsets() {
+  std::map<std::int32_t, std::vector<topic_partition>> by_leader;
+  const auto& md = cluster_->metadata();
+  bool missing = false;
+  for (auto& [tp, p] : parts_) {
+    if (p.state != pstate::needs_reset) continue;
+    if (p.reset_timestamp == -1 && opts_.auto_offset_reset == "none" && !p.reset_forced) {
+      p.state = pstate::resetting;  // stays until the user seeks
+      shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
+                                      "no committed offset for " + tp.topic + "-" + std::to_string(tp.partition) +
+                                          " and auto.offset.reset=none"});
+      continue;
+    }
+    auto t = md.topics.find(tp.topic);
+    if (t == md.topics.end() || tp.partition >= static_cast<std::int32_t>(t->second.partitions.size()) ||
+        t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0) {
+      missing = true;
+      continue;
+    }
+    by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
+  }
+  if (missing) {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  for (auto& [leader, tps] : by_leader) {
+    auto conn = cluster_->broker(leader);
+    if (!conn) continue;
+    protocol::list_offsets_request req;
+    req.replica_id = -1;
+    req.isolation_level = opts_.isolation_level;
+    std::map<std::string, std::size_t> index;
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      p.state = pstate::resetting;
+      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+      if (inserted) req.topics.push_back({tp.topic, {}});
+      req.topics[it->second].partitions.push_back({tp.partition, -1, p.reset_timestamp, 1});
+    }
+    conn->send_adjusted(
+        std::move(req),
+        [](protocol::list_offsets_request& r, std::int16_t version) {
+          if (version < 2) r.isolation_level = 0;
+        },
+        [self = shared_from_this(), tps](std::error_code ec, const protocol::list_offsets_response& r,
+                                         const net::response_frame&) {
+          if (self->stopped_) return;
+          std::set<topic_partition> answered;
+          if (!ec) {
+            for (const auto& t : r.topics) {
+              for (const auto& p : t.partitions) {
+                topic_partition tp{t.name, p.partition_index};
+                auto it = self->parts_.find(tp);
+                if (it == self->parts_.end() || it->second.state != pstate::resetting) continue;
+                if (p.error_code != 0 || p.offset < 0) {
+                  if (refresh_worthy(p.error_code)) self->maybe_refresh_metadata();
+                  continue;
+                }
+                answered.insert(tp);
+                it->second.state = pstate::ready;
+                it->second.fetch_pos = p.offset;
+                self->shared_.push(detail::position_event{tp, p.offset, true});
+                it->second.reset_forced = false;
+              }
+            }
+          }
+          for (const auto& tp : tps) {
+            if (answered.count(tp)) continue;
+            auto it = self->parts_.find(tp);
+            if (it != self->parts_.end() && it->second.state == pstate::resetting) it->second.state = pstate::needs_reset;
+          }
+          if (answered.size() != tps.size()) self->schedule_retry();
+          self->pump();
+        },
+        {}, list_offsets_max_version);
+  }
+}
+
+// ---- fetching -------------------------------------------------------------------------------------
+
+void fetcher::send_fetches() {
+  {
+    std::lock_guard lock(shared_.mutex);
+    if (shared_.buffered_bytes >= opts_.buffer_max_bytes) return;  // the user thread wakes us
+  }
+  const auto& md = cluster_->metadata();
+  std::map<std::int32_t, std::vector<topic_partition>> by_leader;
+  bool missing = false;
+  for (auto& [tp, p] : parts_) {
+    if (p.state != pstate::ready || p.paused || p.in_flight) continue;
+    auto t = md.topics.find(tp.topic);
+    if (t == md.topics.end() || tp.partition >= static_cast<std::int32_t>(t->second.partitions.size()) ||
+        t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0) {
+      missing = true;
+      continue;
+    }
+    const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
+    if (fetching_nodes_.count(leader)) continue;
+    by_leader[leader].push_back(tp);
+  }
+  if (missing) {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  for (auto& [leader, tps] : by_leader) {
+    auto conn = cluster_->broker(leader);
+    if (!conn) continue;
+    protocol::fetch_request req;
+    req.replica_id = -1;
+    req.max_wait_ms = opts_.fetch_max_wait_ms;
+    req.min_bytes = opts_.fetch_min_bytes;
+    req.max_bytes = opts_.fetch_max_bytes;
+    req.isolation_level = opts_.isolation_level;
+    std::map<topic_partition, std::int64_t> sent;
+    std::map<std::string, std::size_t> index;
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      p.in_flight = true;
+      sent[tp] = p.fetch_pos;
+      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+      if (inserted) {
+        protocol::fetch_request::fetch_topic ft;
+        ft.topic = tp.topic;
+        if (auto mt = md.topics.find(tp.topic); mt != md.topics.end()) ft.topic_id = mt->second.topic_id;
+        req.topics.push_back(std::move(ft));
+      }
+      protocol::fetch_request::fetch_topic::fetch_partition fp;
+      fp.partition = tp.partition;
+      fp.fetch_offset = p.fetch_pos;
+      fp.partition_max_bytes = opts_.max_partition_fetch_bytes;
+      req.topics[it->second].partitions.push_back(fp);
+    }
+    fetching_nodes_.insert(leader);
+    // Fetch v13+ names topics by id only; without ids (older metadata) stay below v13.
+    conn->send_adjusted(
+        std::move(req), [](protocol::fetch_request&, std::int16_t) {},
+        [self = shared_from_this(), leader, sent = std::move(sent)](
+            std::error_code ec, const protocol::fetch_response& r, const net::response_frame& frame) mutable {
+          self->on_fetch_response(leader, ec, r, frame, std::move(sent));
+        },
+        opts_.request_timeout + std::chrono::milliseconds(opts_.fetch_max_wait_ms));
+  }
+}
+
+void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                                const net::response_frame& frame, std::map<topic_partition, std::int64_t> sent) {
+  fetching_nodes_.erase(node);
+  if (stopped_) return;
+  for (const auto& [tp, pos] : sent) {
+    if (auto it = parts_.find(tp); it != parts_.end()) it->second.in_flight = false;
+  }
+  if (ec || r.error_code != 0) {
+    logger()->debug("fetch from broker {} failed: {}", node, ec ? ec.message() : kafka_error_name(r.error_code));
+    maybe_refresh_metadata();
+    schedule_retry();
+    return;
+  }
+  // Topic ids (v13+) map back to names through metadata.
+  std::map<protocol::uuid, std::string, bool (*)(const protocol::uuid&, const protocol::uuid&)> by_id(
+      [](const protocol::uuid& a, const protocol::uuid& b) { return a.bytes < b.bytes; });
+  for (const auto& [name, t] : cluster_->metadata().topics) by_id[t.topic_id] = name;
+  std::size_t pushed_bytes = 0;
+  std::vector<detail::fetched_data> out;
+  for (const auto& t : r.responses) {
+    std::string topic = t.topic;
+    if (topic.empty() && !t.topic_id.is_zero()) {
+      auto it = by_id.find(t.topic_id);
+      if (it == by_id.end()) continue;
+      topic = it->second;
+    }
+    for (const auto& pd : t.partitions) {
+      topic_partition tp{topic, pd.partition_index};
+      auto it = parts_.find(tp);
+      auto s = sent.find(tp);
+      if (it == parts_.end() || s == sent.end()) continue;
+      part& p = it->second;
+      if (p.state != pstate::ready || p.fetch_pos != s->second) continue;  // seeked or reset meanwhile
+      if (pd.error_code != 0) {
+        if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
+          logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
+                         p.fetch_pos, opts_.auto_offset_reset);
+          p.state = pstate::needs_reset;
+          p.reset_timestamp = reset_timestamp();
+          p.reset_forced = opts_.auto_offset_reset != "none";
+          if (opts_.auto_offset_reset == "none") {
+            p.state = pstate::resetting;
+            shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
+                                            "offset " + std::to_string(p.fetch_pos) + " of " + tp.topic + "-" +
+                                                std::to_string(tp.partition) +
+                                                " is out of range and auto.offset.reset=none"});
+          }
+        } else if (refresh_worthy(pd.error_code)) {
+          logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition, kafka_error_name(pd.error_code));
+          maybe_refresh_metadata();
+          schedule_retry();
+        } else {
+          logger()->warn("{}-{}: fetch error {}", tp.topic, tp.partition, kafka_error_name(pd.error_code));
+          schedule_retry();
+        }
+        continue;
+      }
+      if (!pd.records || pd.records->data.empty()) continue;
+      const std::int64_t next = next_fetch_offset(pd.records->data, p.fetch_pos);
+      if (next == p.fetch_pos) continue;  // only a partial batch: fetch again (more bytes next time)
+      detail::fetched_data d;
+      d.tp = tp;
+      d.fetch_offset = p.fetch_pos;
+      d.high_watermark = pd.high_watermark;
+      d.last_stable_offset = pd.last_stable_offset;
+      d.records = pd.records->data;
+      if (pd.aborted_transactions) {
+        for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
+      }
+      d.frame = frame.frame;
+      d.bytes = pd.records->data.size();
+      pushed_bytes += d.bytes;
+      p.fetch_pos = next;
+      out.push_back(std::move(d));
+    }
+  }
+  if (!out.empty()) {
+    {
+      std::lock_guard lock(shared_.mutex);
+      for (auto& d : out) shared_.fetched.push_back(std::move(d));
+      shared_.buffered_bytes += pushed_bytes;
+    }
+    shared_.cv.notify_all();
+  }
+  pump();
+}
+
+// ---- commits ----------------------------------------------------------------------------------------
+
+void fetcher::commit(std::uint64_t id, commit_map offsets) {
+  const auto who = identity_();
+  auto report = [this, id](std::error_code ec, std::string msg) {
+    if (id != 0) shared_.push(detail::commit_done{id, {}, ec, std::move(msg)});
+    else if (ec) logger()->warn("auto-commit failed: {}", msg);
+  };
+  if (!who.group_mode) {
+    report(make_error_code(client_errc::invalid_config), "commits need a group.id");
+    return;
+  }
+  if (offsets.empty()) {
+    report({}, "");
+    return;
+  }
+  if (!who.stable && who.generation >= 0) {
+    report(make_error_code(kafka_errc::rebalance_in_progress),
+           "the group is rebalancing; poll() to complete the rebalance, then commit again");
+    return;
+  }
+  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
+  if (!conn) {
+    report(make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet");
+    return;
+  }
+  protocol::offset_commit_request req;
+  req.group_id = opts_.group_id;
+  req.generation_id_or_member_epoch = who.generation;
+  req.member_id = who.member_id;
+  req.group_instance_id = who.instance_id;
+  std::map<std::string, std::size_t> index;
+  for (const auto& [tp, om] : offsets) {
+    auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+    if (inserted) req.topics.push_back({tp.topic, {}});
+    protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition p;
+    p.partition_index = tp.partition;
+    p.committed_offset = om.first;
+    p.committed_metadata = om.second;
+    req.topics[it->second].partitions.push_back(p);
+  }
+  conn->send_adjusted(
+      std::move(req),
+      [](protocol::offset_commit_request& r, std::int16_t version) {
+        if (version < 7) r.group_instance_id.reset();
+      },
+      [self = shared_from_this(), report, offsets](std::error_code ec, const protocol::offset_commit_response& r,
+                                                   const net::response_frame&) {
+        if (ec) {
+          report(ec, "OffsetCommit failed: " + ec.message());
+          return;
+        }
+        for (const auto& t : r.topics) {
+          for (const auto& p : t.partitions) {
+            if (p.error_code == 0) continue;
+            const auto code = static_cast<kafka_errc>(p.error_code);
+            if (code == kafka_errc::illegal_generation || code == kafka_errc::unknown_member_id ||
+                code == kafka_errc::fenced_instance_id) {
+              report(make_error_code(client_errc::commit_failed),
+                     "commit failed (" + kafka_error_name(p.error_code) +
+                         "): this member's generation is gone, its partitions may be reassigned. Either it was "
+                         "removed from the group, or poll() was not called within max.poll.interval.ms; raise "
+                         "max.poll.interval.ms or process less per poll (max.poll.records)");
+            } else {
+              report(make_error_code(code), "commit of " + t.name + "-" + std::to_string(p.partition_index) +
+                                                " failed: " + kafka_error_name(p.error_code));
+            }
+            return;
+          }
+        }
+        for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.first;
+        report({}, "");
+      });
+}
+
+void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
+  const auto who = identity_();
+  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
+  if (!who.group_mode || !conn) {
+    shared_.push(detail::commit_done{id, {},
+                                     make_error_code(who.group_mode ? kafka_errc::coordinator_not_available
+                                                                    : kafka_errc::invalid_group_id),
+                                     who.group_mode ? "the group coordinator is not known yet" : "no group.id"});
+    return;
+  }
+  protocol::offset_fetch_request req;
+  req.group_id = opts_.group_id;
+  std::map<std::string, std::size_t> index;
+  for (const auto& tp : tps) {
+    auto [it, inserted] = index.emplace(tp.topic, req.topics->size());
+    if (inserted) req.topics->push_back({tp.topic, {}});
+    (*req.topics)[it->second].partition_indexes.push_back(tp.partition);
+  }
+  conn->send_adjusted(
+      std::move(req),
+      [](protocol::offset_fetch_request& r, std::int16_t version) {
+        if (version >= 8) {
+          protocol::offset_fetch_request::offset_fetch_request_group g;
+          g.group_id = r.group_id;
+          g.topics.emplace();
+          for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
+          r.groups = {std::move(g)};
+          r.group_id.clear();
+          r.topics->clear();
+        }
+      },
+      [self = shared_from_this(), id](std::error_code ec, const protocol::offset_fetch_response& r,
+                                      const net::response_frame&) {
+        detail::commit_done done{id, {}, ec, ec ? ec.message() : ""};
+        std::int16_t top = r.error_code;
+        if (!r.groups.empty()) top = r.groups.front().error_code;
+        if (!ec && top != 0) {
+          done.code = make_error_code(static_cast<kafka_errc>(top));
+          done.message = "OffsetFetch failed: " + kafka_error_name(top);
+        }
+        auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off, const std::optional<std::string>& m,
+                       std::int16_t err) {
+          if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or("")};
+        };
+        for (const auto& t : r.topics) {
+          for (const auto& p : t.partitions) add(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+        }
+        for (const auto& g : r.groups) {
+          for (const auto& t : g.topics) {
+            for (const auto& p : t.partitions) add(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+          }
+        }
+        self->shared_.push(std::move(done));
+      });
+}
+
+void fetcher::arm_auto_commit() {
+  if (!opts_.auto_commit || auto_commit_armed_ || stopped_) return;
+  auto_commit_armed_ = true;
+  auto_commit_timer_.expires_after(opts_.auto_commit_interval);
+  auto_commit_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    self->auto_commit_armed_ = false;
+    if (ec || self->stopped_) return;
+    self->auto_commit();
+    self->arm_auto_commit();
+  });
+}
+
+void fetcher::auto_commit() {
+  commit_map offsets;
+  {
+    std::lock_guard lock(shared_.mutex);
+    for (const auto& [tp, pos] : shared_.consumed) {
+      if (!parts_.count(tp)) continue;  // never commit what we no longer own
+      auto it = last_auto_committed_.find(tp);
+      if (it == last_auto_committed_.end() || it->second != pos) offsets[tp] = {pos, ""};
+    }
+  }
+  const auto who = identity_();
+  if (offsets.empty() || !who.stable) return;
+  commit(0, std::move(offsets));
+}
+
+}  // namespace kgroup::fetch

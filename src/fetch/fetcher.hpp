@@ -1,0 +1,121 @@
+// The data path on the background thread: positions of owned partitions (OffsetFetch for the
+// committed offset, ListOffsets for auto.offset.reset), Fetch requests to each partition's
+// leader with a bound on buffered bytes, and commits (OffsetCommit) for the user thread.
+//
+// Records are not decoded here: each partition's record bytes go to the user thread with the
+// frame that holds them (consumer/shared_state.hpp), which parses them inside poll(). This thread
+// only reads batch headers to know where the next Fetch starts.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "consumer/shared_state.hpp"
+#include "net/cluster.hpp"
+
+namespace kgroup::fetch {
+
+struct fetcher_options {
+  std::string group_id;
+  std::int32_t fetch_min_bytes = 1;
+  std::int32_t fetch_max_bytes = 52428800;
+  std::int32_t fetch_max_wait_ms = 500;
+  std::int32_t max_partition_fetch_bytes = 1048576;
+  std::int8_t isolation_level = 0;  // 0 read_uncommitted, 1 read_committed
+  std::string auto_offset_reset = "latest";
+  std::size_t buffer_max_bytes = 64 * 1024 * 1024;
+  bool auto_commit = true;
+  std::chrono::milliseconds auto_commit_interval{5000};
+  std::chrono::milliseconds retry_backoff{100};
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+/// Who this member is in the group right now (for commits), read from the membership core.
+struct group_identity {
+  std::int32_t generation = -1;
+  std::string member_id;
+  std::optional<std::string> instance_id;
+  std::optional<std::int32_t> coordinator;
+  bool stable = false;      // not in the middle of a rebalance
+  bool group_mode = true;   // false without group.id (no commits possible)
+};
+
+/// Offsets to commit: offset and metadata per partition.
+using commit_map = std::map<topic_partition, std::pair<std::int64_t, std::string>>;
+
+/// Extracts the offset following the last complete batch in `records` (at least `from`).
+/// Pure; exposed for tests.
+std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from) noexcept;
+
+class fetcher : public std::enable_shared_from_this<fetcher> {
+ public:
+  fetcher(boost::asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_options opts,
+          detail::shared_state& shared, std::function<group_identity()> identity);
+
+  // All on the background thread.
+  /// The owned set changed: new partitions start at their committed offset (or the reset
+  /// policy); removed ones stop fetching at once.
+  void assign(const std::set<topic_partition>& owned);
+  void seek(const topic_partition& tp, std::int64_t offset);
+  void seek_to(const std::set<topic_partition>& tps, bool beginning);
+  /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
+  /// thread drops what was buffered while paused).
+  void pause(const std::set<topic_partition>& tps);
+  void resume(const std::map<topic_partition, std::int64_t>& positions);
+  /// Commits `offsets`; when `id` is non-zero a commit_done event reports the outcome.
+  void commit(std::uint64_t id, commit_map offsets);
+  /// Reads committed offsets; reports them in a commit_done event with `id`.
+  void fetch_committed(std::uint64_t id, std::set<topic_partition> tps);
+  /// The user thread freed buffer space.
+  void wake();
+  void shutdown();
+
+ private:
+  enum class pstate { needs_committed, fetching_committed, needs_reset, resetting, ready };
+  struct part {
+    pstate state = pstate::needs_committed;
+    std::int64_t fetch_pos = -1;
+    bool paused = false;
+    bool in_flight = false;
+    bool reset_forced = false;   // announce the reset position as forced (seek_to_*, out of range)
+    std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
+  };
+
+  void pump();
+  void send_offset_fetch();
+  void send_list_offsets();
+  void send_fetches();
+  void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                         const net::response_frame& frame, std::map<topic_partition, std::int64_t> sent);
+  void schedule_retry();
+  void maybe_refresh_metadata();
+  void auto_commit();
+  void arm_auto_commit();
+  std::int64_t reset_timestamp() const;
+
+  boost::asio::io_context& io_;
+  std::shared_ptr<net::cluster> cluster_;
+  fetcher_options opts_;
+  detail::shared_state& shared_;
+  std::function<group_identity()> identity_;
+  std::map<topic_partition, part> parts_;
+  std::set<std::int32_t> fetching_nodes_;  // one Fetch in flight per broker
+  bool offset_fetch_in_flight_ = false;
+  boost::asio::steady_timer retry_timer_;
+  bool retry_armed_ = false;
+  boost::asio::steady_timer auto_commit_timer_;
+  bool auto_commit_armed_ = false;
+  std::map<topic_partition, std::int64_t> last_auto_committed_;
+  std::chrono::steady_clock::time_point last_metadata_refresh_{};
+  bool stopped_ = false;
+};
+
+}  // namespace kgroup::fetch

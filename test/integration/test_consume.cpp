@@ -1,0 +1,220 @@
+// The data path against the mock cluster: every seeded record consumed once, in order, in every
+// codec; commits and restarts; seek, pause, resume; offset reset policies.
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "group_harness.hpp"
+#include "mock_cluster.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+kgroup::Config consumer_config(const kgroup::test::mock_cluster& mc, const std::string& group) {
+  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                        {"group.id", group},
+                        {"session.timeout.ms", "6000"},
+                        {"heartbeat.interval.ms", "500"},
+                        {"auto.offset.reset", "earliest"},
+                        {"enable.auto.commit", "false"},
+                        {"retry.backoff.ms", "50"}};
+}
+
+struct seen_records {
+  std::map<kgroup::topic_partition, std::vector<std::int64_t>> offsets;
+  std::size_t total = 0;
+  std::size_t bad_content = 0;
+};
+
+// Polls until `want` records arrived or `limit` passed, checking each record's content.
+void consume(kgroup::Consumer& c, seen_records& seen, std::size_t want, std::chrono::milliseconds limit,
+             std::size_t value_size = 100) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (seen.total < want && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : c.poll(100ms)) {
+      seen.offsets[{std::string(r.topic), r.partition}].push_back(r.offset);
+      ++seen.total;
+      const std::string key = kgroup::test::record_key(r.topic, r.partition, r.offset);
+      if (!r.key || *r.key != key || !r.value || *r.value != kgroup::test::expected_value(key, value_size)) {
+        ++seen.bad_content;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one consumer reads every seeded record exactly once, in order, in each codec", "[consume]") {
+  const std::string codec = GENERATE("none", "gzip", "snappy", "lz4", "zstd");
+  INFO("codec " << codec);
+  kgroup::test::mock_cluster mc(3);
+  const std::string topic = "data-" + codec;
+  constexpr int partitions = 6;
+  constexpr std::int64_t records = 6000;
+  mc.create_topic(topic, partitions);
+  const auto per_partition = mc.produce(topic, records, codec);
+  kgroup::Consumer c(consumer_config(mc, "g-read-" + codec));
+  c.subscribe({topic});
+  seen_records seen;
+  consume(c, seen, records, 30s);
+  CHECK(seen.total == static_cast<std::size_t>(records));
+  CHECK(seen.bad_content == 0);
+  for (int p = 0; p < partitions; ++p) {
+    const auto& offs = seen.offsets[{topic, p}];
+    REQUIRE(offs.size() == static_cast<std::size_t>(per_partition[static_cast<std::size_t>(p)]));
+    for (std::size_t i = 0; i < offs.size(); ++i) REQUIRE(offs[i] == static_cast<std::int64_t>(i));
+    CHECK(c.position({topic, p}) == per_partition[static_cast<std::size_t>(p)]);
+  }
+  // Nothing more arrives.
+  CHECK(c.poll(300ms).empty());
+  c.close(5s);
+}
+
+TEST_CASE("commits survive a restart: the next member resumes after the committed offsets", "[consume]") {
+  const std::string mode = GENERATE("sync", "async", "auto");
+  INFO("commit mode " << mode);
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  mc.produce("orders", 2000);
+  const std::string group = "g-commit-" + mode;
+  seen_records first;
+  std::map<int, std::int64_t> first_positions;
+  {
+    auto cfg = consumer_config(mc, group);
+    if (mode == "auto") {
+      cfg.set("enable.auto.commit", "true");
+      cfg.set("auto.commit.interval.ms", "200");
+    }
+    kgroup::Consumer c(cfg);
+    c.subscribe({"orders"});
+    consume(c, first, 1000, 30s);
+    REQUIRE(first.total >= 1000);
+    kgroup::OffsetMap expected;
+    if (mode == "sync") {
+      for (int p = 0; p < 4; ++p) expected[{"orders", p}] = {c.position({"orders", p}), "", std::nullopt};
+      c.commit_sync();
+    } else if (mode == "async") {
+      bool done = false;
+      std::error_code result = make_error_code(kgroup::client_errc::illegal_state);
+      c.commit_async([&](const kgroup::OffsetMap& offsets, std::error_code ec) {
+        done = true;
+        result = ec;
+        expected = offsets;
+      });
+      // The callback runs inside a later poll(); pause so that poll() returns no more records.
+      c.pause(c.assignment());
+      for (int i = 0; i < 50 && !done; ++i) c.poll(50ms);
+      REQUIRE(done);
+      CHECK_FALSE(result);
+      c.resume(c.assignment());
+    }
+    // auto: close() revokes, and auto-commit runs before the revoke.
+    auto committed = c.committed({{"orders", 0}, {"orders", 1}, {"orders", 2}, {"orders", 3}});
+    for (const auto& [tp, om] : expected) {
+      REQUIRE(committed.count(tp) == 1);
+      CHECK(committed.at(tp).offset == om.offset);
+    }
+    // What the second consumer must start from.
+    for (int p = 0; p < 4; ++p) first_positions[p] = c.position({"orders", p});
+    c.close(10s);
+  }
+  kgroup::Consumer c2(consumer_config(mc, group));
+  c2.subscribe({"orders"});
+  seen_records second;
+  std::size_t remaining = 0;
+  for (int p = 0; p < 4; ++p) remaining += static_cast<std::size_t>(500 - first_positions[p]);
+  consume(c2, second, remaining, 30s);
+  CHECK(second.total == remaining);
+  // No gap: per partition, the second consumer starts exactly where the first one's position was
+  // (sync/async commit it; auto commits it before the revoke in close()), and reads to the end.
+  for (int p = 0; p < 4; ++p) {
+    const auto& b = second.offsets[{"orders", p}];
+    if (first_positions[p] == 500) {
+      CHECK(b.empty());
+    } else {
+      REQUIRE_FALSE(b.empty());
+      CHECK(b.front() == first_positions[p]);
+      CHECK(b.back() == 499);
+    }
+  }
+  c2.close(5s);
+}
+
+TEST_CASE("seek, pause and resume", "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  mc.produce("t", 400);  // 200 per partition
+  kgroup::Consumer c(consumer_config(mc, "g-seek"));
+  c.subscribe({"t"});
+  seen_records seen;
+  consume(c, seen, 400, 30s);
+  REQUIRE(seen.total == 400);
+
+  c.seek({"t", 0}, 150);
+  CHECK(c.position({"t", 0}) == 150);
+  seen_records again;
+  consume(c, again, 50, 10s);
+  CHECK(again.total == 50);
+  CHECK(again.offsets[{"t", 0}].front() == 150);
+
+  c.pause({{"t", 1}});
+  CHECK(c.paused() == std::set<kgroup::topic_partition>{{"t", 1}});
+  c.seek({"t", 1}, 0);
+  seen_records paused;
+  consume(c, paused, 1, 1s);
+  CHECK(paused.offsets[{"t", 1}].empty());
+  c.resume({{"t", 1}});
+  seen_records resumed;
+  consume(c, resumed, 200, 10s);
+  CHECK(resumed.offsets[{"t", 1}].size() == 200);
+  CHECK(resumed.offsets[{"t", 1}].front() == 0);
+
+  c.seek_to_beginning({{"t", 0}});
+  CHECK(c.position({"t", 0}) == 0);
+  c.seek_to_end({{"t", 0}});
+  CHECK(c.position({"t", 0}) == 200);
+  c.close(5s);
+}
+
+TEST_CASE("auto.offset.reset: latest skips old records, none raises from poll()", "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 1);
+  mc.produce("t", 100);
+  SECTION("latest") {
+    auto cfg = consumer_config(mc, "g-latest");
+    cfg.set("auto.offset.reset", "latest");
+    kgroup::Consumer c(cfg);
+    c.subscribe({"t"});
+    REQUIRE(kgroup::test::eventually(
+        [&] {
+          c.poll(50ms);
+          return !c.assignment().empty();
+        },
+        20s));
+    CHECK(c.position({"t", 0}) == 100);
+    mc.produce("t", 10);
+    seen_records seen;
+    consume(c, seen, 10, 10s);
+    CHECK(seen.total == 10);
+    CHECK(seen.offsets[{"t", 0}].front() == 100);
+    c.close(5s);
+  }
+  SECTION("none") {
+    auto cfg = consumer_config(mc, "g-none");
+    cfg.set("auto.offset.reset", "none");
+    kgroup::Consumer c(cfg);
+    c.subscribe({"t"});
+    std::error_code code;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!code && std::chrono::steady_clock::now() < deadline) {
+      try {
+        c.poll(100ms);
+      } catch (const kgroup::error& e) {
+        code = e.code();
+      }
+    }
+    CHECK(code == make_error_code(kgroup::client_errc::offset_out_of_range));
+    c.close(5s);
+  }
+}

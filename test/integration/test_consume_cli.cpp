@@ -1,0 +1,728 @@
+// The consumer CLI (examples/kgroup-consume) as a user runs it: the built binary in a child
+// process against an in-process mock cluster, checked through its JSON lines and exit status.
+// KGROUP_CONSUME_PATH comes from examples/CMakeLists.txt; without examples there is nothing to run.
+#ifdef KGROUP_CONSUME_PATH
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kgroup/types.hpp"
+#include "mock_cluster.hpp"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// ---- a minimal JSON reader -------------------------------------------------------------------
+// Enough for the CLI's lines: objects, arrays, strings with escapes (\uXXXX kept to the BMP),
+// integers, true/false/null. Parsing every line also checks that the CLI writes valid JSON.
+
+struct json {
+  enum class kind { null, boolean, number, string, array, object };
+  kind type = kind::null;
+  bool boolean = false;
+  std::int64_t number = 0;
+  std::string string;
+  std::vector<json> items;             // array elements, or object values
+  std::vector<std::string> keys;       // object keys, parallel to items
+
+  const json* find(std::string_view key) const {
+    if (type != kind::object) return nullptr;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return &items[i];
+    }
+    return nullptr;
+  }
+  std::string str(std::string_view key) const {
+    const json* v = find(key);
+    return v != nullptr && v->type == kind::string ? v->string : std::string();
+  }
+  std::optional<std::int64_t> num(std::string_view key) const {
+    const json* v = find(key);
+    if (v == nullptr || v->type != kind::number) return std::nullopt;
+    return v->number;
+  }
+};
+
+class json_reader {
+ public:
+  explicit json_reader(std::string_view text) : s_(text) {}
+
+  std::optional<json> document() {
+    auto v = value();
+    skip_ws();
+    if (!v || pos_ != s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  void skip_ws() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+  }
+  bool eat(char c) {
+    skip_ws();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool literal(std::string_view word) {
+    if (s_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+  std::optional<json> value() {
+    if (++depth_ > 32) return std::nullopt;
+    skip_ws();
+    std::optional<json> out;
+    if (pos_ >= s_.size()) {
+      out = std::nullopt;
+    } else if (s_[pos_] == '{') {
+      out = object();
+    } else if (s_[pos_] == '[') {
+      out = array();
+    } else if (s_[pos_] == '"') {
+      if (auto str = string()) {
+        json j;
+        j.type = json::kind::string;
+        j.string = std::move(*str);
+        out = std::move(j);
+      }
+    } else if (literal("true")) {
+      json j;
+      j.type = json::kind::boolean;
+      j.boolean = true;
+      out = std::move(j);
+    } else if (literal("false")) {
+      json j;
+      j.type = json::kind::boolean;
+      out = std::move(j);
+    } else if (literal("null")) {
+      out = json{};
+    } else {
+      out = number();
+    }
+    --depth_;
+    return out;
+  }
+
+  std::optional<json> number() {
+    json j;
+    j.type = json::kind::number;
+    auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), j.number);
+    if (ec != std::errc()) return std::nullopt;
+    pos_ = static_cast<std::size_t>(p - s_.data());
+    return j;
+  }
+
+  std::optional<std::string> string() {
+    if (!eat('"')) return std::nullopt;
+    std::string out;
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) return std::nullopt;  // raw control characters are invalid
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) return std::nullopt;
+      const char e = s_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) return std::nullopt;
+          unsigned cp = 0;
+          auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, cp, 16);
+          if (ec != std::errc() || p != s_.data() + pos_ + 4) return std::nullopt;
+          pos_ += 4;
+          // UTF-8 encode (BMP only; the CLI escapes only control characters and U+FFFD).
+          if (cp < 0x80) {
+            out += static_cast<char>(cp);
+          } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          } else {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          }
+          break;
+        }
+        default: return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<json> array() {
+    json j;
+    j.type = json::kind::array;
+    eat('[');
+    if (eat(']')) return j;
+    do {
+      auto v = value();
+      if (!v) return std::nullopt;
+      j.items.push_back(std::move(*v));
+    } while (eat(','));
+    if (!eat(']')) return std::nullopt;
+    return j;
+  }
+
+  std::optional<json> object() {
+    json j;
+    j.type = json::kind::object;
+    eat('{');
+    if (eat('}')) return j;
+    do {
+      skip_ws();
+      auto key = string();
+      if (!key || !eat(':')) return std::nullopt;
+      auto v = value();
+      if (!v) return std::nullopt;
+      j.keys.push_back(std::move(*key));
+      j.items.push_back(std::move(*v));
+    } while (eat(','));
+    if (!eat('}')) return std::nullopt;
+    return j;
+  }
+
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+// The partitions of an assigned/revoked/lost event.
+std::set<kgroup::topic_partition> partitions_of(const json& event) {
+  std::set<kgroup::topic_partition> out;
+  const json* parts = event.find("partitions");
+  if (parts == nullptr || parts->type != json::kind::array) return out;
+  for (const auto& p : parts->items) {
+    out.insert({p.str("topic"), static_cast<std::int32_t>(p.num("partition").value_or(-1))});
+  }
+  return out;
+}
+
+std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
+  std::set<kgroup::topic_partition> s;
+  for (int i = 0; i < n; ++i) s.insert({topic, i});
+  return s;
+}
+
+// Ownership after replaying a process's listener events.
+std::set<kgroup::topic_partition> owned_after(const std::vector<json>& events) {
+  std::set<kgroup::topic_partition> owned;
+  for (const auto& e : events) {
+    const auto what = e.str("event");
+    const auto parts = partitions_of(e);
+    if (what == "assigned") {
+      owned.insert(parts.begin(), parts.end());
+    } else if (what == "revoked" || what == "lost") {
+      for (const auto& tp : parts) owned.erase(tp);
+    }
+  }
+  return owned;
+}
+
+std::string describe(const std::set<kgroup::topic_partition>& s) {
+  std::string out;
+  for (const auto& tp : s) out += (out.empty() ? "" : ",") + tp.topic + "-" + std::to_string(tp.partition);
+  return "{" + out + "}";
+}
+
+// ---- the child process -----------------------------------------------------------------------
+
+// kgroup-consume running with `args`; stdout lines are parsed as they arrive, stderr is kept for
+// failure messages. The destructor kills the process if a failed check left it running.
+class cli_process {
+ public:
+  explicit cli_process(const std::vector<std::string>& args) {
+    int out[2];
+    int err[2];
+    // Close-on-exec, so a second child never inherits the first one's pipes (which would hide
+    // the first one's end of output); posix_spawn's dup2 clears the flag on fds 1 and 2.
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    // Catch2 installs handlers for SIGTERM and SIGINT; the child gets default dispositions and an
+    // empty mask, as from a shell.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGINT);
+    sigset_t empty;
+    sigemptyset(&empty);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+    std::vector<std::string> argv_storage;
+    argv_storage.emplace_back(KGROUP_CONSUME_PATH);
+    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    const int rc = posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+      ::close(out[0]);
+      ::close(err[0]);
+      throw std::system_error(rc, std::generic_category(), "posix_spawn " + argv_storage[0]);
+    }
+    started_ = steady::now();
+    stdout_reader_ = std::thread([this, fd = out[0]] { read_lines(fd, true); });
+    stderr_reader_ = std::thread([this, fd = err[0]] { read_lines(fd, false); });
+  }
+
+  ~cli_process() {
+    if (!exit_code_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (stdout_reader_.joinable()) stdout_reader_.join();
+    if (stderr_reader_.joinable()) stderr_reader_.join();
+  }
+
+  cli_process(const cli_process&) = delete;
+  cli_process& operator=(const cli_process&) = delete;
+
+  void send(int sig) { ::kill(pid_, sig); }
+
+  // The exit status (128 + signal if killed by one), or nullopt if it is still running after
+  // `limit`. Waits for the end of its output too, so events() is complete afterwards.
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
+    const auto deadline = steady::now() + limit;
+    while (!exit_code_) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        exited_ = steady::now();
+        break;
+      }
+      if (steady::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(20ms);
+    }
+    if (stdout_reader_.joinable()) stdout_reader_.join();
+    if (stderr_reader_.joinable()) stderr_reader_.join();
+    return exit_code_;
+  }
+
+  // How long it ran, once wait_exit() saw it end.
+  steady::duration run_time() const { return exited_ - started_; }
+
+  // Waits until `pred(events())` holds or `limit` passes; returns whether it held.
+  template <class Pred>
+  bool wait_for(Pred pred, std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, limit, [&] { return pred(events_) || output_done_; }) && pred(events_);
+  }
+
+  std::vector<json> events() const {
+    std::lock_guard lock(mutex_);
+    return events_;
+  }
+  std::vector<json> events(std::string_view name) const {
+    std::vector<json> out;
+    for (auto& e : events()) {
+      if (e.str("event") == name) out.push_back(e);
+    }
+    return out;
+  }
+  // Lines that were not a JSON object with a numeric ts_ms and a string event.
+  std::vector<std::string> bad_lines() const {
+    std::lock_guard lock(mutex_);
+    return bad_lines_;
+  }
+  std::string stdout_text() const {
+    std::lock_guard lock(mutex_);
+    return stdout_text_;
+  }
+  std::string stderr_text() const {
+    std::lock_guard lock(mutex_);
+    return stderr_text_;
+  }
+
+ private:
+  void read_lines(int fd, bool is_stdout) {
+    std::string pending;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      std::lock_guard lock(mutex_);
+      if (!is_stdout) {
+        stderr_text_.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      stdout_text_.append(buf, static_cast<std::size_t>(n));
+      pending.append(buf, static_cast<std::size_t>(n));
+      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+        add_line(pending.substr(0, nl));
+        pending.erase(0, nl + 1);
+      }
+      cv_.notify_all();
+    }
+    ::close(fd);
+    std::lock_guard lock(mutex_);
+    if (is_stdout) {
+      if (!pending.empty()) bad_lines_.push_back(pending + " (no newline at the end)");
+      output_done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  void add_line(const std::string& line) {
+    auto j = json_reader(line).document();
+    if (j && j->type == json::kind::object && j->num("ts_ms") && !j->str("event").empty()) {
+      events_.push_back(std::move(*j));
+    } else {
+      bad_lines_.push_back(line);
+    }
+  }
+
+  pid_t pid_ = -1;
+  steady::time_point started_{};
+  steady::time_point exited_{};
+  std::optional<int> exit_code_;
+  std::thread stdout_reader_;
+  std::thread stderr_reader_;
+  mutable std::mutex mutex_;  // the fields below, written by the reader threads
+  std::condition_variable cv_;
+  std::vector<json> events_;
+  std::vector<std::string> bad_lines_;
+  std::string stdout_text_;
+  std::string stderr_text_;
+  bool output_done_ = false;
+};
+
+// Arguments for a member of `group` on `mc` with the group timings of the other group tests
+// (the mock's first join takes ~3 s, a rebalance ~session.timeout.ms - 1 s).
+std::vector<std::string> member_args(const kgroup::test::mock_cluster& mc, const std::string& group,
+                                     int duration_ms, const std::string& topic = "orders") {
+  return {"-b", mc.bootstrap_servers(), "-g", group,
+          "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+          "-X", "retry.backoff.ms=50", "--duration-ms", std::to_string(duration_ms), topic};
+}
+
+std::int64_t epoch_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// Every line parsed, and the timestamps are recent epoch milliseconds that never go backwards.
+void check_lines(const cli_process& p, std::int64_t started_ms) {
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  CHECK(p.bad_lines().empty());
+  std::int64_t last = started_ms - 1000;
+  for (const auto& e : p.events()) {
+    const std::int64_t ts = *e.num("ts_ms");
+    CHECK(ts >= last);
+    CHECK(ts <= epoch_ms() + 1000);
+    last = ts;
+  }
+}
+
+// Merges the listener events of several processes by ts_ms (one machine, one clock) and returns
+// every moment a partition was assigned to one while another still held it. Within the same
+// millisecond a revoke is taken to come first: the clock cannot order them.
+std::vector<std::string> overlaps(const std::vector<const cli_process*>& members) {
+  struct entry {
+    std::int64_t ts;
+    int order;  // revoked/lost before assigned within a millisecond
+    std::size_t member;
+    const json* event;
+  };
+  std::vector<std::vector<json>> all;
+  for (const auto* m : members) all.push_back(m->events());
+  std::vector<entry> merged;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    for (const auto& e : all[i]) {
+      const auto what = e.str("event");
+      if (what != "assigned" && what != "revoked" && what != "lost") continue;
+      merged.push_back({*e.num("ts_ms"), what == "assigned" ? 1 : 0, i, &e});
+    }
+  }
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const entry& a, const entry& b) { return std::tie(a.ts, a.order) < std::tie(b.ts, b.order); });
+  std::vector<std::string> out;
+  std::map<kgroup::topic_partition, std::size_t> owner;
+  for (const auto& m : merged) {
+    for (const auto& tp : partitions_of(*m.event)) {
+      auto it = owner.find(tp);
+      if (m.order == 1) {
+        if (it != owner.end() && it->second != m.member) {
+          out.push_back(tp.topic + "-" + std::to_string(tp.partition) + " assigned to member " +
+                        std::to_string(m.member) + " at " + std::to_string(m.ts) + " while member " +
+                        std::to_string(it->second) + " held it");
+        }
+        owner[tp] = m.member;
+      } else if (it != owner.end() && it->second == m.member) {
+        owner.erase(it);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kgroup-consume: a single member is assigned every partition and exits after --duration-ms", "[cli]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  const auto started_ms = epoch_ms();
+  cli_process p(member_args(mc, "g-cli-single", 7000));
+
+  REQUIRE(p.wait_for([](const std::vector<json>& ev) { return !ev.empty() && ev.front().str("event") == "assigned"; }, 15s));
+  auto code = p.wait_exit(20s);
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(p.run_time() >= 7s);
+  CHECK(p.run_time() < 17s);
+  check_lines(p, started_ms);
+
+  const auto ev = p.events();
+  REQUIRE(ev.size() >= 3);
+  CHECK(partitions_of(ev.front()) == all_partitions("orders", 6));
+  // close() revokes everything (eager by default: range,cooperative-sticky), then "closed".
+  const auto revoked = p.events("revoked");
+  REQUIRE(revoked.size() == 1);
+  CHECK(partitions_of(revoked[0]) == all_partitions("orders", 6));
+  CHECK(ev[ev.size() - 2].str("event") == "revoked");
+  CHECK(ev.back().str("event") == "closed");
+  CHECK(ev.back().str("reason") == "duration");
+  CHECK(ev.back().num("records") == 0);
+  CHECK(p.events("error").empty());
+  CHECK(p.events("lost").empty());
+}
+
+TEST_CASE("kgroup-consume: two processes in one group split the partitions", "[cli]") {
+  // Together: both are in the first generation. Late: the second one's join rebalances a stable
+  // group, so the first must revoke before the second is assigned.
+  const bool late = GENERATE(false, true);
+  INFO((late ? "second process joins a stable group" : "both start together"));
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  const auto started_ms = epoch_ms();
+  // --duration-ms is only a backstop: both are stopped with SIGTERM once the split is seen.
+  cli_process a(member_args(mc, "g-cli-split", 40000));
+  if (late) {
+    REQUIRE(a.wait_for([](const std::vector<json>& ev) { return !ev.empty() && ev.front().str("event") == "assigned"; }, 15s));
+    CHECK(partitions_of(a.events().front()) == all_partitions("orders", 6));
+  }
+  cli_process b(member_args(mc, "g-cli-split", 40000));
+
+  // Both own a nonempty share, the shares are disjoint and together cover the topic.
+  auto split = [&] {
+    const auto oa = owned_after(a.events());
+    const auto ob = owned_after(b.events());
+    std::set<kgroup::topic_partition> both;
+    both.insert(oa.begin(), oa.end());
+    both.insert(ob.begin(), ob.end());
+    return !oa.empty() && !ob.empty() && oa.size() + ob.size() == both.size() && both == all_partitions("orders", 6);
+  };
+  const auto deadline = steady::now() + 25s;
+  while (!split() && steady::now() < deadline) std::this_thread::sleep_for(50ms);
+  {
+    INFO("a owns " << describe(owned_after(a.events())) << ", b owns " << describe(owned_after(b.events())));
+    INFO("a:\n" << a.stdout_text() << "b:\n" << b.stdout_text());
+    REQUIRE(split());
+  }
+  // Range over 6 partitions and 2 members: 3 each.
+  CHECK(owned_after(a.events()).size() == 3);
+  CHECK(owned_after(b.events()).size() == 3);
+
+  a.send(SIGTERM);
+  b.send(SIGTERM);
+  const auto ca = a.wait_exit(20s);
+  const auto cb = b.wait_exit(20s);
+  INFO("a stdout:\n" << a.stdout_text() << "a stderr:\n" << a.stderr_text());
+  INFO("b stdout:\n" << b.stdout_text() << "b stderr:\n" << b.stderr_text());
+  REQUIRE(ca);
+  REQUIRE(cb);
+  CHECK(*ca == 0);
+  CHECK(*cb == 0);
+  check_lines(a, started_ms);
+  check_lines(b, started_ms);
+  CHECK(owned_after(a.events()).empty());
+  CHECK(owned_after(b.events()).empty());
+  CHECK(overlaps({&a, &b}).empty());
+  if (late) CHECK(a.events("revoked").size() >= 2);  // the rebalance, then close()
+}
+
+TEST_CASE("kgroup-consume: SIGTERM and SIGINT close cleanly", "[cli]") {
+  const int sig = GENERATE(SIGTERM, SIGINT);
+  INFO("signal " << strsignal(sig));
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 3);
+  const auto started_ms = epoch_ms();
+  cli_process p(member_args(mc, "g-cli-signal", 30000));
+
+  REQUIRE(p.wait_for([](const std::vector<json>& ev) { return !ev.empty() && ev.front().str("event") == "assigned"; }, 15s));
+  p.send(sig);
+  const auto signalled = steady::now();
+  const auto code = p.wait_exit(15s);
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(steady::now() - signalled < 10s);
+  check_lines(p, started_ms);
+
+  const auto ev = p.events();
+  REQUIRE(ev.size() == 3);
+  CHECK(partitions_of(ev[0]) == all_partitions("orders", 3));
+  CHECK(ev[1].str("event") == "revoked");
+  CHECK(partitions_of(ev[1]) == all_partitions("orders", 3));
+  CHECK(ev[2].str("event") == "closed");
+  CHECK(ev[2].str("reason") == "signal");
+}
+
+TEST_CASE("kgroup-consume: configuration errors are error events with exit code 2", "[cli]") {
+  // Nothing here reaches a broker: the errors come before the consumer connects.
+  const std::vector<std::string> base = {"-b", "127.0.0.1:1", "-g", "g-cli-config"};
+
+  SECTION("an unknown -X key is named, with JSON escaping of the odd characters in it") {
+    const std::string key = "no.such\"key\\with\ttab";
+    auto args = base;
+    args.insert(args.end(), {"-X", key + "=1", "orders"});
+    cli_process p(args);
+    const auto code = p.wait_exit(10s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    REQUIRE(code);
+    CHECK(*code == 2);
+    CHECK(p.bad_lines().empty());
+    const auto ev = p.events();
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].str("event") == "error");
+    CHECK(ev[0].str("code") == "INVALID_CONFIG");
+    CHECK_THAT(ev[0].str("message"), Catch::Contains(key));
+    CHECK(std::abs(*ev[0].num("ts_ms") - epoch_ms()) < 10000);
+  }
+
+  SECTION("a misspelt key gets a suggestion") {
+    auto args = base;
+    args.insert(args.end(), {"-X", "sesion.timeout.ms=6000", "orders"});
+    cli_process p(args);
+    const auto code = p.wait_exit(10s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    REQUIRE(code);
+    CHECK(*code == 2);
+    const auto ev = p.events("error");
+    REQUIRE(ev.size() == 1);
+    CHECK_THAT(ev[0].str("message"), Catch::Contains("sesion.timeout.ms") && Catch::Contains("session.timeout.ms"));
+  }
+
+  SECTION("a bad value") {
+    auto args = base;
+    args.insert(args.end(), {"-X", "session.timeout.ms=soon", "orders"});
+    cli_process p(args);
+    const auto code = p.wait_exit(10s);
+    REQUIRE(code);
+    CHECK(*code == 2);
+    const auto ev = p.events("error");
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].str("code") == "INVALID_CONFIG");
+    CHECK_THAT(ev[0].str("message"), Catch::Contains("session.timeout.ms"));
+  }
+
+  SECTION("a bad combination, found when the consumer is created") {
+    auto args = base;
+    args.insert(args.end(), {"-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=6000", "orders"});
+    cli_process p(args);
+    const auto code = p.wait_exit(10s);
+    REQUIRE(code);
+    CHECK(*code == 2);
+    const auto ev = p.events("error");
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].str("code") == "INVALID_CONFIG");
+    CHECK_THAT(ev[0].str("message"), Catch::Contains("heartbeat.interval.ms"));
+  }
+}
+
+TEST_CASE("kgroup-consume: usage", "[cli]") {
+  SECTION("--help prints the usage on stdout and exits 0") {
+    cli_process p({"--help"});
+    const auto code = p.wait_exit(10s);
+    REQUIRE(code);
+    CHECK(*code == 0);
+    CHECK_THAT(p.stdout_text(), Catch::Contains("usage: kgroup-consume -b BOOTSTRAP -g GROUP"));
+  }
+
+  // Each bad command line: exit 2, a message on stderr, nothing on stdout.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"-g", "g", "orders"}, "-b"},
+      {{"-b", "127.0.0.1:1", "orders"}, "-g"},
+      {{"-b", "127.0.0.1:1", "-g", "g"}, "TOPIC"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-X", "novalue", "orders"}, "key=value"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--commit", "sometimes", "orders"}, "--commit"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--max-messages", "0", "orders"}, "--max-messages"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--duration-ms", "soon", "orders"}, "--duration-ms"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--process-ms", "-1", "orders"}, "--process-ms"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--commit", "sync", "-X", "enable.auto.commit=true", "orders"}, "contradicts"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--verbose", "orders"}, "--verbose"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--duration-ms"}, "needs a value"},
+  };
+  for (const auto& [args, mention] : bad) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    INFO("kgroup-consume " << line);
+    cli_process p(args);
+    const auto code = p.wait_exit(10s);
+    REQUIRE(code);
+    CHECK(*code == 2);
+    CHECK(p.stdout_text().empty());
+    CHECK_THAT(p.stderr_text(), Catch::Contains(mention));
+  }
+}
+
+#endif  // KGROUP_CONSUME_PATH
