@@ -239,3 +239,98 @@ TEST_CASE("configuration errors name the keys", "[group]") {
                     Catch::Contains("rnage"));
   CHECK_THROWS_WITH(kgroup::Config({{"session.timeout", "6000"}}), Catch::Contains("session.timeout.ms"));
 }
+
+TEST_CASE("ten members split the partitions, then half of them leave", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  constexpr int partitions = 30;
+  mc.create_topic("orders", partitions);
+  const auto expected = all_partitions("orders", partitions);
+  timeline t;
+  std::vector<std::unique_ptr<polling_member>> members;
+  for (int i = 0; i < 10; ++i) {
+    members.push_back(std::make_unique<polling_member>("m" + std::to_string(i),
+                                                       group_config(mc, "g-ten", "cooperative-sticky"),
+                                                       std::vector<std::string>{"orders"}, t));
+  }
+  auto all = [&] {
+    std::vector<polling_member*> v;
+    for (auto& m : members) v.push_back(m.get());
+    return v;
+  };
+  REQUIRE(eventually([&] { return settled(all(), expected); }, 60s));
+  for (auto& m : members) CHECK(m->listener().owned().size() == 3);
+  for (int i = 0; i < 5; ++i) members[static_cast<std::size_t>(i)]->stop();
+  members.erase(members.begin(), members.begin() + 5);
+  REQUIRE(eventually([&] { return settled(all(), expected); }, 60s));
+  for (auto& m : members) CHECK(m->listener().owned().size() == 6);
+  for (auto& m : members) m->stop();
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("the coordinator's broker going down and coming back keeps the member", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  const auto expected = all_partitions("orders", 4);
+  mc.set_coordinator("g-down", 2);
+  timeline t;
+  polling_member a("a", group_config(mc, "g-down", "range"), {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 30s));
+  const int assigned = a.listener().assigned_calls();
+  mc.broker_down(2);
+  std::this_thread::sleep_for(2s);  // well inside session.timeout.ms (6 s)
+  mc.broker_up(2);
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 30s));
+  // It stayed a member: no lost partitions.
+  CHECK(a.listener().lost_calls() == 0);
+  CHECK(a.listener().assigned_calls() >= assigned);
+  CHECK_FALSE(a.poll_error());
+  a.stop();
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("injected SyncGroup and LeaveGroup errors are recovered from", "[group]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 4);
+  const auto expected = all_partitions("orders", 4);
+  mc.push_request_errors(14, {27, 16, 14});  // SyncGroup: REBALANCE_IN_PROGRESS, NOT_COORDINATOR, LOAD_IN_PROGRESS
+  timeline t;
+  polling_member a("a", group_config(mc, "g-sync-errors", "cooperative-sticky"), {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 60s));
+  mc.push_request_errors(13, {16});  // LeaveGroup: NOT_COORDINATOR — close still finishes
+  a.stop(10s);
+  CHECK_FALSE(a.close_error());
+  CHECK(a.close_took() < 10s);
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("rebalance.listener.thread=heartbeat runs callbacks on the background thread", "[group]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  struct thread_listener : kgroup::ConsumerRebalanceListener {
+    std::mutex m;
+    std::vector<std::thread::id> threads;
+    void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {
+      std::lock_guard lock(m);
+      threads.push_back(std::this_thread::get_id());
+    }
+  };
+  auto listener = std::make_shared<thread_listener>();
+  auto cfg = group_config(mc, "g-inline", "range");
+  cfg.set("rebalance.listener.thread", "heartbeat");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"orders"}, listener);
+  c.poll(10ms);
+  // No further poll(): the assignment completes and the callback runs anyway.
+  REQUIRE(eventually(
+      [&] {
+        std::lock_guard lock(listener->m);
+        return !listener->threads.empty();
+      },
+      20s));
+  {
+    std::lock_guard lock(listener->m);
+    CHECK(listener->threads.front() != std::this_thread::get_id());
+  }
+  CHECK(eventually([&] { return c.assignment().size() == 2 && c.group_state() == "stable"; }, 10s));
+  c.close(5s);
+}
