@@ -1,6 +1,8 @@
 // Consumer groups of kgroup members on the librdkafka mock cluster: joins, leaves, eager and
 // cooperative rebalances, poll timeouts, fatal errors, coordinator errors. Every test that runs
 // a group checks from the listeners' timeline that no partition had two owners at once.
+#include <fcntl.h>
+
 #include <catch2/catch.hpp>
 
 #include "group_harness.hpp"
@@ -334,3 +336,53 @@ TEST_CASE("rebalance.listener.thread=heartbeat runs callbacks on the background 
   CHECK(eventually([&] { return c.assignment().size() == 2 && c.group_state() == "stable"; }, 10s));
   c.close(5s);
 }
+
+#ifdef KGROUP_CONSUME_PATH
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
+TEST_CASE("a killed member's partitions move to the survivors after the session timeout", "[group]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  const auto expected = all_partitions("orders", 4);
+  timeline t;
+  polling_member a("a", group_config(mc, "g-kill", "cooperative-sticky"), {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 30s));
+
+  // A second kgroup member in its own process (kgroup-consume), killed with SIGKILL later: no
+  // LeaveGroup, no close, its heartbeats just stop.
+  std::vector<std::string> args{KGROUP_CONSUME_PATH,
+                                "-b", mc.bootstrap_servers(),
+                                "-g", "g-kill",
+                                "-X", "session.timeout.ms=6000",
+                                "-X", "heartbeat.interval.ms=500",
+                                "-X", "partition.assignment.strategy=cooperative-sticky",
+                                "--duration-ms", "120000",
+                                "orders"};
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t child = -1;
+  REQUIRE(posix_spawn(&child, KGROUP_CONSUME_PATH, &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+
+  // The child takes half of the partitions.
+  const bool shared = eventually([&] { return a.listener().owned().size() == 2 && a.consumer().group_state() == "stable"; }, 40s);
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(shared);
+  const auto killed_at = std::chrono::steady_clock::now();
+  // After the session timeout (6 s) and the mock's rebalance delay, a owns everything again.
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 40s));
+  CHECK(std::chrono::steady_clock::now() - killed_at >= 4s);
+  CHECK(a.listener().lost_calls() == 0);
+  a.stop();
+}
+#endif
