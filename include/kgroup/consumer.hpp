@@ -94,8 +94,8 @@ using CommitCallback = std::function<void(const OffsetMap&, std::error_code)>;
 /// run on the user thread inside poll(), close() and unsubscribe().
 class Consumer {
  public:
-  /// Validates `config` (group.id and bootstrap.servers required) and starts the background
-  /// thread. Throws kgroup::error(client_errc::invalid_config) naming the offending keys.
+  /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
+  /// commits) and starts the background thread. Throws kgroup::error(client_errc::invalid_config) naming the offending keys.
   explicit Consumer(const Config& config);
   /// As above, with custom assignors: partition.assignment.strategy may name them as well as the
   /// built-ins (range, roundrobin, sticky, cooperative-sticky).
@@ -121,6 +121,15 @@ class Consumer {
   /// membership already expired) and leaves the group. Blocks until done or
   /// default.api.timeout.ms passes. Rethrows the first listener exception.
   void unsubscribe();
+
+  /// Manual assignment: consumes exactly these partitions, without joining a group (no
+  /// heartbeats, no rebalances, no listener calls). Replaces any earlier manual assignment. With a
+  /// group.id, commits and committed() still work (generation -1, no member id); without one they
+  /// fail with client_errc::invalid_config. Throws client_errc::illegal_state while subscribed
+  /// (subscribe() and assign() exclude each other until unsubscribe()/unassign()).
+  void assign(const std::set<topic_partition>& partitions);
+  /// Stops consuming the manually assigned partitions (same as assign({})).
+  void unassign();
 
   /// Runs due listener callbacks and returns up to max.poll.records records of owned, non-paused
   /// partitions, in offset order per partition. Waits up to `timeout` for records. Throws kgroup::error for fatal group errors (fenced instance id,

@@ -28,9 +28,8 @@ class Consumer::impl {
  public:
   impl(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom) : config_(config) {
     config_.validate();
-    if (config_.get("group.id").empty()) {
-      throw error(make_error_code(client_errc::invalid_config), "group.id: required to subscribe to a consumer group");
-    }
+    // group.id is optional: manual assignment (assign()) works without one; subscribe() and
+    // commits need it.
     group::member_options mo;
     mo.group_id = config_.get("group.id");
     if (auto id = config_.get("group.instance.id"); !id.empty()) mo.group_instance_id = id;
@@ -104,6 +103,7 @@ class Consumer::impl {
 
   void subscribe(std::vector<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener) {
     check_open();
+    check_can_subscribe();
     for (const auto& t : topics) {
       if (t.empty()) throw error(make_error_code(client_errc::invalid_config), "subscribe: empty topic name");
     }
@@ -113,12 +113,18 @@ class Consumer::impl {
 
   void subscribe(std::regex pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
     check_open();
+    check_can_subscribe();
     set_listener(std::move(listener));
     post([this, pattern = std::move(pattern)]() mutable { driver_->subscribe_pattern(std::move(pattern)); });
   }
 
   void unsubscribe() {
     check_open();
+    if (mode_ == mode::manual) {
+      unassign();
+      return;
+    }
+    mode_ = mode::none;
     std::uint64_t left_before;
     {
       std::lock_guard lock(shared_.mutex);
@@ -128,6 +134,49 @@ class Consumer::impl {
     wait_left(left_before, clock::now() + default_timeout_);
     rethrow_listener_error();
   }
+
+  void assign(const std::set<topic_partition>& tps) {
+    check_open();
+    if (mode_ == mode::subscribed) {
+      throw error(make_error_code(client_errc::illegal_state),
+                  "assign() while subscribed: subscribe() and assign() exclude each other; call unsubscribe() first");
+    }
+    for (const auto& tp : tps) {
+      if (tp.topic.empty() || tp.partition < 0) {
+        throw error(make_error_code(client_errc::invalid_config), "assign(): invalid topic partition");
+      }
+    }
+    mode_ = tps.empty() ? mode::none : mode::manual;
+    for (auto it = parts_.begin(); it != parts_.end();) {
+      if (!tps.count(it->first)) {
+        drop_current(it->first);
+        it = parts_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const auto& tp : tps) parts_.try_emplace(tp);
+    {
+      std::lock_guard lock(shared_.mutex);
+      manual_ = tps;
+      for (auto it = shared_.consumed.begin(); it != shared_.consumed.end();) {
+        it = tps.count(it->first) ? std::next(it) : shared_.consumed.erase(it);
+      }
+    }
+    post([this, tps] {
+      const std::string group = config_.get("group.id");
+      if (!group.empty() && !tps.empty() && !manual_coordinator_) {
+        // Commits and committed offsets go through the group's coordinator, without joining.
+        cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"), [this](std::error_code ec, std::int32_t node) {
+          if (!ec) manual_coordinator_ = node;
+          fetcher_->wake();
+        });
+      }
+      fetcher_->assign(tps, /*manual=*/true);
+    });
+  }
+
+  void unassign() { assign({}); }
 
   ConsumerRecords poll(std::chrono::milliseconds timeout) {
     check_open();
@@ -199,7 +248,7 @@ class Consumer::impl {
       if (it != parts_.end() && it->second.position >= 0) return it->second.position;
       {
         std::lock_guard lock(shared_.mutex);
-        if (!shared_.owned.count(tp)) {
+        if (!shared_.owned.count(tp) && !manual_.count(tp)) {
           throw error(make_error_code(client_errc::illegal_state),
                       "position(): " + tp.topic + "-" + std::to_string(tp.partition) + " is not assigned to this consumer");
         }
@@ -263,7 +312,7 @@ class Consumer::impl {
 
   std::set<topic_partition> assignment() const {
     std::lock_guard lock(shared_.mutex);
-    return shared_.owned;
+    return mode_ == mode::manual ? manual_ : shared_.owned;
   }
 
   std::vector<std::string> subscription() const {
@@ -343,6 +392,13 @@ class Consumer::impl {
   fetch::group_identity identity() const {
     // Runs on the background thread (the fetcher asks it), where the core lives.
     fetch::group_identity id;
+    id.group_mode = !config_.get("group.id").empty();
+    if (mode_ == mode::manual) {
+      // Manual assignment: commits carry generation -1 and no member id, as Java's do.
+      id.coordinator = manual_coordinator_;
+      id.stable = true;
+      return id;
+    }
     const auto& core = driver_->core();
     id.generation = core.generation();
     id.member_id = core.member_id();
@@ -577,6 +633,19 @@ class Consumer::impl {
     thread_.join();
   }
 
+  void check_can_subscribe() {
+    if (mode_ == mode::manual) {
+      throw error(make_error_code(client_errc::illegal_state),
+                  "subscribe() while partitions are assigned manually: subscribe() and assign() exclude each other; "
+                  "call unassign() or unsubscribe() first");
+    }
+    if (config_.get("group.id").empty()) {
+      throw error(make_error_code(client_errc::invalid_config),
+                  "group.id: required to subscribe to a consumer group (use assign() to consume without a group)");
+    }
+    mode_ = mode::subscribed;
+  }
+
   void check_open() const {
     if (closed_) throw error(make_error_code(client_errc::closed), "the consumer is closed");
   }
@@ -660,7 +729,7 @@ class Consumer::impl {
         bool owned;
         {
           std::lock_guard lock(shared_.mutex);
-          owned = shared_.owned.count(pe->tp) > 0;
+          owned = shared_.owned.count(pe->tp) > 0 || manual_.count(pe->tp) > 0;
         }
         if (!owned) continue;
         auto& p = parts_[pe->tp];
@@ -735,6 +804,13 @@ class Consumer::impl {
   bool read_committed_ = false;
   bool check_crcs_ = true;
   bool inline_listener_ = false;
+  // Manual assignment. mode_ is written by the user thread and read by identity() on the
+  // background thread (hence atomic); manual_ is written by the user thread under shared_.mutex;
+  // manual_coordinator_ is background-thread only.
+  enum class mode { none, subscribed, manual };
+  std::atomic<mode> mode_{mode::none};
+  std::set<topic_partition> manual_;
+  std::optional<std::int32_t> manual_coordinator_;
 };
 
 Consumer::Consumer(const Config& config) : Consumer(config, {}) {}
@@ -757,6 +833,8 @@ void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerReba
   impl_->subscribe(pattern, std::move(listener));
 }
 void Consumer::unsubscribe() { impl_->unsubscribe(); }
+void Consumer::assign(const std::set<topic_partition>& partitions) { impl_->assign(partitions); }
+void Consumer::unassign() { impl_->unassign(); }
 ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) { return impl_->poll(timeout); }
 void Consumer::commit_sync() { impl_->commit_sync(); }
 void Consumer::commit_sync(const OffsetMap& offsets) { impl_->commit_sync(offsets); }

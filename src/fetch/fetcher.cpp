@@ -83,9 +83,32 @@ void fetcher::shutdown() {
   auto_commit_timer_.cancel();
 }
 
+bool fetcher::missing(const topic_partition& tp, part& p) {
+  const auto& md = cluster_->metadata();
+  auto t = md.topics.find(tp.topic);
+  const bool absent = t == md.topics.end() || t->second.error_code != 0 ||
+                      tp.partition >= static_cast<std::int32_t>(t->second.partitions.size());
+  const bool no_leader = !absent && t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0;
+  if (!absent) {
+    p.missing_since = 0;
+    p.reported_missing = false;
+    return no_leader;
+  }
+  if (p.missing_since == 0) {
+    p.missing_since = md.refreshes + 1;
+  } else if (manual_ && !p.reported_missing && md.refreshes > p.missing_since) {
+    p.reported_missing = true;
+    shared_.push(detail::data_error{tp, make_error_code(client_errc::partition_not_found),
+                                    tp.topic + "-" + std::to_string(tp.partition) +
+                                        " is not in the cluster metadata (deleted, or never existed)"});
+  }
+  return true;
+}
+
 std::int64_t fetcher::reset_timestamp() const { return opts_.auto_offset_reset == "earliest" ? -2 : -1; }
 
-void fetcher::assign(const std::set<topic_partition>& owned) {
+void fetcher::assign(const std::set<topic_partition>& owned, bool manual) {
+  manual_ = manual;
   for (auto it = parts_.begin(); it != parts_.end();) {
     if (!owned.count(it->first)) {
       last_auto_committed_.erase(it->first);
@@ -286,12 +309,11 @@ void fetcher::send_list_offsets() {
                                           " and auto.offset.reset=none"});
       continue;
     }
-    auto t = md.topics.find(tp.topic);
-    if (t == md.topics.end() || tp.partition >= static_cast<std::int32_t>(t->second.partitions.size()) ||
-        t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0) {
+    if (this->missing(tp, p)) {
       missing = true;
       continue;
     }
+    auto t = md.topics.find(tp.topic);
     by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
   }
   if (missing) {
@@ -363,12 +385,11 @@ void fetcher::send_fetches() {
   bool missing = false;
   for (auto& [tp, p] : parts_) {
     if (p.state != pstate::ready || p.paused || p.in_flight) continue;
-    auto t = md.topics.find(tp.topic);
-    if (t == md.topics.end() || tp.partition >= static_cast<std::int32_t>(t->second.partitions.size()) ||
-        t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0) {
+    if (this->missing(tp, p)) {
       missing = true;
       continue;
     }
+    auto t = md.topics.find(tp.topic);
     const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
     if (fetching_nodes_.count(leader)) continue;
     by_leader[leader].push_back(tp);

@@ -63,7 +63,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   // All on the background thread.
   /// The owned set changed: new partitions start at their committed offset (or the reset
   /// policy); removed ones stop fetching at once.
-  void assign(const std::set<topic_partition>& owned);
+  /// `manual`: assign() without a group; a partition missing from metadata is then reported as
+  /// an error from poll() instead of waiting for a rebalance.
+  void assign(const std::set<topic_partition>& owned, bool manual = false);
   void seek(const topic_partition& tp, std::int64_t offset);
   void seek_to(const std::set<topic_partition>& tps, bool beginning);
   /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
@@ -87,7 +89,12 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
     bool in_flight = false;
     bool reset_forced = false;   // announce the reset position as forced (seek_to_*, out of range)
     std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
+    std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
+    bool reported_missing = false;
   };
+  /// True when `tp` is absent from metadata; reports it (manual assignment) once a refresh made
+  /// after it went missing still lacks it.
+  bool missing(const topic_partition& tp, part& p);
 
   void pump();
   void send_offset_fetch();
@@ -116,6 +123,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   std::map<topic_partition, std::int64_t> last_auto_committed_;
   std::chrono::steady_clock::time_point last_metadata_refresh_{};
   bool stopped_ = false;
+  bool manual_ = false;
 };
 
 }  // namespace kgroup::fetch
