@@ -14,6 +14,7 @@
 
 #include "consumer/shared_state.hpp"
 #include "fetch/fetcher.hpp"
+#include "fetch/txn_filter.hpp"
 #include "kgroup/log.hpp"
 #include "protocol/records.hpp"
 #include "net/cluster.hpp"
@@ -383,10 +384,7 @@ class Consumer::impl {
     bool in_batch = false;
     bool skip_batch = false;
     std::shared_ptr<const void> batch_owner;
-    // read_committed: aborted transactions not yet reached, and producers currently aborting.
-    std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // (first offset, producer id), sorted
-    std::size_t next_aborted = 0;
-    std::set<std::int64_t> aborting;
+    fetch::aborted_filter aborted;  // read_committed only
   };
 
   fetch::group_identity identity() const {
@@ -455,11 +453,8 @@ class Consumer::impl {
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;
       auto data = std::make_shared<detail::fetched_data>(std::move(d));
-      cur_.emplace(cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}, 0, {}});
-      if (read_committed_) {
-        for (const auto& [pid, first] : data->aborted) cur_->aborted.emplace_back(first, pid);
-        std::sort(cur_->aborted.begin(), cur_->aborted.end());
-      }
+      cur_.emplace(cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}});
+      if (read_committed_) cur_->aborted = fetch::aborted_filter(data->aborted);
       return true;
     }
   }
@@ -492,21 +487,11 @@ class Consumer::impl {
         if (c.batch_owner) owners.push_back(c.batch_owner);
         const auto& h = c.batch.header();
         c.skip_batch = h.last_offset() < pit->second.position;
-        if (read_committed_ && !c.skip_batch) {
-          // Producers whose aborted transaction starts at or before this batch's end are aborting.
-          while (c.next_aborted < c.aborted.size() && c.aborted[c.next_aborted].first <= h.last_offset()) {
-            c.aborting.insert(c.aborted[c.next_aborted].second);
-            ++c.next_aborted;
-          }
-          if (h.is_control()) {
-            // An abort/commit marker ends its producer's transaction; markers are never returned.
-            c.aborting.erase(h.producer_id);
-            c.skip_batch = true;
-          } else if (h.is_transactional() && c.aborting.count(h.producer_id)) {
-            c.skip_batch = true;
-          }
+        if (read_committed_) {
+          // Every batch goes through the filter (it tracks transactions across batches).
+          if (c.aborted.skip(h)) c.skip_batch = true;
         } else if (h.is_control()) {
-          c.skip_batch = true;
+          c.skip_batch = true;  // control records are never returned
         }
         if (c.skip_batch) {
           // Still advance past it so the position moves beyond skipped (aborted or control) data.
