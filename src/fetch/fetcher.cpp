@@ -44,6 +44,35 @@ bool refresh_worthy(std::int16_t code) {
 // every broker kgroup talks to, including Kafka 4.0.
 constexpr std::int16_t list_offsets_max_version = 3;
 
+// OffsetFetch v8+ moved the group and its topics into a groups array (KIP-709); require_stable
+// exists from v7.
+void adjust_offset_fetch(protocol::offset_fetch_request& r, std::int16_t version) {
+  if (version >= 8) {
+    protocol::offset_fetch_request::offset_fetch_request_group g;
+    g.group_id = r.group_id;
+    g.topics.emplace();
+    for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
+    r.groups = {std::move(g)};
+    r.group_id.clear();
+    r.topics->clear();
+  }
+  if (version < 7) r.require_stable = false;
+}
+
+// Calls fn(topic, partition, offset, metadata, error) for every partition of an OffsetFetch
+// answer, whichever layout (v0-7 topics, v8+ groups) it has.
+template <class Fn>
+void for_each_committed(const protocol::offset_fetch_response& r, Fn&& fn) {
+  for (const auto& t : r.topics) {
+    for (const auto& p : t.partitions) fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+  }
+  for (const auto& g : r.groups) {
+    for (const auto& t : g.topics) {
+      for (const auto& p : t.partitions) fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+    }
+  }
+}
+
 }  // namespace
 
 std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from) noexcept {
@@ -226,19 +255,7 @@ void fetcher::send_offset_fetch() {
   offset_fetch_in_flight_ = true;
   conn->send_adjusted(
       std::move(req),
-      [](protocol::offset_fetch_request& r, std::int16_t version) {
-        // v8+ moved the group and its topics into a groups array (KIP-709).
-        if (version >= 8) {
-          protocol::offset_fetch_request::offset_fetch_request_group g;
-          g.group_id = r.group_id;
-          g.topics.emplace();
-          for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
-          r.groups = {std::move(g)};
-          r.group_id.clear();
-          r.topics->clear();
-        }
-        if (version < 7) r.require_stable = false;
-      },
+      adjust_offset_fetch,
       [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
                                   const net::response_frame&) {
         self->offset_fetch_in_flight_ = false;
@@ -260,7 +277,8 @@ void fetcher::send_offset_fetch() {
           retry_all();
           return;
         }
-        auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset, std::int16_t err) {
+        auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
+                         const std::optional<std::string>&, std::int16_t err) {
           auto it = self->parts_.find({topic, partition});
           if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
           if (err != 0) {
@@ -278,14 +296,7 @@ void fetcher::send_offset_fetch() {
             it->second.reset_forced = false;
           }
         };
-        for (const auto& t : r.topics) {
-          for (const auto& p : t.partitions) apply(t.name, p.partition_index, p.committed_offset, p.error_code);
-        }
-        for (const auto& g : r.groups) {
-          for (const auto& t : g.topics) {
-            for (const auto& p : t.partitions) apply(t.name, p.partition_index, p.committed_offset, p.error_code);
-          }
-        }
+        for_each_committed(r, apply);
         // Anything the broker did not answer is asked again.
         for (auto& [tp, p] : self->parts_) {
           if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
@@ -620,17 +631,7 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
   }
   conn->send_adjusted(
       std::move(req),
-      [](protocol::offset_fetch_request& r, std::int16_t version) {
-        if (version >= 8) {
-          protocol::offset_fetch_request::offset_fetch_request_group g;
-          g.group_id = r.group_id;
-          g.topics.emplace();
-          for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
-          r.groups = {std::move(g)};
-          r.group_id.clear();
-          r.topics->clear();
-        }
-      },
+      adjust_offset_fetch,
       [self = shared_from_this(), id](std::error_code ec, const protocol::offset_fetch_response& r,
                                       const net::response_frame&) {
         detail::commit_done done{id, {}, ec, ec ? ec.message() : ""};
@@ -644,14 +645,7 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
                        std::int16_t err) {
           if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or("")};
         };
-        for (const auto& t : r.topics) {
-          for (const auto& p : t.partitions) add(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
-        }
-        for (const auto& g : r.groups) {
-          for (const auto& t : g.topics) {
-            for (const auto& p : t.partitions) add(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
-          }
-        }
+        for_each_committed(r, add);
         self->shared_.push(std::move(done));
       });
 }
