@@ -274,6 +274,17 @@ std::error_code lz4(std::span<const std::uint8_t> input, bytes& out) {
 // ---------------------------------------------------------------------------------------------
 // zstd
 
+// libzstd may be built with support for the pre-1.0 formats (Debian's is). Such a legacy frame
+// bypasses ZSTD_d_windowLogMax: its decoder allocates whatever window the header claims, 128 MiB
+// from a 17-byte input. Kafka only ever wrote zstd 1.x frames, so a frame must start with the 1.x
+// magic or a skippable frame's; anything else is refused before zstd sees it. Fewer than four
+// bytes cannot hold any magic and are left to zstd to reject as truncated.
+bool zstd_frame_start_allowed(std::span<const std::uint8_t> rest) noexcept {
+  if (rest.size() < 4) return true;
+  const std::uint32_t magic = load_le32(rest.data());
+  return magic == 0xFD2FB528u || (magic & 0xFFFFFFF0u) == 0x184D2A50u;
+}
+
 std::error_code unzstd(std::span<const std::uint8_t> input, std::size_t max_output, bounded_sink& sink) {
   if (input.empty()) return failed();
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
@@ -286,7 +297,9 @@ std::error_code unzstd(std::span<const std::uint8_t> input, std::size_t max_outp
   if (ZSTD_isError(ZSTD_DCtx_setParameter(ctx.get(), ZSTD_d_windowLogMax, window_log))) return failed();
 
   ZSTD_inBuffer in{input.data(), input.size(), 0};
+  bool frame_start = true;
   for (;;) {
+    if (frame_start && !zstd_frame_start_allowed(input.subspan(in.pos))) return failed();
     auto space = sink.space();
     ZSTD_outBuffer o{space.data(), space.size(), 0};
     const std::size_t in_before = in.pos;
@@ -299,9 +312,10 @@ std::error_code unzstd(std::span<const std::uint8_t> input, std::size_t max_outp
     }
     sink.commit(o.pos);
     if (sink.exceeded()) return bound();
-    // 0 means a frame ended and is fully flushed; another frame may follow.
+    // 0 means a frame ended and is fully flushed (in.pos is just past it); another may follow.
     if (rc == 0 && in.pos == in.size) break;
     if (o.pos == 0 && in.pos == in_before) return failed();  // input ended inside a frame
+    frame_start = rc == 0;
   }
   sink.finish();
   return {};

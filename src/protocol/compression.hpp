@@ -41,7 +41,9 @@ const char* to_string(compression codec) noexcept;
 ///     checksum is recognised exactly and accepted. Any other bad header checksum is an error.
 ///   - zstd: one or more frames, content size known or not (streaming decompression). The window
 ///     the decoder may allocate is capped at 2^max(23, min(27, log2(max_output))) bytes; a frame
-///     that needs a larger window is rejected with decompression_bound.
+///     that needs a larger window is rejected with decompression_bound. Frames in the pre-1.0
+///     legacy formats, which Kafka never wrote and whose window the cap cannot reach, are refused
+///     (decompression_failed).
 ///   - none: a bounded copy.
 ///
 /// Returns: {} on success; codec_errc::decompression_bound when the output would exceed

@@ -401,8 +401,8 @@ def emit_field_read(f, out, pad, top, ctx, flex="flex", r="r"):
             out.append(f"{pad}{dst} = {r}.read_nullable_string({flex});")
             out.append(f"{pad}if (!{dst} && !({nullable_now})) {dst} = std::string();")
         elif f.elem == "bytes":
-            out.append(f"{pad}{dst} = {r}.read_nullable_{f.elem}({flex});")
-            out.append(f"{pad}{null_check}")
+            out.append(f"{pad}{dst} = {r}.read_nullable_bytes({flex});")
+            out.append(f"{pad}if (!{dst} && !({nullable_now})) {dst} = bytes();")
         elif f.is_struct:
             out.append(f"{pad}if ({r}.read_int8() < 0) {{")
             out.append(f"{pad}  {dst}.reset();")

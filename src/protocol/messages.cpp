@@ -4440,7 +4440,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
   }
   if (true) {
     m.user_data = r.read_nullable_bytes(flex);
-    if (!m.user_data && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "UserData");
+    if (!m.user_data && !(true)) m.user_data = bytes();
   }
   if (v >= 1) {
     {
@@ -4555,7 +4555,7 @@ void decode_consumer_protocol_assignment(reader& r, consumer_protocol_assignment
   }
   if (true) {
     m.user_data = r.read_nullable_bytes(flex);
-    if (!m.user_data && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "UserData");
+    if (!m.user_data && !(true)) m.user_data = bytes();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);

@@ -235,7 +235,9 @@ std::optional<std::string> reader::read_nullable_string(bool compact) noexcept {
 }
 
 bytes reader::read_bytes(bool compact) noexcept {
-  std::int32_t n = read_length(compact, false, false, "bytes");
+  // Lenient like read_string: a null where bytes may not be null reads as empty (librdkafka's
+  // mock sends a null SyncGroup assignment with its error responses).
+  std::int32_t n = read_length(compact, true, false, "bytes");
   if (!ok() || n <= 0) return {};
   if (static_cast<std::size_t>(n) > remaining()) {
     fail(codec_errc::oversized, "bytes");
