@@ -1,8 +1,9 @@
 // kgroup-consume: a command-line consumer-group member, for people and for our own checks.
 //
-// Every event goes to stdout as one JSON object per line (flushed per line), so a script or a
-// test can follow the member's partitions and records as they happen; the library's logs go to
-// stderr. The interface is kept stable on purpose (issue 4): tests and scripts depend on it.
+// Every event goes to stdout as one JSON object per line (listener and error lines flushed one by
+// one, record lines once per poll() batch), so a script or a test can follow the member's
+// partitions and records as they happen; the library's logs go to stderr. The interface is kept
+// stable on purpose (issue 4): tests and scripts depend on it.
 //
 // Signals: SIGINT and SIGTERM are blocked in every thread before the Consumer starts its
 // background thread, and one dedicated thread takes them with sigwait(). That thread is an
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -52,14 +54,23 @@ Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as 
   --max-messages N    exit after N records (N >= 1)
   --duration-ms N     exit after N milliseconds (N >= 1)
   --process-ms N      sleep N milliseconds after each record, as slow processing would
-  --commit MODE       auto:  enable.auto.commit=true (the default, unless -X sets it false)
-                      sync, async, none: enable.auto.commit=false. Until the data path lands,
-                      sync and async commit nothing themselves: they only disable auto-commit.
-                      Contradicting -X enable.auto.commit is a usage error.
+  --commit MODE       how processed records are committed (at-least-once in every mode but none):
+                      auto   enable.auto.commit=true: the consumer commits in the background every
+                             auto.commit.interval.ms, before giving partitions up and on close
+                             (the default, unless -X enable.auto.commit=false, which means none)
+                      sync   commit_sync() after each poll() batch is printed (waits for the answer)
+                      async  commit_async() after each batch (failures are printed as error events
+                             when their answer arrives), and a last commit_sync() before closing
+                      none   never commit; a restart in the same group starts over
+                      sync, async and none set enable.auto.commit=false. Contradicting
+                      -X enable.auto.commit is a usage error.
   -h, --help          print this text
 
 Without --max-messages or --duration-ms it runs until SIGINT or SIGTERM. Both signals make it
-close the consumer cleanly (revoking its partitions and leaving the group) and exit 0.
+close the consumer cleanly (revoking its partitions and leaving the group) and exit 0. Records that
+poll() returned but that were not printed when it stopped (the rest of a batch after
+--max-messages, a signal or --duration-ms during --process-ms) are not committed: the next member
+of the group reads them.
 
 Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch milliseconds) and
 "event":
@@ -69,8 +80,10 @@ Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch millis
   {"ts_ms":..,"event":"error","code":"NAME","message":".."}
   {"ts_ms":..,"event":"closed","reason":"max-messages|duration|signal|error","records":N}
 "code" is Kafka's error name (e.g. REBALANCE_IN_PROGRESS) for broker errors, kgroup's client error
-in upper case (e.g. INVALID_CONFIG) otherwise. "closed" is the last line once the consumer closed.
-Library logs go to stderr.
+in upper case (e.g. INVALID_CONFIG) otherwise. A failed commit is an error event and the member
+carries on (its records may be delivered again). "closed" is the last line once the consumer
+closed. Record lines are written (and flushed) once per poll() batch, or one by one with
+--process-ms. Library logs go to stderr.
 
 Exit status: 0 after a clean close (limit reached or signal), 1 after a runtime error,
 2 for bad usage (message on stderr) or an invalid configuration (an error event on stdout).
@@ -205,6 +218,57 @@ class json_line {
   }
 
   std::string out_;
+};
+
+// Record lines, the hot path (benchmarked against a librdkafka program printing the same lines):
+// each line is formatted with std::to_chars into one reusable buffer, and the buffer goes out
+// with one fwrite and one fflush per poll() batch (per line with --process-ms, so a reader sees a
+// record before its processing time passes). The part of the line before "partition" is kept
+// between records and rebuilt only when the timestamp or the topic changes.
+class record_printer {
+ public:
+  // The timestamp of the lines that follow; one per batch (or per record with --process-ms).
+  void set_time(std::int64_t ts_ms) {
+    if (ts_ms == ts_ms_ && !prefix_.empty()) return;
+    ts_ms_ = ts_ms;
+    prefix_.clear();
+  }
+
+  void add(const kgroup::ConsumerRecord& r) {
+    if (prefix_.empty() || r.topic != topic_) {
+      topic_.assign(r.topic);
+      prefix_ = "{\"ts_ms\":" + std::to_string(ts_ms_) + ",\"event\":\"record\",\"topic\":";
+      append_json_string(prefix_, topic_);
+      prefix_ += ",\"partition\":";
+    }
+    // The partition (at most 11 characters), ",\"offset\":", the offset (at most 20) and "}\n".
+    char tail[64];
+    char* p = std::to_chars(tail, tail + 12, r.partition).ptr;
+    constexpr std::string_view offset_key = ",\"offset\":";
+    p = std::copy(offset_key.begin(), offset_key.end(), p);
+    p = std::to_chars(p, p + 21, r.offset).ptr;
+    *p++ = '}';
+    *p++ = '\n';
+    out_.append(prefix_);
+    out_.append(tail, static_cast<std::size_t>(p - tail));
+  }
+
+  // Writes what was added since the last flush, under the lock listener lines take too.
+  void flush() {
+    if (out_.empty()) return;
+    {
+      std::lock_guard lock(stdout_mutex);
+      std::fwrite(out_.data(), 1, out_.size(), stdout);
+      std::fflush(stdout);
+    }
+    out_.clear();  // keeps the capacity
+  }
+
+ private:
+  std::string out_;
+  std::string prefix_;  // {"ts_ms":T,"event":"record","topic":"...","partition":
+  std::string topic_;   // the topic prefix_ was built for
+  std::int64_t ts_ms_ = 0;
 };
 
 // ---- errors ----------------------------------------------------------------------------------
@@ -377,9 +441,8 @@ kgroup::Config make_config(const options& o) {
   c.set("group.id", o.group);
   for (const auto& [key, value] : o.properties) c.set(key, value);
   if (o.commit) {
-    // Only auto changes how commits happen for now. sync and async will commit the processed
-    // records with commitSync/commitAsync once the data path (and with it commits) lands; until
-    // then they, like none, just turn auto-commit off.
+    // auto leaves commits to the consumer; sync and async commit from the poll loop (run()), and
+    // none never commits.
     const std::string want = *o.commit == commit_mode::auto_commit ? "true" : "false";
     if (c.is_set("enable.auto.commit") && c.get("enable.auto.commit") != want) {
       throw usage_error{"--commit contradicts -X enable.auto.commit=" + c.get("enable.auto.commit")};
@@ -463,6 +526,51 @@ class printing_listener : public kgroup::ConsumerRebalanceListener {
   }
 };
 
+// The batch was cut short after `printed` records: moves each partition with unprinted records
+// back to its first unprinted offset, so commits (sync, async, and auto-commit's commit before
+// revoking on close) cover exactly the printed records and the group's next member reads the
+// rest. Records of one partition are in offset order, so its first one left is its lowest.
+void rewind_unprinted(kgroup::Consumer& consumer, const kgroup::ConsumerRecords& batch, std::size_t printed) {
+  std::set<kgroup::topic_partition> rewound;
+  for (std::size_t i = printed; i < batch.size(); ++i) {
+    const auto& r = batch[i];
+    kgroup::topic_partition tp{std::string(r.topic), r.partition};
+    if (rewound.insert(tp).second) consumer.seek(tp, r.offset);
+  }
+}
+
+// Commits what was printed so far, per --commit. A failed commit is reported and the loop goes
+// on: the records stay uncommitted and are delivered again (at least once). `last`: the loop
+// ended; an async member then commits once synchronously, so the final positions are stored
+// before close() gives up the partitions (as Java's commitAsync-in-the-loop, commitSync-at-the-end
+// pattern does). Callbacks of earlier async commits run inside poll() or close().
+void commit_processed(kgroup::Consumer& consumer, const options& o, bool last) {
+  if (!o.commit) return;
+  try {
+    switch (*o.commit) {
+      case commit_mode::sync:
+        if (!last) consumer.commit_sync();
+        break;
+      case commit_mode::async:
+        if (last) {
+          consumer.commit_sync();
+        } else {
+          consumer.commit_async([](const kgroup::OffsetMap&, std::error_code ec) {
+            if (ec) {
+              json_line("error").str("code", error_code_name(ec)).str("message", "async commit failed: " + ec.message()).emit();
+            }
+          });
+        }
+        break;
+      case commit_mode::auto_commit:
+      case commit_mode::none:
+        break;
+    }
+  } catch (const kgroup::error& e) {
+    emit_error(e);
+  }
+}
+
 constexpr auto close_timeout = std::chrono::seconds(30);
 // Without --duration-ms poll() still returns now and then; wakeup() ends it early on a signal,
 // so this only bounds how often an idle loop turns.
@@ -516,6 +624,7 @@ int run(const options& o) {
 
     try {
       consumer->subscribe(o.topics, std::make_shared<printing_listener>());
+      record_printer printer;
       for (;;) {
         if (stop.requested()) {
           reason = "signal";
@@ -543,15 +652,33 @@ int run(const options& o) {
           if (e.code() == make_error_code(kgroup::client_errc::woken_up)) continue;
           throw;
         }
+        if (batch.empty()) continue;
+
+        // --process-ms: each line carries its own time and goes out before the sleep. Otherwise
+        // the batch was handed over at one moment and is written at once.
+        const bool slow = o.process_ms > 0;
+        if (!slow) printer.set_time(now_ms());
+        std::size_t printed = 0;
         for (const auto& r : batch) {
-          json_line("record").str("topic", r.topic).num("partition", r.partition).num("offset", r.offset).emit();
+          if (slow) printer.set_time(now_ms());
+          printer.add(r);
+          ++printed;
           ++records;
-          if (o.process_ms > 0) stop.wait_for(std::chrono::milliseconds(o.process_ms));
-          // The rest of the batch is dropped: with auto-commit, positions advance only past
-          // records handed out by poll(), which is where a restart would resume anyway.
-          if (stop.requested() || (o.max_messages && records >= *o.max_messages)) break;
+          if (slow) {
+            printer.flush();
+            stop.wait_for(std::chrono::milliseconds(o.process_ms));
+          }
+          if (stop.requested() || (o.max_messages && records >= *o.max_messages) ||
+              (slow && deadline && std::chrono::steady_clock::now() >= *deadline)) {
+            break;
+          }
         }
+        printer.flush();
+        // The loop stops after this batch; what it did not print must not count as consumed.
+        if (printed < batch.size()) rewind_unprinted(*consumer, batch, printed);
+        commit_processed(*consumer, o, /*last=*/false);
       }
+      commit_processed(*consumer, o, /*last=*/true);
     } catch (const kgroup::error& e) {
       emit_error(e);
       exit_code = is_invalid_config(e) ? 2 : 1;

@@ -254,6 +254,33 @@ TEST_CASE("compression: hand-built zstd frames, unknown content size and an RLE 
   CHECK(fresh.capacity() <= 1024 * 1024 + 1);
 }
 
+TEST_CASE("compression: legacy (pre-1.0) zstd frames are refused, skippable frames are not", "[compression][bound]") {
+  // Found by fuzzing: Debian's libzstd decodes the v0.7 format, whose decoder ignores
+  // ZSTD_d_windowLogMax and allocated the 128 MiB window this 17-byte frame claims.
+  // v0.7 frame: magic FD2FB527, descriptor 0, window byte (log 10 + (byte >> 3)), one raw block
+  // of 5 bytes (type 1 << 6, 24-bit size), the end block (type 3 << 6).
+  for (std::uint8_t window : {std::uint8_t{0x00}, std::uint8_t{0x88}}) {
+    CAPTURE(window);
+    const bytes legacy = {0x27, 0xB5, 0x2F, 0xFD, 0x00, window, 0x40, 0x00, 0x05, 'h', 'e', 'l', 'l', 'o', 0xC0, 0x00, 0x00};
+    bytes out;
+    CHECK(decompress(compression::zstd, legacy, 1024 * 1024, out) == codec_errc::decompression_failed);
+    CHECK(out.capacity() <= 1024 * 1024 + 1);
+  }
+
+  // The same refusal for a legacy frame after a valid one; a skippable frame (magic 184D2A5x,
+  // int32 length, content) before a valid one is still fine.
+  const bytes hello = {0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x00, 0x29, 0x00, 0x00, 'h', 'e', 'l', 'l', 'o'};
+  bytes then_legacy = hello;
+  for (std::uint8_t b : {0x27, 0xB5, 0x2F, 0xFD, 0x00, 0x00, 0xC0, 0x00, 0x00}) then_legacy.push_back(b);
+  bytes out;
+  CHECK(decompress(compression::zstd, then_legacy, 1024, out) == codec_errc::decompression_failed);
+
+  bytes skippable = {0x5A, 0x2A, 0x4D, 0x18, 0x03, 0x00, 0x00, 0x00, 'x', 'y', 'z'};
+  skippable.insert(skippable.end(), hello.begin(), hello.end());
+  REQUIRE_FALSE(decompress(compression::zstd, skippable, 1024, out));
+  CHECK(out == to_bytes("hello"));
+}
+
 TEST_CASE("compression: raw snappy claiming a huge length is bounded before allocating", "[compression][bound]") {
   // varint 0xFFFFFFFF (about 4 GiB) followed by one literal byte.
   const bytes claim = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x00, 'a'};
