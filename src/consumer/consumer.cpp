@@ -673,6 +673,24 @@ class Consumer::impl {
     listener_ = std::move(l);
   }
 
+  // User-thread bookkeeping of an ownership change: parts_, cur_ and the consumed positions.
+  // Always on the user thread (with rebalance.listener.thread=heartbeat it arrives as a
+  // bookkeeping-only event after the callback ran on the background thread).
+  void bookkeep(const detail::listener_call& call) {
+    if (call.kind != group::listener_kind::assigned) {
+      // Revoked or lost: no record of these partitions is returned after this point, and lost
+      // ones are never committed.
+      for (const auto& tp : call.partitions) {
+        drop_current(tp);
+        parts_.erase(tp);
+      }
+      std::lock_guard lock(shared_.mutex);
+      for (const auto& tp : call.partitions) shared_.consumed.erase(tp);
+    } else {
+      for (const auto& tp : call.partitions) parts_.try_emplace(tp);
+    }
+  }
+
   // Runs a listener callback and remembers the first exception; the group carries on regardless.
   void invoke(const detail::listener_call& call) {
     if (call.kind == group::listener_kind::revoked && !call.partitions.empty()) {
@@ -693,18 +711,11 @@ class Consumer::impl {
         }
       }
     }
-    if (call.kind != group::listener_kind::assigned) {
-      // Revoked or lost: no record of these partitions is returned after this point, and lost
-      // ones are never committed.
-      for (const auto& tp : call.partitions) {
-        drop_current(tp);
-        parts_.erase(tp);
-      }
-      std::lock_guard lock(shared_.mutex);
-      for (const auto& tp : call.partitions) shared_.consumed.erase(tp);
-    } else {
-      for (const auto& tp : call.partitions) parts_.try_emplace(tp);
-    }
+    bookkeep(call);
+    call_listener(call);
+  }
+
+  void call_listener(const detail::listener_call& call) {
     std::shared_ptr<ConsumerRebalanceListener> l;
     {
       std::lock_guard lock(listener_mutex_);
@@ -725,7 +736,14 @@ class Consumer::impl {
     }
   }
 
-  void run_inline(const detail::listener_call& call) { invoke(call); }
+  // Background thread (rebalance.listener.thread=heartbeat): only the user's callback runs here;
+  // parts_ and cur_ belong to the user thread, which applies the bookkeeping from this event.
+  void run_inline(const detail::listener_call& call) {
+    call_listener(call);
+    detail::listener_call bk = call;
+    bk.bookkeeping_only = true;
+    shared_.push(std::move(bk));
+  }
 
   // Drains queued events on the user thread: listener calls run here and are acknowledged.
   void run_events(bool throw_fatal) {
@@ -738,6 +756,10 @@ class Consumer::impl {
         shared_.events.pop_front();
       }
       if (auto* call = std::get_if<detail::listener_call>(&e)) {
+        if (call->bookkeeping_only) {
+          bookkeep(*call);  // the callback already ran (and was acknowledged) on the background thread
+          continue;
+        }
         invoke(*call);
         post([this, seq = call->seq] { driver_->listener_done(seq); });
       } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {

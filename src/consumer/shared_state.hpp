@@ -29,6 +29,7 @@ struct listener_call {
   group::listener_kind kind;
   std::vector<topic_partition> partitions;
   std::uint64_t seq = 0;
+  bool bookkeeping_only = false;  // heartbeat-thread listeners: the user thread only updates its state
 };
 struct fatal_error {
   std::error_code code;
