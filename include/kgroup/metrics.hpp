@@ -1,0 +1,110 @@
+// A point-in-time snapshot of one Consumer: who it is in its group, what it owns, how its
+// rebalances went, and the Java client's consumer-coordinator and fetch-manager metrics.
+// Returned by Consumer::metrics(), passed to the statistics callback, and served by the embedded
+// HTTP endpoint (/metrics, /status, the dashboard).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kgroup/types.hpp"
+
+namespace kgroup {
+
+/// One owned partition.
+struct PartitionMetrics {
+  topic_partition partition;
+  std::int64_t position = -1;        // offset of the next record poll() returns; -1 unknown
+  std::int64_t committed = -1;       // last offset this consumer committed (or fetched as committed); -1 none
+  std::int64_t high_watermark = -1;  // from the last fetch response; -1 unknown
+  std::int64_t lag = -1;             // high_watermark - position; -1 unknown
+  bool paused = false;
+};
+
+/// Why a rebalance started, as this member saw it.
+enum class RebalanceCause {
+  member_joined,     // this member subscribed (its first join), or the leader saw new members
+  member_left,       // the leader saw members leave (detail names them)
+  group_rebalancing, // the coordinator asked for a rebalance (another member joined or left)
+  poll_timeout,      // this member exceeded max.poll.interval.ms and left
+  session_timeout,   // this member was removed (session timed out, unknown member, fenced generation)
+  metadata_change,   // partition count or the topics matching the subscription changed
+  subscription_change,
+  enforced,          // enforce_rebalance()
+  cooperative_round, // the second round of a cooperative rebalance (revoked partitions move)
+  error,             // a rejected assignment or a group error forced a rejoin
+};
+const char* to_string(RebalanceCause c) noexcept;
+
+/// One rebalance this member took part in, from the moment it stopped being a stable member (or
+/// first joined) until it was stable again.
+struct RebalanceRecord {
+  RebalanceCause cause = RebalanceCause::group_rebalancing;
+  std::string detail;                  // human-readable reason
+  std::int64_t start_ms = 0;           // wall clock, milliseconds since the Unix epoch
+  std::int64_t duration_ms = -1;       // -1 while in progress
+  std::int32_t generation = -1;        // generation it ended in
+  bool completed = false;              // false: still in progress, or abandoned (left, fatal error)
+  std::vector<topic_partition> revoked;
+  std::vector<topic_partition> assigned;
+  std::vector<topic_partition> lost;
+};
+
+struct ConsumerMetrics {
+  std::int64_t timestamp_ms = 0;  // when the snapshot was taken, ms since the Unix epoch
+
+  // ---- identity ----
+  std::string client_id;
+  std::string group_id;
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  std::int32_t generation = -1;
+  std::string state;              // membership state ("stable", "joining", ...)
+  std::int32_t coordinator = -1;  // broker id, -1 unknown
+  std::string protocol;           // "eager" or "cooperative"
+  std::string assignor;           // the assignor the group chose (empty before the first join)
+  bool leader = false;
+  std::string http_endpoint;      // "host:port" of the embedded HTTP endpoint, empty when off
+
+  // ---- assignment ----
+  std::vector<PartitionMetrics> partitions;  // owned partitions, sorted
+  std::int64_t assigned_partitions = 0;
+
+  // ---- consumer-coordinator metrics (Java meanings) ----
+  std::int64_t rebalance_total = 0;          // rebalances completed
+  std::int64_t failed_rebalance_total = 0;   // JoinGroup/SyncGroup attempts that failed
+  double rebalance_latency_avg_ms = 0;
+  double rebalance_latency_max_ms = 0;
+  double rebalance_latency_total_ms = 0;
+  double rebalance_rate_per_hour = 0;        // rebalances completed in the last hour
+  double last_rebalance_seconds_ago = -1;    // -1: none yet
+  double join_time_avg_ms = 0;
+  double join_time_max_ms = 0;
+  double sync_time_avg_ms = 0;
+  double sync_time_max_ms = 0;
+  double heartbeat_response_time_max_ms = 0;
+  std::int64_t heartbeat_total = 0;
+  double last_heartbeat_seconds_ago = -1;    // -1: none yet
+  double commit_latency_avg_ms = 0;
+  double commit_latency_max_ms = 0;
+  std::int64_t commit_total = 0;
+
+  // ---- fetch-manager and poll metrics ----
+  std::int64_t records_consumed_total = 0;   // records returned by poll()
+  std::int64_t bytes_consumed_total = 0;     // record batch bytes returned by poll()
+  double records_consumed_rate = 0;          // per second, over the last 30 s
+  double bytes_consumed_rate = 0;
+  std::int64_t records_lag_max = -1;         // largest lag of an owned partition, -1 unknown
+  double time_between_poll_avg_ms = 0;
+  double time_between_poll_max_ms = 0;
+  double last_poll_seconds_ago = -1;         // -1: poll() never called
+  double poll_idle_ratio_avg = 0;            // share of time spent waiting inside poll()
+  std::int64_t max_poll_interval_ms = 0;
+
+  // ---- history ----
+  std::vector<RebalanceRecord> rebalances;   // the last 50, oldest first (the last may be in progress)
+};
+
+}  // namespace kgroup
