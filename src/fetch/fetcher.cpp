@@ -289,6 +289,10 @@ void fetcher::send_offset_fetch() {
           if (offset >= 0) {
             it->second.state = pstate::ready;
             it->second.fetch_pos = offset;
+            {
+              std::lock_guard lock(self->shared_.mutex);
+              self->shared_.metrics.committed[{topic, partition}] = offset;
+            }
             self->shared_.push(detail::position_event{{topic, partition}, offset, false});
           } else {
             it->second.state = pstate::needs_reset;
@@ -582,8 +586,8 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
       [](protocol::offset_commit_request& r, std::int16_t version) {
         if (version < 7) r.group_instance_id.reset();
       },
-      [self = shared_from_this(), report, offsets](std::error_code ec, const protocol::offset_commit_response& r,
-                                                   const net::response_frame&) {
+      [self = shared_from_this(), report, offsets, started = std::chrono::steady_clock::now()](
+          std::error_code ec, const protocol::offset_commit_response& r, const net::response_frame&) {
         if (ec) {
           report(ec, "OffsetCommit failed: " + ec.message());
           return;
@@ -607,6 +611,16 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           }
         }
         for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.first;
+        {
+          const double took =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+          std::lock_guard lock(self->shared_.mutex);
+          auto& m = self->shared_.metrics;
+          ++m.commits;
+          m.commit_latency_total_ms += took;
+          m.commit_latency_max_ms = std::max(m.commit_latency_max_ms, took);
+          for (const auto& [tp, om] : offsets) m.committed[tp] = om.first;
+        }
         report({}, "");
       });
 }
