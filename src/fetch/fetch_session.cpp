@@ -119,7 +119,8 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
   auto resolve = [&](const protocol::uuid& id) -> const std::string* {
     if (by_id.empty()) {
       for (const auto& [tp, pf] : partitions_) {
-        if (!pf.topic_id.is_zero()) by_id.emplace(std::string(pf.topic_id.bytes.begin(), pf.topic_id.bytes.end()), tp.topic);
+        if (!pf.topic_id.is_zero())
+          by_id.emplace(std::string(pf.topic_id.bytes.begin(), pf.topic_id.bytes.end()), tp.topic);
       }
     }
     auto it = by_id.find(std::string(id.bytes.begin(), id.bytes.end()));
@@ -139,19 +140,18 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
     }
   }
   if (out.unknown_partitions > 0) {
-    logger()->warn("broker {}: Fetch response names {} partition(s) this fetch session does not hold (first: {}); "
-                   "ignored",
-                   node_, out.unknown_partitions, first_unknown);
+    logger()->warn(
+        "broker {}: Fetch response names {} partition(s) this fetch session does not hold (first: {}); "
+        "ignored",
+        node_, out.unknown_partitions, first_unknown);
     if (!pending_sessionless_) reset(false, "response names partitions outside the session");
   }
   return out;
 }
 
 void fetch_session::on_request_failed() {
-  const bool had_session = id_ != 0;
   pending_ = false;
-  if (had_session) reset(false, "request failed");
-  else epoch_ = 0;
+  reset(false, "request failed");  // with a session: close it and ask for a new one
 }
 
 bool fetch_session::close(protocol::fetch_request& req) {

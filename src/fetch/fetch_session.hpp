@@ -38,11 +38,11 @@ namespace kgroup::fetch {
 /// What one partition's entry in a Fetch request carries. A change in any field makes an
 /// incremental request list the partition again.
 struct partition_fetch {
-  protocol::uuid topic_id{};                 // zero when metadata has no topic ids
+  protocol::uuid topic_id{};  // zero when metadata has no topic ids
   std::int64_t fetch_offset = 0;
-  std::int32_t current_leader_epoch = -1;    // from metadata; -1 unknown (Fetch v9+)
+  std::int32_t current_leader_epoch = -1;  // from metadata; -1 unknown (Fetch v9+)
   std::int32_t max_bytes = 0;
-  std::int64_t log_start_offset = -1;        // consumers send -1
+  std::int64_t log_start_offset = -1;  // consumers send -1
   bool operator==(const partition_fetch&) const = default;
 };
 
@@ -97,8 +97,8 @@ class fetch_session {
   std::int32_t id_ = 0;     // 0: no session
   std::int32_t epoch_ = 0;  // the next request's epoch; 0 asks for a (new) session
   fetch_set partitions_;
-  bool pending_ = false;         // a fill() awaits its answer
-  bool pending_full_ = true;     // ... and that request was a full one
+  bool pending_ = false;              // a fill() awaits its answer
+  bool pending_full_ = true;          // ... and that request was a full one
   bool pending_sessionless_ = false;  // ... below Fetch v7
 };
 

@@ -52,7 +52,8 @@ std::size_t poll_until_owning(kgroup::Consumer& c, const recording_listener& l, 
 
 }  // namespace
 
-TEST_CASE("commit_sync while a member joins: success or REBALANCE_IN_PROGRESS, then success again", "[commit]") {
+TEST_CASE("commit_sync while a member joins: success or REBALANCE_IN_PROGRESS, then success again",
+          "[commit]") {
   const std::string strategy = GENERATE("range", "cooperative-sticky");
   INFO("strategy " << strategy);
   kgroup::test::mock_cluster mc(3);
@@ -146,7 +147,9 @@ TEST_CASE("a member past max.poll.interval.ms: commit_failed, and its lost parti
     }
   };
   expect_commit_failed([&] { a.commit_sync(); });
-  expect_commit_failed([&] { a.commit_sync(kgroup::OffsetMap{{{"orders", 0}, {before[{"orders", 0}], "", {}}}}); });
+  expect_commit_failed([&] {
+    a.commit_sync(kgroup::OffsetMap{{{"orders", 0}, {before[{"orders", 0}], "", {}}}});
+  });
 
   // b takes every partition, reads to the end and auto-commits 1000 everywhere.
   auto cfg_b = cfg;
@@ -156,7 +159,8 @@ TEST_CASE("a member past max.poll.interval.ms: commit_failed, and its lost parti
   auto all_committed_at_end = [&] {
     try {
       const auto c = a.committed(all);
-      return c.size() == 4 && std::all_of(c.begin(), c.end(), [](const auto& kv) { return kv.second.offset == 1000; });
+      return c.size() == 4 &&
+             std::all_of(c.begin(), c.end(), [](const auto& kv) { return kv.second.offset == 1000; });
     } catch (const kgroup::error&) {
       return false;
     }

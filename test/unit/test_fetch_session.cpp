@@ -88,7 +88,8 @@ fetch_set establish(fetch_session& s) {
 
 }  // namespace
 
-TEST_CASE("fetch session: the first request is full with epoch 0, later ones incremental", "[fetch_session]") {
+TEST_CASE("fetch session: the first request is full with epoch 0, later ones incremental",
+          "[fetch_session]") {
   fetch_session s(1);
   auto wanted = establish(s);
   CHECK(s.incremental());
@@ -120,10 +121,10 @@ TEST_CASE("fetch session: added, removed and changed partitions", "[fetch_sessio
   fetch_session s(1);
   auto wanted = establish(s);
   const topic_partition c3{"c", 3};
-  wanted.erase(a1);                                // removed (revoked, paused, moved leader)
-  wanted[c3] = at(7);                              // added
-  wanted[a0] = at(10, 1048576, 5);                 // leader epoch changed
-  wanted[b0] = at(30, 4096);                       // max bytes changed
+  wanted.erase(a1);                 // removed (revoked, paused, moved leader)
+  wanted[c3] = at(7);               // added
+  wanted[a0] = at(10, 1048576, 5);  // leader epoch changed
+  wanted[b0] = at(30, 4096);        // max bytes changed
   fetch_request req;
   s.fill(req, v11, wanted);
   CHECK(req.session_epoch == 1);
@@ -266,7 +267,8 @@ TEST_CASE("fetch session: a response naming a partition the session does not hol
   }
 }
 
-TEST_CASE("fetch session: topic ids (Fetch v13+) resolve through the session's partitions", "[fetch_session]") {
+TEST_CASE("fetch session: topic ids (Fetch v13+) resolve through the session's partitions",
+          "[fetch_session]") {
   fetch_session s(1);
   kgroup::protocol::uuid id_a;
   id_a.bytes[15] = 1;
