@@ -503,6 +503,9 @@ class Consumer::impl {
     id.instance_id = core.options().group_instance_id;
     id.coordinator = core.coordinator();
     const auto st = core.state();
+    id.subscribed = mode_ == mode::subscribed;
+    id.poll_timed_out = st == group::member_state::poll_timed_out;
+    id.fatal = st == group::member_state::fatal;
     id.stable = core.generation() >= 0 &&
                 (st == group::member_state::stable || st == group::member_state::completing ||
                  st == group::member_state::preparing || st == group::member_state::leaving);

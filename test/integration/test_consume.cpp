@@ -243,6 +243,31 @@ TEST_CASE("a partition leader moving mid-consumption: fetching resumes at the sa
   c.close(10s);
 }
 
+// librdkafka's mock cluster keeps no fetch sessions (it echoes the request's session id, 0), so
+// kgroup keeps sending full fetches there; the session errors still reach the fetcher when
+// injected, and must only cost a full fetch.
+TEST_CASE("Fetch session errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) only reset the session",
+          "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("s", 2);
+  mc.produce("s", 2000);
+  kgroup::Consumer c(consumer_config(mc, "g-fetch-session"));
+  c.subscribe({"s"});
+  seen_records seen;
+  consume(c, seen, 500, 30s);
+  REQUIRE(seen.total >= 500);
+  mc.push_request_errors(1, {70, 71, 70, 71});  // Fetch
+  consume(c, seen, 2000, 30s);
+  CHECK(seen.total == 2000);
+  CHECK(seen.bad_content == 0);
+  for (int p = 0; p < 2; ++p) {
+    const auto& offs = seen.offsets[{"s", p}];
+    REQUIRE(offs.size() == 1000);
+    for (std::size_t i = 0; i < offs.size(); ++i) REQUIRE(offs[i] == static_cast<std::int64_t>(i));
+  }
+  c.close(5s);
+}
+
 namespace {
 
 // Produces three transactions of `n` records each to partition 0 of `topic` through a librdkafka
