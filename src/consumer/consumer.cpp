@@ -382,8 +382,10 @@ class Consumer::impl {
   }
 
   void close(std::chrono::milliseconds timeout) {
-    if (closed_) return;
-    closed_ = true;
+    // Callbacks that run inside close() (on_partitions_revoked committing its offsets) may still
+    // call the consumer; it counts as closed once the background thread is gone.
+    if (closed_ || closing_) return;
+    closing_ = true;
     const auto deadline = clock::now() + timeout;
     std::uint64_t left_before;
     {
@@ -396,6 +398,7 @@ class Consumer::impl {
                      config_.get("group.id"), timeout.count());
     }
     stop_thread();
+    closed_ = true;
     rethrow_listener_error();
   }
 
@@ -816,8 +819,17 @@ class Consumer::impl {
         }
       }
     }
-    bookkeep(call);
-    call_listener(call);
+    // Revoked: the callback runs while the partitions are still this consumer's, so
+    // commit_sync() and position() inside it cover them (as in Java); no record of theirs is
+    // returned after it. Lost: the bookkeeping comes first, so nothing inside the callback can
+    // commit them. Assigned: the new partitions are known to position() inside the callback.
+    if (call.kind == group::listener_kind::revoked) {
+      call_listener(call);
+      bookkeep(call);
+    } else {
+      bookkeep(call);
+      call_listener(call);
+    }
   }
 
   void call_listener(const detail::listener_call& call) {
@@ -934,6 +946,7 @@ class Consumer::impl {
   std::thread thread_;
   std::chrono::milliseconds default_timeout_{60000};
   bool closed_ = false;
+  bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
   std::mutex listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
   std::shared_ptr<ConsumerRebalanceListener> listener_;
   std::exception_ptr listener_error_;

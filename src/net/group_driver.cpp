@@ -264,6 +264,9 @@ void group_driver::apply(group::action& a) {
           do_compute_assignment(std::move(act));
         } else if constexpr (std::is_same_v<T, group::run_listener>) {
           detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+          // The callback sees the membership it is told about: assignment(), group_metadata()
+          // and position() inside on_partitions_assigned already know the new generation.
+          publish_snapshot();
           if (opts_.run_listener_inline) {
             opts_.run_listener_inline(call);
             member_.listener_done(clock::now(), call.seq);
