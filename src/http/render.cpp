@@ -40,10 +40,17 @@ void append_prom_value(std::string& out, double v) {
 void append_label_value(std::string& out, std::string_view v) {
   for (const char c : v) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
 }
@@ -59,8 +66,12 @@ class prometheus_writer {
   }
 
   // One metric family with one sample carrying the common labels.
-  void gauge(std::string_view name, std::string_view help, double value) { family(name, "gauge", help, value); }
-  void counter(std::string_view name, std::string_view help, double value) { family(name, "counter", help, value); }
+  void gauge(std::string_view name, std::string_view help, double value) {
+    family(name, "gauge", help, value);
+  }
+  void counter(std::string_view name, std::string_view help, double value) {
+    family(name, "counter", help, value);
+  }
 
   void header(std::string_view name, std::string_view type, std::string_view help) {
     out_ += "# HELP ";
@@ -112,13 +123,27 @@ void append_json_string(std::string& out, std::string_view s) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
         default:
           if (c < 0x20 || c == 0x7f) {
             out += "\\u00";
@@ -331,17 +356,20 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   }
 
   // consumer-metrics (poll timing)
-  p.gauge("kgroup_consumer_time_between_poll_avg_ms", "The average delay between invocations of poll(), in milliseconds.",
-          m.time_between_poll_avg_ms);
-  p.gauge("kgroup_consumer_time_between_poll_max_ms", "The maximum delay between invocations of poll(), in milliseconds.",
-          m.time_between_poll_max_ms);
+  p.gauge("kgroup_consumer_time_between_poll_avg_ms",
+          "The average delay between invocations of poll(), in milliseconds.", m.time_between_poll_avg_ms);
+  p.gauge("kgroup_consumer_time_between_poll_max_ms",
+          "The maximum delay between invocations of poll(), in milliseconds.", m.time_between_poll_max_ms);
   p.gauge("kgroup_consumer_last_poll_seconds_ago",
-          "The number of seconds since the last poll() invocation (-1: never called).", m.last_poll_seconds_ago);
-  p.gauge("kgroup_consumer_poll_idle_ratio_avg",
-          "The average fraction of time the consumer's poll() is idle as opposed to waiting for the user code "
-          "to process records.",
-          m.poll_idle_ratio_avg);
-  p.gauge("kgroup_consumer_max_poll_interval_ms", "The configured max.poll.interval.ms.", n(m.max_poll_interval_ms));
+          "The number of seconds since the last poll() invocation (-1: never called).",
+          m.last_poll_seconds_ago);
+  p.gauge(
+      "kgroup_consumer_poll_idle_ratio_avg",
+      "The average fraction of time the consumer's poll() is idle as opposed to waiting for the user code "
+      "to process records.",
+      m.poll_idle_ratio_avg);
+  p.gauge("kgroup_consumer_max_poll_interval_ms", "The configured max.poll.interval.ms.",
+          n(m.max_poll_interval_ms));
   return p.take();
 }
 

@@ -119,9 +119,7 @@ constexpr std::size_t linger_bytes = 64 * 1024;
 class connection : public std::enable_shared_from_this<connection> {
  public:
   connection(std::shared_ptr<server::state> owner, tcp::socket socket)
-      : owner_(std::move(owner)),
-        stream_(std::move(socket)),
-        buffer_(owner_->opts.max_request_bytes + 1) {}
+      : owner_(std::move(owner)), stream_(std::move(socket)), buffer_(owner_->opts.max_request_bytes + 1) {}
 
   ~connection() { owner_->connections.erase(this); }
 
@@ -142,10 +140,12 @@ class connection : public std::enable_shared_from_this<connection> {
   void read_request() {
     if (closed_) return;
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(owner_->opts.max_request_bytes, UINT32_MAX)));
+    parser_->header_limit(
+        static_cast<std::uint32_t>(std::min<std::size_t>(owner_->opts.max_request_bytes, UINT32_MAX)));
     stream_.expires_after(owner_->opts.request_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -165,7 +165,8 @@ class connection : public std::enable_shared_from_this<connection> {
       respond_error(bhttp::status::request_header_fields_too_large, "request too large\n", 11);
       return;
     }
-    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {  // any other parse error
+    if (ec.category() ==
+        bhttp::make_error_code(bhttp::error::bad_target).category()) {  // any other parse error
       logger()->debug("http: {}: bad request: {}", peer(), ec.message());
       respond_error(bhttp::status::bad_request, "bad request\n", 11);
       return;
@@ -271,15 +272,16 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void drain() {
-    stream_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-      if (self->closed_) return;
-      self->drained_ += n;
-      if (ec || self->drained_ >= linger_bytes) {
-        self->close();
-      } else {
-        self->drain();
-      }
-    });
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (self->closed_) return;
+                              self->drained_ += n;
+                              if (ec || self->drained_ >= linger_bytes) {
+                                self->close();
+                              } else {
+                                self->drain();
+                              }
+                            });
   }
 
   std::string peer() {
@@ -327,7 +329,9 @@ void accept_next(const std::shared_ptr<server::state>& s) {
 server::server(asio::io_context& io, server_options opts, snapshot_fn snapshot)
     : state_(std::make_shared<state>(io, std::move(opts), std::move(snapshot))) {}
 
-server::~server() { stop(); }
+server::~server() {
+  stop();
+}
 
 std::error_code server::start() {
   auto& s = *state_;
@@ -365,7 +369,9 @@ std::error_code server::start() {
   return {};
 }
 
-std::string server::endpoint() const { return state_->endpoint; }
+std::string server::endpoint() const {
+  return state_->endpoint;
+}
 
 void server::stop() {
   auto& s = *state_;
@@ -380,6 +386,8 @@ void server::stop() {
   for (auto* c : open) c->close();
 }
 
-std::size_t server::connection_count() const { return state_->connections.size(); }
+std::size_t server::connection_count() const {
+  return state_->connections.size();
+}
 
 }  // namespace kgroup::http

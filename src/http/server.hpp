@@ -7,8 +7,9 @@
 // Beast stays in server.cpp; this header only forward-declares the io_context.
 //
 // Threading: not thread-safe. Construct, start(), stop() and destroy on the io_context's thread,
-// or while the io_context is not running. endpoint() may be read from any thread once start()
-// has returned (it does not change afterwards).
+// or while the io_context is not running (destroy it before the io_context, as any Asio object).
+// endpoint() may be read from any thread once start() has returned (it does not change
+// afterwards).
 #pragma once
 
 #include <chrono>
@@ -30,7 +31,7 @@ class io_context;
 namespace kgroup::http {
 
 struct server_options {
-  std::string listen = "127.0.0.1:0";  // "host:port"; host an IP literal or "localhost"; port 0 picks one
+  std::string listen = "127.0.0.1:0";    // "host:port"; host an IP literal or "localhost"; port 0 picks one
   std::size_t max_request_bytes = 8192;  // request line + headers; a GET has no body
   std::size_t max_header_count = 64;
   std::chrono::milliseconds request_timeout{5000};  // for a whole request, and for writing a response

@@ -46,7 +46,8 @@ using namespace std::chrono_literals;
 namespace {
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -118,8 +119,7 @@ kgroup::ConsumerMetrics fake_metrics() {
 class running_server {
  public:
   explicit running_server(kgroup::http::server_options opts, kgroup::ConsumerMetrics metrics = fake_metrics())
-      : metrics_(std::move(metrics)),
-        server_(io_, std::move(opts), [this] {
+      : metrics_(std::move(metrics)), server_(io_, std::move(opts), [this] {
           ++snapshots;
           return metrics_;
         }) {
@@ -326,20 +326,37 @@ class json_parser {
       }
       const char e = s_.at(i_++);
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           put_utf8(out, static_cast<std::uint32_t>(std::stoul(std::string(s_.substr(i_, 4)), nullptr, 16)));
           i_ += 4;
           break;
         }
-        default: throw std::runtime_error("bad escape");
+        default:
+          throw std::runtime_error("bad escape");
       }
     }
   }
@@ -424,10 +441,12 @@ struct prom_sample {
   double value = 0;
 };
 
-std::vector<prom_sample> parse_prometheus(const std::string& text, std::map<std::string, std::string>& types) {
+std::vector<prom_sample> parse_prometheus(const std::string& text,
+                                          std::map<std::string, std::string>& types) {
   static const std::regex sample_re(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$)");
   static const std::regex label_re(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$))re");
-  static const std::regex type_re(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|untyped|summary|histogram)$)");
+  static const std::regex type_re(
+      R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|untyped|summary|histogram)$)");
   std::vector<prom_sample> out;
   std::size_t start = 0;
   REQUIRE((!text.empty() && text.back() == '\n'));
@@ -453,7 +472,8 @@ std::vector<prom_sample> parse_prometheus(const std::string& text, std::map<std:
     s.value = std::strtod(value.c_str(), &vend);
     REQUIRE(*vend == '\0');
     std::size_t consumed = 0;
-    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label_re); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label_re); it != std::sregex_iterator();
+         ++it) {
       REQUIRE(static_cast<std::size_t>(it->position()) == consumed);
       consumed += static_cast<std::size_t>(it->length());
       std::string raw = (*it)[2], v;
@@ -557,8 +577,10 @@ TEST_CASE("http: GET /metrics serves the Prometheus text format with Java's metr
     CHECK(s->value == Approx(tv.second));
   }
   CHECK(types.at("kgroup_consumer_fetch_manager_records_lag") == "gauge");
-  const auto* lag3 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag", {{"topic", "orders"}, {"partition", "3"}});
-  const auto* lag7 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag", {{"topic", "orders"}, {"partition", "7"}});
+  const auto* lag3 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag",
+                                 {{"topic", "orders"}, {"partition", "3"}});
+  const auto* lag7 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag",
+                                 {{"topic", "orders"}, {"partition", "7"}});
   REQUIRE(lag3 != nullptr);
   REQUIRE(lag7 != nullptr);
   CHECK(lag3->value == 42);
@@ -686,8 +708,8 @@ TEST_CASE("http: GET / serves a self-contained dashboard page", "[http]") {
     CHECK(body.find(hook) != std::string::npos);
   }
   // No external resources: no linked scripts, styles, fonts or images.
-  for (const char* external : {"<script src", "<link", "src=\"http", "href=\"http", "url(", "@import", "//cdn",
-                               "https://"}) {
+  for (const char* external :
+       {"<script src", "<link", "src=\"http", "href=\"http", "url(", "@import", "//cdn", "https://"}) {
     INFO(external);
     CHECK(body.find(external) == std::string::npos);
   }
@@ -730,7 +752,8 @@ TEST_CASE("http: oversized requests and too many header fields are refused", "[h
 
   SECTION("a request larger than max_request_bytes") {
     client c(srv.endpoint());
-    REQUIRE_FALSE(c.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(10000, 'a') + "\r\n\r\n"));
+    REQUIRE_FALSE(
+        c.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(10000, 'a') + "\r\n\r\n"));
     bhttp::response<bhttp::string_body> res;
     REQUIRE_FALSE(c.read(res));
     CHECK(res.result() == bhttp::status::request_header_fields_too_large);
@@ -792,7 +815,8 @@ TEST_CASE("http: a slow client is dropped after the request timeout without bloc
   SECTION("a client trickling bytes is dropped too") {
     client trickle(srv.endpoint());
     beast::error_code ec;
-    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Padding: " + std::string(200, 'p') + "\r\n\r\n";
+    const std::string request =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Padding: " + std::string(200, 'p') + "\r\n\r\n";
     std::size_t sent = 0;
     // One byte every 20 ms would take over 5 s for the whole request; the server's 300 ms
     // deadline covers the whole request, so the writes start failing long before.
@@ -856,9 +880,10 @@ TEST_CASE("http: listen addresses: port 0 reports the real port, bad input is an
     CHECK(srv.endpoint().rfind("127.0.0.1:", 0) == 0);
   }
   SECTION("malformed addresses are refused with invalid_config, never thrown") {
-    for (const char* bad : {"", "nonsense", "127.0.0.1", "127.0.0.1:", ":9464", "127.0.0.1:65536", "127.0.0.1:-1",
-                            "127.0.0.1:+80", "127.0.0.1:80x", "example.com:9464", "::1:9464", "[::1", "[::1]9464",
-                            "[::1]:", "300.1.1.1:80", "127.0.0.1:99999999999999999999"}) {
+    for (const char* bad :
+         {"", "nonsense", "127.0.0.1", "127.0.0.1:", ":9464", "127.0.0.1:65536", "127.0.0.1:-1",
+          "127.0.0.1:+80", "127.0.0.1:80x", "example.com:9464", "::1:9464", "[::1", "[::1]9464",
+          "[::1]:", "300.1.1.1:80", "127.0.0.1:99999999999999999999"}) {
       INFO("listen=" << bad);
       std::string why;
       CHECK_FALSE(kgroup::http::parse_listen_address(bad, why).has_value());

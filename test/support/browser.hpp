@@ -124,13 +124,16 @@ inline std::string dump_dom(const std::string& url, std::chrono::seconds timeout
       ::waitpid(pid, &status, 0);
       ::close(out[0]);
       ::close(err[0]);
-      throw std::runtime_error("chromium did not finish within " + std::to_string(timeout.count()) +
-                               " s loading " + url + "; its stderr: " + errors.substr(errors.size() > 2000 ? errors.size() - 2000 : 0));
+      throw std::runtime_error(
+          "chromium did not finish within " + std::to_string(timeout.count()) + " s loading " + url +
+          "; its stderr: " + errors.substr(errors.size() > 2000 ? errors.size() - 2000 : 0));
     }
     pollfd fds[2] = {{out_open ? out[0] : -1, POLLIN, 0}, {err_open ? err[0] : -1, POLLIN, 0}};
     if (::poll(fds, 2, 100) > 0) {
-      if (out_open && (fds[0].revents & (POLLIN | POLLHUP)) != 0 && read_available(out[0], dom) <= 0) out_open = false;
-      if (err_open && (fds[1].revents & (POLLIN | POLLHUP)) != 0 && read_available(err[0], errors) <= 0) err_open = false;
+      if (out_open && (fds[0].revents & (POLLIN | POLLHUP)) != 0 && read_available(out[0], dom) <= 0)
+        out_open = false;
+      if (err_open && (fds[1].revents & (POLLIN | POLLHUP)) != 0 && read_available(err[0], errors) <= 0)
+        err_open = false;
     }
     if (::waitpid(pid, &status, WNOHANG) == pid) exited = true;
   }
@@ -143,8 +146,9 @@ inline std::string dump_dom(const std::string& url, std::chrono::seconds timeout
   ::close(out[0]);
   ::close(err[0]);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || dom.empty()) {
-    throw std::runtime_error("chromium failed loading " + url + " (status " + std::to_string(status) +
-                             "); its stderr: " + errors.substr(errors.size() > 2000 ? errors.size() - 2000 : 0));
+    throw std::runtime_error(
+        "chromium failed loading " + url + " (status " + std::to_string(status) +
+        "); its stderr: " + errors.substr(errors.size() > 2000 ? errors.size() - 2000 : 0));
   }
   return dom;
 }
