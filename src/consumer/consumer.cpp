@@ -17,6 +17,7 @@
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/txn_filter.hpp"
+#include "http/server.hpp"
 #include "kgroup/log.hpp"
 #include "protocol/records.hpp"
 #include "net/cluster.hpp"
@@ -105,6 +106,7 @@ class Consumer::impl {
     metrics_id_.protocol = mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
     metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
     statistics_interval_ = config_.get_ms("statistics.interval.ms");
+    start_http();
     thread_ = std::thread([this] { run(); });
   }
 
@@ -403,6 +405,33 @@ class Consumer::impl {
   }
 
  private:
+  // The embedded HTTP endpoint (observability.http.listen): created and started here, before the
+  // background thread runs; it then lives on the background thread's io_context and reads
+  // snapshots (make_metrics under the mutex) there. A bad address or a port in use is a
+  // configuration error thrown from the constructor.
+  void start_http() {
+    const std::string listen = config_.get("observability.http.listen");
+    if (listen.empty()) return;
+    std::string why;
+    if (!http::parse_listen_address(listen, why)) {
+      throw error(make_error_code(client_errc::invalid_config), "observability.http.listen: " + why);
+    }
+    http::server_options so;
+    so.listen = listen;
+    http_ = std::make_unique<http::server>(io_, so, [this] {
+      std::lock_guard lock(shared_.mutex);
+      return detail::make_metrics(shared_, metrics_id_, clock::now(), std::chrono::system_clock::now());
+    });
+    if (auto ec = http_->start()) {
+      http_.reset();
+      throw error(make_error_code(client_errc::invalid_config),
+                  "observability.http.listen: cannot listen on " + listen + ": " + ec.message());
+    }
+    std::lock_guard lock(shared_.mutex);
+    shared_.metrics.http_endpoint = http_->endpoint();
+    logger()->info("observability endpoint on http://{}/ (/metrics, /status)", http_->endpoint());
+  }
+
   // ---- metrics of the user thread ----
 
   void poll_started(clock::time_point now) {
@@ -751,6 +780,7 @@ class Consumer::impl {
   void stop_thread() {
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
+      if (http_) http_->stop();
       driver_->shutdown();
       fetcher_->shutdown();
       cluster_->close();
@@ -940,6 +970,7 @@ class Consumer::impl {
 
   Config config_;
   asio::io_context io_;
+  std::unique_ptr<http::server> http_;  // after io_: destroyed before it
   std::shared_ptr<net::cluster> cluster_;
   std::shared_ptr<net::group_driver> driver_;
   mutable detail::shared_state shared_;

@@ -32,6 +32,8 @@
 #include <catch2/catch.hpp>
 
 #include "browser.hpp"
+#include "kgroup/consumer.hpp"
+#include "mock_cluster.hpp"
 #include "http/render.hpp"
 #include "http/server.hpp"
 #include "kgroup/error.hpp"
@@ -957,4 +959,87 @@ TEST_CASE("http: the dashboard in headless chromium shows the member's partition
   CHECK(dom.find("class=\"own-bar\"") != std::string::npos);
   CHECK(element_contains(dom, "<svg id=\"poll-gauge\"", ">since last poll()</text>", "</svg>"));
   CHECK(dom.find("orders-app") != std::string::npos);
+}
+
+TEST_CASE("http: a live consumer serves its metrics, status and dashboard", "[http][browser][live]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  mc.produce("orders", 200);
+  kgroup::Consumer c({{"bootstrap.servers", mc.bootstrap_servers()},
+                      {"group.id", "g-live-http"},
+                      {"client.id", "live-app"},
+                      {"session.timeout.ms", "6000"},
+                      {"heartbeat.interval.ms", "500"},
+                      {"auto.offset.reset", "earliest"},
+                      {"partition.assignment.strategy", "cooperative-sticky"},
+                      {"observability.http.listen", "127.0.0.1:0"}});
+  const std::string ep = c.http_endpoint();
+  REQUIRE(ep.rfind("127.0.0.1:", 0) == 0);
+  CHECK(ep != "127.0.0.1:0");  // the port the system picked
+  c.subscribe({"orders"});
+  // The consumer belongs to this thread; HTTP requests come from another (as a scraper would).
+  std::int64_t consumed = 0;
+  bool enforced = false;
+  std::atomic<bool> done{false};
+  auto http_side = std::async(std::launch::async, [&] {
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < until) {
+      client cl(ep);
+      const auto j = parse_json(cl.get("/status").body());
+      if (j["rebalances"].size() >= 2 && j["rebalances"][1]["completed"].boolean() && j["assignment"].size() == 4 &&
+          j["metrics"]["records_consumed_total"].num() == 200) {
+        break;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    client cl(ep);
+    const auto status = parse_json(cl.get("/status").body());
+    std::map<std::string, std::string> types;
+    const auto samples = parse_prometheus(cl.get("/metrics").body(), types);
+    std::string dom;
+    try {
+      dom = kgroup::test::dump_dom("http://" + ep + "/");
+    } catch (const std::exception& e) {
+      dom = std::string("ERROR: ") + e.what();
+    }
+    done = true;
+    return std::make_tuple(status, samples, dom);
+  });
+  while (!done) {
+    consumed += static_cast<std::int64_t>(c.poll(50ms).size());
+    if (!enforced && consumed == 200) {
+      c.enforce_rebalance("live test");
+      enforced = true;
+    }
+  }
+  const auto [status, samples, dom] = http_side.get();
+  CHECK(consumed == 200);
+  CHECK(status["group"].str() == "g-live-http");
+  CHECK(status["client_id"].str() == "live-app");
+  CHECK(status["state"].str() == "stable");
+  CHECK(status["assignment"].size() == 4);
+  REQUIRE(status["rebalances"].size() >= 2);
+  CHECK(status["rebalances"][0]["cause"].str() == "member joined");
+  CHECK(status["rebalances"][1]["cause"].str() == "enforce_rebalance");
+  CHECK(status["rebalances"][1]["detail"].str() == "enforce_rebalance: live test");
+  const auto* records = find_sample(samples, "kgroup_consumer_fetch_manager_records_consumed_total",
+                                    {{"client_id", "live-app"}, {"group", "g-live-http"}});
+  REQUIRE(records != nullptr);
+  CHECK(records->value == 200);
+  const auto* assigned = find_sample(samples, "kgroup_consumer_coordinator_assigned_partitions");
+  REQUIRE(assigned != nullptr);
+  CHECK(assigned->value == 4);
+  // The rendered page shows the member's four partitions and both rebalances with their causes.
+  INFO(dom.substr(0, 4000));
+  for (int p = 0; p < 4; ++p) {
+    const std::string name = "orders-" + std::to_string(p);
+    INFO(name);
+    CHECK(element_contains(dom, "<g class=\"partition-row\" data-partition=\"" + name + "\"", ">" + name + "</text>"));
+  }
+  for (const char* cause : {"member joined", "enforce_rebalance"}) {
+    INFO(cause);
+    CHECK(element_contains(dom, std::string("<g class=\"rebalance-marker\" data-cause=\"") + cause + "\"",
+                           std::string(">") + cause + "</text>"));
+  }
+  c.close(5s);
 }
