@@ -173,6 +173,7 @@ class Consumer::impl {
       for (auto it = shared_.consumed.begin(); it != shared_.consumed.end();) {
         it = tps.count(it->first) ? std::next(it) : shared_.consumed.erase(it);
       }
+      std::erase_if(returned_, [&](const auto& e) { return !tps.count(e.first); });
     }
     post([this, tps] {
       const std::string group = config_.get("group.id");
@@ -199,6 +200,11 @@ class Consumer::impl {
   }
 
   ConsumerRecords poll_records(clock::time_point deadline) {
+    if (!returned_.empty()) {
+      std::lock_guard lock(shared_.mutex);
+      for (const auto& [tp, pos] : returned_) shared_.consumed[tp] = pos;
+      returned_.clear();
+    }
     post([this] { driver_->poll_called(); });
     for (;;) {
       run_events(/*throw_fatal=*/true);
@@ -709,10 +715,9 @@ class Consumer::impl {
       out.push_back(std::move(rec));
       advance_to(r.offset + 1);
     }
-    if (!advanced.empty()) {
-      std::lock_guard lock(shared_.mutex);
-      for (const auto& [tp, pos] : advanced) shared_.consumed[tp] = pos;
-    }
+    // Committable by auto-commit only from the next poll() on: the application processes these
+    // records before it polls again (Java's at-least-once rule for auto-commit).
+    for (const auto& [tp, pos] : advanced) returned_[tp] = pos;
     return ConsumerRecords(std::move(out), std::move(owners));
   }
 
@@ -823,7 +828,10 @@ class Consumer::impl {
         parts_.erase(tp);
       }
       std::lock_guard lock(shared_.mutex);
-      for (const auto& tp : call.partitions) shared_.consumed.erase(tp);
+      for (const auto& tp : call.partitions) {
+        shared_.consumed.erase(tp);
+        returned_.erase(tp);
+      }
     } else {
       for (const auto& tp : call.partitions) parts_.try_emplace(tp);
     }
@@ -907,6 +915,11 @@ class Consumer::impl {
           bookkeep(*call);  // the callback already ran (and was acknowledged) on the background thread
           continue;
         }
+        {
+          std::lock_guard lock(shared_.mutex);
+          if (shared_.cancelled_listeners.erase(call->seq) > 0) continue;  // superseded (see cancel_listener)
+        }
+        post([this, seq = call->seq] { driver_->listener_started(seq); });
         invoke(*call);
         post([this, seq = call->seq] { driver_->listener_done(seq); });
       } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {
@@ -984,6 +997,9 @@ class Consumer::impl {
   // Data path, user-thread side.
   std::shared_ptr<fetch::fetcher> fetcher_;
   std::map<topic_partition, upart> parts_;
+  // Positions after the records the last poll() returned; they become shared_.consumed (what
+  // auto-commit commits) when poll() is called again.
+  std::map<topic_partition, std::int64_t> returned_;
   std::optional<cursor> cur_;
   std::optional<detail::data_error> pending_data_error_;
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;

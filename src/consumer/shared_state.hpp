@@ -119,10 +119,14 @@ struct shared_state {
   bool woken = false;                // wakeup() was called and not yet consumed by poll()
   std::deque<fetched_data> fetched;  // data path: background -> user
   std::size_t buffered_bytes = 0;    // bytes in `fetched` plus the one the user is reading
-  // Positions the user thread consumed up to (next offset), for auto-commit on the background
-  // thread. Written by the user thread only.
+  // Positions (next offset) after the records of every poll() but the latest, for auto-commit on
+  // the background thread: records count as processed once the application polls again.
+  // Written by the user thread only.
   std::map<topic_partition, std::int64_t> consumed;
   metrics_state metrics;
+  // Listener calls queued for the user thread that the core has since superseded (a revoke
+  // overtaken by the loss of the partitions): skipped, not run. Background thread writes.
+  std::set<std::uint64_t> cancelled_listeners;
 
   void push(user_event e) {
     {

@@ -224,6 +224,10 @@ void member::enforce_rebalance(time_point now, std::string reason) {
   pump(now);
 }
 
+void member::listener_started(std::uint64_t seq) {
+  if (pending_listener_ && *pending_listener_ == seq) pending_started_ = true;
+}
+
 void member::listener_done(time_point now, std::uint64_t seq) {
   if (!pending_listener_ || *pending_listener_ != seq) return;  // stale
   pending_listener_.reset();
@@ -287,6 +291,14 @@ bool member::check_poll_timeout(time_point now) {
     generation_ = -1;
     if (!opts_.group_instance_id) member_id_.clear();
     rejoin_needed_ = false;
+    if (pending_listener_ && !pending_started_ && pending_kind_ == listener_kind::revoked) {
+      // The eager revoke the stalled application never ran: its generation is gone, so the next
+      // poll() reports everything owned as lost instead.
+      actions_.emplace_back(cancel_listener{*pending_listener_});
+      pending_listener_.reset();
+      pending_parts_.clear();
+      after_listener_ = then::nothing;
+    }
     rebalance_begins(now, RebalanceCause::poll_timeout,
                      "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
                          std::to_string(opts_.max_poll_interval.count()) + ")");
@@ -429,6 +441,7 @@ void member::assignment_computed(time_point now, std::error_code ec,
   // (a poll timeout, a leave, a lost generation) is stale.
   if (state_ != member_state::assigning) return;
   if (ec) {
+    rebalance_failed();
     actions_.emplace_back(report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
     transition(member_state::joining, "assignment failed");
     backoff(now);
@@ -779,8 +792,16 @@ void member::lose_partitions(time_point now, const std::string& why, then next) 
 }
 
 void member::request_listener(listener_kind kind, const partition_set& parts, then next) {
+  // A revoke still waiting for the user thread when the partitions are lost (the member was
+  // removed while the application did not poll): the lost callback replaces it, so the
+  // application never commits partitions that may already have a new owner.
+  if (pending_listener_ && !pending_started_ && pending_kind_ == listener_kind::revoked &&
+      kind == listener_kind::lost) {
+    actions_.emplace_back(cancel_listener{*pending_listener_});
+  }
   const std::uint64_t seq = next_seq_++;
   pending_listener_ = seq;
+  pending_started_ = false;
   pending_kind_ = kind;
   pending_parts_ = parts;
   after_listener_ = next;

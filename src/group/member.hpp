@@ -103,9 +103,15 @@ struct report_error {
 };
 /// Leave/close work finished: the facade may stop the thread.
 struct left_group {};
+/// A run_listener not yet acknowledged is void: skip it if it has not started (a revoke whose
+/// partitions were lost meanwhile; the lost listener that follows covers them).
+struct cancel_listener {
+  std::uint64_t seq = 0;
+};
 
 using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat, send_leave_group,
-                            compute_assignment, run_listener, assignment_changed, report_error, left_group>;
+                            compute_assignment, run_listener, assignment_changed, report_error, left_group,
+                            cancel_listener>;
 
 /// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
 struct rebalance_entry {
@@ -164,6 +170,9 @@ class member {
   void poll_called(time_point now);
   void enforce_rebalance(time_point now, std::string reason);
   void listener_done(time_point now, std::uint64_t seq);
+  /// The user thread began running listener `seq`: from now on it is not cancelled (a revoke the
+  /// application is running finishes as a revoke).
+  void listener_started(std::uint64_t seq);
 
   // ---- events from the driver ----
   void tick(time_point now);
@@ -266,6 +275,7 @@ class member {
   member_stats stats_;
   bool closing_ = false;  // leaving is for close(), not unsubscribe()
   std::optional<std::uint64_t> pending_listener_;
+  bool pending_started_ = false;  // the user thread began running pending_listener_
   then after_listener_ = then::nothing;
   std::uint64_t next_seq_ = 1;
   listener_kind pending_kind_ = listener_kind::assigned;

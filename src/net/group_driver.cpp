@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "assign/consumer_protocol.hpp"
+#include "assign/validate.hpp"
 #include "kgroup/log.hpp"
 
 namespace kgroup::net {
@@ -109,6 +111,11 @@ void group_driver::poll_called() {
 void group_driver::listener_done(std::uint64_t seq) {
   member_.listener_done(clock::now(), seq);
   process();
+}
+
+void group_driver::listener_started(std::uint64_t seq) {
+  if (stopped_) return;
+  member_.listener_started(seq);
 }
 
 void group_driver::enforce_rebalance(std::string reason) {
@@ -282,6 +289,9 @@ void group_driver::apply(group::action& a) {
           } else {
             logger()->warn("group '{}': {}", opts_.member.group_id, act.message);
           }
+        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
+          std::lock_guard lock(shared_.mutex);
+          shared_.cancelled_listeners.insert(act.seq);
         } else if constexpr (std::is_same_v<T, group::left_group>) {
           {
             std::lock_guard lock(shared_.mutex);
@@ -348,6 +358,12 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
         GroupAssignment ga;
         try {
           ga = assignor->assign(cm, *group);
+          // A custom assignor may break the rules the built-ins keep by construction (a partition
+          // twice, a member not in the group, a topic it did not subscribe to, KIP-429's revoke
+          // rule): such a result is refused here rather than sent to the group.
+          if (auto why = assign::check_assignment(cm, *group, ga, self->opts_.member.protocol); !why.empty()) {
+            throw std::invalid_argument("invalid assignment: " + why);
+          }
         } catch (const std::exception& e) {
           logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id, assignor->name(),
                           e.what());

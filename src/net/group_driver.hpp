@@ -44,6 +44,7 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void close();
   void poll_called();
   void listener_done(std::uint64_t seq);
+  void listener_started(std::uint64_t seq);
   void enforce_rebalance(std::string reason);
   void shutdown();
 

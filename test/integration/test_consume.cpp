@@ -1,6 +1,7 @@
 // The data path against the mock cluster: every seeded record consumed once, in order, in every
 // codec; commits and restarts; seek, pause, resume; offset reset policies.
 #include <map>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -424,4 +425,33 @@ TEST_CASE("inside the listener: commit_sync() and position() cover revoked parti
     CHECK(all_committed.at(tp).offset == per_partition[static_cast<std::size_t>(tp.partition)]);
   }
   c2.close(5s);
+}
+
+TEST_CASE("auto-commit commits a poll's records only once the application polls again", "[consume]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 1);
+  mc.produce("orders", 300);
+  auto cfg = consumer_config(mc, "g-auto-commit-after-processing");
+  cfg.set("enable.auto.commit", "true");
+  cfg.set("auto.commit.interval.ms", "100");
+  cfg.set("max.poll.records", "100");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"orders"});
+  const kgroup::topic_partition tp{"orders", 0};
+  std::size_t first = 0;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (first == 0 && std::chrono::steady_clock::now() < until) first = c.poll(100ms).size();
+  REQUIRE(first > 0);
+  // The application is still "processing" the batch: several auto-commit intervals pass.
+  std::this_thread::sleep_for(600ms);
+  auto committed = c.committed({tp});
+  CHECK((committed.count(tp) == 0 || committed.at(tp).offset == 0));
+  // The next poll() marks the batch as processed; the following auto-commit covers it.
+  const auto second = c.poll(100ms).size();
+  std::this_thread::sleep_for(600ms);
+  committed = c.committed({tp});
+  REQUIRE(committed.count(tp) == 1);
+  CHECK(committed.at(tp).offset == static_cast<std::int64_t>(first));
+  (void)second;
+  c.close(5s);
 }

@@ -132,3 +132,35 @@ TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and
   c2.close(5s);
   c1.close(5s);
 }
+
+namespace {
+
+// A custom assignor that breaks the rules: it gives every member partition 0 of "orders", and
+// also a topic nobody subscribed to.
+struct broken_assignor : kgroup::PartitionAssignor {
+  std::string name() const override { return "broken"; }
+  kgroup::GroupAssignment assign(const kgroup::ClusterMetadata&, const kgroup::GroupSubscription& g) const override {
+    kgroup::GroupAssignment out;
+    for (const auto& m : g.members) out.members.push_back({m.member_id, {{"orders", {0}}, {"secret", {0}}}, {}});
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a leader refuses its own custom assignor's invalid assignment", "[metrics][group]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  mc.create_topic("secret", 1);
+  auto cfg = metrics_config(mc, "g-broken-assignor");
+  cfg.set("partition.assignment.strategy", "broken");
+  kgroup::Consumer c(cfg, {std::make_shared<broken_assignor>()});
+  c.subscribe({"orders"});
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until && c.metrics().failed_rebalance_total < 2) c.poll(50ms);
+  const auto m = c.metrics();
+  CHECK(m.failed_rebalance_total >= 2);  // refused, and refused again on the retry
+  CHECK(m.rebalance_total == 0);
+  CHECK(c.assignment().empty());
+  c.close(5s);
+}

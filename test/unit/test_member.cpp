@@ -95,6 +95,8 @@ std::string describe(const action& a) {
           o << "report_error(" << x.code.message() << ", fatal=" << x.fatal << ", '" << x.message << "')";
         } else if constexpr (std::is_same_v<T, left_group>) {
           o << "left_group";
+        } else if constexpr (std::is_same_v<T, cancel_listener>) {
+          o << "cancel_listener(seq=" << x.seq << ")";
         }
       },
       a);
@@ -1453,6 +1455,7 @@ TEST_CASE("member: poll timeout while a listener runs: its continuation is dropp
   a = h.join(join_ok("m1", 2, "leader", "cooperative-sticky"));
   a = h.sync(sync_ok(t01));
   auto r = expect_listener(a, listener_kind::revoked, {{"t", 2}});
+  h.m.listener_started(r.seq);
   // The user's revoke callback hangs past max.poll.interval.ms (heartbeats go on meanwhile).
   const auto limit = h.m.last_poll() + 60000ms;
   actions rest = h.run_until(limit - 1ms, false);
@@ -2290,4 +2293,51 @@ TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends 
   REQUIRE(s.history.back().end.has_value());
   CHECK_FALSE(s.history.back().completed);
   CHECK(s.rebalances == 61);
+}
+
+TEST_CASE("member: a revoke the application has not run is cancelled when its partitions are lost",
+          "[member]") {
+  harness h;  // eager
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto revoke = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::preparing);
+  // The application does not poll; the coordinator removes the member meanwhile.
+  a = h.next_heartbeat(kafka_errc::unknown_member_id);
+  auto c = expect<cancel_listener>(a);
+  CHECK(c.seq == revoke.seq);
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  expect_empty(a);
+  // The cancelled revoke's late acknowledgement (it ran anyway, racing the cancel) changes nothing.
+  a = h.done(revoke);
+  expect_empty(a);
+  CHECK(h.m.owned() == t01);
+  a = h.done(lost);
+  CHECK(last_owned(a).empty());
+  expect<send_join_group>(a);
+}
+
+TEST_CASE("member: a poll timeout cancels the pending eager revoke; the next poll reports the partitions lost",
+          "[member]") {
+  harness h;  // eager
+  h.make_stable(t01);
+  const auto t0 = h.m.last_poll();
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto revoke = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.run_until(t0 + 60000ms, false);
+  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  auto c = expect<cancel_listener>(a);
+  CHECK(c.seq == revoke.seq);
+  expect<send_leave_group>(a);
+  expect<report_error>(a);
+  expect_empty(a);
+  a = h.leave();
+  a = h.poll();
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  expect_empty(a);
+  a = h.done(lost);
+  CHECK(last_owned(a).empty());
+  expect<send_join_group>(a);
 }
