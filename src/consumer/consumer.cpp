@@ -96,6 +96,7 @@ class Consumer::impl {
     read_committed_ = fo.isolation_level == 1;
     max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
     check_crcs_ = config_.get_bool("check.crcs");
+    fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
     fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
     dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) { f->assign(owned); };
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
@@ -176,14 +177,7 @@ class Consumer::impl {
       std::erase_if(returned_, [&](const auto& e) { return !tps.count(e.first); });
     }
     post([this, tps] {
-      const std::string group = config_.get("group.id");
-      if (!group.empty() && !tps.empty() && !manual_coordinator_) {
-        // Commits and committed offsets go through the group's coordinator, without joining.
-        cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"), [this](std::error_code ec, std::int32_t node) {
-          if (!ec) manual_coordinator_ = node;
-          fetcher_->wake();
-        });
-      }
+      if (!tps.empty()) standalone_coordinator(false);
       fetcher_->assign(tps, /*manual=*/true);
     });
   }
@@ -252,11 +246,20 @@ class Consumer::impl {
 
   OffsetMap committed(const std::set<topic_partition>& tps) {
     check_open();
-    const std::uint64_t id = ++next_request_id_;
-    post([this, id, tps] { fetcher_->fetch_committed(id, tps); });
-    auto done = wait_request(id, clock::now() + default_timeout_);
-    if (!done) throw error(make_error_code(client_errc::request_timed_out), "committed(): no answer in time");
-    if (done->code) throw error(done->code, done->message);
+    const auto deadline = clock::now() + default_timeout_;
+    std::optional<detail::commit_done> done;
+    for (int attempt = 0;; ++attempt) {
+      const std::uint64_t id = ++next_request_id_;
+      post([this, id, tps] { fetcher_->fetch_committed(id, tps); });
+      done = wait_request(id, deadline);
+      if (!done) throw error(make_error_code(client_errc::request_timed_out), "committed(): no answer in time");
+      if (!done->code) break;
+      // Coordinator errors are retried (it is being looked up, moved, or loading) until the deadline.
+      if (!retriable_coordinator_error(done->code) || clock::now() + std::chrono::milliseconds(100) >= deadline) {
+        throw error(done->code, done->message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+    }
     OffsetMap out;
     for (const auto& [tp, om] : done->offsets) out[tp] = {om.first, om.second, std::nullopt};
     return out;
@@ -529,8 +532,8 @@ class Consumer::impl {
     // Runs on the background thread (the fetcher asks it), where the core lives.
     fetch::group_identity id;
     id.group_mode = !config_.get("group.id").empty();
-    if (mode_ == mode::manual) {
-      // Manual assignment: commits carry generation -1 and no member id, as Java's do.
+    if (mode_ != mode::subscribed) {
+      // Manual assignment (or none): commits carry generation -1 and no member id, as Java's do.
       id.coordinator = manual_coordinator_;
       id.stable = true;
       return id;
@@ -548,6 +551,22 @@ class Consumer::impl {
                 (st == group::member_state::stable || st == group::member_state::completing ||
                  st == group::member_state::preparing || st == group::member_state::leaving);
     return id;
+  }
+
+  // Background thread. Outside a subscription (assign(), or nothing at all) commits and
+  // committed() go to the group's coordinator without joining: it is looked up on demand, and
+  // again once the one in use stops answering as coordinator (it moved, or its broker is down).
+  void standalone_coordinator(bool failed) {
+    if (mode_ == mode::subscribed) return;  // the membership core finds the group's coordinator
+    if (failed) manual_coordinator_.reset();
+    const std::string group = config_.get("group.id");
+    if (group.empty() || manual_coordinator_ || standalone_lookup_) return;
+    standalone_lookup_ = true;
+    cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"), [this](std::error_code ec, std::int32_t node) {
+      standalone_lookup_ = false;
+      if (!ec) manual_coordinator_ = node;
+      fetcher_->wake();
+    });
   }
 
   OffsetMap current_positions() const {
@@ -729,6 +748,14 @@ class Consumer::impl {
     }
   }
 
+  static bool retriable_coordinator_error(std::error_code ec) {
+    return ec == make_error_code(kafka_errc::coordinator_not_available) ||
+           ec == make_error_code(kafka_errc::not_coordinator) ||
+           ec == make_error_code(kafka_errc::coordinator_load_in_progress) ||
+           ec == make_error_code(client_errc::connection_closed) ||
+           ec == make_error_code(client_errc::request_timed_out);
+  }
+
   void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
     for (int attempt = 0;; ++attempt) {
       const std::uint64_t id = ++next_request_id_;
@@ -736,12 +763,7 @@ class Consumer::impl {
       auto done = wait_request(id, deadline);
       if (!done) throw error(make_error_code(client_errc::request_timed_out), "commit_sync(): no answer in time");
       if (!done->code) return;
-      const bool retriable_coordinator = done->code == make_error_code(kafka_errc::coordinator_not_available) ||
-                                         done->code == make_error_code(kafka_errc::not_coordinator) ||
-                                         done->code == make_error_code(kafka_errc::coordinator_load_in_progress) ||
-                                         done->code == make_error_code(client_errc::connection_closed) ||
-                                         done->code == make_error_code(client_errc::request_timed_out);
-      if (!retriable_coordinator || clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      if (!retriable_coordinator_error(done->code) || clock::now() + std::chrono::milliseconds(100) >= deadline) {
         throw error(done->code, done->message);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
@@ -1016,6 +1038,7 @@ class Consumer::impl {
   std::atomic<mode> mode_{mode::none};
   std::set<topic_partition> manual_;
   std::optional<std::int32_t> manual_coordinator_;
+  bool standalone_lookup_ = false;  // background thread: a lookup for manual_coordinator_ is under way
   // Metrics, user-thread side (published into shared_.metrics).
   detail::metrics_identity metrics_id_;
   std::optional<clock::time_point> last_poll_start_;

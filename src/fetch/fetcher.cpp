@@ -97,6 +97,13 @@ std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64
   return next;
 }
 
+namespace {
+bool coordinator_gone(std::int16_t code) {
+  return code == static_cast<std::int16_t>(kafka_errc::not_coordinator) ||
+         code == static_cast<std::int16_t>(kafka_errc::coordinator_not_available);
+}
+}  // namespace
+
 fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_options opts,
                  detail::shared_state& shared, std::function<group_identity()> identity)
     : io_(io),
@@ -243,6 +250,7 @@ void fetcher::send_offset_fetch() {
   }
   auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::group) : nullptr;
   if (!conn) {
+    coordinator_unusable(false);
     schedule_retry();
     return;
   }
@@ -268,6 +276,7 @@ void fetcher::send_offset_fetch() {
           self->schedule_retry();
         };
         if (ec) {
+          self->coordinator_unusable(true);
           retry_all();
           return;
         }
@@ -275,6 +284,7 @@ void fetcher::send_offset_fetch() {
         if (!r.groups.empty()) top = r.groups.front().error_code;
         if (top != 0) {
           logger()->debug("OffsetFetch: {}", kafka_error_name(top));
+          if (coordinator_gone(top)) self->coordinator_unusable(true);
           retry_all();
           return;
         }
@@ -543,6 +553,10 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
 
 // ---- commits ----------------------------------------------------------------------------------------
 
+void fetcher::coordinator_unusable(bool failed) {
+  if (opts_.coordinator_unusable) opts_.coordinator_unusable(failed);
+}
+
 void fetcher::commit(std::uint64_t id, commit_map offsets) {
   const auto who = identity_();
   auto report = [this, id](std::error_code ec, std::string msg) {
@@ -582,6 +596,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
   }
   auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
   if (!conn) {
+    coordinator_unusable(false);
     report(make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet");
     return;
   }
@@ -608,12 +623,14 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
       [self = shared_from_this(), report, offsets, started = std::chrono::steady_clock::now()](
           std::error_code ec, const protocol::offset_commit_response& r, const net::response_frame&) {
         if (ec) {
+          self->coordinator_unusable(true);
           report(ec, "OffsetCommit failed: " + ec.message());
           return;
         }
         for (const auto& t : r.topics) {
           for (const auto& p : t.partitions) {
             if (p.error_code == 0) continue;
+            if (coordinator_gone(p.error_code)) self->coordinator_unusable(true);
             const auto code = static_cast<kafka_errc>(p.error_code);
             if (code == kafka_errc::illegal_generation || code == kafka_errc::unknown_member_id ||
                 code == kafka_errc::fenced_instance_id) {
@@ -648,6 +665,7 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
   const auto who = identity_();
   auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
   if (!who.group_mode || !conn) {
+    if (who.group_mode) coordinator_unusable(false);
     shared_.push(detail::commit_done{id, {},
                                      make_error_code(who.group_mode ? kafka_errc::coordinator_not_available
                                                                     : kafka_errc::invalid_group_id),
@@ -670,6 +688,7 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
         detail::commit_done done{id, {}, ec, ec ? ec.message() : ""};
         std::int16_t top = r.error_code;
         if (!r.groups.empty()) top = r.groups.front().error_code;
+        if (ec || coordinator_gone(top)) self->coordinator_unusable(true);
         if (!ec && top != 0) {
           done.code = make_error_code(static_cast<kafka_errc>(top));
           done.message = "OffsetFetch failed: " + kafka_error_name(top);

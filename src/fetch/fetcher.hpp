@@ -37,6 +37,10 @@ struct fetcher_options {
   std::chrono::milliseconds auto_commit_interval{5000};
   std::chrono::milliseconds retry_backoff{100};
   std::chrono::milliseconds request_timeout{30000};
+  /// A group request (OffsetFetch, OffsetCommit) found no usable coordinator: `failed` is true
+  /// when the one it used answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or its connection
+  /// failed, false when none was known. Outside a subscription the consumer looks it up again.
+  std::function<void(bool failed)> coordinator_unusable;
 };
 
 /// Who this member is in the group right now (for commits), read from the membership core.
@@ -118,6 +122,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   fetcher_options opts_;
   detail::shared_state& shared_;
   std::function<group_identity()> identity_;
+  void coordinator_unusable(bool failed);
   std::map<topic_partition, part> parts_;
   std::set<std::int32_t> fetching_nodes_;  // one Fetch in flight per broker
   std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker

@@ -124,3 +124,25 @@ TEST_CASE("a manually assigned partition that is not in the metadata is reported
   CHECK_THAT(message, Catch::Contains("t-7"));
   c.close(5s);
 }
+
+TEST_CASE("committed() and commits without a subscription find the coordinator, and find it again after it moves",
+          "[manual]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("t", 2);
+  mc.produce("t", 20);
+  mc.set_coordinator("g-standalone", 1);
+  // Neither subscribe() nor assign(): committed() and commit_sync() still work (as in Java).
+  kgroup::Consumer c(manual_config(mc, "g-standalone"));
+  c.commit_sync({{{"t", 0}, {5, "", std::nullopt}}});
+  CHECK(c.committed({{"t", 0}}).at({"t", 0}).offset == 5);
+  // Manual assignment; then the coordinator moves to another broker.
+  c.assign({{"t", 0}, {"t", 1}});
+  auto seen = read(c, 15, 20s);  // partition 0 starts at its committed offset 5
+  CHECK(seen[{"t", 0}].front() == 5);
+  mc.set_coordinator("g-standalone", 2);
+  c.commit_sync({{{"t", 0}, {7, "", std::nullopt}}, {{"t", 1}, {3, "", std::nullopt}}});
+  const auto committed = c.committed({{"t", 0}, {"t", 1}});
+  CHECK(committed.at({"t", 0}).offset == 7);
+  CHECK(committed.at({"t", 1}).offset == 3);
+  c.close(5s);
+}
