@@ -1,5 +1,6 @@
 #include "net/connection.hpp"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
@@ -211,6 +212,10 @@ void connection::write_next() {
                     });
 }
 
+namespace {
+constexpr std::size_t initial_frame_buffer = std::size_t{1} << 20;
+}  // namespace
+
 void connection::start_read() {
   asio::async_read(
       socket_, asio::buffer(size_buf_),
@@ -229,25 +234,39 @@ void connection::start_read() {
           self->fail(make_error_code(client_errc::protocol_violation), "bad frame size");
           return;
         }
-        auto frame = std::make_shared<protocol::bytes>(size);
-        asio::async_read(self->socket_, asio::buffer(*frame),
-                         [self, frame, gen](const boost::system::error_code& rec, std::size_t got) {
-                           if (gen != self->generation_) return;
-                           if (rec) {
-                             // A frame cut short: say how short, so a truncating broker or proxy
-                             // is recognisable in the log.
-                             logger()->error("broker {}: connection {} inside a response frame ({} of {} bytes)",
-                                             self->node_id_, rec == asio::error::eof ? "closed by broker" : "failed",
-                                             got, frame->size());
-                             self->fail(make_error_code(client_errc::connection_closed),
-                                        rec == asio::error::eof ? "closed by broker inside a response frame"
-                                                                : "read failed");
-                             return;
-                           }
-                           self->on_frame(frame);
-                           if (gen == self->generation_) self->start_read();
-                         });
+        // The buffer grows with the bytes that actually arrive (from 1 MiB, doubling): a broker
+        // that announces a huge frame and sends nothing costs no huge allocation.
+        auto frame = std::make_shared<protocol::bytes>();
+        frame->resize(std::min<std::size_t>(size, initial_frame_buffer));
+        self->read_body(std::move(frame), size, 0);
       });
+}
+
+void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have) {
+  auto chunk = asio::buffer(frame->data() + have, frame->size() - have);
+  asio::async_read(socket_, chunk,
+                   [self = shared_from_this(), frame, size, have, gen = generation_](const boost::system::error_code& rec,
+                                                                                     std::size_t got) {
+                     if (gen != self->generation_) return;
+                     const std::size_t now_have = have + got;
+                     if (rec) {
+                       // A frame cut short: say how short, so a truncating broker or proxy is
+                       // recognisable in the log.
+                       logger()->error("broker {}: connection {} inside a response frame ({} of {} bytes)",
+                                       self->node_id_, rec == asio::error::eof ? "closed by broker" : "failed",
+                                       now_have, size);
+                       self->fail(make_error_code(client_errc::connection_closed),
+                                  rec == asio::error::eof ? "closed by broker inside a response frame" : "read failed");
+                       return;
+                     }
+                     if (now_have < size) {
+                       frame->resize(std::min(size, frame->size() * 2));
+                       self->read_body(frame, size, now_have);
+                       return;
+                     }
+                     self->on_frame(frame);
+                     if (gen == self->generation_) self->start_read();
+                   });
 }
 
 void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {

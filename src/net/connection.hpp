@@ -136,6 +136,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_connected();
   void start_handshake(std::int16_t version);
   void start_read();
+  void read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have);
   void on_frame(std::shared_ptr<protocol::bytes> frame);
   void write_next();
   void arm_timer();
