@@ -12,7 +12,8 @@
 //   L <ns> <partitions>                             on_partitions_lost returned
 //   C <ns> <partition> <first> <last> <bad>         poll() returned offsets first..last of a partition;
 //                                                   bad = records whose key was not the one produced there
-//   S <ns> <state> <generation> <rebalance_total> <records_consumed_total>   status, every 250 ms
+//   S <ns> <state> <generation> <rebalance_total> <records_consumed_total> <leader 0|1>
+//                                                   status from Consumer::metrics(), every 250 ms
 //   H <ns> <start_ns> <duration_ms> <generation> <completed 0|1> <cause>\t<detail>
 //                                                   one rebalance from Consumer::metrics() history
 //   P <ns> begin|end <ms>                           the scripted stall of the poll loop

@@ -3,9 +3,11 @@
 // The parent process starts librdkafka's mock cluster (3 brokers, topic 'orders' with 12
 // partitions), a producer that writes continuously, and then runs a scripted story with kgroup
 // members:
-//   1. three members join          4. member-3 is killed (SIGKILL: no revoke, no LeaveGroup)
-//   2. a fourth member joins       5. member-1 stalls in its poll loop past max.poll.interval.ms
-//   3. member-2 leaves cleanly
+//   1. three members join          4. one is killed (SIGKILL: no revoke, no LeaveGroup)
+//   2. a fourth member joins       5. one stalls in its poll loop past max.poll.interval.ms
+//   3. one leaves cleanly
+// Steps 3-5 pick members that are not the group leader (preferably member-2, member-3, member-1),
+// so the leader, the only member that sees the member list, can name who left and joined.
 // It prints each listener call as it happens, then for every step the rebalances it caused (why,
 // per member, from Consumer::metrics()), how long each partition went without a consuming owner,
 // and at the end a summary table and record totals (produced, consumed, duplicates, missing).
@@ -117,13 +119,15 @@ struct rebalance_report {  // one H line
 
 struct member_info {
   std::string member_id;
+  std::vector<std::string> member_ids;  // every id it had (a member that left and rejoined gets a new one)
+  bool leader = false;
   std::string http_endpoint;
   bool identity_seen = false;
   bool killed = false;
   bool stalled = false;       // inside its scripted stall (partitions not consumed)
   bool closed_cleanly = false;
   bool exited = false;
-  std::string fate = "running";
+  std::string fate;
   std::set<std::int32_t> owned;
   steady::time_point last_ownership_event{};
   steady::time_point last_status{};
@@ -240,7 +244,10 @@ class story_state {
       bad_records_ += bad;
       if (!m.owned.count(p)) stray_records_ += last - first + 1;
     } else if (tag == "S") {
-      in >> m.state >> m.generation >> m.rebalance_total;
+      std::int64_t records = 0;
+      int leader = 0;
+      in >> m.state >> m.generation >> m.rebalance_total >> records >> leader;
+      m.leader = leader != 0;
       m.last_status = at;
     } else if (tag == "H") {
       rebalance_report r;
@@ -260,6 +267,7 @@ class story_state {
       std::string id, endpoint;
       in >> id >> endpoint;
       m.member_id = id == "-" ? "" : id;
+      if (!m.member_id.empty()) m.member_ids.push_back(m.member_id);
       const std::string ep = endpoint == "-" ? "" : endpoint;
       if (!m.identity_seen || ep != m.http_endpoint) {
         note_locked(at, fmt::format("{} dashboard: {}", name, ep.empty() ? "(not available)" : "http://" + ep + "/"));
@@ -358,10 +366,11 @@ class story_state {
     // Member ids in the leader's detail ("joined: <member id>") are shown as member names.
     auto named = [&](std::string text) {
       for (const auto& [name, m] : members_) {
-        if (m.member_id.empty()) continue;
-        for (auto pos = text.find(m.member_id); pos != std::string::npos; pos = text.find(m.member_id, pos)) {
-          text.replace(pos, m.member_id.size(), name);
-          pos += name.size();
+        for (const auto& id : m.member_ids) {
+          for (auto pos = text.find(id); pos != std::string::npos; pos = text.find(id, pos)) {
+            text.replace(pos, id.size(), name);
+            pos += name.size();
+          }
         }
       }
       return text;
@@ -445,13 +454,17 @@ class story_state {
     if (!unmoved.empty() && unmoved.size() < static_cast<std::size_t>(partition_count)) {
       out.push_back(fmt::format("never paused in this step: {} partitions", unmoved.size()));
     }
-    std::string owners;
+    std::string owners, leader;
+    for (const auto& name : order_) {
+      if (members_[name].leader && !members_[name].killed && !members_[name].closed_cleanly) leader = name;
+    }
     for (const auto& name : order_) {
       const member_info& m = members_[name];
       if (m.owned.empty() || m.killed) continue;
       owners += fmt::format("{}{} {}", owners.empty() ? "" : " | ", name, short_list(m.owned));
     }
-    out.push_back(fmt::format("owners now: {}", owners.empty() ? "-" : owners));
+    out.push_back(fmt::format("owners now: {}; group leader: {}", owners.empty() ? "-" : owners,
+                              leader.empty() ? "?" : leader));
     return out;
   }
 
@@ -842,46 +855,53 @@ class story {
     check_owns("after joining, member-4", "member-4");
     if (!failures_.empty()) return failures_;
 
-    step("3. member-2 leaves cleanly (close(): revokes its partitions, sends LeaveGroup)",
-         {"member-1", "member-3", "member-4"}, [&] {
-           state_.note(steady::now(), "member-2 is told to close");
-           find("member-2").command("leave");
-           return std::function<bool()>([this] { return state_.member("member-2").closed_cleanly; });
-         });
-    if (const int rc = find("member-2").wait_exit(15s); rc != 0) {
-      failures_.push_back(fmt::format("member-2 exited with status {} after closing", rc));
+    // Steps 3-5 act on members that are not the group leader, preferring member-2, member-3 and
+    // member-1: the leader is the only member that sees the group's member list, so while it stays
+    // it can name who left or joined (its metrics' rebalance detail). A new leader cannot.
+    std::vector<std::string> alive{"member-1", "member-2", "member-3", "member-4"};
+    const std::string leaver = pick_non_leader({"member-2", "member-3", "member-1", "member-4"}, alive);
+    alive.erase(std::find(alive.begin(), alive.end(), leaver));
+    step(fmt::format("3. {} leaves cleanly (close(): revokes its partitions, sends LeaveGroup)", leaver), alive, [&] {
+      state_.note(steady::now(), leaver + " is told to close");
+      find(leaver).command("leave");
+      return std::function<bool()>([this, leaver] { return state_.member(leaver).closed_cleanly; });
+    });
+    if (const int rc = find(leaver).wait_exit(15s); rc != 0) {
+      failures_.push_back(fmt::format("{} exited with status {} after closing", leaver, rc));
     }
-    state_.set_fate("member-2", "left cleanly");
+    state_.set_fate(leaver, "left cleanly");
     if (!failures_.empty()) return failures_;
 
-    step(fmt::format("4. member-3 is killed (SIGKILL: no revoke, no LeaveGroup; the coordinator notices after "
+    const std::string victim = pick_non_leader({"member-3", "member-1", "member-4", "member-2"}, alive);
+    alive.erase(std::find(alive.begin(), alive.end(), victim));
+    step(fmt::format("4. {} is killed (SIGKILL: no revoke, no LeaveGroup; the coordinator notices after "
                      "session.timeout.ms={})",
-                     base_.session_timeout_ms),
-         {"member-1", "member-4"}, [&] {
+                     victim, base_.session_timeout_ms),
+         alive, [&] {
            const auto at = steady::now();
-           find("member-3").kill();
-           state_.killed("member-3", at);
-           state_.note(at, fmt::format("member-3 killed (pid {})", find("member-3").pid()));
+           find(victim).kill();
+           state_.killed(victim, at);
+           state_.note(at, fmt::format("{} killed (pid {})", victim, find(victim).pid()));
            return std::function<bool()>([] { return true; });
          });
-    find("member-3").wait_exit(5s);
-    state_.set_fate("member-3", "killed");
+    find(victim).wait_exit(5s);
+    state_.set_fate(victim, "killed");
     if (!failures_.empty()) return failures_;
 
+    const std::string staller = pick_non_leader({"member-1", "member-4", "member-2", "member-3"}, alive);
     const int stall_ms = base_.max_poll_interval_ms + 1500;
-    step(fmt::format("5. member-1 stalls: no poll() for {:.1f} s, past max.poll.interval.ms={}", stall_ms / 1000.0,
+    step(fmt::format("5. {} stalls: no poll() for {:.1f} s, past max.poll.interval.ms={}", staller, stall_ms / 1000.0,
                      base_.max_poll_interval_ms),
-         {"member-1", "member-4"}, [&] {
-           const int lost_before = state_.member("member-1").lost_calls;
-           find("member-1").command(fmt::format("stall {}", stall_ms));
-           return std::function<bool()>([this, lost_before] {
-             const auto m = state_.member("member-1");
+         alive, [&] {
+           const int lost_before = state_.member(staller).lost_calls;
+           find(staller).command(fmt::format("stall {}", stall_ms));
+           return std::function<bool()>([this, staller, lost_before] {
+             const auto m = state_.member(staller);
              return m.stall_ends > 0 && m.lost_calls > lost_before;
            });
          });
-    check_owns("after its stall, member-1", "member-1");
-    state_.set_fate("member-1", fmt::format("stalled {:.1f} s, rejoined", stall_ms / 1000.0));
-    state_.set_fate("member-4", "joined late");
+    check_owns("after its stall, " + staller, staller);
+    state_.set_fate(staller, fmt::format("stalled {:.1f} s, rejoined", stall_ms / 1000.0));
     return failures_;
   }
 
@@ -943,6 +963,9 @@ class story {
     fmt::print("  records: produced {}, consumed {} ({} distinct, {} duplicates), missing {}, wrong key {}\n",
                with_commas(produced_total), with_commas(totals.consumed), with_commas(totals.distinct),
                with_commas(totals.duplicates), with_commas(totals.missing), with_commas(totals.bad));
+    fmt::print("  (rebalances: completed, as each member's metrics count them; a cooperative rebalance that moves\n"
+               "   partitions takes two. paused: from the owner stopping - revoke or lost callback returned,\n"
+               "   killed, poll loop stalled - until an assign callback for the partition starts)\n");
     fmt::print("  (duplicates are records consumed again by a partition's next owner: those after the last\n"
                "   auto-commit, auto.commit.interval.ms=1000, of a killed or stalled member, or of a revoke\n"
                "   the mock refused to commit during a rebalance)\n");
@@ -994,8 +1017,21 @@ class story {
     demo::member_options o = base_;
     o.name = name;
     state_.add_member(name);
+    state_.set_fate(name, members_.size() < 3 ? "joined at the start" : "joined later");
     members_.push_back(std::make_unique<member_process>(o, log_dir_ + "/" + name + ".log", state_));
     state_.note(steady::now(), fmt::format("{} started (pid {})", name, members_.back()->pid()));
+  }
+
+  // The first of `preferred` that is in `alive` and not the group leader (the first in `alive` if
+  // every one of them leads, which cannot happen with two or more members).
+  std::string pick_non_leader(const std::vector<std::string>& preferred, const std::vector<std::string>& alive) const {
+    for (const auto& name : preferred) {
+      if (std::find(alive.begin(), alive.end(), name) != alive.end() && !state_.member(name).leader) return name;
+    }
+    for (const auto& name : preferred) {
+      if (std::find(alive.begin(), alive.end(), name) != alive.end()) return name;
+    }
+    return alive.front();
   }
 
   member_process& find(const std::string& name) {

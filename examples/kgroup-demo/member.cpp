@@ -205,8 +205,8 @@ int run(const member_options& o) {
       report_identity();
       const kgroup::ConsumerMetrics m = consumer.metrics();
       history.report(m);
-      emit(fmt::format("S {} {} {} {} {}", now_ns(), word(m.state), m.generation, m.rebalance_total,
-                       m.records_consumed_total));
+      emit(fmt::format("S {} {} {} {} {} {}", now_ns(), word(m.state), m.generation, m.rebalance_total,
+                       m.records_consumed_total, m.leader ? 1 : 0));
     }
   }
 
