@@ -654,7 +654,10 @@ class member_process {
     const std::string s = line + "\n";
     if (to_child_ >= 0) (void)!::write(to_child_, s.data(), s.size());
   }
-  void kill() { ::kill(pid_, SIGKILL); }
+  void kill() {
+    killed_by_story_ = true;
+    ::kill(pid_, SIGKILL);
+  }
 
   /// Waits for the process to exit (SIGKILL after `limit`); returns its exit status, or -signal.
   int wait_exit(std::chrono::milliseconds limit) {
@@ -693,6 +696,9 @@ class member_process {
     }
     std::free(line);
     std::fclose(f);
+    if (!killed_by_story_ && !state_.member(name_).closed_cleanly) {
+      state_.note(steady::now(), name_ + "'s process ended without closing its consumer (it crashed or was killed)");
+    }
   }
 
   std::string name_;
@@ -700,6 +706,7 @@ class member_process {
   pid_t pid_ = -1;
   int to_child_ = -1;
   bool reaped_ = false;
+  std::atomic<bool> killed_by_story_{false};
   int status_ = 0;
   std::thread reader_;
 };
@@ -928,8 +935,8 @@ class story {
     const auto totals = state_.record_totals(produced);
     const auto pauses = state_.pauses();
 
-    fmt::print("\nSummary ({} protocol, {:.1f} s, {} rebalances)\n", opt_.protocol, seconds(story_end - state_.t0()),
-               state_.rebalance_count());
+    fmt::print("\nSummary ({} protocol, {:.1f} s, {} rebalance{})\n", opt_.protocol, seconds(story_end - state_.t0()),
+               state_.rebalance_count(), state_.rebalance_count() == 1 ? "" : "s");
     fmt::print("  {:<9} {:<24} {:<20} {:>9} {:>11}  {}\n", "member", "fate", "partitions at end", "records",
                "rebalances", "its partitions paused (count, total, longest)");
     for (const auto& [name, m] : at_end) {
