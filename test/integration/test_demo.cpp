@@ -1,0 +1,145 @@
+// The README's demo (examples/kgroup-demo) as a user runs it: the built binary, once per
+// rebalance protocol, checked through its output and exit status. It brings its own mock cluster
+// and takes about a minute per protocol. KGROUP_DEMO_PATH comes from examples/CMakeLists.txt.
+#ifdef KGROUP_DEMO_PATH
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct run_result {
+  int status = -1;  // exit status, or -signal
+  std::string out;  // stdout
+};
+
+// Runs the demo with `args`; its stderr goes to this process's stderr. Killed after `limit`.
+run_result run_demo(const std::vector<std::string>& args, std::chrono::seconds limit) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  std::vector<std::string> all{KGROUP_DEMO_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : all) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, KGROUP_DEMO_PATH, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) ::close(fds[0]);
+  REQUIRE(rc == 0);
+
+  run_result r;
+  const auto deadline = steady::now() + limit;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    r.out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// The partitions of the summary rows ("  member-1  <fate>  0,1,4 (3)  ...") of members still in
+// the group at the end; "-" for members gone. Returns every partition listed, with repeats.
+std::vector<int> partitions_at_end(const std::string& out) {
+  std::vector<int> parts;
+  const auto summary = out.find("\nSummary (");
+  if (summary == std::string::npos) return parts;
+  std::istringstream in(out.substr(summary + 1));
+  std::string line;
+  std::getline(in, line);  // title
+  std::getline(in, line);  // header
+  while (std::getline(in, line) && line.rfind("  member-", 0) == 0) {
+    // The partition column is the token before a "(N)" token.
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    for (std::size_t i = 1; i < w.size(); ++i) {
+      if (w[i].size() > 2 && w[i].front() == '(' && w[i].back() == ')') {
+        std::istringstream list(w[i - 1]);
+        for (std::string p; std::getline(list, p, ',');) parts.push_back(std::stoi(p));
+        break;
+      }
+    }
+  }
+  return parts;
+}
+
+void check_story(const run_result& r, const std::string& protocol) {
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "with the " + protocol + " protocol"));
+  // The scripted events, in the members' own words. Steps 3-5 pick members that do not lead the
+  // group, so their names vary from run to run.
+  CHECK(has(r.out, "== 1. Three members join"));
+  CHECK(has(r.out, "== 2. A fourth member joins"));
+  CHECK(has(r.out, "member-4 assigned orders-"));
+  CHECK(has(r.out, " leaves cleanly (close()"));
+  CHECK(has(r.out, " closed its consumer (LeaveGroup sent)"));
+  CHECK(has(r.out, " is killed (SIGKILL"));
+  CHECK(has(r.out, "paused (killed: member-"));
+  CHECK(has(r.out, " stalls: no poll() for "));
+  CHECK(has(r.out, "poll timeout (poll() not called"));
+  CHECK(has(r.out, "lost orders-"));
+  CHECK(has(r.out, "why, as "));
+  CHECK(has(r.out, "dashboard: "));
+  if (protocol == "cooperative") CHECK(has(r.out, "cooperative round"));
+  // The summary: every partition owned by exactly one surviving member, nothing missed.
+  const auto parts = partitions_at_end(r.out);
+  CHECK(parts.size() == 12);
+  CHECK(std::set<int>(parts.begin(), parts.end()).size() == 12);
+  CHECK(has(r.out, "missing 0, wrong key 0"));
+  CHECK(has(r.out, "The story ran as scripted."));
+}
+
+}  // namespace
+
+TEST_CASE("kgroup-demo: the cooperative story runs as scripted", "[demo]") {
+  check_story(run_demo({}, std::chrono::seconds(150)), "cooperative");
+}
+
+TEST_CASE("kgroup-demo: the eager story runs as scripted", "[demo]") {
+  check_story(run_demo({"--protocol", "eager"}, std::chrono::seconds(150)), "eager");
+}
+
+TEST_CASE("kgroup-demo: a bad argument is refused with status 2", "[demo]") {
+  const auto r = run_demo({"--protocol", "sticky"}, std::chrono::seconds(20));
+  CHECK(r.status == 2);
+}
+
+#endif  // KGROUP_DEMO_PATH
