@@ -304,7 +304,7 @@ void group_driver::apply(group::action& a) {
 }
 
 void group_driver::do_compute_assignment(group::compute_assignment job) {
-  describe_membership_change(job.members);
+  describe_membership_change(job.generation, job.members);
   std::shared_ptr<PartitionAssignor> assignor;
   for (const auto& a : opts_.member.assignors) {
     if (a->name() == job.protocol_name) assignor = a;
@@ -392,12 +392,14 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
 }
 
 void group_driver::describe_membership_change(
-    const std::vector<protocol::join_group_response::join_group_response_member>& members) {
+    std::int32_t generation, const std::vector<protocol::join_group_response::join_group_response_member>& members) {
   // The leader sees every member of consecutive generations: who joined and who left explains a
   // rebalance the coordinator started ("group rebalancing" from a follower's point of view).
   std::set<std::string> now;
   for (const auto& m : members) now.insert(m.group_instance_id.value_or(m.member_id));
-  if (!last_members_.empty()) {
+  // Only a list of the generation just before this one explains this rebalance; one from an
+  // older generation this member led may miss changes made since.
+  if (!last_members_.empty() && last_members_generation_ + 1 == generation) {
     std::string joined, left;
     for (const auto& id : now) {
       if (!last_members_.count(id)) joined += (joined.empty() ? "" : ", ") + id;
@@ -413,6 +415,7 @@ void group_driver::describe_membership_change(
     }
   }
   last_members_ = std::move(now);
+  last_members_generation_ = generation;
 }
 
 void group_driver::on_metadata() {

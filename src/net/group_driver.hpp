@@ -58,7 +58,8 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
-  void describe_membership_change(const std::vector<protocol::join_group_response::join_group_response_member>& members);
+  void describe_membership_change(std::int32_t generation,
+                                  const std::vector<protocol::join_group_response::join_group_response_member>& members);
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
@@ -71,6 +72,7 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   std::map<std::string, std::size_t> assigned_counts_;
   // Members (instance id or member id) of the last generation this member led.
   std::set<std::string> last_members_;
+  std::int32_t last_members_generation_ = -1;
   bool stopped_ = false;
 };
 
