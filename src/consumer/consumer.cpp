@@ -106,6 +106,9 @@ class Consumer::impl {
     metrics_id_.group_instance_id = mo.group_instance_id;
     metrics_id_.protocol = mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
     metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
+    metrics_id_.wall_minus_steady_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
     statistics_interval_ = config_.get_ms("statistics.interval.ms");
     start_http();
     thread_ = std::thread([this] { run(); });

@@ -17,6 +17,9 @@ struct metrics_identity {
   std::optional<std::string> group_instance_id;
   std::string protocol;  // "eager" or "cooperative"
   std::int64_t max_poll_interval_ms = 0;
+  /// Wall-clock milliseconds minus steady-clock milliseconds, taken once: converting the core's
+  /// steady times with a fixed offset keeps a rebalance's start_ms identical in every snapshot.
+  std::int64_t wall_minus_steady_ms = 0;
 };
 
 /// Call with shared.mutex held. `steady_now` and `wall_now` are the same instant on both clocks.

@@ -39,8 +39,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
                              std::chrono::system_clock::time_point wall_now) {
   using namespace std::chrono;
   const auto wall_ms = [&](steady_clock::time_point t) {
-    return duration_cast<milliseconds>(wall_now.time_since_epoch()).count() -
-           duration_cast<milliseconds>(steady_now - t).count();
+    return id.wall_minus_steady_ms + duration_cast<milliseconds>(t.time_since_epoch()).count();
   };
   const metrics_state& m = shared.metrics;
   const group::member_stats& g = m.group;

@@ -100,7 +100,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const CAUSE_COLORS = { "member joined":"#2f6fde", "member left":"#8e5bd8", "group rebalancing":"#3a9fb0",
   "poll timeout":"#d6453d", "session timeout":"#d6453d", "metadata change":"#d99a1e",
   "subscription change":"#b0762f", "enforce_rebalance":"#5a6b85", "cooperative round":"#2e9e5b", "error":"#d6453d" };
-const seen = new Map();  // start_ms|cause -> rebalance: every one this page has seen
+const seen = new Map();  // start_ms -> rebalance: every one this page has seen
 const lastOwned = new Map(); // partition name -> last snapshot time it was owned
 let originMs = null, last = null;
 
@@ -321,7 +321,7 @@ function drawTables(s, rebs) {
 }
 
 function render(s) {
-  for (const r of s.rebalances) seen.set(r.start_ms + "|" + r.cause, r);
+  for (const r of s.rebalances) seen.set(String(r.start_ms), r);  // the cause may still be refined
   while (seen.size > 1000) seen.delete(seen.keys().next().value);
   for (const p of s.assignment) lastOwned.set(pname(p), s.timestamp_ms);
   const rebs = Array.from(seen.values()).sort((a, b) => a.start_ms - b.start_ms);

@@ -3,6 +3,7 @@
 // history with its causes.
 #include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -105,6 +106,8 @@ TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and
   CHECK(m.rebalances[0].assigned.size() == 4);
   CHECK(m.rebalances[0].start_ms <= m.timestamp_ms);
   CHECK(m.rebalances[0].start_ms > m.timestamp_ms - 60000);
+  std::this_thread::sleep_for(3ms);
+  CHECK(c1.metrics().rebalances[0].start_ms == m.rebalances[0].start_ms);  // stable across snapshots
   CHECK(stats_calls.load() >= 2);
   CHECK(last_stats_records == 2000);
 
