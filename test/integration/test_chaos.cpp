@@ -730,21 +730,28 @@ class recorder {
     struct interval {
       std::int64_t start, end;
       std::string member;
+      char how;  // R, L (its callback), K (killed), S (poll deadline of a stall), open
     };
     constexpr std::int64_t forever = INT64_MAX;
     auto events = events_;
     std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.t < b.t; });
     std::map<std::string, std::map<int, std::int64_t>> open;  // member -> partition -> start
     std::vector<std::vector<interval>> by_partition(partition_count);
-    auto close_interval = [&](const std::string& member, int p, std::int64_t start, std::int64_t end) {
+    auto close_interval = [&](const std::string& member, int p, std::int64_t start, std::int64_t end, char how) {
       // Ownership also ends at a kill and at a stalled member's poll deadline.
-      if (auto k = kills_.find(member); k != kills_.end()) end = std::min(end, k->second);
+      if (auto k = kills_.find(member); k != kills_.end() && k->second < end) {
+        end = k->second;
+        how = 'K';
+      }
       if (auto s = stall_cuts_.find(member); s != stall_cuts_.end()) {
         for (std::int64_t cut : s->second) {
-          if (start < cut) end = std::min(end, cut);
+          if (start < cut && cut < end) {
+            end = cut;
+            how = 'S';
+          }
         }
       }
-      if (end > start && p >= 0 && p < partition_count) by_partition[static_cast<std::size_t>(p)].push_back({start, end, member});
+      if (end > start && p >= 0 && p < partition_count) by_partition[static_cast<std::size_t>(p)].push_back({start, end, member, how});
     };
     for (const auto& e : events) {
       auto& mine = open[e.member];
@@ -752,13 +759,13 @@ class recorder {
         if (e.what == 'A') {
           mine.emplace(p, e.t);  // keeps the earlier start if already open
         } else if (auto it = mine.find(p); it != mine.end()) {
-          close_interval(e.member, p, it->second, e.t);
+          close_interval(e.member, p, it->second, e.t, e.what);
           mine.erase(it);
         }
       }
     }
     for (const auto& [member, parts] : open) {
-      for (const auto& [p, start] : parts) close_interval(member, p, start, forever);
+      for (const auto& [p, start] : parts) close_interval(member, p, start, forever, 'o');
     }
     std::vector<std::string> out;
     std::size_t total = 0;
@@ -771,10 +778,10 @@ class recorder {
           if (v[j].member == v[i].member) continue;
           if (out.size() < 10) {
             char buf[256];
-            std::snprintf(buf, sizeof buf, "partition %d: %s from %.3f s (until %.3f s) overlaps %s from %.3f s", p,
+            std::snprintf(buf, sizeof buf, "partition %d: %s from %.3f s (until %.3f s, %c) overlaps %s from %.3f s", p,
                           v[i].member.c_str(), static_cast<double>(v[i].start - t0_) / 1e9,
-                          v[i].end == forever ? -1.0 : static_cast<double>(v[i].end - t0_) / 1e9, v[j].member.c_str(),
-                          static_cast<double>(v[j].start - t0_) / 1e9);
+                          v[i].end == forever ? -1.0 : static_cast<double>(v[i].end - t0_) / 1e9, v[i].how,
+                          v[j].member.c_str(), static_cast<double>(v[j].start - t0_) / 1e9);
             out.push_back(buf);
           } else {
             out.push_back("...");
@@ -818,6 +825,25 @@ class recorder {
   std::vector<run> runs_;
 
  public:
+  // Ownership events of partition `p`, and the stalls and kills of their members.
+  void explain_partition(int p) const {
+    std::lock_guard lock(mutex_);
+    std::set<std::string> who;
+    std::printf("    ownership of partition %d:\n", p);
+    for (const auto& e : events_) {
+      if (std::find(e.parts.begin(), e.parts.end(), p) != e.parts.end()) {
+        std::printf("      %8.3f s %s %c\n", static_cast<double>(e.t - t0_) / 1e9, e.member.c_str(), e.what);
+        who.insert(e.member);
+      }
+    }
+    for (const auto& m : who) {
+      if (auto k = kills_.find(m); k != kills_.end()) std::printf("      %s killed at %.3f s\n", m.c_str(), static_cast<double>(k->second - t0_) / 1e9);
+      if (auto s = stall_cuts_.find(m); s != stall_cuts_.end()) {
+        for (auto cut : s->second) std::printf("      %s stall: poll deadline %.3f s\n", m.c_str(), static_cast<double>(cut - t0_) / 1e9);
+      }
+    }
+  }
+
   // For a failed at-least-once check: the gaps, who consumed around them and who owned the partition.
   void explain_missing(const std::vector<std::int64_t>& produced) const {
     std::lock_guard lock(mutex_);
@@ -1219,6 +1245,8 @@ void run_chaos(const std::string& strategy) {
     kgroup::test::mock_cluster mc(3);
     mc.create_topic(chaos_topic, partition_count);
     mc.set_rtt(-1, baseline_rtt_ms);
+    int coordinator = 1;  // tracked for coordinator moves
+    mc.set_coordinator(group, coordinator);
 
     std::vector<std::unique_ptr<member_handle>> members;
     int next_id = 1;
@@ -1292,7 +1320,14 @@ void run_chaos(const std::string& strategy) {
           text += " " + m->name() + (s ? "" : "(unsettled)") + "=" + std::to_string(owned.size());
         }
       }
-      if (describe) *describe = text;
+      if (describe) {
+        std::string unowned;
+        for (int p = 0; p < partition_count; ++p) {
+          if (!all.count(p)) unowned += " " + std::to_string(p);
+        }
+        if (!unowned.empty()) text += "; owned by no live member:" + unowned;
+        *describe = text;
+      }
       return ok && total == static_cast<std::size_t>(partition_count) && all.size() == static_cast<std::size_t>(partition_count) &&
              hi - lo <= 1;
     };
@@ -1303,6 +1338,7 @@ void run_chaos(const std::string& strategy) {
     std::fflush(stdout);
 
     // ---- the chaos ----
+    std::printf("the schedule (time since the start; member names: k = kgroup, r = librdkafka, c = child process):\n");
     const auto chaos_start = steady::now();
     const auto chaos_end = chaos_start + std::chrono::seconds(chaos_seconds);
     std::optional<std::pair<int, steady::time_point>> broker_down;     // broker, up at
@@ -1332,6 +1368,10 @@ void run_chaos(const std::string& strategy) {
       }
       return out;
     };
+    auto log_fault = [&](const std::string& what) {
+      std::printf("  %8.3f s  %s\n", seconds_since(t0), what.c_str());
+      std::fflush(stdout);
+    };
     auto pick = [&](const std::vector<member_handle*>& v) { return v[static_cast<std::size_t>(uniform(0, static_cast<int>(v.size()) - 1))]; };
 
     while (steady::now() < chaos_end) {
@@ -1355,23 +1395,42 @@ void run_chaos(const std::string& strategy) {
           ++faults[std::string("error ") + a.name + " " + c.name];
         }
         mc.push_request_errors(a.key, codes);
+        std::string text = std::string("errors on ") + a.name + ":";
+        for (auto c : codes) text += " " + kgroup::kafka_error_name(c);
+        log_fault(text);
       } else if (roll < 44) {
         // RTT spike on one broker.
         const int b = uniform(1, 3);
         const int ms = uniform(100, 1500);
         mc.set_rtt(b, ms);
-        rtt_restore[b] = steady::now() + std::chrono::milliseconds(uniform(1000, 3000));
+        const int lasting = uniform(1000, 3000);
+        rtt_restore[b] = steady::now() + std::chrono::milliseconds(lasting);
         ++faults["rtt spike"];
+        log_fault("rtt of broker " + std::to_string(b) + " " + std::to_string(ms) + " ms for " + std::to_string(lasting) + " ms");
       } else if (roll < 51) {
-        const int b = uniform(1, 3);
+        // The mock keeps one group state for the whole cluster: a JoinGroup or SyncGroup still
+        // pending at the old coordinator would still be pending when the member rejoins at the new
+        // one, and the mock aborts the process (assertion `!member->resp` in
+        // rd_kafka_mock_cgrp_member_add). A real coordinator that loses the group fails its pending
+        // requests; here the old coordinator drops its connections (down and straight up again).
+        int b = uniform(1, 2);
+        if (b >= coordinator) ++b;
+        const bool old_down = broker_down && broker_down->first == coordinator;
+        if (!old_down) mc.broker_down(coordinator);
         mc.set_coordinator(group, b);
+        if (!old_down) mc.broker_up(coordinator);
+        log_fault("coordinator moves from broker " + std::to_string(coordinator) + " to " + std::to_string(b));
+        coordinator = b;
         ++faults["coordinator move"];
       } else if (roll < 57) {
         if (broker_down || remaining < 6s) continue;
         const int b = uniform(1, 3);
         mc.broker_down(b);
-        broker_down = {b, steady::now() + std::chrono::milliseconds(uniform(2000, 4000))};
+        const int lasting = uniform(2000, 4000);
+        broker_down = {b, steady::now() + std::chrono::milliseconds(lasting)};
         ++faults["broker down and back"];
+        log_fault("broker " + std::to_string(b) + " down for " + std::to_string(lasting) + " ms" +
+                  (b == coordinator ? " (the coordinator)" : ""));
       } else if (roll < 68) {
         // Stall past max.poll.interval.ms; only when it ends before the chaos does.
         const int ms = uniform(max_poll_interval_ms + 1000, max_poll_interval_ms + 4000);
@@ -1381,6 +1440,7 @@ void run_chaos(const std::string& strategy) {
         m->stall(ms);
         stalled_until[m->name()] = steady::now() + std::chrono::milliseconds(ms + 500);
         ++faults["stall"];
+        log_fault(m->name() + " stalls " + std::to_string(ms) + " ms");
       } else if (roll < 78) {
         if (l.size() <= 5) continue;
         std::vector<member_handle*> children;
@@ -1388,25 +1448,31 @@ void run_chaos(const std::string& strategy) {
           if (m->child()) children.push_back(m);
         }
         if (children.empty()) continue;
-        pick(children)->kill();
+        auto* victim = pick(children);
+        victim->kill();
         ++faults["kill"];
+        log_fault(victim->name() + " killed (SIGKILL)");
       } else if (roll < 88) {
         if (l.size() <= 5) continue;
         const auto candidates = not_stalled(l);
-        pick(candidates.empty() ? l : candidates)->leave();
+        auto* leaver = pick(candidates.empty() ? l : candidates);
+        leaver->leave();
         ++faults["leave"];
+        log_fault(leaver->name() + " leaves");
       } else {
         if (l.size() >= 10) continue;
         int k = 0;
         for (auto* m : l) k += m->spec().client == "kgroup" ? 1 : 0;
         const bool kgroup_side = k * 2 < static_cast<int>(l.size()) || (k * 2 == static_cast<int>(l.size()) && uniform(0, 1) == 0);
-        add_member(kgroup_side ? "kgroup" : "librdkafka", uniform(0, 1) == 1);
+        auto* joiner = add_member(kgroup_side ? "kgroup" : "librdkafka", uniform(0, 1) == 1);
         ++faults[std::string("join ") + (kgroup_side ? "kgroup" : "librdkafka")];
+        log_fault(joiner->name() + " joins");
       }
       // Keep the group from shrinking below five.
       while (live().size() < 5) {
-        add_member(uniform(0, 1) == 0 ? "kgroup" : "librdkafka", uniform(0, 1) == 1);
+        auto* joiner = add_member(uniform(0, 1) == 0 ? "kgroup" : "librdkafka", uniform(0, 1) == 1);
         ++faults["join (refill)"];
+        log_fault(joiner->name() + " joins (the group is down to four)");
       }
     }
 
@@ -1504,6 +1570,7 @@ void run_chaos(const std::string& strategy) {
   std::printf("invariant 1, no partition owned by two live members at once: %s", result(overlaps.empty()));
   std::printf(" (%zu overlaps)\n", overlaps.size());
   for (const auto& o : overlaps) std::printf("    %s\n", o.c_str());
+  if (!overlaps.empty()) rec.explain_partition(std::atoi(overlaps.front().c_str() + std::strlen("partition ")));
   std::printf("invariant 2, every produced record consumed at least once: %s (%zu missing)\n", result(missing_count == 0), missing_count);
   for (const auto& m : missing) std::printf("    missing %s\n", m.c_str());
   if (missing_count > 0) rec.explain_missing(produced);
@@ -1513,6 +1580,9 @@ void run_chaos(const std::string& strategy) {
   std::printf("invariant 4, balanced within %d s after the chaos: %s", static_cast<int>(settle_limit.count()), result(settled_in_time));
   if (settled_in_time) std::printf(" (after %.1f s)", settle_seconds);
   std::printf("; assignment:%s\n", final_assignment.c_str());
+  if (const auto pos = final_assignment.find("no live member: "); pos != std::string::npos) {
+    rec.explain_partition(std::atoi(final_assignment.c_str() + pos + std::strlen("no live member: ")));
+  }
   const bool no_crash = failures.empty() && close_problems.empty();
   std::printf("invariant 5, no member crashed or hung, nothing leaked: %s (failures %zu, close problems %zu; fds %zu -> %zu, threads %zu -> %zu)\n",
               result(no_crash && no_leaks), failures.size(), close_problems.size(), fds_before, fds_after, threads_before, threads_after);
