@@ -44,11 +44,16 @@ namespace {
 constexpr const char* usage_text =
     R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-X key=value]... [--max-messages N]
                       [--duration-ms N] [--process-ms N] [--commit auto|sync|async|none] TOPIC...
+       kgroup-consume -b BOOTSTRAP [-g GROUP] --partition TOPIC:N [--partition TOPIC:N]... [...]
 
-Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines.
+Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines. With
+--partition it consumes exactly the named partitions instead (manual assignment: no group is
+joined, no rebalances); -g is then optional and only used for commits.
 
   -b BOOTSTRAP        bootstrap.servers (host:port[,host:port...])
   -g GROUP            group.id
+  --partition TOPIC:N consume partition N of TOPIC (repeatable); excludes TOPIC arguments.
+                      Without -g, records are not committed (--commit none).
   -X key=value        any consumer property (repeatable; applied in order, after -b and -g).
                       auto.offset.reset is earliest unless -X sets it.
   --max-messages N    exit after N records (N >= 1)
@@ -76,6 +81,7 @@ Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch millis
 "event":
   {"ts_ms":..,"event":"assigned","partitions":[{"topic":"t","partition":0},...]}
   {"ts_ms":..,"event":"revoked","partitions":[...]}     (also "lost"; from the rebalance listener)
+                      (with --partition: one "assigned" line with the named partitions at start)
   {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42}
   {"ts_ms":..,"event":"error","code":"NAME","message":".."}
   {"ts_ms":..,"event":"closed","reason":"max-messages|duration|signal|error","records":N}
@@ -336,12 +342,30 @@ struct options {
   std::int64_t process_ms = 0;
   std::optional<commit_mode> commit;
   std::vector<std::string> topics;
+  std::set<kgroup::topic_partition> partitions;  // --partition: manual assignment
   bool help = false;
 };
+
 
 struct usage_error {
   std::string message;
 };
+
+// "TOPIC:N" (the topic may itself contain ':'; the partition is after the last one).
+kgroup::topic_partition parse_partition(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw usage_error{"--partition: '" + text + "' is not TOPIC:N"};
+  }
+  std::int32_t n = -1;
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(first, last, n);
+  if (ec != std::errc() || end != last || n < 0) {
+    throw usage_error{"--partition: '" + text.substr(colon + 1) + "' is not a partition number >= 0"};
+  }
+  return {text.substr(0, colon), n};
+}
 
 std::int64_t parse_count(std::string_view option, std::string_view text, std::int64_t min) {
   std::int64_t v = 0;
@@ -400,6 +424,8 @@ options parse_args(int argc, char** argv) {
       auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) throw usage_error{"-X needs key=value, got '" + kv + "'"};
       o.properties.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (name == "--partition") {
+      o.partitions.insert(parse_partition(value_of(name, glued)));
     } else if (name == "--max-messages") {
       o.max_messages = parse_count(name, value_of(name, glued), 1);
     } else if (name == "--duration-ms") {
@@ -425,6 +451,14 @@ options parse_args(int argc, char** argv) {
   }
   if (o.help) return o;
   if (o.bootstrap.empty()) throw usage_error{"-b BOOTSTRAP is required"};
+  if (!o.partitions.empty()) {
+    if (!o.topics.empty()) throw usage_error{"TOPIC arguments and --partition exclude each other"};
+    if (o.group.empty() && o.commit && *o.commit != commit_mode::none) {
+      throw usage_error{"--commit needs -g GROUP (commits are stored in a group)"};
+    }
+    if (o.group.empty()) o.commit = commit_mode::none;
+    return o;
+  }
   if (o.group.empty()) throw usage_error{"-g GROUP is required"};
   if (o.topics.empty()) throw usage_error{"at least one TOPIC is required"};
   return o;
@@ -438,7 +472,7 @@ kgroup::Config make_config(const options& o) {
   // default (latest) would show nothing for a topic nobody writes to right now.
   c.set("auto.offset.reset", "earliest");
   c.set("bootstrap.servers", o.bootstrap);
-  c.set("group.id", o.group);
+  if (!o.group.empty()) c.set("group.id", o.group);
   for (const auto& [key, value] : o.properties) c.set(key, value);
   if (o.commit) {
     // auto leaves commits to the consumer; sync and async commit from the poll loop (run()), and
@@ -623,7 +657,12 @@ int run(const options& o) {
     });
 
     try {
-      consumer->subscribe(o.topics, std::make_shared<printing_listener>());
+      if (o.partitions.empty()) {
+        consumer->subscribe(o.topics, std::make_shared<printing_listener>());
+      } else {
+        consumer->assign(o.partitions);
+        json_line("assigned").partitions({o.partitions.begin(), o.partitions.end()}).emit();
+      }
       record_printer printer;
       for (;;) {
         if (stop.requested()) {

@@ -18,6 +18,7 @@
 #include "kgroup/assignor.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
+#include "kgroup/metrics.hpp"
 #include "kgroup/rebalance_listener.hpp"
 #include "kgroup/types.hpp"
 
@@ -85,6 +86,8 @@ struct OffsetAndMetadata {
 using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
 /// Completion of commit_async(): the offsets and the outcome (empty error_code on success).
 using CommitCallback = std::function<void(const OffsetMap&, std::error_code)>;
+/// Receives a metrics snapshot every statistics.interval.ms (see Consumer::set_statistics_callback).
+using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 
 /// A member of a Kafka consumer group.
 ///
@@ -186,6 +189,18 @@ class Consumer {
 
   /// The membership state as text ("stable", "joining", ...), for diagnostics.
   std::string group_state() const;
+
+  // ---- observability ----
+
+  /// A snapshot of this consumer's metrics, identity, assignment and rebalance history (the same
+  /// data the HTTP endpoint serves). Call from the polling thread.
+  ConsumerMetrics metrics() const;
+  /// Registers `callback` (null removes it) to receive metrics() every statistics.interval.ms
+  /// (0, the default, means never). It runs on the polling thread, inside poll().
+  void set_statistics_callback(StatisticsCallback callback);
+  /// "host:port" where the HTTP endpoint (observability.http.listen) listens, empty when it is
+  /// off. With port 0 in the configuration this is the port the system picked.
+  std::string http_endpoint() const;
 
   class impl;
 

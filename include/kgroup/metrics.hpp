@@ -30,8 +30,8 @@ enum class RebalanceCause {
   group_rebalancing, // the coordinator asked for a rebalance (another member joined or left)
   poll_timeout,      // this member exceeded max.poll.interval.ms and left
   session_timeout,   // this member was removed (session timed out, unknown member, fenced generation)
-  metadata_change,   // partition count or the topics matching the subscription changed
-  subscription_change,
+  metadata_change,   // the leader saw the partition count of a subscribed topic change
+  subscription_change, // subscribe() changed the topics, or a pattern now matches other topics
   enforced,          // enforce_rebalance()
   cooperative_round, // the second round of a cooperative rebalance (revoked partitions move)
   error,             // a rejected assignment or a group error forced a rejoin

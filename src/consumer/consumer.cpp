@@ -12,7 +12,9 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
+#include "consumer/make_metrics.hpp"
 #include "consumer/shared_state.hpp"
+#include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/txn_filter.hpp"
 #include "kgroup/log.hpp"
@@ -97,6 +99,12 @@ class Consumer::impl {
     dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) { f->assign(owned); };
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
     default_timeout_ = config_.get_ms("default.api.timeout.ms");
+    metrics_id_.client_id = config_.get("client.id");
+    metrics_id_.group_id = mo.group_id;
+    metrics_id_.group_instance_id = mo.group_instance_id;
+    metrics_id_.protocol = mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
+    metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
+    statistics_interval_ = config_.get_ms("statistics.interval.ms");
     thread_ = std::thread([this] { run(); });
   }
 
@@ -181,7 +189,14 @@ class Consumer::impl {
 
   ConsumerRecords poll(std::chrono::milliseconds timeout) {
     check_open();
-    const auto deadline = clock::now() + timeout;
+    const auto started = clock::now();
+    poll_started(started);
+    ConsumerRecords out = poll_records(started + timeout);
+    poll_ended(started, out.size());
+    return out;
+  }
+
+  ConsumerRecords poll_records(clock::time_point deadline) {
     post([this] { driver_->poll_called(); });
     for (;;) {
       run_events(/*throw_fatal=*/true);
@@ -331,6 +346,23 @@ class Consumer::impl {
     return m;
   }
 
+  ConsumerMetrics metrics() {
+    const auto now = clock::now();
+    std::lock_guard lock(shared_.mutex);
+    publish_user_metrics(now);
+    return detail::make_metrics(shared_, metrics_id_, now, std::chrono::system_clock::now());
+  }
+
+  void set_statistics_callback(StatisticsCallback cb) {
+    statistics_cb_ = std::move(cb);
+    next_statistics_ = clock::now() + statistics_interval_;
+  }
+
+  std::string http_endpoint() const {
+    std::lock_guard lock(shared_.mutex);
+    return shared_.metrics.http_endpoint;
+  }
+
   std::string state() const {
     std::lock_guard lock(shared_.mutex);
     return shared_.state;
@@ -350,8 +382,10 @@ class Consumer::impl {
   }
 
   void close(std::chrono::milliseconds timeout) {
-    if (closed_) return;
-    closed_ = true;
+    // Callbacks that run inside close() (on_partitions_revoked committing its offsets) may still
+    // call the consumer; it counts as closed once the background thread is gone.
+    if (closed_ || closing_) return;
+    closing_ = true;
     const auto deadline = clock::now() + timeout;
     std::uint64_t left_before;
     {
@@ -364,13 +398,82 @@ class Consumer::impl {
                      config_.get("group.id"), timeout.count());
     }
     stop_thread();
+    closed_ = true;
     rethrow_listener_error();
   }
 
  private:
+  // ---- metrics of the user thread ----
+
+  void poll_started(clock::time_point now) {
+    if (last_poll_start_) {
+      between_polls_.record(now, std::chrono::duration<double, std::milli>(now - *last_poll_start_).count());
+    }
+    last_poll_start_ = now;
+    std::lock_guard lock(shared_.mutex);
+    shared_.metrics.last_poll = now;
+  }
+
+  void poll_ended(clock::time_point started, std::size_t records) {
+    const auto now = clock::now();
+    if (prev_poll_start_) {
+      // Java's poll-idle-ratio: the share of the time since the previous poll() began that was
+      // spent waiting inside this one.
+      const double cycle = std::chrono::duration<double>(now - *prev_poll_start_).count();
+      if (cycle > 0) idle_ratio_.record(now, std::chrono::duration<double>(now - started).count() / cycle);
+    }
+    prev_poll_start_ = started;
+    records_total_ += static_cast<std::int64_t>(records);
+    records_window_.record(now, static_cast<double>(records));
+    if (pending_bytes_ > 0) {
+      bytes_total_ += pending_bytes_;
+      bytes_window_.record(now, static_cast<double>(pending_bytes_));
+      pending_bytes_ = 0;
+    }
+    if (now - last_publish_ >= std::chrono::milliseconds(100)) {
+      std::lock_guard lock(shared_.mutex);
+      publish_user_metrics(now);
+    }
+    if (statistics_cb_ && statistics_interval_.count() > 0 && now >= next_statistics_) {
+      next_statistics_ = now + statistics_interval_;
+      auto snapshot = metrics();
+      try {
+        statistics_cb_(snapshot);
+      } catch (const std::exception& e) {
+        logger()->warn("statistics callback threw: {}", e.what());
+      } catch (...) {
+        logger()->warn("statistics callback threw");
+      }
+    }
+  }
+
+  // With shared_.mutex held.
+  void publish_user_metrics(clock::time_point now) {
+    last_publish_ = now;
+    auto& m = shared_.metrics;
+    m.partitions.clear();
+    const bool manual = mode_ == mode::manual;
+    for (const auto& tp : manual ? manual_ : shared_.owned) {
+      auto& out = m.partitions[tp];
+      if (auto it = parts_.find(tp); it != parts_.end()) {
+        out.position = it->second.position;
+        out.high_watermark = it->second.high_watermark;
+        out.paused = it->second.paused;
+      }
+    }
+    m.records_total = records_total_;
+    m.bytes_total = bytes_total_;
+    m.records_rate = records_window_.rate(now);
+    m.bytes_rate = bytes_window_.rate(now);
+    m.between_poll_avg_ms = between_polls_.avg(now);
+    m.between_poll_max_ms = between_polls_.max(now);
+    m.idle_ratio_avg = idle_ratio_.avg(now);
+  }
+
   // User-thread view of one owned partition.
   struct upart {
     std::int64_t position = -1;  // next offset poll() returns; -1 until known
+    std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
     bool paused = false;
     bool user_seeked = false;    // a user seek() wins over the initial committed position
   };
@@ -403,6 +506,9 @@ class Consumer::impl {
     id.instance_id = core.options().group_instance_id;
     id.coordinator = core.coordinator();
     const auto st = core.state();
+    id.subscribed = mode_ == mode::subscribed;
+    id.poll_timed_out = st == group::member_state::poll_timed_out;
+    id.fatal = st == group::member_state::fatal;
     id.stable = core.generation() >= 0 &&
                 (st == group::member_state::stable || st == group::member_state::completing ||
                  st == group::member_state::preparing || st == group::member_state::leaving);
@@ -466,6 +572,8 @@ class Consumer::impl {
         shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
         continue;
       }
+      if (d.high_watermark >= 0) it->second.high_watermark = d.high_watermark;
+      pending_bytes_ += static_cast<std::int64_t>(d.bytes);
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;
       auto data = std::make_shared<detail::fetched_data>(std::move(d));
@@ -711,8 +819,17 @@ class Consumer::impl {
         }
       }
     }
-    bookkeep(call);
-    call_listener(call);
+    // Revoked: the callback runs while the partitions are still this consumer's, so
+    // commit_sync() and position() inside it cover them (as in Java); no record of theirs is
+    // returned after it. Lost: the bookkeeping comes first, so nothing inside the callback can
+    // commit them. Assigned: the new partitions are known to position() inside the callback.
+    if (call.kind == group::listener_kind::revoked) {
+      call_listener(call);
+      bookkeep(call);
+    } else {
+      bookkeep(call);
+      call_listener(call);
+    }
   }
 
   void call_listener(const detail::listener_call& call) {
@@ -829,6 +946,7 @@ class Consumer::impl {
   std::thread thread_;
   std::chrono::milliseconds default_timeout_{60000};
   bool closed_ = false;
+  bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
   std::mutex listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
   std::shared_ptr<ConsumerRebalanceListener> listener_;
   std::exception_ptr listener_error_;
@@ -851,6 +969,21 @@ class Consumer::impl {
   std::atomic<mode> mode_{mode::none};
   std::set<topic_partition> manual_;
   std::optional<std::int32_t> manual_coordinator_;
+  // Metrics, user-thread side (published into shared_.metrics).
+  detail::metrics_identity metrics_id_;
+  std::optional<clock::time_point> last_poll_start_;
+  std::optional<clock::time_point> prev_poll_start_;
+  clock::time_point last_publish_{};
+  detail::window_stat between_polls_;
+  detail::window_stat idle_ratio_;
+  detail::window_stat records_window_;
+  detail::window_stat bytes_window_;
+  std::int64_t records_total_ = 0;
+  std::int64_t bytes_total_ = 0;
+  std::int64_t pending_bytes_ = 0;  // bytes of fetched data opened since the last poll() ended
+  StatisticsCallback statistics_cb_;
+  std::chrono::milliseconds statistics_interval_{0};
+  clock::time_point next_statistics_{};
 };
 
 Consumer::Consumer(const Config& config) : Consumer(config, {}) {}
@@ -897,5 +1030,8 @@ void Consumer::enforce_rebalance(const std::string& reason) { impl_->enforce_reb
 void Consumer::wakeup() { impl_->wakeup(); }
 void Consumer::close(std::chrono::milliseconds timeout) { impl_->close(timeout); }
 std::string Consumer::group_state() const { return impl_->state(); }
+ConsumerMetrics Consumer::metrics() const { return impl_->metrics(); }
+void Consumer::set_statistics_callback(StatisticsCallback callback) { impl_->set_statistics_callback(std::move(callback)); }
+std::string Consumer::http_endpoint() const { return impl_->http_endpoint(); }
 
 }  // namespace kgroup

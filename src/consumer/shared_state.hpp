@@ -6,6 +6,7 @@
 // snapshot fields and the only producer of events; the user thread is the only consumer.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -73,6 +74,36 @@ struct fetched_data {
   std::size_t bytes = 0;
 };
 
+/// The data for ConsumerMetrics, published under shared_state::mutex. Group and commit fields are
+/// written by the background thread, poll and partition fields by the user thread.
+struct metrics_state {
+  // Background thread: the membership core's view.
+  group::member_stats group;
+  std::int32_t coordinator = -1;
+  std::string assignor;
+  bool leader = false;
+  std::int64_t commits = 0;
+  double commit_latency_total_ms = 0;
+  double commit_latency_max_ms = 0;
+  std::map<topic_partition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
+  std::string http_endpoint;
+  // User thread (published by poll(), at most every 100 ms, and by metrics()).
+  struct partition {
+    std::int64_t position = -1;
+    std::int64_t high_watermark = -1;
+    bool paused = false;
+  };
+  std::map<topic_partition, partition> partitions;
+  std::int64_t records_total = 0;
+  std::int64_t bytes_total = 0;
+  double records_rate = 0;
+  double bytes_rate = 0;
+  double between_poll_avg_ms = 0;
+  double between_poll_max_ms = 0;
+  double idle_ratio_avg = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_poll;
+};
+
 struct shared_state {
   std::mutex mutex;
   std::condition_variable cv;
@@ -91,6 +122,7 @@ struct shared_state {
   // Positions the user thread consumed up to (next offset), for auto-commit on the background
   // thread. Written by the user thread only.
   std::map<topic_partition, std::int64_t> consumed;
+  metrics_state metrics;
 
   void push(user_event e) {
     {

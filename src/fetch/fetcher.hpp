@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "consumer/shared_state.hpp"
+#include "fetch/fetch_session.hpp"
 #include "net/cluster.hpp"
 
 namespace kgroup::fetch {
@@ -46,6 +47,9 @@ struct group_identity {
   std::optional<std::int32_t> coordinator;
   bool stable = false;      // not in the middle of a rebalance
   bool group_mode = true;   // false without group.id (no commits possible)
+  bool subscribed = false;  // partitions come from the group (subscribe()), not from assign()
+  bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
+  bool fatal = false;       // a fatal group error ended the membership
 };
 
 /// Offsets to commit: offset and metadata per partition.
@@ -101,7 +105,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void send_list_offsets();
   void send_fetches();
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
-                         const net::response_frame& frame, std::map<topic_partition, std::int64_t> sent);
+                         const net::response_frame& frame, const fetch_set& sent);
+  fetch_session& session(std::int32_t node);
   void schedule_retry();
   void maybe_refresh_metadata();
   void auto_commit();
@@ -115,6 +120,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   std::function<group_identity()> identity_;
   std::map<topic_partition, part> parts_;
   std::set<std::int32_t> fetching_nodes_;  // one Fetch in flight per broker
+  std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
   bool offset_fetch_in_flight_ = false;
   boost::asio::steady_timer retry_timer_;
   bool retry_armed_ = false;

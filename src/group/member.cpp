@@ -151,13 +151,11 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
     poll_warned_ = false;
     transition(member_state::joining, "subscribed");
     rejoin_reason_ = "subscribed";
+    rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
     pump(now);
     return;
   }
-  if (changed) {
-    rejoin_needed_ = true;
-    rejoin_reason_ = "subscription changed";
-  }
+  if (changed) request_rejoin(RebalanceCause::subscription_change, "subscription changed");
   pump(now);
 }
 
@@ -192,6 +190,7 @@ void member::close(time_point now) {
   }
   if (state_ == member_state::unsubscribed || state_ == member_state::fatal) {
     set_owned({});
+    rebalance_ends(now, false);
     transition(member_state::closed, "close");
     actions_.emplace_back(left_group{});
     return;
@@ -221,8 +220,7 @@ void member::enforce_rebalance(time_point now, std::string reason) {
       state_ == member_state::leaving) {
     return;
   }
-  rejoin_needed_ = true;
-  rejoin_reason_ = reason.empty() ? "enforce_rebalance" : "enforce_rebalance: " + reason;
+  request_rejoin(RebalanceCause::enforced, reason.empty() ? "enforce_rebalance" : "enforce_rebalance: " + reason);
   pump(now);
 }
 
@@ -256,6 +254,7 @@ void member::tick(time_point now) {
                    "removed this member",
                    opts_.group_id, opts_.session_timeout.count());
     mark_coordinator_unknown(now, "session timed out");
+    rebalance_begins(now, RebalanceCause::session_timeout, "no successful heartbeat for session.timeout.ms");
     generation_ = -1;
     if (!opts_.group_instance_id) member_id_.clear();
     lose_partitions(now, "session timed out", then::join);
@@ -288,6 +287,9 @@ bool member::check_poll_timeout(time_point now) {
     generation_ = -1;
     if (!opts_.group_instance_id) member_id_.clear();
     rejoin_needed_ = false;
+    rebalance_begins(now, RebalanceCause::poll_timeout,
+                     "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
+                         std::to_string(opts_.max_poll_interval.count()) + ")");
     transition(member_state::poll_timed_out, "max.poll.interval.ms exceeded");
     actions_.emplace_back(report_error{make_error_code(client_errc::request_timed_out),
                                        "max.poll.interval.ms exceeded: left the group", false});
@@ -334,6 +336,7 @@ void member::request_failed(time_point now, std::error_code ec) {
     }
     return;
   }
+  if (was == in_flight::join || was == in_flight::sync) rebalance_failed();
   mark_coordinator_unknown(now, "request failed");
   backoff(now);
   if (was == in_flight::heartbeat) heartbeat_after_backoff();
@@ -364,7 +367,13 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     return;  // a leave or close overtook it
   }
   const std::int16_t c = r.error_code;
+  if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed();
   if (c == 0) {
+    ++stats_.joins;
+    const auto took = std::chrono::duration_cast<ms>(now - join_sent_);
+    stats_.join_time_total += took;
+    stats_.join_time_max = std::max(stats_.join_time_max, took);
+    ++stats_.version;
     member_id_ = r.member_id;
     generation_ = r.generation_id;
     leader_id_ = r.leader;
@@ -389,6 +398,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     return;
   }
   if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    rebalance_begins(now, RebalanceCause::session_timeout, "JoinGroup: " + kafka_error_name(c));
     generation_ = -1;
     if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
     lose_partitions(now, kafka_error_name(c), then::join);
@@ -428,7 +438,7 @@ void member::assignment_computed(time_point now, std::error_code ec,
   send_sync(now, std::move(assignments));
 }
 
-void member::send_sync(time_point,
+void member::send_sync(time_point now,
                        std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
   protocol::sync_group_request req;
   req.group_id = opts_.group_id;
@@ -440,6 +450,7 @@ void member::send_sync(time_point,
   req.assignments = std::move(assignments);
   transition(member_state::syncing, "sending SyncGroup");
   in_flight_ = in_flight::sync;
+  sync_sent_ = now;
   actions_.emplace_back(send_sync_group{std::move(req)});
 }
 
@@ -451,7 +462,13 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     return;
   }
   const std::int16_t c = r.error_code;
+  if (c != 0) rebalance_failed();
   if (c == 0) {
+    ++stats_.syncs;
+    const auto took = std::chrono::duration_cast<ms>(now - sync_sent_);
+    stats_.sync_time_total += took;
+    stats_.sync_time_max = std::max(stats_.sync_time_max, took);
+    ++stats_.version;
     if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() && *r.protocol_name != protocol_name_) {
       fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
             "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name + "' differs from JoinGroup's '" +
@@ -476,6 +493,11 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
       actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
       transition(member_state::joining, "assignment rejected");
       rejoin_reason_ = "rejected assignment";
+      rebalance_failed();
+      if (!stats_.history.empty() && !stats_.history.back().end) {
+        stats_.history.back().cause = RebalanceCause::error;
+        stats_.history.back().detail = why;
+      }
       backoff(now);
       pump(now);
       return;
@@ -496,6 +518,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     return;
   }
   if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    rebalance_begins(now, RebalanceCause::session_timeout, "SyncGroup: " + kafka_error_name(c));
     generation_ = -1;
     if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
     transition(member_state::joining, kafka_error_name(c).c_str());
@@ -522,6 +545,10 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
 void member::heartbeat_done(time_point now, const protocol::heartbeat_response& r) {
   if (in_flight_ != in_flight::heartbeat) return;  // stale
   in_flight_ = in_flight::none;
+  ++stats_.heartbeats;
+  stats_.heartbeat_rtt_max = std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
+  stats_.last_heartbeat_response = now;
+  ++stats_.version;
   const std::int16_t c = r.error_code;
   if (c == 0) {
     last_heartbeat_ok_ = now;
@@ -531,8 +558,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   if (c == code(kafka_errc::rebalance_in_progress)) {
     last_heartbeat_ok_ = now;  // the coordinator still knows us
     if (state_ == member_state::stable || state_ == member_state::completing || state_ == member_state::preparing) {
-      if (!rejoin_needed_) rejoin_reason_ = "group is rebalancing";
-      rejoin_needed_ = true;
+      if (!rejoin_needed_) request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
     }
     pump(now);
     return;
@@ -543,6 +569,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
       pump(now);
       return;  // stale answer for a generation we already left (a session timeout, ...)
     }
+    rebalance_begins(now, RebalanceCause::session_timeout, "Heartbeat: " + kafka_error_name(c));
     generation_ = -1;
     if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
     lose_partitions(now, kafka_error_name(c), then::join);
@@ -575,8 +602,7 @@ void member::leave_group_done(time_point now, const protocol::leave_group_respon
 
 void member::rebalance_in_progress_seen(time_point now) {
   if (state_ == member_state::stable || state_ == member_state::completing) {
-    rejoin_needed_ = true;
-    rejoin_reason_ = "group is rebalancing";
+    request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
   }
   pump(now);
 }
@@ -584,8 +610,7 @@ void member::rebalance_in_progress_seen(time_point now) {
 void member::metadata_changed(time_point now, std::string reason) {
   if (!is_leader()) return;
   if (state_ != member_state::stable && state_ != member_state::completing) return;
-  rejoin_needed_ = true;
-  rejoin_reason_ = std::move(reason);
+  request_rejoin(RebalanceCause::metadata_change, std::move(reason));
   pump(now);
 }
 
@@ -651,6 +676,7 @@ void member::start_rebalance(time_point now, const std::string& reason) {
   rejoin_needed_ = false;
   rejoin_reason_ = reason;
   logger()->info("group '{}': rebalancing ({})", opts_.group_id, reason);
+  rebalance_begins(now, rejoin_cause_, reason);
   if (opts_.protocol == RebalanceProtocol::eager && !owned_.empty()) {
     // Eager: give everything back, on the user's thread, before asking to join.
     transition(member_state::preparing, "eager revoke before JoinGroup");
@@ -674,7 +700,8 @@ void member::start_rebalance(time_point now, const std::string& reason) {
   pump(now);
 }
 
-void member::send_join(time_point) {
+void member::send_join(time_point now) {
+  join_sent_ = now;
   protocol::join_group_request req;
   req.group_id = opts_.group_id;
   req.session_timeout_ms = static_cast<std::int32_t>(opts_.session_timeout.count());
@@ -725,6 +752,7 @@ void member::finish_leave(time_point now) {
   leave_sent_ = false;
   rejoin_needed_ = false;
   set_owned({});
+  rebalance_ends(now, false);
   if (closing_) {
     transition(member_state::closed, "left the group");
   } else {
@@ -734,6 +762,7 @@ void member::finish_leave(time_point now) {
   if (!closing_ && !topics_.empty()) {
     // subscribe() was called while the leave was under way: join again with the new topics.
     rejoin_reason_ = "subscribed";
+    rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
     transition(member_state::joining, "subscribed while leaving");
     pump(now);
   }
@@ -755,6 +784,12 @@ void member::request_listener(listener_kind kind, const partition_set& parts, th
   pending_kind_ = kind;
   pending_parts_ = parts;
   after_listener_ = next;
+  if (!stats_.history.empty() && !stats_.history.back().end) {
+    auto& e = stats_.history.back();
+    auto& into = kind == listener_kind::revoked ? e.revoked : kind == listener_kind::assigned ? e.assigned : e.lost;
+    into.insert(parts.begin(), parts.end());
+    ++stats_.version;
+  }
   actions_.emplace_back(run_listener{kind, to_vector(parts), seq});
 }
 
@@ -775,7 +810,10 @@ void member::continue_after_listener(time_point now, then next) {
       return;
     }
     case then::finish_assignment:
-      if (state_ == member_state::completing) transition(member_state::stable, "assignment complete");
+      if (state_ == member_state::completing) {
+        transition(member_state::stable, "assignment complete");
+        rebalance_ends(now, true);
+      }
       return;
     case then::leave:
       send_leave(now, "the consumer is leaving");
@@ -797,8 +835,7 @@ void member::complete_assignment(time_point now) {
   if (!revoked.empty()) {
     // Second round once stable: the revoked partitions can then go to their new owners. Any
     // other pending rejoin request (a subscription change during the join) is kept as it is.
-    rejoin_needed_ = true;
-    rejoin_reason_ = "partitions revoked; second cooperative round";
+    request_rejoin(RebalanceCause::cooperative_round, "partitions revoked; second cooperative round");
     request_listener(listener_kind::revoked, revoked, then::assign_added);
     return;
   }
@@ -845,6 +882,56 @@ void member::fatal(std::error_code ec, std::string message) {
   pending_listener_.reset();
   transition(member_state::fatal, message.c_str());
   actions_.emplace_back(report_error{ec, std::move(message), true});
+}
+
+void member::request_rejoin(RebalanceCause cause, std::string reason) {
+  rejoin_needed_ = true;
+  rejoin_cause_ = cause;
+  rejoin_reason_ = std::move(reason);
+}
+
+void member::rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail) {
+  if (!stats_.history.empty() && !stats_.history.back().end) return;  // one already under way keeps its cause
+  if (stats_.history.size() >= member_stats::history_max) stats_.history.pop_front();
+  rebalance_entry e;
+  e.cause = cause;
+  e.detail = detail;
+  e.start = now;
+  stats_.history.push_back(std::move(e));
+  ++stats_.version;
+}
+
+void member::rebalance_ends(time_point now, bool completed) {
+  if (stats_.history.empty() || stats_.history.back().end) return;
+  auto& e = stats_.history.back();
+  e.end = now;
+  e.completed = completed;
+  e.generation = generation_;
+  if (completed) {
+    const auto took = std::chrono::duration_cast<ms>(now - e.start);
+    ++stats_.rebalances;
+    stats_.rebalance_latency_total += took;
+    stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
+    stats_.completed_at.push_back(now);
+    while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
+      stats_.completed_at.pop_front();
+    }
+  }
+  ++stats_.version;
+}
+
+void member::rebalance_failed() {
+  ++stats_.failed_rebalances;
+  ++stats_.version;
+}
+
+void member::describe_rebalance(RebalanceCause cause, std::string detail) {
+  if (stats_.history.empty() || stats_.history.back().end) return;
+  auto& e = stats_.history.back();
+  if (e.cause != RebalanceCause::group_rebalancing) return;  // this member's own cause is more precise
+  e.cause = cause;
+  e.detail = std::move(detail);
+  ++stats_.version;
 }
 
 std::optional<time_point> member::next_deadline() const {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kgroup/assignor.hpp"
+#include "kgroup/metrics.hpp"
 #include "kgroup/types.hpp"
 #include "protocol/messages.hpp"
 
@@ -105,6 +107,39 @@ struct left_group {};
 using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat, send_leave_group,
                             compute_assignment, run_listener, assignment_changed, report_error, left_group>;
 
+/// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
+struct rebalance_entry {
+  RebalanceCause cause = RebalanceCause::group_rebalancing;
+  std::string detail;
+  time_point start{};
+  std::optional<time_point> end;  // unset while in progress
+  std::int32_t generation = -1;
+  bool completed = false;
+  partition_set revoked, assigned, lost;
+};
+
+/// What the core measured, for metrics (Java's consumer-coordinator metrics). `version` changes
+/// whenever anything else does, so the driver copies only what changed.
+struct member_stats {
+  std::uint64_t version = 0;
+  std::int64_t rebalances = 0;          // completed
+  std::int64_t failed_rebalances = 0;   // failed JoinGroup/SyncGroup attempts and rejected assignments
+  ms rebalance_latency_total{0};
+  ms rebalance_latency_max{0};
+  std::deque<time_point> completed_at;  // completion times of the last hour (trimmed at each completion)
+  std::int64_t joins = 0;               // successful JoinGroups, and their round-trip times
+  ms join_time_total{0};
+  ms join_time_max{0};
+  std::int64_t syncs = 0;
+  ms sync_time_total{0};
+  ms sync_time_max{0};
+  std::int64_t heartbeats = 0;          // heartbeat responses of any outcome
+  ms heartbeat_rtt_max{0};
+  std::optional<time_point> last_heartbeat_response;
+  std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
+  static constexpr std::size_t history_max = 50;
+};
+
 /// Builds the JoinGroup protocol list (assignor name + encoded subscription), given what the core
 /// knows about itself. Pure; injected so the core needs no codec for the consumer protocol.
 struct member_snapshot {
@@ -166,6 +201,10 @@ class member {
   std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   /// Last time poll() was called (for metrics and the 80% warning).
   time_point last_poll() const noexcept { return last_poll_; }
+  const member_stats& stats() const noexcept { return stats_; }
+  /// The leader's view of the rebalance in progress (who joined or left, from the member lists of
+  /// consecutive generations) replaces the generic "group rebalancing" cause.
+  void describe_rebalance(RebalanceCause cause, std::string detail);
 
  private:
   enum class in_flight { none, join, sync, heartbeat, leave };
@@ -191,6 +230,10 @@ class member {
   void backoff(time_point now);
   void heartbeat_after_backoff();
   void fatal(std::error_code ec, std::string message);
+  void request_rejoin(RebalanceCause cause, std::string reason);
+  void rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail);
+  void rebalance_ends(time_point now, bool completed);
+  void rebalance_failed();
   bool needs_coordinator() const noexcept;
   bool check_poll_timeout(time_point now);
   bool coordinator_error(time_point now, std::int16_t code);
@@ -217,6 +260,10 @@ class member {
   bool poll_warned_ = false;
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;
+  RebalanceCause rejoin_cause_ = RebalanceCause::group_rebalancing;
+  time_point join_sent_{};
+  time_point sync_sent_{};
+  member_stats stats_;
   bool closing_ = false;  // leaving is for close(), not unsubscribe()
   std::optional<std::uint64_t> pending_listener_;
   then after_listener_ = then::nothing;

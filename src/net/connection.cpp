@@ -231,10 +231,17 @@ void connection::start_read() {
         }
         auto frame = std::make_shared<protocol::bytes>(size);
         asio::async_read(self->socket_, asio::buffer(*frame),
-                         [self, frame, gen](const boost::system::error_code& rec, std::size_t) {
+                         [self, frame, gen](const boost::system::error_code& rec, std::size_t got) {
                            if (gen != self->generation_) return;
                            if (rec) {
-                             self->fail(make_error_code(client_errc::connection_closed), "read failed");
+                             // A frame cut short: say how short, so a truncating broker or proxy
+                             // is recognisable in the log.
+                             logger()->error("broker {}: connection {} inside a response frame ({} of {} bytes)",
+                                             self->node_id_, rec == asio::error::eof ? "closed by broker" : "failed",
+                                             got, frame->size());
+                             self->fail(make_error_code(client_errc::connection_closed),
+                                        rec == asio::error::eof ? "closed by broker inside a response frame"
+                                                                : "read failed");
                              return;
                            }
                            self->on_frame(frame);

@@ -155,6 +155,11 @@ void group_driver::publish_snapshot() {
   shared_.member_id = member_.member_id();
   shared_.generation = member_.generation();
   shared_.state = group::to_string(member_.state());
+  auto& m = shared_.metrics;
+  m.coordinator = member_.coordinator().value_or(-1);
+  m.assignor = member_.protocol_name();
+  m.leader = member_.is_leader();
+  if (m.group.version != member_.stats().version) m.group = member_.stats();
 }
 
 std::shared_ptr<connection> group_driver::coordinator_connection() {
@@ -259,6 +264,9 @@ void group_driver::apply(group::action& a) {
           do_compute_assignment(std::move(act));
         } else if constexpr (std::is_same_v<T, group::run_listener>) {
           detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+          // The callback sees the membership it is told about: assignment(), group_metadata()
+          // and position() inside on_partitions_assigned already know the new generation.
+          publish_snapshot();
           if (opts_.run_listener_inline) {
             opts_.run_listener_inline(call);
             member_.listener_done(clock::now(), call.seq);
@@ -286,6 +294,7 @@ void group_driver::apply(group::action& a) {
 }
 
 void group_driver::do_compute_assignment(group::compute_assignment job) {
+  describe_membership_change(job.members);
   std::shared_ptr<PartitionAssignor> assignor;
   for (const auto& a : opts_.member.assignors) {
     if (a->name() == job.protocol_name) assignor = a;
@@ -364,6 +373,30 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
         self->member_.assignment_computed(clock::now(), {}, std::move(out));
         self->process();
       });
+}
+
+void group_driver::describe_membership_change(
+    const std::vector<protocol::join_group_response::join_group_response_member>& members) {
+  // The leader sees every member of consecutive generations: who joined and who left explains a
+  // rebalance the coordinator started ("group rebalancing" from a follower's point of view).
+  std::set<std::string> now;
+  for (const auto& m : members) now.insert(m.group_instance_id.value_or(m.member_id));
+  if (!last_members_.empty()) {
+    std::string joined, left;
+    for (const auto& id : now) {
+      if (!last_members_.count(id)) joined += (joined.empty() ? "" : ", ") + id;
+    }
+    for (const auto& id : last_members_) {
+      if (!now.count(id)) left += (left.empty() ? "" : ", ") + id;
+    }
+    if (!left.empty()) {
+      member_.describe_rebalance(RebalanceCause::member_left,
+                                 "left: " + left + (joined.empty() ? "" : "; joined: " + joined));
+    } else if (!joined.empty()) {
+      member_.describe_rebalance(RebalanceCause::member_joined, "joined: " + joined);
+    }
+  }
+  last_members_ = std::move(now);
 }
 
 void group_driver::on_metadata() {

@@ -57,6 +57,7 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
+  void describe_membership_change(const std::vector<protocol::join_group_response::join_group_response_member>& members);
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
@@ -67,6 +68,8 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   std::optional<std::regex> pattern_;
   // Partition counts of the topics the last assignment (as leader) was computed from.
   std::map<std::string, std::size_t> assigned_counts_;
+  // Members (instance id or member id) of the last generation this member led.
+  std::set<std::string> last_members_;
   bool stopped_ = false;
 };
 

@@ -243,6 +243,31 @@ TEST_CASE("a partition leader moving mid-consumption: fetching resumes at the sa
   c.close(10s);
 }
 
+// librdkafka's mock cluster keeps no fetch sessions (it echoes the request's session id, 0), so
+// kgroup keeps sending full fetches there; the session errors still reach the fetcher when
+// injected, and must only cost a full fetch.
+TEST_CASE("Fetch session errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) only reset the session",
+          "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("s", 2);
+  mc.produce("s", 2000);
+  kgroup::Consumer c(consumer_config(mc, "g-fetch-session"));
+  c.subscribe({"s"});
+  seen_records seen;
+  consume(c, seen, 500, 30s);
+  REQUIRE(seen.total >= 500);
+  mc.push_request_errors(1, {70, 71, 70, 71});  // Fetch
+  consume(c, seen, 2000, 30s);
+  CHECK(seen.total == 2000);
+  CHECK(seen.bad_content == 0);
+  for (int p = 0; p < 2; ++p) {
+    const auto& offs = seen.offsets[{"s", p}];
+    REQUIRE(offs.size() == 1000);
+    for (std::size_t i = 0; i < offs.size(); ++i) REQUIRE(offs[i] == static_cast<std::int64_t>(i));
+  }
+  c.close(5s);
+}
+
 namespace {
 
 // Produces three transactions of `n` records each to partition 0 of `topic` through a librdkafka
@@ -319,4 +344,84 @@ TEST_CASE("transactional data: read_uncommitted returns every data record and no
   for (const auto& [v, n] : by_value) total += static_cast<std::size_t>(n);
   CHECK(total == (level == "read_committed" ? 20u : 30u));
   c.close(5s);
+}
+
+namespace {
+
+// Calls back into the consumer from its callbacks, as applications do.
+struct committing_listener : kgroup::ConsumerRebalanceListener {
+  kgroup::Consumer* c = nullptr;
+  std::map<kgroup::topic_partition, std::int64_t> positions_at_revoke;
+  bool assignment_matched = true;
+  bool positions_known = true;
+  int assigned_calls = 0;
+  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& ps) override {
+    for (const auto& tp : ps) positions_at_revoke[tp] = c->position(tp);
+    c->commit_sync();  // covers the partitions being revoked
+  }
+  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& ps) override {
+    ++assigned_calls;
+    const auto a = c->assignment();
+    for (const auto& tp : ps) {
+      if (!a.count(tp)) assignment_matched = false;
+      if (c->position(tp) < 0) positions_known = false;
+    }
+  }
+  void on_partitions_lost(const std::vector<kgroup::topic_partition>&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("inside the listener: commit_sync() and position() cover revoked partitions; assignment() is current",
+          "[consume]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 4);
+  const auto per_partition = mc.produce("orders", 1000);
+  auto cfg = consumer_config(mc, "g-listener-calls");
+  // Cooperative: the revoke runs while the group is stable (the mock cluster, unlike Kafka, rejects
+  // commits while a group prepares a rebalance, which is when an eager revoke runs).
+  cfg.set("partition.assignment.strategy", "cooperative-sticky");
+  kgroup::Consumer c1(cfg);
+  auto l = std::make_shared<committing_listener>();
+  l->c = &c1;
+  c1.subscribe({"orders"}, l);
+  seen_records seen;
+  consume(c1, seen, 1000, 30s);
+  REQUIRE(seen.total == 1000);
+  CHECK(l->assigned_calls == 1);
+  CHECK(l->assignment_matched);
+  CHECK(l->positions_known);
+
+  // A second member joins: c1 gives two partitions up and commits inside the callback.
+  kgroup::Consumer c2(cfg);
+  c2.subscribe({"orders"});
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until && (l->positions_at_revoke.empty() || c2.assignment().empty())) {
+    c1.poll(50ms);
+    c2.poll(50ms);
+  }
+  REQUIRE(l->positions_at_revoke.size() == 2);
+  std::set<kgroup::topic_partition> revoked;
+  for (const auto& [tp, pos] : l->positions_at_revoke) {
+    revoked.insert(tp);
+    CHECK(pos == per_partition[static_cast<std::size_t>(tp.partition)]);
+  }
+  const auto committed = c2.committed(revoked);
+  for (const auto& tp : revoked) {
+    REQUIRE(committed.count(tp) == 1);
+    CHECK(committed.at(tp).offset == per_partition[static_cast<std::size_t>(tp.partition)]);
+  }
+  CHECK(l->assignment_matched);
+  CHECK(l->positions_known);
+  // close() revokes the rest; the callback's commit_sync() still works inside close().
+  c1.close(5s);
+  CHECK(l->positions_at_revoke.size() == 4);
+  std::set<kgroup::topic_partition> all;
+  for (int p = 0; p < 4; ++p) all.insert({"orders", p});
+  const auto all_committed = c2.committed(all);
+  for (const auto& tp : all) {
+    REQUIRE(all_committed.count(tp) == 1);
+    CHECK(all_committed.at(tp).offset == per_partition[static_cast<std::size_t>(tp.partition)]);
+  }
+  c2.close(5s);
 }

@@ -878,6 +878,30 @@ TEST_CASE("kgroup-consume: --process-ms sleeps after each record", "[cli]") {
   CHECK(*p.events().back().num("ts_ms") - *records.back().num("ts_ms") >= 290);
 }
 
+TEST_CASE("kgroup-consume: --partition consumes exactly the named partitions, without a group", "[cli]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  const auto per_partition = mc.produce("orders", 600);
+  const std::int64_t want = per_partition[1] + per_partition[4];
+  const std::vector<std::string> args = {"-b", mc.bootstrap_servers(), "--partition", "orders:1", "--partition",
+                                         "orders:4", "--max-messages", std::to_string(want), "--duration-ms", "25000"};
+  // Two processes on the same partitions both read all of them: no group, no fencing.
+  cli_process a(args);
+  cli_process b(args);
+  for (auto* p : {&a, &b}) {
+    const auto code = p->wait_exit(40s);
+    check_clean_stop(*p, code, want);
+    const auto lines = record_lines(*p);
+    CHECK(lines.size() == static_cast<std::size_t>(want));
+    std::set<record_id> expected;
+    for (std::int32_t part : {1, 4}) {
+      for (std::int64_t o = 0; o < per_partition[static_cast<std::size_t>(part)]; ++o) expected.insert({part, o});
+    }
+    CHECK(std::set<record_id>(lines.begin(), lines.end()) == expected);
+    CHECK_THAT(p->stdout_text(), Catch::Contains(R"("event":"assigned","partitions":[{"topic":"orders","partition":1},{"topic":"orders","partition":4}])"));
+  }
+}
+
 TEST_CASE("kgroup-consume: usage", "[cli]") {
   SECTION("--help prints the usage on stdout and exits 0") {
     cli_process p({"--help"});
@@ -900,6 +924,11 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
       {{"-b", "127.0.0.1:1", "-g", "g", "--commit", "sync", "-X", "enable.auto.commit=true", "orders"}, "contradicts"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--verbose", "orders"}, "--verbose"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--duration-ms"}, "needs a value"},
+      {{"-b", "127.0.0.1:1", "--partition", "orders"}, "TOPIC:N"},
+      {{"-b", "127.0.0.1:1", "--partition", "orders:-1"}, "partition number"},
+      {{"-b", "127.0.0.1:1", "--partition", "orders:x"}, "partition number"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--partition", "orders:0", "audit"}, "exclude each other"},
+      {{"-b", "127.0.0.1:1", "--partition", "orders:0", "--commit", "sync"}, "needs -g"},
   };
   for (const auto& [args, mention] : bad) {
     std::string line;

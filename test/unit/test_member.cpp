@@ -2132,3 +2132,162 @@ TEST_CASE("member: the 80% poll warning is armed again after unsubscribe and sub
   expect<send_join_group>(a);
   CHECK(h.m.next_deadline() == h.now + 48000ms);
 }
+
+// ---- statistics for metrics (issue 6) -----------------------------------------------------------
+
+TEST_CASE("member stats: a first join and a cooperative rebalance, with causes, times and partitions",
+          "[member][stats]") {
+  harness h(make_options(RebalanceProtocol::cooperative));
+  const auto t0 = h.now;
+  h.start();
+  h.now += 40ms;
+  auto a = h.join(join_ok("m1", 1, "leader", h.proto));
+  expect<send_sync_group>(a);
+  h.now += 10ms;
+  a = h.sync(sync_ok(t01));
+  expect<assignment_changed>(a);
+  a = h.done(expect_listener(a, listener_kind::assigned, t01));
+  REQUIRE(h.m.state() == member_state::stable);
+  {
+    const auto& s = h.m.stats();
+    REQUIRE(s.history.size() == 1);
+    const auto& e = s.history.back();
+    CHECK(e.cause == RebalanceCause::member_joined);
+    CHECK(e.start == t0);
+    REQUIRE(e.end.has_value());
+    CHECK(*e.end - e.start == 50ms);
+    CHECK(e.completed);
+    CHECK(e.generation == 1);
+    CHECK(e.assigned == t01);
+    CHECK(e.revoked.empty());
+    CHECK(s.rebalances == 1);
+    CHECK(s.rebalance_latency_total == 50ms);
+    CHECK(s.joins == 1);
+    CHECK(s.join_time_max == 40ms);
+    CHECK(s.syncs == 1);
+    CHECK(s.sync_time_max == 10ms);
+    CHECK(s.failed_rebalances == 0);
+  }
+
+  // The coordinator starts a rebalance; the leader explains it; t1 moves away, t2 comes in.
+  const auto hb_sent = *h.m.next_deadline();
+  a = h.to_deadline();
+  expect<send_heartbeat>(a);
+  h.now += 7ms;
+  a = h.heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);
+  CHECK(h.m.stats().heartbeats == 1);
+  CHECK(h.m.stats().heartbeat_rtt_max == 7ms);
+  CHECK(*h.m.stats().last_heartbeat_response - hb_sent == 7ms);
+  REQUIRE(h.m.stats().history.size() == 2);
+  CHECK(h.m.stats().history.back().cause == RebalanceCause::group_rebalancing);
+  CHECK_FALSE(h.m.stats().history.back().end.has_value());
+  h.m.describe_rebalance(RebalanceCause::member_left, "left: m9");
+  CHECK(h.m.stats().history.back().cause == RebalanceCause::member_left);
+  CHECK(h.m.stats().history.back().detail == "left: m9");
+
+  h.now += 100ms;
+  a = h.join(join_ok("m1", 2, "leader", h.proto));
+  expect<send_sync_group>(a);
+  const partition_set next{{"t", 0}, {"t", 2}};
+  a = h.sync(sync_ok(next));
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 1}});
+  a = h.done(revoke);
+  a = h.done(expect_listener(a, listener_kind::assigned, {{"t", 2}}));
+  // The second cooperative round starts at once: it is a rebalance of its own.
+  expect<send_join_group>(a);
+  const auto& s = h.m.stats();
+  REQUIRE(s.history.size() == 3);
+  const auto& second = s.history[1];
+  CHECK(second.completed);
+  CHECK(second.generation == 2);
+  CHECK(second.revoked == partition_set{{"t", 1}});
+  CHECK(second.assigned == partition_set{{"t", 2}});
+  CHECK(s.rebalances == 2);
+  CHECK(s.rebalance_latency_max == 100ms);  // from the REBALANCE_IN_PROGRESS answer to stable
+  CHECK(s.history.back().cause == RebalanceCause::cooperative_round);
+  // A precise cause of this member's own is not replaced by the leader's view.
+  h.m.describe_rebalance(RebalanceCause::member_joined, "joined: m7");
+  CHECK(s.history.back().cause == RebalanceCause::cooperative_round);
+}
+
+TEST_CASE("member stats: poll timeout, session loss and failed joins", "[member][stats]") {
+  harness h;
+  h.make_stable(t01);
+  // Poll timeout: the rebalance starts when the member leaves and ends when it is stable again.
+  auto a = h.run_until(h.m.last_poll() + 60000ms, false);
+  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.stats().history.size() == 2);
+  CHECK(h.m.stats().history.back().cause == RebalanceCause::poll_timeout);
+  CHECK(h.m.stats().history.back().detail.find("max.poll.interval.ms") != std::string::npos);
+  a = h.leave();
+  a = h.poll();
+  a = h.done(expect_listener(a, listener_kind::lost, t01));
+  expect<send_join_group>(a);
+  CHECK(h.m.stats().history.back().lost == t01);
+  // A failed JoinGroup counts as a failed rebalance; MEMBER_ID_REQUIRED does not.
+  auto r = join_ok("", -1, "", "");
+  r.error_code = code(kafka_errc::member_id_required);
+  r.member_id = "m2";
+  a = h.join(r);
+  CHECK(h.m.stats().failed_rebalances == 0);
+  a = h.join([] {
+    auto bad = join_ok("", -1, "", "");
+    bad.error_code = code(kafka_errc::coordinator_load_in_progress);
+    return bad;
+  }());
+  CHECK(h.m.stats().failed_rebalances == 1);
+  a = h.to_deadline();
+  expect<send_join_group>(a);
+  a = h.join(join_ok("m2", 3, "leader", h.proto));
+  a = h.sync(sync_ok(t01));
+  a = h.done(expect_listener(a, listener_kind::assigned, t01));
+  REQUIRE(h.m.state() == member_state::stable);
+  CHECK(h.m.stats().history.back().completed);
+  CHECK(h.m.stats().history.back().generation == 3);
+  CHECK(h.m.stats().rebalances == 2);
+
+  // Removed by the coordinator: a session-timeout rebalance.
+  a = h.next_heartbeat(kafka_errc::unknown_member_id);
+  REQUIRE(h.m.stats().history.size() == 3);
+  CHECK(h.m.stats().history.back().cause == RebalanceCause::session_timeout);
+  CHECK(h.m.stats().history.back().detail.find("UNKNOWN_MEMBER_ID") != std::string::npos);
+  // Recorded when the lost listener is asked for.
+  CHECK(h.m.stats().history.back().lost == t01);
+  a = h.done(expect_listener(a, listener_kind::lost, t01));
+  CHECK_FALSE(h.m.stats().history.back().end.has_value());
+}
+
+TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends an open one", "[member][stats]") {
+  harness h(make_options(RebalanceProtocol::cooperative));
+  h.make_stable(t01);
+  for (int i = 0; i < 60; ++i) {
+    h.m.enforce_rebalance(h.now, "round " + std::to_string(i));
+    auto a = h.take();
+    expect<send_join_group>(a);
+    a = h.join(join_ok("m1", 2 + i, "leader", h.proto));
+    a = h.sync(sync_ok(t01));
+    a = h.done(expect_listener(a, listener_kind::assigned, {}));
+    REQUIRE(h.m.state() == member_state::stable);
+  }
+  const auto& s = h.m.stats();
+  CHECK(s.history.size() == member_stats::history_max);
+  CHECK(s.rebalances == 61);
+  CHECK(s.history.back().cause == RebalanceCause::enforced);
+  CHECK(s.history.back().detail == "enforce_rebalance: round 59");
+  CHECK(s.history.front().detail == "enforce_rebalance: round 10");
+  CHECK(s.completed_at.size() == 61);  // all within the last hour
+
+  h.m.enforce_rebalance(h.now, "");
+  auto a = h.take();
+  expect<send_join_group>(a);
+  h.m.close(h.now);
+  a = h.take();
+  a = h.done(expect_listener(a, listener_kind::revoked, t01));
+  expect<send_leave_group>(a);
+  a = h.leave();
+  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(s.history.back().end.has_value());
+  CHECK_FALSE(s.history.back().completed);
+  CHECK(s.rebalances == 61);
+}

@@ -1,0 +1,178 @@
+#include "fetch/fetch_session.hpp"
+
+#include <limits>
+
+#include "kgroup/error.hpp"
+#include "kgroup/kafka_errc.hpp"
+#include "kgroup/log.hpp"
+
+namespace kgroup::fetch {
+
+namespace {
+
+using fetch_topic = protocol::fetch_request::fetch_topic;
+using forgotten_topic = protocol::fetch_request::forgotten_topic;
+
+// Appends one partition to `req.topics`; `wanted` is iterated in (topic, partition) order, so a
+// topic's partitions arrive consecutively.
+void add_partition(protocol::fetch_request& req, const topic_partition& tp, const partition_fetch& pf) {
+  if (req.topics.empty() || req.topics.back().topic != tp.topic) {
+    fetch_topic ft;
+    ft.topic = tp.topic;
+    ft.topic_id = pf.topic_id;
+    req.topics.push_back(std::move(ft));
+  }
+  fetch_topic::fetch_partition p;
+  p.partition = tp.partition;
+  p.current_leader_epoch = pf.current_leader_epoch;
+  p.fetch_offset = pf.fetch_offset;
+  p.log_start_offset = pf.log_start_offset;
+  p.partition_max_bytes = pf.max_bytes;
+  req.topics.back().partitions.push_back(p);
+}
+
+void add_forgotten(protocol::fetch_request& req, const topic_partition& tp, const protocol::uuid& topic_id) {
+  if (req.forgotten_topics_data.empty() || req.forgotten_topics_data.back().topic != tp.topic) {
+    forgotten_topic ft;
+    ft.topic = tp.topic;
+    ft.topic_id = topic_id;
+    req.forgotten_topics_data.push_back(std::move(ft));
+  }
+  req.forgotten_topics_data.back().partitions.push_back(tp.partition);
+}
+
+}  // namespace
+
+void fetch_session::fill(protocol::fetch_request& req, std::int16_t version, const fetch_set& wanted) {
+  req.topics.clear();
+  req.forgotten_topics_data.clear();
+  pending_ = true;
+  pending_sessionless_ = version < first_session_fetch_version;
+  pending_full_ = pending_sessionless_ || !incremental();
+  if (pending_sessionless_) {
+    req.session_id = 0;
+    req.session_epoch = -1;
+  } else {
+    req.session_id = id_;
+    req.session_epoch = epoch_;
+  }
+  if (pending_full_) {
+    for (const auto& [tp, pf] : wanted) add_partition(req, tp, pf);
+  } else {
+    for (const auto& [tp, pf] : wanted) {
+      auto it = partitions_.find(tp);
+      if (it == partitions_.end() || !(it->second == pf)) add_partition(req, tp, pf);
+    }
+    for (const auto& [tp, pf] : partitions_) {
+      if (!wanted.count(tp)) add_forgotten(req, tp, pf.topic_id);
+    }
+  }
+  partitions_ = wanted;
+}
+
+fetch_session::response_result fetch_session::on_response(const protocol::fetch_response& r) {
+  response_result out;
+  if (!pending_) {
+    // Not expected from the fetcher (one request at a time); the views may differ, so start over.
+    logger()->warn("broker {}: a Fetch response without an outstanding request; ignored", node_);
+    out.unknown_partitions = 0;
+    for (const auto& t : r.responses) out.unknown_partitions += t.partitions.size();
+    reset(false, "unexpected response");
+    return out;
+  }
+  pending_ = false;
+  if (r.error_code != 0) {
+    out.error_code = r.error_code;
+    if (!pending_sessionless_) {
+      reset(r.error_code == static_cast<std::int16_t>(kafka_errc::fetch_session_id_not_found),
+            kafka_error_name(r.error_code).c_str());
+    }
+    return out;
+  }
+  if (!pending_sessionless_) {
+    if (pending_full_) {
+      if (r.session_id == 0) {
+        // The broker keeps no session (not supported, or its session cache is full): the next
+        // request is full again and asks again.
+        id_ = 0;
+        epoch_ = 0;
+      } else {
+        if (r.session_id != id_) logger()->debug("broker {}: fetch session {} created", node_, r.session_id);
+        id_ = r.session_id;
+        epoch_ = 1;
+      }
+    } else if (r.session_id == 0) {
+      logger()->debug("broker {}: fetch session {} closed by the broker; next fetch is full", node_, id_);
+      id_ = 0;
+      epoch_ = 0;
+    } else if (r.session_id != id_) {
+      logger()->warn("broker {}: incremental Fetch in session {} answered with session {}", node_, id_,
+                     r.session_id);
+      reset(false, "session id mismatch");
+    } else {
+      epoch_ = epoch_ == std::numeric_limits<std::int32_t>::max() ? 1 : epoch_ + 1;
+    }
+  }
+
+  // Topic ids (Fetch v13+) resolve through the session's own partitions.
+  std::map<std::string, std::string> by_id;  // uuid bytes -> topic name, built when first needed
+  auto resolve = [&](const protocol::uuid& id) -> const std::string* {
+    if (by_id.empty()) {
+      for (const auto& [tp, pf] : partitions_) {
+        if (!pf.topic_id.is_zero())
+          by_id.emplace(std::string(pf.topic_id.bytes.begin(), pf.topic_id.bytes.end()), tp.topic);
+      }
+    }
+    auto it = by_id.find(std::string(id.bytes.begin(), id.bytes.end()));
+    return it == by_id.end() ? nullptr : &it->second;
+  };
+  std::string first_unknown;
+  for (const auto& t : r.responses) {
+    const std::string* topic = &t.topic;
+    if (t.topic.empty() && !t.topic_id.is_zero()) topic = resolve(t.topic_id);
+    for (const auto& pd : t.partitions) {
+      topic_partition tp{topic ? *topic : t.topic_id.to_string(), pd.partition_index};
+      if (topic && partitions_.count(tp)) {
+        out.partitions.emplace_back(std::move(tp), &pd);
+        continue;
+      }
+      if (out.unknown_partitions++ == 0) first_unknown = tp.topic + "-" + std::to_string(tp.partition);
+    }
+  }
+  if (out.unknown_partitions > 0) {
+    logger()->warn(
+        "broker {}: Fetch response names {} partition(s) this fetch session does not hold (first: {}); "
+        "ignored",
+        node_, out.unknown_partitions, first_unknown);
+    if (!pending_sessionless_) reset(false, "response names partitions outside the session");
+  }
+  return out;
+}
+
+void fetch_session::on_request_failed() {
+  pending_ = false;
+  reset(false, "request failed");  // with a session: close it and ask for a new one
+}
+
+bool fetch_session::close(protocol::fetch_request& req) {
+  if (id_ == 0) return false;
+  req.topics.clear();
+  req.forgotten_topics_data.clear();
+  req.session_id = id_;
+  req.session_epoch = -1;
+  id_ = 0;
+  epoch_ = 0;
+  partitions_.clear();
+  pending_ = false;
+  return true;
+}
+
+void fetch_session::reset(bool forget_id, const char* why) {
+  if (id_ != 0 || epoch_ != 0) {
+    logger()->debug("broker {}: fetch session {} reset ({}); next fetch is full", node_, id_, why);
+  }
+  if (forget_id) id_ = 0;
+  epoch_ = 0;
+}
+
+}  // namespace kgroup::fetch

@@ -1,0 +1,466 @@
+// Prometheus text and /status JSON from a ConsumerMetrics snapshot. See render.hpp.
+#include "http/render.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace kgroup::http {
+
+namespace {
+
+// Shortest representation that reads back as the same double; integers without a fraction.
+void append_number(std::string& out, double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc{} ? end : buf);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc{} ? end : buf);
+}
+
+// ---- Prometheus text exposition format 0.0.4 ----
+
+void append_prom_value(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "+Inf" : "-Inf";
+  } else {
+    append_number(out, v);
+  }
+}
+
+// Label values escape backslash, double quote and newline; nothing else.
+void append_label_value(std::string& out, std::string_view v) {
+  for (const char c : v) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
+  }
+}
+
+class prometheus_writer {
+ public:
+  explicit prometheus_writer(const ConsumerMetrics& m) {
+    labels_ = "client_id=\"";
+    append_label_value(labels_, m.client_id);
+    labels_ += "\",group=\"";
+    append_label_value(labels_, m.group_id);
+    labels_ += '"';
+  }
+
+  // One metric family with one sample carrying the common labels.
+  void gauge(std::string_view name, std::string_view help, double value) {
+    family(name, "gauge", help, value);
+  }
+  void counter(std::string_view name, std::string_view help, double value) {
+    family(name, "counter", help, value);
+  }
+
+  void header(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;  // static text: no backslash or newline to escape
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+
+  // A sample with the common labels plus `extra` (already escaped, without a leading comma).
+  void sample(std::string_view name, std::string_view extra, double value) {
+    out_ += name;
+    out_ += '{';
+    out_ += labels_;
+    if (!extra.empty()) {
+      out_ += ',';
+      out_ += extra;
+    }
+    out_ += "} ";
+    append_prom_value(out_, value);
+    out_ += '\n';
+  }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  void family(std::string_view name, std::string_view type, std::string_view help, double value) {
+    header(name, type, help);
+    sample(name, {}, value);
+  }
+
+  std::string labels_;
+  std::string out_;
+};
+
+// ---- JSON ----
+
+// Appends `s` as a JSON string: quotes, backslash and control characters escaped, invalid UTF-8
+// replaced by U+FFFD so the document always parses.
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out += '"';
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            out += "\\u00";
+            out += hex[c >> 4];
+            out += hex[c & 0xf];
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    // Multi-byte sequence: validate lead byte, continuation bytes, overlongs and surrogates.
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      cp = c & 0x07;
+    }
+    bool ok = len != 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (ok && len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ok = false;
+    if (ok && len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ok = false;
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  out += '"';
+}
+
+// A small streaming writer: it places commas and colons so callers only say what comes next.
+class json_writer {
+ public:
+  json_writer& begin_object() { return open('{'); }
+  json_writer& end_object() { return close('}'); }
+  json_writer& begin_array() { return open('['); }
+  json_writer& end_array() { return close(']'); }
+
+  json_writer& key(std::string_view k) {
+    separate();
+    append_json_string(out_, k);
+    out_ += ':';
+    after_key_ = true;
+    return *this;
+  }
+  json_writer& value(std::string_view s) {
+    separate();
+    append_json_string(out_, s);
+    return *this;
+  }
+  json_writer& value(const char* s) { return value(std::string_view(s)); }
+  json_writer& value(const std::string& s) { return value(std::string_view(s)); }
+  json_writer& value(bool b) {
+    separate();
+    out_ += b ? "true" : "false";
+    return *this;
+  }
+  json_writer& value(std::int64_t v) {
+    separate();
+    append_int(out_, v);
+    return *this;
+  }
+  json_writer& value(std::int32_t v) { return value(static_cast<std::int64_t>(v)); }
+  json_writer& value(double v) {
+    separate();
+    if (std::isfinite(v)) {
+      append_number(out_, v);
+    } else {
+      out_ += "null";
+    }
+    return *this;
+  }
+  json_writer& null() {
+    separate();
+    out_ += "null";
+    return *this;
+  }
+
+  template <class T>
+  json_writer& field(std::string_view k, const T& v) {
+    key(k);
+    return value(v);
+  }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  json_writer& open(char c) {
+    separate();
+    out_ += c;
+    first_.push_back(true);
+    return *this;
+  }
+  json_writer& close(char c) {
+    out_ += c;
+    first_.pop_back();
+    return *this;
+  }
+  void separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (first_.empty()) return;
+    if (!first_.back()) out_ += ',';
+    first_.back() = false;
+  }
+
+  std::string out_;
+  std::vector<bool> first_;  // per open container: nothing written in it yet
+  bool after_key_ = false;
+};
+
+void write_partitions(json_writer& w, std::string_view name, const std::vector<topic_partition>& parts) {
+  w.key(name).begin_array();
+  for (const auto& tp : parts) {
+    w.begin_object().field("topic", tp.topic).field("partition", tp.partition).end_object();
+  }
+  w.end_array();
+}
+
+constexpr std::size_t max_rebalances = 50;
+
+}  // namespace
+
+std::string render_prometheus(const ConsumerMetrics& m) {
+  prometheus_writer p(m);
+  const auto n = [](std::int64_t v) { return static_cast<double>(v); };
+
+  // consumer-coordinator-metrics
+  p.gauge("kgroup_consumer_coordinator_rebalance_latency_avg_ms",
+          "The average time taken for a group to complete a rebalance, in milliseconds.",
+          m.rebalance_latency_avg_ms);
+  p.gauge("kgroup_consumer_coordinator_rebalance_latency_max_ms",
+          "The maximum time taken for a group to complete a rebalance, in milliseconds.",
+          m.rebalance_latency_max_ms);
+  p.counter("kgroup_consumer_coordinator_rebalance_latency_total_ms",
+            "The total time this consumer has spent in rebalances, in milliseconds.",
+            m.rebalance_latency_total_ms);
+  p.counter("kgroup_consumer_coordinator_rebalance_total",
+            "The total number of rebalance events this consumer completed.", n(m.rebalance_total));
+  p.gauge("kgroup_consumer_coordinator_rebalance_rate_per_hour",
+          "The number of rebalance events completed in the last hour.", m.rebalance_rate_per_hour);
+  p.counter("kgroup_consumer_coordinator_failed_rebalance_total",
+            "The total number of failed rebalance attempts (JoinGroup or SyncGroup failed).",
+            n(m.failed_rebalance_total));
+  p.gauge("kgroup_consumer_coordinator_last_rebalance_seconds_ago",
+          "The number of seconds since the last completed rebalance (-1: none yet).",
+          m.last_rebalance_seconds_ago);
+  p.gauge("kgroup_consumer_coordinator_join_time_avg_ms",
+          "The average time taken for a group rejoin (JoinGroup), in milliseconds.", m.join_time_avg_ms);
+  p.gauge("kgroup_consumer_coordinator_join_time_max_ms",
+          "The maximum time taken for a group rejoin (JoinGroup), in milliseconds.", m.join_time_max_ms);
+  p.gauge("kgroup_consumer_coordinator_sync_time_avg_ms",
+          "The average time taken for a group sync (SyncGroup), in milliseconds.", m.sync_time_avg_ms);
+  p.gauge("kgroup_consumer_coordinator_sync_time_max_ms",
+          "The maximum time taken for a group sync (SyncGroup), in milliseconds.", m.sync_time_max_ms);
+  p.gauge("kgroup_consumer_coordinator_heartbeat_response_time_max_ms",
+          "The maximum time taken to receive a response to a heartbeat request, in milliseconds.",
+          m.heartbeat_response_time_max_ms);
+  p.counter("kgroup_consumer_coordinator_heartbeat_total", "The total number of heartbeats sent.",
+            n(m.heartbeat_total));
+  p.gauge("kgroup_consumer_coordinator_last_heartbeat_seconds_ago",
+          "The number of seconds since the last successful heartbeat (-1: none yet).",
+          m.last_heartbeat_seconds_ago);
+  p.gauge("kgroup_consumer_coordinator_assigned_partitions",
+          "The number of partitions currently assigned to this consumer.", n(m.assigned_partitions));
+  p.gauge("kgroup_consumer_coordinator_commit_latency_avg_ms",
+          "The average time taken for a commit request, in milliseconds.", m.commit_latency_avg_ms);
+  p.gauge("kgroup_consumer_coordinator_commit_latency_max_ms",
+          "The maximum time taken for a commit request, in milliseconds.", m.commit_latency_max_ms);
+  p.counter("kgroup_consumer_coordinator_commit_total", "The total number of commit requests.",
+            n(m.commit_total));
+
+  // consumer-fetch-manager-metrics
+  p.counter("kgroup_consumer_fetch_manager_records_consumed_total",
+            "The total number of records consumed (returned by poll).", n(m.records_consumed_total));
+  p.gauge("kgroup_consumer_fetch_manager_records_consumed_rate",
+          "The average number of records consumed per second (last 30 s).", m.records_consumed_rate);
+  p.counter("kgroup_consumer_fetch_manager_bytes_consumed_total", "The total number of bytes consumed.",
+            n(m.bytes_consumed_total));
+  p.gauge("kgroup_consumer_fetch_manager_bytes_consumed_rate",
+          "The average number of bytes consumed per second (last 30 s).", m.bytes_consumed_rate);
+  p.gauge("kgroup_consumer_fetch_manager_records_lag_max",
+          "The maximum lag in number of records of any owned partition (-1: unknown).", n(m.records_lag_max));
+  p.header("kgroup_consumer_fetch_manager_records_lag", "gauge",
+           "The latest lag of the partition, in records (partitions with a known lag).");
+  for (const auto& pm : m.partitions) {
+    if (pm.lag < 0) continue;
+    std::string extra = "topic=\"";
+    append_label_value(extra, pm.partition.topic);
+    extra += "\",partition=\"";
+    append_int(extra, pm.partition.partition);
+    extra += '"';
+    p.sample("kgroup_consumer_fetch_manager_records_lag", extra, n(pm.lag));
+  }
+
+  // consumer-metrics (poll timing)
+  p.gauge("kgroup_consumer_time_between_poll_avg_ms",
+          "The average delay between invocations of poll(), in milliseconds.", m.time_between_poll_avg_ms);
+  p.gauge("kgroup_consumer_time_between_poll_max_ms",
+          "The maximum delay between invocations of poll(), in milliseconds.", m.time_between_poll_max_ms);
+  p.gauge("kgroup_consumer_last_poll_seconds_ago",
+          "The number of seconds since the last poll() invocation (-1: never called).",
+          m.last_poll_seconds_ago);
+  p.gauge(
+      "kgroup_consumer_poll_idle_ratio_avg",
+      "The average fraction of time the consumer's poll() is idle as opposed to waiting for the user code "
+      "to process records.",
+      m.poll_idle_ratio_avg);
+  p.gauge("kgroup_consumer_max_poll_interval_ms", "The configured max.poll.interval.ms.",
+          n(m.max_poll_interval_ms));
+  return p.take();
+}
+
+std::string render_status_json(const ConsumerMetrics& m) {
+  json_writer w;
+  w.begin_object();
+  w.field("timestamp_ms", m.timestamp_ms);
+  w.field("client_id", m.client_id);
+  w.field("group", m.group_id);
+  w.field("member_id", m.member_id);
+  w.key("instance_id");
+  if (m.group_instance_id) {
+    w.value(*m.group_instance_id);
+  } else {
+    w.null();
+  }
+  w.field("generation", m.generation);
+  w.field("state", m.state);
+  w.field("coordinator", m.coordinator);
+  w.field("protocol", m.protocol);
+  w.field("assignor", m.assignor);
+  w.field("leader", m.leader);
+  w.field("http_endpoint", m.http_endpoint);
+
+  w.field("assigned_partitions", m.assigned_partitions);
+  w.key("assignment").begin_array();
+  for (const auto& pm : m.partitions) {
+    w.begin_object()
+        .field("topic", pm.partition.topic)
+        .field("partition", pm.partition.partition)
+        .field("position", pm.position)
+        .field("committed", pm.committed)
+        .field("high_watermark", pm.high_watermark)
+        .field("lag", pm.lag)
+        .field("paused", pm.paused)
+        .end_object();
+  }
+  w.end_array();
+
+  w.key("time_between_poll").begin_object();
+  w.field("avg_ms", m.time_between_poll_avg_ms);
+  w.field("max_ms", m.time_between_poll_max_ms);
+  w.field("last_poll_seconds_ago", m.last_poll_seconds_ago);
+  w.field("poll_idle_ratio_avg", m.poll_idle_ratio_avg);
+  w.end_object();
+  w.field("max_poll_interval_ms", m.max_poll_interval_ms);
+
+  w.key("metrics").begin_object();
+  w.field("rebalance_total", m.rebalance_total);
+  w.field("failed_rebalance_total", m.failed_rebalance_total);
+  w.field("rebalance_latency_avg_ms", m.rebalance_latency_avg_ms);
+  w.field("rebalance_latency_max_ms", m.rebalance_latency_max_ms);
+  w.field("rebalance_latency_total_ms", m.rebalance_latency_total_ms);
+  w.field("rebalance_rate_per_hour", m.rebalance_rate_per_hour);
+  w.field("last_rebalance_seconds_ago", m.last_rebalance_seconds_ago);
+  w.field("join_time_avg_ms", m.join_time_avg_ms);
+  w.field("join_time_max_ms", m.join_time_max_ms);
+  w.field("sync_time_avg_ms", m.sync_time_avg_ms);
+  w.field("sync_time_max_ms", m.sync_time_max_ms);
+  w.field("heartbeat_response_time_max_ms", m.heartbeat_response_time_max_ms);
+  w.field("heartbeat_total", m.heartbeat_total);
+  w.field("last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago);
+  w.field("commit_latency_avg_ms", m.commit_latency_avg_ms);
+  w.field("commit_latency_max_ms", m.commit_latency_max_ms);
+  w.field("commit_total", m.commit_total);
+  w.field("records_consumed_total", m.records_consumed_total);
+  w.field("records_consumed_rate", m.records_consumed_rate);
+  w.field("bytes_consumed_total", m.bytes_consumed_total);
+  w.field("bytes_consumed_rate", m.bytes_consumed_rate);
+  w.field("records_lag_max", m.records_lag_max);
+  w.end_object();
+
+  w.key("rebalances").begin_array();
+  const std::size_t skip = m.rebalances.size() > max_rebalances ? m.rebalances.size() - max_rebalances : 0;
+  for (std::size_t i = skip; i < m.rebalances.size(); ++i) {
+    const auto& r = m.rebalances[i];
+    w.begin_object();
+    w.field("cause", to_string(r.cause));
+    w.field("detail", r.detail);
+    w.field("start_ms", r.start_ms);
+    w.field("duration_ms", r.duration_ms);
+    w.field("generation", r.generation);
+    w.field("completed", r.completed);
+    write_partitions(w, "revoked", r.revoked);
+    write_partitions(w, "assigned", r.assigned);
+    write_partitions(w, "lost", r.lost);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.take();
+}
+
+}  // namespace kgroup::http

@@ -1,0 +1,28 @@
+// What the embedded HTTP endpoint serves, as pure functions of a metrics snapshot (no Beast, no
+// Asio): the Prometheus text exposition for GET /metrics, the JSON document for GET /status and
+// the dashboard page for GET /.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "kgroup/metrics.hpp"
+
+namespace kgroup::http {
+
+/// Prometheus text format 0.0.4. Metric names mirror the Java client's consumer-coordinator,
+/// fetch-manager and consumer metrics, prefixed `kgroup_` and suffixed with their unit
+/// (`_ms`, `_seconds_ago`); every sample carries `client_id` and `group` labels.
+std::string render_prometheus(const ConsumerMetrics& m);
+
+/// The /status document: identity, assignment with positions and lag, poll timing against
+/// max.poll.interval.ms, the consumer metrics and the last 50 rebalances. Always valid JSON:
+/// strings escaped (control characters as \u00XX, invalid UTF-8 replaced by U+FFFD), non-finite
+/// numbers as null.
+std::string render_status_json(const ConsumerMetrics& m);
+
+/// The self-contained dashboard page (inline CSS, JS and SVG; no external resources). It polls
+/// /status every second. Defined in dashboard.cpp.
+std::string_view dashboard_html();
+
+}  // namespace kgroup::http

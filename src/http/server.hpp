@@ -1,0 +1,83 @@
+// The embedded, read-only HTTP endpoint (issue 6): GET /metrics (Prometheus text), GET /status
+// (JSON) and GET / (the dashboard). It runs on the consumer's background ("heartbeat") thread's
+// io_context and reads only snapshots (the `snapshot` function is called there, once per
+// request), so a slow or hostile client never blocks the group: every connection is bounded in
+// request bytes, header count and time, and the number of connections is capped.
+//
+// Beast stays in server.cpp; this header only forward-declares the io_context.
+//
+// Threading: not thread-safe. Construct, start(), stop() and destroy on the io_context's thread,
+// or while the io_context is not running (destroy it before the io_context, as any Asio object).
+// endpoint() may be read from any thread once start() has returned (it does not change
+// afterwards).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "kgroup/metrics.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace kgroup::http {
+
+struct server_options {
+  std::string listen = "127.0.0.1:0";    // "host:port"; host an IP literal or "localhost"; port 0 picks one
+  std::size_t max_request_bytes = 8192;  // request line + headers; a GET has no body
+  std::size_t max_header_count = 64;
+  std::chrono::milliseconds request_timeout{5000};  // for a whole request, and for writing a response
+  std::size_t max_connections = 16;
+};
+
+/// A parsed listen address. `host` is an IP literal (IPv6 without brackets).
+struct listen_address {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+/// Parses "host:port" strictly: "127.0.0.1:9464", "localhost:0", "[::1]:9464", "0.0.0.0:9464".
+/// Host names other than "localhost" are refused (no DNS lookup on the heartbeat thread). On
+/// failure returns nullopt and sets `why` to a message naming the problem.
+std::optional<listen_address> parse_listen_address(std::string_view text, std::string& why);
+
+class server {
+ public:
+  using snapshot_fn = std::function<ConsumerMetrics()>;
+
+  server(boost::asio::io_context& io, server_options opts, snapshot_fn snapshot);
+  ~server();  // stop()s
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Binds and listens, then accepts in the background. Returns client_errc::invalid_config for a
+  /// bad address, or the system error (address in use, not available, permission denied). Never
+  /// throws for those; the error is also logged with its reason.
+  std::error_code start();
+
+  /// The bound address ("127.0.0.1:45123", "[::1]:9464"): the real port when port 0 was asked
+  /// for. Empty before a successful start().
+  std::string endpoint() const;
+
+  /// Closes the acceptor and every connection. Idempotent. Handlers still queued afterwards
+  /// only touch state they share ownership of, so destroying the server right after is safe.
+  void stop();
+
+  /// Connections currently open (for tests and logs).
+  std::size_t connection_count() const;
+
+  struct state;  // shared with connections; defined in server.cpp
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace kgroup::http

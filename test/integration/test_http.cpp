@@ -1,0 +1,960 @@
+// The embedded HTTP endpoint (src/http): a server on an io_context running in its own thread, as
+// on the consumer's background thread, serving a fake snapshot; a Beast client checks every
+// route and every limit. The dashboard is checked in a real browser (headless chromium).
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <catch2/catch.hpp>
+
+#include "browser.hpp"
+#include "http/render.hpp"
+#include "http/server.hpp"
+#include "kgroup/error.hpp"
+#include "kgroup/metrics.hpp"
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Two owned partitions, two rebalances (the first join, then another member left), lag known.
+kgroup::ConsumerMetrics fake_metrics() {
+  kgroup::ConsumerMetrics m;
+  const auto now = now_ms();
+  m.timestamp_ms = now;
+  m.client_id = "client-1";
+  m.group_id = "orders-app";
+  m.member_id = "client-1-5f2c";
+  m.generation = 7;
+  m.state = "stable";
+  m.coordinator = 1;
+  m.protocol = "cooperative";
+  m.assignor = "cooperative-sticky";
+  m.leader = true;
+  m.partitions = {{{"orders", 3}, 100, 90, 142, 42, false}, {{"orders", 7}, 5, 5, 5, 0, true}};
+  m.assigned_partitions = 2;
+  m.rebalance_total = 2;
+  m.failed_rebalance_total = 1;
+  m.rebalance_latency_avg_ms = 185;
+  m.rebalance_latency_max_ms = 250;
+  m.rebalance_latency_total_ms = 370;
+  m.rebalance_rate_per_hour = 2;
+  m.last_rebalance_seconds_ago = 29.88;
+  m.join_time_avg_ms = 100.5;
+  m.join_time_max_ms = 150;
+  m.sync_time_avg_ms = 12.25;
+  m.sync_time_max_ms = 20;
+  m.heartbeat_response_time_max_ms = 3;
+  m.heartbeat_total = 40;
+  m.last_heartbeat_seconds_ago = 0.5;
+  m.commit_latency_avg_ms = 4;
+  m.commit_latency_max_ms = 9;
+  m.commit_total = 12;
+  m.records_consumed_total = 1234;
+  m.bytes_consumed_total = 56789;
+  m.records_consumed_rate = 41.5;
+  m.bytes_consumed_rate = 1893;
+  m.records_lag_max = 42;
+  m.time_between_poll_avg_ms = 120;
+  m.time_between_poll_max_ms = 800;
+  m.last_poll_seconds_ago = 0.2;
+  m.poll_idle_ratio_avg = 0.75;
+  m.max_poll_interval_ms = 300000;
+
+  kgroup::RebalanceRecord first;
+  first.cause = kgroup::RebalanceCause::member_joined;
+  first.detail = "subscribed to orders";
+  first.start_ms = now - 120000;
+  first.duration_ms = 250;
+  first.generation = 6;
+  first.completed = true;
+  first.assigned = {{"orders", 3}, {"orders", 5}, {"orders", 7}};
+  kgroup::RebalanceRecord second;
+  second.cause = kgroup::RebalanceCause::member_left;
+  second.detail = "client-2 left: the consumer is being closed";
+  second.start_ms = now - 30000;
+  second.duration_ms = 120;
+  second.generation = 7;
+  second.completed = true;
+  second.revoked = {{"orders", 5}};
+  m.rebalances = {first, second};
+  return m;
+}
+
+// A server on an io_context run by its own thread, like the consumer's background thread.
+class running_server {
+ public:
+  explicit running_server(kgroup::http::server_options opts, kgroup::ConsumerMetrics metrics = fake_metrics())
+      : metrics_(std::move(metrics)), server_(io_, std::move(opts), [this] {
+          ++snapshots;
+          return metrics_;
+        }) {
+    const auto ec = server_.start();
+    REQUIRE_FALSE(ec);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~running_server() {
+    asio::post(io_, [this] { server_.stop(); });
+    guard_.reset();
+    thread_.join();
+  }
+
+  std::string endpoint() const { return server_.endpoint(); }
+
+  // Runs `f` on the server's thread and returns its result.
+  template <class F>
+  auto on_io(F f) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto result = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return result.get();
+  }
+  std::size_t connections() {
+    return on_io([this] { return server_.connection_count(); });
+  }
+  void stop() {
+    on_io([this] {
+      server_.stop();
+      return 0;
+    });
+  }
+
+  std::atomic<int> snapshots{0};
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_ = asio::make_work_guard(io_);
+  const kgroup::ConsumerMetrics metrics_;
+  kgroup::http::server server_;
+  std::thread thread_;
+};
+
+// A synchronous-looking Beast client: every operation runs on its own io_context under a 10 s
+// deadline, so a misbehaving server fails the test instead of hanging it.
+class client {
+ public:
+  explicit client(const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    std::string host = endpoint.substr(0, colon);
+    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+    const tcp::endpoint ep(asio::ip::make_address(host),
+                           static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    beast::error_code ec;
+    stream_.expires_after(10s);
+    stream_.async_connect(ep, [&](beast::error_code e) { ec = e; });
+    run();
+    REQUIRE_FALSE(ec);
+  }
+
+  beast::error_code send(const bhttp::request<bhttp::string_body>& req) {
+    beast::error_code ec;
+    stream_.expires_after(10s);
+    bhttp::async_write(stream_, req, [&](beast::error_code e, std::size_t) { ec = e; });
+    run();
+    return ec;
+  }
+  beast::error_code send_raw(const std::string& bytes) {
+    beast::error_code ec;
+    stream_.expires_after(10s);
+    asio::async_write(stream_, asio::buffer(bytes), [&](beast::error_code e, std::size_t) { ec = e; });
+    run();
+    return ec;
+  }
+  beast::error_code read(bhttp::response<bhttp::string_body>& res, bool head = false) {
+    beast::error_code ec;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(16 * 1024 * 1024);
+    parser.skip(head);
+    stream_.expires_after(10s);
+    bhttp::async_read(stream_, buffer_, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+    run();
+    if (!ec) res = parser.release();
+    return ec;
+  }
+  bhttp::response<bhttp::string_body> get(const std::string& target, bhttp::verb method = bhttp::verb::get) {
+    bhttp::request<bhttp::string_body> req(method, target, 11);
+    req.set(bhttp::field::host, "localhost");
+    req.keep_alive(true);
+    REQUIRE_FALSE(send(req));
+    bhttp::response<bhttp::string_body> res;
+    const auto ec = read(res, method == bhttp::verb::head);
+    INFO(ec.message());
+    REQUIRE_FALSE(ec);
+    return res;
+  }
+  // Reads until the server closes the connection; returns the error that ended the read (eof
+  // or reset when the server closed it, timeout when it did not within 10 s).
+  beast::error_code read_until_closed() {
+    beast::error_code ec;
+    std::function<void()> next;
+    next = [&] {
+      stream_.async_read_some(asio::buffer(scratch_), [&](beast::error_code e, std::size_t) {
+        if (e) {
+          ec = e;
+        } else {
+          next();
+        }
+      });
+    };
+    stream_.expires_after(10s);
+    next();
+    run();
+    return ec;
+  }
+  void close() { stream_.close(); }
+
+ private:
+  void run() {
+    io_.restart();
+    io_.run();
+  }
+
+  asio::io_context io_;
+  beast::tcp_stream stream_{io_};
+  beast::flat_buffer buffer_;
+  std::array<char, 4096> scratch_{};
+};
+
+bool closed_by_peer(const beast::error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset || ec == bhttp::error::end_of_stream;
+}
+
+// ---- a minimal JSON reader (objects, arrays, strings with \u escapes, numbers, literals) ----
+
+struct json {
+  std::variant<std::nullptr_t, bool, double, std::string, std::vector<json>, std::map<std::string, json>> v;
+  const json& operator[](const std::string& key) const {
+    const auto& obj = std::get<std::map<std::string, json>>(v);
+    const auto it = obj.find(key);
+    if (it == obj.end()) FAIL("missing JSON key " << key);
+    return it->second;
+  }
+  const json& operator[](std::size_t i) const { return std::get<std::vector<json>>(v).at(i); }
+  const std::string& str() const { return std::get<std::string>(v); }
+  double num() const { return std::get<double>(v); }
+  bool boolean() const { return std::get<bool>(v); }
+  bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
+  std::size_t size() const { return std::get<std::vector<json>>(v).size(); }
+  bool has(const std::string& key) const { return std::get<std::map<std::string, json>>(v).count(key) != 0; }
+};
+
+class json_parser {
+ public:
+  explicit json_parser(std::string_view s) : s_(s) {}
+  json parse_document() {
+    json j = parse();
+    ws();
+    if (i_ != s_.size()) throw std::runtime_error("trailing characters at " + std::to_string(i_));
+    return j;
+  }
+
+ private:
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  char peek() {
+    ws();
+    if (i_ >= s_.size()) throw std::runtime_error("unexpected end");
+    return s_[i_];
+  }
+  void expect(char c) {
+    if (peek() != c) throw std::runtime_error(std::string("expected ") + c + " at " + std::to_string(i_));
+    ++i_;
+  }
+  bool literal(std::string_view word) {
+    if (s_.substr(i_, word.size()) != word) return false;
+    i_ += word.size();
+    return true;
+  }
+  static void put_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (i_ >= s_.size()) throw std::runtime_error("unterminated string");
+      const auto c = static_cast<unsigned char>(s_[i_++]);
+      if (c == '"') return out;
+      if (c < 0x20) throw std::runtime_error("raw control character in a string");
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        continue;
+      }
+      const char e = s_.at(i_++);
+      switch (e) {
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          put_utf8(out, static_cast<std::uint32_t>(std::stoul(std::string(s_.substr(i_, 4)), nullptr, 16)));
+          i_ += 4;
+          break;
+        }
+        default:
+          throw std::runtime_error("bad escape");
+      }
+    }
+  }
+  json parse() {
+    const char c = peek();
+    json j;
+    if (c == '{') {
+      ++i_;
+      std::map<std::string, json> obj;
+      if (peek() == '}') {
+        ++i_;
+      } else {
+        while (true) {
+          std::string k = string();
+          expect(':');
+          obj.emplace(std::move(k), parse());
+          if (peek() == ',') {
+            ++i_;
+            continue;
+          }
+          expect('}');
+          break;
+        }
+      }
+      j.v = std::move(obj);
+    } else if (c == '[') {
+      ++i_;
+      std::vector<json> arr;
+      if (peek() == ']') {
+        ++i_;
+      } else {
+        while (true) {
+          arr.push_back(parse());
+          if (peek() == ',') {
+            ++i_;
+            continue;
+          }
+          expect(']');
+          break;
+        }
+      }
+      j.v = std::move(arr);
+    } else if (c == '"') {
+      j.v = string();
+    } else if (literal("true")) {
+      j.v = true;
+    } else if (literal("false")) {
+      j.v = false;
+    } else if (literal("null")) {
+      j.v = nullptr;
+    } else {
+      const std::string rest(s_.substr(i_, 40));
+      char* end = nullptr;
+      const double d = std::strtod(rest.c_str(), &end);
+      if (end == rest.c_str() || rest[0] == 'N' || rest[0] == 'n' || rest[0] == 'I' || rest[0] == 'i') {
+        throw std::runtime_error("bad value at " + std::to_string(i_));
+      }
+      i_ += static_cast<std::size_t>(end - rest.c_str());
+      j.v = d;
+    }
+    return j;
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+json parse_json(std::string_view s) {
+  try {
+    return json_parser(s).parse_document();
+  } catch (const std::exception& e) {
+    FAIL("invalid JSON (" << e.what() << "): " << s);
+  }
+  return {};
+}
+
+// ---- Prometheus text: every line parsed ----
+
+struct prom_sample {
+  std::string name;
+  std::map<std::string, std::string> labels;  // unescaped
+  double value = 0;
+};
+
+std::vector<prom_sample> parse_prometheus(const std::string& text,
+                                          std::map<std::string, std::string>& types) {
+  static const std::regex sample_re(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$)");
+  static const std::regex label_re(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$))re");
+  static const std::regex type_re(
+      R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|untyped|summary|histogram)$)");
+  std::vector<prom_sample> out;
+  std::size_t start = 0;
+  REQUIRE((!text.empty() && text.back() == '\n'));
+  while (start < text.size()) {
+    const auto end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    INFO("line: " << line);
+    std::smatch m;
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      REQUIRE(std::regex_match(line, m, type_re));
+      REQUIRE(types.emplace(m[1], m[2]).second);  // one TYPE per family
+      continue;
+    }
+    REQUIRE(std::regex_match(line, m, sample_re));
+    prom_sample s;
+    s.name = m[1];
+    REQUIRE(types.count(s.name) == 1);  // TYPE comes before the samples
+    const std::string labels = m[2];
+    const std::string value = m[3];
+    char* vend = nullptr;
+    s.value = std::strtod(value.c_str(), &vend);
+    REQUIRE(*vend == '\0');
+    std::size_t consumed = 0;
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label_re); it != std::sregex_iterator();
+         ++it) {
+      REQUIRE(static_cast<std::size_t>(it->position()) == consumed);
+      consumed += static_cast<std::size_t>(it->length());
+      std::string raw = (*it)[2], v;
+      for (std::size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] == '\\') {
+          const char e = raw[++i];
+          v += e == 'n' ? '\n' : e;
+        } else {
+          v += raw[i];
+        }
+      }
+      s.labels[(*it)[1]] = v;
+    }
+    REQUIRE(consumed == labels.size());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+const prom_sample* find_sample(const std::vector<prom_sample>& samples, const std::string& name,
+                               const std::map<std::string, std::string>& extra = {}) {
+  for (const auto& s : samples) {
+    if (s.name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : extra) {
+      const auto it = s.labels.find(k);
+      if (it == s.labels.end() || it->second != v) match = false;
+    }
+    if (match) return &s;
+  }
+  return nullptr;
+}
+
+// Whether the element that starts with `opening` contains `text` before its first `close` tag
+// (enough for the flat SVG groups the dashboard draws; no regex over a whole page).
+bool element_contains(const std::string& dom, const std::string& opening, const std::string& text,
+                      const std::string& close = "</g>") {
+  const auto start = dom.find(opening);
+  if (start == std::string::npos) return false;
+  const auto end = dom.find(close, start);
+  return end != std::string::npos && dom.substr(start, end - start).find(text) != std::string::npos;
+}
+
+kgroup::http::server_options test_options() {
+  kgroup::http::server_options o;
+  o.listen = "127.0.0.1:0";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("http: GET /metrics serves the Prometheus text format with Java's metric meanings", "[http]") {
+  running_server srv(test_options());
+  client c(srv.endpoint());
+  const auto res = c.get("/metrics");
+  CHECK(res.result() == bhttp::status::ok);
+  CHECK(res[bhttp::field::content_type] == "text/plain; version=0.0.4; charset=utf-8");
+  CHECK(res[bhttp::field::cache_control] == "no-store");
+
+  std::map<std::string, std::string> types;
+  const auto samples = parse_prometheus(res.body(), types);
+  for (const auto& s : samples) {
+    INFO(s.name);
+    CHECK(s.labels.at("client_id") == "client-1");
+    CHECK(s.labels.at("group") == "orders-app");
+  }
+  const std::map<std::string, std::pair<std::string, double>> expected = {
+      {"kgroup_consumer_coordinator_rebalance_latency_avg_ms", {"gauge", 185}},
+      {"kgroup_consumer_coordinator_rebalance_latency_max_ms", {"gauge", 250}},
+      {"kgroup_consumer_coordinator_rebalance_latency_total_ms", {"counter", 370}},
+      {"kgroup_consumer_coordinator_rebalance_total", {"counter", 2}},
+      {"kgroup_consumer_coordinator_rebalance_rate_per_hour", {"gauge", 2}},
+      {"kgroup_consumer_coordinator_failed_rebalance_total", {"counter", 1}},
+      {"kgroup_consumer_coordinator_last_rebalance_seconds_ago", {"gauge", 29.88}},
+      {"kgroup_consumer_coordinator_join_time_avg_ms", {"gauge", 100.5}},
+      {"kgroup_consumer_coordinator_join_time_max_ms", {"gauge", 150}},
+      {"kgroup_consumer_coordinator_sync_time_avg_ms", {"gauge", 12.25}},
+      {"kgroup_consumer_coordinator_sync_time_max_ms", {"gauge", 20}},
+      {"kgroup_consumer_coordinator_heartbeat_response_time_max_ms", {"gauge", 3}},
+      {"kgroup_consumer_coordinator_last_heartbeat_seconds_ago", {"gauge", 0.5}},
+      {"kgroup_consumer_coordinator_assigned_partitions", {"gauge", 2}},
+      {"kgroup_consumer_coordinator_commit_latency_avg_ms", {"gauge", 4}},
+      {"kgroup_consumer_coordinator_commit_latency_max_ms", {"gauge", 9}},
+      {"kgroup_consumer_fetch_manager_records_consumed_total", {"counter", 1234}},
+      {"kgroup_consumer_fetch_manager_records_consumed_rate", {"gauge", 41.5}},
+      {"kgroup_consumer_fetch_manager_bytes_consumed_total", {"counter", 56789}},
+      {"kgroup_consumer_fetch_manager_bytes_consumed_rate", {"gauge", 1893}},
+      {"kgroup_consumer_fetch_manager_records_lag_max", {"gauge", 42}},
+      {"kgroup_consumer_time_between_poll_avg_ms", {"gauge", 120}},
+      {"kgroup_consumer_time_between_poll_max_ms", {"gauge", 800}},
+      {"kgroup_consumer_last_poll_seconds_ago", {"gauge", 0.2}},
+      {"kgroup_consumer_poll_idle_ratio_avg", {"gauge", 0.75}},
+      {"kgroup_consumer_max_poll_interval_ms", {"gauge", 300000}},
+  };
+  for (const auto& [name, tv] : expected) {
+    INFO(name);
+    REQUIRE(types.count(name) == 1);
+    CHECK(types.at(name) == tv.first);
+    const auto* s = find_sample(samples, name);
+    REQUIRE(s != nullptr);
+    CHECK(s->value == Approx(tv.second));
+  }
+  CHECK(types.at("kgroup_consumer_fetch_manager_records_lag") == "gauge");
+  const auto* lag3 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag",
+                                 {{"topic", "orders"}, {"partition", "3"}});
+  const auto* lag7 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag",
+                                 {{"topic", "orders"}, {"partition", "7"}});
+  REQUIRE(lag3 != nullptr);
+  REQUIRE(lag7 != nullptr);
+  CHECK(lag3->value == 42);
+  CHECK(lag7->value == 0);
+  CHECK(srv.snapshots.load() >= 1);
+}
+
+TEST_CASE("http: label values and JSON strings are escaped; non-finite numbers stay valid", "[http]") {
+  auto m = fake_metrics();
+  m.group_id = "we\"ird\\group\nname\x01\t";
+  m.client_id = "caf\xc3\xa9 \xff";  // valid UTF-8, then an invalid byte
+  m.partitions[0].partition.topic = "a\"b";
+  m.rebalances[1].detail = "left: \"shutdown\"\r\n";
+  m.rebalance_latency_avg_ms = std::nan("");
+  m.join_time_max_ms = HUGE_VAL;
+  running_server srv(test_options(), m);
+  client c(srv.endpoint());
+
+  const auto metrics = c.get("/metrics");
+  std::map<std::string, std::string> types;
+  const auto samples = parse_prometheus(metrics.body(), types);
+  CHECK(metrics.body().find(R"(group="we\"ird\\group\nname)") != std::string::npos);
+  for (const auto& s : samples) CHECK(s.labels.at("group") == m.group_id);
+  CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_records_lag", {{"topic", "a\"b"}}) != nullptr);
+  CHECK(std::isnan(find_sample(samples, "kgroup_consumer_coordinator_rebalance_latency_avg_ms")->value));
+  CHECK(std::isinf(find_sample(samples, "kgroup_consumer_coordinator_join_time_max_ms")->value));
+
+  const auto status = c.get("/status");
+  CHECK(status.body().find("\\u0001") != std::string::npos);
+  const auto j = parse_json(status.body());
+  CHECK(j["group"].str() == m.group_id);
+  CHECK(j["client_id"].str() == "caf\xc3\xa9 \xef\xbf\xbd");  // the invalid byte became U+FFFD
+  CHECK(j["assignment"][0]["topic"].str() == "a\"b");
+  CHECK(j["rebalances"][1]["detail"].str() == m.rebalances[1].detail);
+  CHECK(j["metrics"]["rebalance_latency_avg_ms"].is_null());
+  CHECK(j["metrics"]["join_time_max_ms"].is_null());
+}
+
+TEST_CASE("http: GET /status serves the member's state, assignment and rebalance history as JSON", "[http]") {
+  auto m = fake_metrics();
+  m.group_instance_id = "instance-a";
+  running_server srv(test_options(), m);
+  client c(srv.endpoint());
+  const auto res = c.get("/status");
+  CHECK(res.result() == bhttp::status::ok);
+  CHECK(res[bhttp::field::content_type] == "application/json");
+  CHECK(res[bhttp::field::cache_control] == "no-store");
+  const auto j = parse_json(res.body());
+
+  CHECK(j["group"].str() == "orders-app");
+  CHECK(j["client_id"].str() == "client-1");
+  CHECK(j["member_id"].str() == "client-1-5f2c");
+  CHECK(j["instance_id"].str() == "instance-a");
+  CHECK(j["generation"].num() == 7);
+  CHECK(j["state"].str() == "stable");
+  CHECK(j["coordinator"].num() == 1);
+  CHECK(j["protocol"].str() == "cooperative");
+  CHECK(j["assignor"].str() == "cooperative-sticky");
+  CHECK(j["leader"].boolean());
+  CHECK(j["timestamp_ms"].num() == static_cast<double>(m.timestamp_ms));
+
+  REQUIRE(j["assignment"].size() == 2);
+  const auto& p3 = j["assignment"][0];
+  CHECK(p3["topic"].str() == "orders");
+  CHECK(p3["partition"].num() == 3);
+  CHECK(p3["position"].num() == 100);
+  CHECK(p3["committed"].num() == 90);
+  CHECK(p3["high_watermark"].num() == 142);
+  CHECK(p3["lag"].num() == 42);
+  CHECK_FALSE(p3["paused"].boolean());
+  CHECK(j["assignment"][1]["paused"].boolean());
+
+  CHECK(j["time_between_poll"]["avg_ms"].num() == 120);
+  CHECK(j["time_between_poll"]["max_ms"].num() == 800);
+  CHECK(j["time_between_poll"]["last_poll_seconds_ago"].num() == Approx(0.2));
+  CHECK(j["max_poll_interval_ms"].num() == 300000);
+  CHECK(j["metrics"]["rebalance_total"].num() == 2);
+  CHECK(j["metrics"]["records_lag_max"].num() == 42);
+
+  REQUIRE(j["rebalances"].size() == 2);
+  const auto& r0 = j["rebalances"][0];
+  CHECK(r0["cause"].str() == "member joined");
+  CHECK(r0["detail"].str() == "subscribed to orders");
+  CHECK(r0["start_ms"].num() == static_cast<double>(m.rebalances[0].start_ms));
+  CHECK(r0["duration_ms"].num() == 250);
+  CHECK(r0["generation"].num() == 6);
+  CHECK(r0["completed"].boolean());
+  REQUIRE(r0["assigned"].size() == 3);
+  CHECK(r0["assigned"][1]["topic"].str() == "orders");
+  CHECK(r0["assigned"][1]["partition"].num() == 5);
+  CHECK(r0["revoked"].size() == 0);
+  CHECK(r0["lost"].size() == 0);
+  const auto& r1 = j["rebalances"][1];
+  CHECK(r1["cause"].str() == "member left");
+  REQUIRE(r1["revoked"].size() == 1);
+  CHECK(r1["revoked"][0]["partition"].num() == 5);
+
+  SECTION("only the last 50 rebalances are served") {
+    auto many = fake_metrics();
+    many.rebalances.clear();
+    for (int i = 0; i < 60; ++i) {
+      kgroup::RebalanceRecord r;
+      r.cause = kgroup::RebalanceCause::metadata_change;
+      r.start_ms = 1000 * i;
+      many.rebalances.push_back(r);
+    }
+    const auto doc = parse_json(kgroup::http::render_status_json(many));
+    REQUIRE(doc["rebalances"].size() == 50);
+    CHECK(doc["rebalances"][0]["start_ms"].num() == 10000);
+    CHECK(doc["rebalances"][0]["cause"].str() == "metadata change");
+    CHECK(doc["rebalances"][0]["duration_ms"].num() == -1);
+  }
+}
+
+TEST_CASE("http: GET / serves a self-contained dashboard page", "[http]") {
+  running_server srv(test_options());
+  client c(srv.endpoint());
+  const auto res = c.get("/");
+  CHECK(res.result() == bhttp::status::ok);
+  CHECK(res[bhttp::field::content_type] == "text/html; charset=utf-8");
+  const auto& body = res.body();
+  CHECK(body.rfind("<!doctype html>", 0) == 0);
+  for (const char* hook : {"poll-gauge", "partition-row", "rebalance-marker", "fetch(\"status\""}) {
+    INFO(hook);
+    CHECK(body.find(hook) != std::string::npos);
+  }
+  // No external resources: no linked scripts, styles, fonts or images.
+  for (const char* external :
+       {"<script src", "<link", "src=\"http", "href=\"http", "url(", "@import", "//cdn", "https://"}) {
+    INFO(external);
+    CHECK(body.find(external) == std::string::npos);
+  }
+  CHECK(srv.snapshots.load() == 0);  // the page itself reads no snapshot
+}
+
+TEST_CASE("http: unknown paths are 404, other methods 405, HEAD and keep-alive work", "[http]") {
+  running_server srv(test_options());
+  client c(srv.endpoint());
+  // All on one keep-alive connection.
+  const auto missing = c.get("/nope");
+  CHECK(missing.result() == bhttp::status::not_found);
+  CHECK(c.get("/metrics?x=1").result() == bhttp::status::ok);
+  const auto head = c.get("/status", bhttp::verb::head);
+  CHECK(head.result() == bhttp::status::ok);
+  CHECK(head.body().empty());
+  CHECK(std::stoul(std::string(head[bhttp::field::content_length])) > 100);
+  CHECK(c.get("/status").result() == bhttp::status::ok);
+
+  for (const auto method : {bhttp::verb::post, bhttp::verb::put, bhttp::verb::delete_}) {
+    client other(srv.endpoint());
+    bhttp::request<bhttp::string_body> req(method, "/metrics", 11);
+    req.set(bhttp::field::host, "localhost");
+    req.body() = "x=1";
+    req.prepare_payload();
+    REQUIRE_FALSE(other.send(req));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(other.read(res));
+    CHECK(res.result() == bhttp::status::method_not_allowed);
+    CHECK(res[bhttp::field::allow] == "GET, HEAD");
+    CHECK(closed_by_peer(other.read_until_closed()));
+  }
+}
+
+TEST_CASE("http: oversized requests and too many header fields are refused", "[http]") {
+  auto opts = test_options();
+  opts.max_request_bytes = 4096;
+  opts.max_header_count = 16;
+  running_server srv(opts);
+
+  SECTION("a request larger than max_request_bytes") {
+    client c(srv.endpoint());
+    REQUIRE_FALSE(
+        c.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(10000, 'a') + "\r\n\r\n"));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(c.read(res));
+    CHECK(res.result() == bhttp::status::request_header_fields_too_large);
+    CHECK(closed_by_peer(c.read_until_closed()));
+  }
+  SECTION("an endless request line") {
+    client c(srv.endpoint());
+    REQUIRE_FALSE(c.send_raw("GET /" + std::string(20000, 'a')));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(c.read(res));
+    CHECK(res.result() == bhttp::status::request_header_fields_too_large);
+  }
+  SECTION("more header fields than max_header_count") {
+    client c(srv.endpoint());
+    std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 20; ++i) req += "X-H" + std::to_string(i) + ": v\r\n";
+    REQUIRE_FALSE(c.send_raw(req + "\r\n"));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(c.read(res));
+    CHECK(res.result() == bhttp::status::request_header_fields_too_large);
+    CHECK(closed_by_peer(c.read_until_closed()));
+  }
+  SECTION("a malformed request") {
+    client c(srv.endpoint());
+    REQUIRE_FALSE(c.send_raw("GET\x01 / HTTP/1.1\r\n\r\n"));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(c.read(res));
+    CHECK(res.result() == bhttp::status::bad_request);
+  }
+  SECTION("a GET with a body") {
+    client c(srv.endpoint());
+    REQUIRE_FALSE(c.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(c.read(res));
+    CHECK(res.result() == bhttp::status::bad_request);
+  }
+  // The server still serves normal requests afterwards.
+  client after(srv.endpoint());
+  CHECK(after.get("/metrics").result() == bhttp::status::ok);
+}
+
+TEST_CASE("http: a slow client is dropped after the request timeout without blocking others", "[http]") {
+  auto opts = test_options();
+  opts.request_timeout = 300ms;
+  running_server srv(opts);
+
+  client silent(srv.endpoint());  // connects and sends nothing
+  client slow(srv.endpoint());    // sends half a request
+  REQUIRE_FALSE(slow.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+
+  // Meanwhile another client is served (several times, on one connection within the timeout).
+  client fast(srv.endpoint());
+  for (int i = 0; i < 3; ++i) CHECK(fast.get("/status").result() == bhttp::status::ok);
+
+  // The slow ones are closed by the server (their own 10 s read deadline would say timeout).
+  CHECK(closed_by_peer(slow.read_until_closed()));
+  CHECK(closed_by_peer(silent.read_until_closed()));
+
+  SECTION("a client trickling bytes is dropped too") {
+    client trickle(srv.endpoint());
+    beast::error_code ec;
+    const std::string request =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Padding: " + std::string(200, 'p') + "\r\n\r\n";
+    std::size_t sent = 0;
+    // One byte every 20 ms would take over 5 s for the whole request; the server's 300 ms
+    // deadline covers the whole request, so the writes start failing long before.
+    for (; sent < request.size() && !ec; ++sent) {
+      ec = trickle.send_raw(request.substr(sent, 1));
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!ec) ec = trickle.read_until_closed();
+    INFO(ec.message() << " after " << sent << " bytes");
+    CHECK(sent < request.size());
+  }
+}
+
+TEST_CASE("http: the number of connections is capped", "[http]") {
+  auto opts = test_options();
+  opts.max_connections = 2;
+  opts.request_timeout = 60s;  // idle connections stay open for the whole test
+  running_server srv(opts);
+  auto a = std::make_unique<client>(srv.endpoint());
+  client b(srv.endpoint());
+  while (srv.connections() < 2) std::this_thread::sleep_for(5ms);
+
+  client refused(srv.endpoint());  // the TCP handshake completes (backlog); the server closes it
+  CHECK(closed_by_peer(refused.read_until_closed()));
+
+  a->close();
+  a.reset();
+  while (srv.connections() > 1) std::this_thread::sleep_for(5ms);
+  client served(srv.endpoint());
+  CHECK(served.get("/metrics").result() == bhttp::status::ok);
+}
+
+TEST_CASE("http: stop() closes open connections", "[http]") {
+  running_server srv(test_options());
+  client idle(srv.endpoint());
+  client used(srv.endpoint());
+  CHECK(used.get("/status").result() == bhttp::status::ok);
+  while (srv.connections() < 2) std::this_thread::sleep_for(5ms);
+  srv.stop();
+  CHECK(closed_by_peer(idle.read_until_closed()));
+  CHECK(closed_by_peer(used.read_until_closed()));
+  // The closed connections are released once their aborted handlers have run.
+  while (srv.connections() > 0) std::this_thread::sleep_for(5ms);
+}
+
+TEST_CASE("http: listen addresses: port 0 reports the real port, bad input is an error", "[http]") {
+  SECTION("port 0 picks a port and endpoint() reports it") {
+    running_server srv(test_options());
+    const auto ep = srv.endpoint();
+    REQUIRE(ep.rfind("127.0.0.1:", 0) == 0);
+    const auto port = std::stoi(ep.substr(10));
+    CHECK(port > 0);
+    CHECK(port <= 65535);
+    client c(ep);
+    CHECK(c.get("/metrics").result() == bhttp::status::ok);
+  }
+  SECTION("localhost means 127.0.0.1") {
+    auto opts = test_options();
+    opts.listen = "localhost:0";
+    running_server srv(opts);
+    CHECK(srv.endpoint().rfind("127.0.0.1:", 0) == 0);
+  }
+  SECTION("malformed addresses are refused with invalid_config, never thrown") {
+    for (const char* bad :
+         {"", "nonsense", "127.0.0.1", "127.0.0.1:", ":9464", "127.0.0.1:65536", "127.0.0.1:-1",
+          "127.0.0.1:+80", "127.0.0.1:80x", "example.com:9464", "::1:9464", "[::1", "[::1]9464",
+          "[::1]:", "300.1.1.1:80", "127.0.0.1:99999999999999999999"}) {
+      INFO("listen=" << bad);
+      std::string why;
+      CHECK_FALSE(kgroup::http::parse_listen_address(bad, why).has_value());
+      CHECK(why.find("invalid listen address") == 0);
+      asio::io_context io;
+      kgroup::http::server_options opts;
+      opts.listen = bad;
+      kgroup::http::server s(io, opts, fake_metrics);
+      std::error_code ec;
+      REQUIRE_NOTHROW(ec = s.start());
+      CHECK(ec == kgroup::client_errc::invalid_config);
+      CHECK(s.endpoint().empty());
+    }
+    std::string why;
+    const auto v6 = kgroup::http::parse_listen_address("[::1]:9464", why);
+    REQUIRE(v6.has_value());
+    CHECK(v6->host == "::1");
+    CHECK(v6->port == 9464);
+  }
+  SECTION("a port in use is reported") {
+    running_server first(test_options());
+    asio::io_context io;
+    kgroup::http::server_options opts;
+    opts.listen = first.endpoint();
+    kgroup::http::server second(io, opts, fake_metrics);
+    const auto ec = second.start();
+    CHECK(ec == std::errc::address_in_use);
+    CHECK(second.endpoint().empty());
+  }
+  SECTION("IPv6 loopback, where the machine has it") {
+    asio::io_context io;
+    kgroup::http::server_options opts;
+    opts.listen = "[::1]:0";
+    kgroup::http::server s(io, opts, fake_metrics);
+    const auto ec = s.start();
+    if (!ec) {
+      CHECK(s.endpoint().rfind("[::1]:", 0) == 0);
+    } else {
+      WARN("no IPv6 loopback here: " << ec.message());
+    }
+  }
+}
+
+TEST_CASE("http: the dashboard in headless chromium shows the member's partitions and rebalances",
+          "[http][browser]") {
+  running_server srv(test_options());
+  const std::string url = "http://" + srv.endpoint() + "/";
+  std::string dom;
+  try {
+    dom = kgroup::test::dump_dom(url);
+  } catch (const std::exception& e) {
+    FAIL(e.what());
+  }
+  INFO(dom.substr(0, 4000));
+  CHECK(srv.snapshots.load() >= 1);  // the page fetched /status
+  // The owned partitions and the one revoked by the second rebalance each have a timeline row.
+  for (const char* p : {"orders-3", "orders-7", "orders-5"}) {
+    INFO(p);
+    CHECK(element_contains(dom, std::string("<g class=\"partition-row\" data-partition=\"") + p + "\"",
+                           std::string(">") + p + "</text>"));
+  }
+  CHECK(dom.find("data-partition=\"orders-3\" data-owned=\"true\"") != std::string::npos);
+  CHECK(dom.find("data-partition=\"orders-5\" data-owned=\"false\"") != std::string::npos);
+  // Both rebalances are marked and labelled with their cause.
+  for (const char* cause : {"member joined", "member left"}) {
+    INFO(cause);
+    CHECK(element_contains(dom, std::string("<g class=\"rebalance-marker\" data-cause=\"") + cause + "\"",
+                           std::string(">") + cause + "</text>"));
+  }
+  // Ownership bars and the poll gauge were drawn.
+  CHECK(dom.find("class=\"own-bar\"") != std::string::npos);
+  CHECK(element_contains(dom, "<svg id=\"poll-gauge\"", ">since last poll()</text>", "</svg>"));
+  CHECK(dom.find("orders-app") != std::string::npos);
+}

@@ -1,0 +1,332 @@
+// The fetch session (KIP-227), step by step: which partitions each request lists and forgets, how
+// answers move the session id and epoch, and how errors and odd answers reset it.
+#include <map>
+#include <set>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "fetch/fetch_session.hpp"
+#include "kgroup/kafka_errc.hpp"
+
+using kgroup::topic_partition;
+using kgroup::fetch::fetch_session;
+using kgroup::fetch::fetch_set;
+using kgroup::fetch::partition_fetch;
+using kgroup::protocol::fetch_request;
+using kgroup::protocol::fetch_response;
+
+namespace {
+
+constexpr std::int16_t v11 = 11;
+
+partition_fetch at(std::int64_t offset, std::int32_t max_bytes = 1048576, std::int32_t epoch = -1) {
+  partition_fetch p;
+  p.fetch_offset = offset;
+  p.max_bytes = max_bytes;
+  p.current_leader_epoch = epoch;
+  return p;
+}
+
+// The partitions a request lists, with their fetch offsets.
+std::map<topic_partition, std::int64_t> listed(const fetch_request& r) {
+  std::map<topic_partition, std::int64_t> out;
+  for (const auto& t : r.topics) {
+    for (const auto& p : t.partitions) out[{t.topic, p.partition}] = p.fetch_offset;
+  }
+  return out;
+}
+
+std::set<topic_partition> forgotten(const fetch_request& r) {
+  std::set<topic_partition> out;
+  for (const auto& t : r.forgotten_topics_data) {
+    for (auto p : t.partitions) out.insert({t.topic, p});
+  }
+  return out;
+}
+
+// An answer naming `parts` (each with no error and no records).
+fetch_response answer(std::int32_t session_id, const std::vector<topic_partition>& parts = {},
+                      std::int16_t error = 0) {
+  fetch_response r;
+  r.session_id = session_id;
+  r.error_code = error;
+  for (const auto& tp : parts) {
+    if (r.responses.empty() || r.responses.back().topic != tp.topic) {
+      r.responses.emplace_back();
+      r.responses.back().topic = tp.topic;
+    }
+    fetch_response::fetchable_topic_response::partition_data pd;
+    pd.partition_index = tp.partition;
+    r.responses.back().partitions.push_back(pd);
+  }
+  return r;
+}
+
+std::vector<topic_partition> names(const fetch_session::response_result& res) {
+  std::vector<topic_partition> out;
+  for (const auto& [tp, pd] : res.partitions) out.push_back(tp);
+  return out;
+}
+
+const topic_partition a0{"a", 0}, a1{"a", 1}, b0{"b", 0};
+
+// A session with id 42 established over {a0 @ 10, a1 @ 20, b0 @ 30}; returns the wanted set.
+fetch_set establish(fetch_session& s) {
+  fetch_set wanted{{a0, at(10)}, {a1, at(20)}, {b0, at(30)}};
+  fetch_request req;
+  s.fill(req, v11, wanted);
+  REQUIRE(req.session_id == 0);
+  REQUIRE(req.session_epoch == 0);
+  REQUIRE(listed(req).size() == 3);
+  auto res = s.on_response(answer(42, {a0, a1, b0}));
+  REQUIRE(res.error_code == 0);
+  REQUIRE(s.id() == 42);
+  REQUIRE(s.next_epoch() == 1);
+  return wanted;
+}
+
+}  // namespace
+
+TEST_CASE("fetch session: the first request is full with epoch 0, later ones incremental",
+          "[fetch_session]") {
+  fetch_session s(1);
+  auto wanted = establish(s);
+  CHECK(s.incremental());
+
+  // Nothing changed: the incremental request lists no partition and forgets none.
+  fetch_request req;
+  s.fill(req, v11, wanted);
+  CHECK(req.session_id == 42);
+  CHECK(req.session_epoch == 1);
+  CHECK(req.topics.empty());
+  CHECK(req.forgotten_topics_data.empty());
+  // The answer lists only partitions with news; they are all accepted.
+  auto res = s.on_response(answer(42, {a1}));
+  CHECK(res.error_code == 0);
+  CHECK(names(res) == std::vector<topic_partition>{a1});
+  CHECK(res.unknown_partitions == 0);
+  CHECK(s.next_epoch() == 2);
+
+  // a1 got records: its offset moved, so it alone is listed.
+  wanted[a1] = at(25);
+  s.fill(req, v11, wanted);
+  CHECK(req.session_epoch == 2);
+  CHECK(listed(req) == std::map<topic_partition, std::int64_t>{{a1, 25}});
+  s.on_response(answer(42));
+  CHECK(s.next_epoch() == 3);
+}
+
+TEST_CASE("fetch session: added, removed and changed partitions", "[fetch_session]") {
+  fetch_session s(1);
+  auto wanted = establish(s);
+  const topic_partition c3{"c", 3};
+  wanted.erase(a1);                 // removed (revoked, paused, moved leader)
+  wanted[c3] = at(7);               // added
+  wanted[a0] = at(10, 1048576, 5);  // leader epoch changed
+  wanted[b0] = at(30, 4096);        // max bytes changed
+  fetch_request req;
+  s.fill(req, v11, wanted);
+  CHECK(req.session_epoch == 1);
+  CHECK(listed(req) == std::map<topic_partition, std::int64_t>{{a0, 10}, {b0, 30}, {c3, 7}});
+  CHECK(forgotten(req) == std::set<topic_partition>{a1});
+  for (const auto& t : req.topics) {
+    for (const auto& p : t.partitions) {
+      if (t.topic == "a") CHECK(p.current_leader_epoch == 5);
+      if (t.topic == "b") CHECK(p.partition_max_bytes == 4096);
+    }
+  }
+  CHECK(s.partitions() == wanted);
+  // A response about the forgotten partition is not accepted any more.
+  auto res = s.on_response(answer(42, {a0, c3}));
+  CHECK(names(res) == std::vector<topic_partition>{a0, c3});
+
+  // Everything removed: one request forgets all of them.
+  s.fill(req, v11, {});
+  CHECK(req.topics.empty());
+  CHECK(forgotten(req) == std::set<topic_partition>{a0, b0, c3});
+}
+
+TEST_CASE("fetch session: errors reset the session to a full fetch", "[fetch_session]") {
+  fetch_session s(1);
+  auto wanted = establish(s);
+  fetch_request req;
+
+  SECTION("FETCH_SESSION_ID_NOT_FOUND forgets the id") {
+    s.fill(req, v11, wanted);
+    auto res = s.on_response(
+        answer(0, {}, static_cast<std::int16_t>(kgroup::kafka_errc::fetch_session_id_not_found)));
+    CHECK(res.error_code == static_cast<std::int16_t>(kgroup::kafka_errc::fetch_session_id_not_found));
+    CHECK(res.partitions.empty());
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 0);
+    CHECK(req.session_epoch == 0);
+    CHECK(listed(req).size() == 3);
+    CHECK(req.forgotten_topics_data.empty());
+  }
+  SECTION("INVALID_FETCH_SESSION_EPOCH closes the session and asks for a new one") {
+    s.fill(req, v11, wanted);
+    s.on_response(answer(42, {}, static_cast<std::int16_t>(kgroup::kafka_errc::invalid_fetch_session_epoch)));
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 42);
+    CHECK(req.session_epoch == 0);
+    CHECK(listed(req).size() == 3);
+    // The broker answers with a new session, which then goes incremental from epoch 1.
+    s.on_response(answer(43, {a0}));
+    CHECK(s.id() == 43);
+    CHECK(s.next_epoch() == 1);
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 43);
+    CHECK(req.session_epoch == 1);
+    CHECK(req.topics.empty());
+  }
+  SECTION("a failed request (timeout, broken connection) makes the next one full") {
+    s.fill(req, v11, wanted);
+    s.on_request_failed();
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 42);
+    CHECK(req.session_epoch == 0);
+    CHECK(listed(req).size() == 3);
+  }
+  SECTION("the broker closing the session (id 0 in an incremental answer)") {
+    s.fill(req, v11, wanted);
+    auto res = s.on_response(answer(0, {b0}));
+    CHECK(names(res) == std::vector<topic_partition>{b0});  // its data is still good
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 0);
+    CHECK(req.session_epoch == 0);
+    CHECK(listed(req).size() == 3);
+  }
+}
+
+TEST_CASE("fetch session: a broker that answers session id 0 gets full fetches", "[fetch_session]") {
+  // librdkafka's mock cluster echoes the request's session id, so it always answers 0.
+  fetch_session s(1);
+  fetch_set wanted{{a0, at(10)}, {a1, at(20)}};
+  for (int round = 0; round < 3; ++round) {
+    fetch_request req;
+    s.fill(req, v11, wanted);
+    CHECK(req.session_id == 0);
+    CHECK(req.session_epoch == 0);
+    CHECK(listed(req).size() == 2);
+    CHECK(req.forgotten_topics_data.empty());
+    auto res = s.on_response(answer(0, {a0, a1}));
+    CHECK(names(res).size() == 2);
+    CHECK_FALSE(s.incremental());
+    wanted[a0].fetch_offset += 5;
+  }
+}
+
+TEST_CASE("fetch session: below Fetch v7 every request is a sessionless full fetch", "[fetch_session]") {
+  fetch_session s(1);
+  fetch_set wanted{{a0, at(10)}};
+  fetch_request req;
+  s.fill(req, 6, wanted);
+  CHECK(req.session_id == 0);
+  CHECK(req.session_epoch == -1);
+  CHECK(listed(req).size() == 1);
+  s.on_response(answer(0, {a0}));
+  s.fill(req, 6, wanted);
+  CHECK(req.session_epoch == -1);
+  CHECK(listed(req).size() == 1);
+}
+
+TEST_CASE("fetch session: a response naming a partition the session does not hold", "[fetch_session]") {
+  fetch_session s(1);
+  auto wanted = establish(s);
+  fetch_request req;
+  s.fill(req, v11, wanted);
+  const topic_partition stranger{"zzz", 9};
+  auto res = s.on_response(answer(42, {a0, stranger, b0}));
+  // The known partitions are delivered, the stranger is counted (and logged), nothing throws.
+  CHECK(names(res) == std::vector<topic_partition>{a0, b0});
+  CHECK(res.unknown_partitions == 1);
+  // The views disagree: the next request is full and closes the old session.
+  s.fill(req, v11, wanted);
+  CHECK(req.session_id == 42);
+  CHECK(req.session_epoch == 0);
+  CHECK(listed(req).size() == 3);
+
+  SECTION("also for a full request, and for an unknown topic id") {
+    s.fill(req, v11, wanted);
+    kgroup::protocol::uuid id;
+    id.bytes[0] = 7;
+    auto r = answer(44, {a0});
+    r.responses.emplace_back();
+    r.responses.back().topic_id = id;  // Fetch v13+ style, an id nobody knows
+    r.responses.back().partitions.emplace_back();
+    auto res2 = s.on_response(r);
+    CHECK(names(res2) == std::vector<topic_partition>{a0});
+    CHECK(res2.unknown_partitions == 1);
+  }
+  SECTION("a response with no outstanding request is ignored") {
+    s.on_response(answer(44, {a0}));
+    auto res2 = s.on_response(answer(44, {a0}));
+    CHECK(res2.partitions.empty());
+    CHECK(res2.unknown_partitions == 1);
+  }
+}
+
+TEST_CASE("fetch session: topic ids (Fetch v13+) resolve through the session's partitions",
+          "[fetch_session]") {
+  fetch_session s(1);
+  kgroup::protocol::uuid id_a;
+  id_a.bytes[15] = 1;
+  fetch_set wanted{{a0, at(10)}, {a1, at(20)}};
+  for (auto& [tp, pf] : wanted) pf.topic_id = id_a;
+  fetch_request req;
+  s.fill(req, 13, wanted);
+  REQUIRE(req.topics.size() == 1);
+  CHECK(req.topics[0].topic_id == id_a);
+  fetch_response r;
+  r.session_id = 5;
+  r.responses.emplace_back();
+  r.responses[0].topic_id = id_a;
+  r.responses[0].partitions.resize(1);
+  r.responses[0].partitions[0].partition_index = 1;
+  auto res = s.on_response(r);
+  CHECK(names(res) == std::vector<topic_partition>{a1});
+  // Forgetting at v13 names the topic id too.
+  wanted.erase(a0);
+  s.fill(req, 13, wanted);
+  REQUIRE(req.forgotten_topics_data.size() == 1);
+  CHECK(req.forgotten_topics_data[0].topic_id == id_a);
+  CHECK(req.forgotten_topics_data[0].partitions == std::vector<std::int32_t>{0});
+}
+
+TEST_CASE("fetch session: closing sends epoch -1 and forgets the session", "[fetch_session]") {
+  fetch_session s(1);
+  fetch_request req;
+  CHECK_FALSE(s.close(req));  // nothing to close yet
+  auto wanted = establish(s);
+  REQUIRE(s.close(req));
+  CHECK(req.session_id == 42);
+  CHECK(req.session_epoch == -1);
+  CHECK(req.topics.empty());
+  CHECK(s.id() == 0);
+  s.fill(req, v11, wanted);
+  CHECK(req.session_id == 0);
+  CHECK(req.session_epoch == 0);
+  CHECK(listed(req).size() == 3);
+}
+
+TEST_CASE("fetch session: requests encode at the session versions", "[fetch_session]") {
+  fetch_session s(1);
+  auto wanted = establish(s);
+  wanted.erase(a1);
+  wanted[a0].fetch_offset = 11;
+  fetch_request req;
+  req.max_wait_ms = 500;
+  req.min_bytes = 1;
+  s.fill(req, v11, wanted);
+  for (std::int16_t v : {std::int16_t{7}, std::int16_t{11}, std::int16_t{12}}) {
+    kgroup::protocol::bytes out;
+    REQUIRE_FALSE(kgroup::protocol::encode(req, v, out));
+    fetch_request back;
+    REQUIRE_FALSE(kgroup::protocol::decode(out, v, back));
+    CHECK(back.session_id == 42);
+    CHECK(back.session_epoch == 1);
+    CHECK(listed(back) == listed(req));
+    CHECK(forgotten(back) == std::set<topic_partition>{a1});
+  }
+}
