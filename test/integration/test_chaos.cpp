@@ -209,6 +209,17 @@ class chaos_member {
   virtual std::string close_consumer() = 0;
   virtual void before_stall() {}
   void mark_poll() { last_poll_start_ = now_ns(); }
+  // Reports a generation this member joined (a successful JoinGroup answer), once per generation.
+  void joined_generation(std::int32_t generation, std::int64_t at) {
+    if (generation <= 0) return;
+    std::int32_t last = last_generation_.load();
+    while (generation > last) {
+      if (last_generation_.compare_exchange_weak(last, generation)) {
+        emit_("G " + std::to_string(at) + " " + std::to_string(generation));
+        return;
+      }
+    }
+  }
   // The key must be a record of this partition, "chaos-<p>-<n>" with n <= offset: n is the
   // offset unless the mock stored a batch twice (its idempotent-producer emulation does not
   // deduplicate a batch retried after a broker outage or RTT spike; seen in a two-minute run).
@@ -253,6 +264,7 @@ class chaos_member {
   std::atomic<bool> running_{true};
   std::atomic<int> stall_ms_{0};
   std::atomic<std::int64_t> last_poll_start_{0};
+  std::atomic<std::int32_t> last_generation_{0};
   bool left_ = false;
 };
 
@@ -263,11 +275,13 @@ class kgroup_chaos_member : public chaos_member {
     kgroup_chaos_member& m;
     explicit listener(kgroup_chaos_member& member) : m(member) {}
     void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
+      m.note_generation();
       m.emit_("A " + std::to_string(now_ns()) + " " + parts_text(p));
       std::lock_guard lock(m.mutex_);
       m.owned_.insert(p.begin(), p.end());
     }
     void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
+      m.note_generation();
       {
         std::lock_guard lock(m.mutex_);
         for (const auto& tp : p) m.owned_.erase(tp);
@@ -311,6 +325,7 @@ class kgroup_chaos_member : public chaos_member {
     try {
       mark_poll();
       const auto records = consumer_->poll(100ms);
+      note_generation();
       for (const auto& r : records) {
         check_key(r.partition, r.offset, r.key);
         runs.add(r.partition, r.offset);
@@ -359,6 +374,10 @@ class kgroup_chaos_member : public chaos_member {
   }
 
  private:
+  // kgroup has no join event; the generation is sampled after every poll() and at the start of
+  // every callback (group_metadata() holds the generation of the last JoinGroup answer).
+  void note_generation() { joined_generation(consumer_->group_metadata().generation_id, now_ns()); }
+
   std::unique_ptr<kgroup::Consumer> consumer_;
   std::mutex mutex_;
   std::set<kgroup::topic_partition> owned_;
@@ -544,7 +563,11 @@ class rdkafka_chaos_member : public chaos_member {
     auto* self = static_cast<rdkafka_chaos_member*>(rd_kafka_opaque(rk));
     if (self == nullptr) return;
     static constexpr std::string_view marker = "changed join state ";
+    static constexpr std::string_view joined = "JoinGroup response: GenerationId ";
     const std::string_view line(buf);
+    if (const auto pos = line.find(joined); pos != std::string_view::npos && line.ends_with("(no error)")) {
+      self->joined_generation(std::atoi(std::string(line.substr(pos + joined.size(), 12)).c_str()), now_ns());
+    }
     if (const auto pos = line.find(marker); pos != std::string_view::npos) {
       const auto arrow = line.find(" -> ", pos);
       if (arrow != std::string_view::npos) {
@@ -646,6 +669,16 @@ class recorder {
         stall_cuts_[member].push_back(last_poll + static_cast<std::int64_t>(max_poll_interval_ms) * 1'000'000);
         break;
       }
+      case 'G': {
+        std::int64_t at = 0;
+        int generation = 0;
+        in >> at >> generation;
+        if (generation <= 0) break;
+        auto [it, fresh] = formed_.emplace(generation, at);
+        if (!fresh) it->second = std::min(it->second, at);
+        joined_[member].insert(generation);
+        break;
+      }
       case 'T': {
         int s = 0;
         in >> s;
@@ -740,7 +773,7 @@ class recorder {
     struct interval {
       std::int64_t start, end;
       std::string member;
-      char how;  // R, L (its callback), K (killed), S (poll deadline of a stall), open
+      char how;  // R, L (its callback), K (killed), S (poll deadline of a stall), G (left out of a generation), open
     };
     constexpr std::int64_t forever = INT64_MAX;
     auto events = events_;
@@ -759,6 +792,14 @@ class recorder {
             end = cut;
             how = 'S';
           }
+        }
+      }
+      // A generation formed after the ownership began that this member did not join.
+      const auto j = joined_.find(member);
+      for (const auto& [generation, formed] : formed_) {
+        if (start < formed && formed < end && (j == joined_.end() || !j->second.count(generation))) {
+          end = formed;
+          how = 'G';
         }
       }
       if (end > start && p >= 0 && p < partition_count) by_partition[static_cast<std::size_t>(p)].push_back({start, end, member, how});
@@ -821,6 +862,8 @@ class recorder {
   std::uint64_t consumed_total_ = 0;
   std::uint64_t redelivered_ = 0;
   std::map<std::string, std::vector<std::int64_t>> stall_cuts_;
+  std::map<int, std::int64_t> formed_;              // generation -> first JoinGroup answer seen
+  std::map<std::string, std::set<int>> joined_;     // member -> generations it joined
   std::map<std::string, std::int64_t> kills_;
   std::map<std::string, int> notes_;
   std::vector<std::string> note_samples_;
@@ -851,7 +894,15 @@ class recorder {
       if (auto s = stall_cuts_.find(m); s != stall_cuts_.end()) {
         for (auto cut : s->second) std::printf("      %s stall: poll deadline %.3f s\n", m.c_str(), static_cast<double>(cut - t0_) / 1e9);
       }
+      if (auto j = joined_.find(m); j != joined_.end()) {
+        std::printf("      %s joined generations:", m.c_str());
+        for (int g : j->second) std::printf(" %d", g);
+        std::printf("\n");
+      }
     }
+    std::printf("      generations formed:");
+    for (const auto& [g, t] : formed_) std::printf(" %d@%.3f", g, static_cast<double>(t - t0_) / 1e9);
+    std::printf("\n");
   }
 
   // For a failed at-least-once check: the gaps, who consumed around them and who owned the partition.
@@ -1409,8 +1460,9 @@ void run_chaos(const std::string& strategy) {
         for (auto c : codes) text += " " + kgroup::kafka_error_name(c);
         log_fault(text);
       } else if (roll < 44) {
-        // RTT spike on one broker.
-        const int b = uniform(1, 3);
+        // RTT spike on one broker other than the group coordinator (see the outage below).
+        int b = uniform(1, 2);
+        if (b >= coordinator) ++b;
         const int ms = uniform(100, 1500);
         mc.set_rtt(b, ms);
         const int lasting = uniform(1000, 3000);
@@ -1423,24 +1475,31 @@ void run_chaos(const std::string& strategy) {
         // one, and the mock aborts the process (assertion `!member->resp` in
         // rd_kafka_mock_cgrp_member_add). A real coordinator that loses the group fails its pending
         // requests; here the old coordinator drops its connections (down and straight up again).
-        int b = uniform(1, 2);
-        if (b >= coordinator) ++b;
-        const bool old_down = broker_down && broker_down->first == coordinator;
-        if (!old_down) mc.broker_down(coordinator);
+        // The new coordinator is neither down nor slowed by an RTT spike.
+        std::vector<int> targets;
+        for (int t = 1; t <= 3; ++t) {
+          if (t != coordinator && !(broker_down && broker_down->first == t) && !rtt_restore.count(t)) targets.push_back(t);
+        }
+        if (targets.empty()) continue;
+        const int b = targets[static_cast<std::size_t>(uniform(0, static_cast<int>(targets.size()) - 1))];
+        mc.broker_down(coordinator);
         mc.set_coordinator(group, b);
-        if (!old_down) mc.broker_up(coordinator);
+        mc.broker_up(coordinator);
         log_fault("coordinator moves from broker " + std::to_string(coordinator) + " to " + std::to_string(b));
         coordinator = b;
         ++faults["coordinator move"];
       } else if (roll < 57) {
+        // A broker other than the group coordinator (the mock expires the members waiting in a
+        // rebalance while its coordinator is unreachable, and then admits their rejoins under the
+        // expired member ids, which can collide with fresh ones: docs/DESIGN.md, "Chaos test").
         if (broker_down || remaining < 6s) continue;
-        const int b = uniform(1, 3);
+        int b = uniform(1, 2);
+        if (b >= coordinator) ++b;
         mc.broker_down(b);
         const int lasting = uniform(2000, 4000);
         broker_down = {b, steady::now() + std::chrono::milliseconds(lasting)};
         ++faults["broker down and back"];
-        log_fault("broker " + std::to_string(b) + " down for " + std::to_string(lasting) + " ms" +
-                  (b == coordinator ? " (the coordinator)" : ""));
+        log_fault("broker " + std::to_string(b) + " down for " + std::to_string(lasting) + " ms");
       } else if (roll < 68) {
         // Stall past max.poll.interval.ms; only when it ends before the chaos does.
         const int ms = uniform(max_poll_interval_ms + 1000, max_poll_interval_ms + 4000);
