@@ -291,14 +291,9 @@ bool member::check_poll_timeout(time_point now) {
     generation_ = -1;
     if (!opts_.group_instance_id) member_id_.clear();
     rejoin_needed_ = false;
-    if (pending_listener_ && !pending_started_ && pending_kind_ == listener_kind::revoked) {
-      // The eager revoke the stalled application never ran: its generation is gone, so the next
-      // poll() reports everything owned as lost instead.
-      actions_.emplace_back(cancel_listener{*pending_listener_});
-      pending_listener_.reset();
-      pending_parts_.clear();
-      after_listener_ = then::nothing;
-    }
+    // A callback the stalled application has not run belongs to a generation that is gone: the
+    // next poll() reports what is owned as lost instead.
+    cancel_unstarted_listener();
     rebalance_begins(now, RebalanceCause::poll_timeout,
                      "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
                          std::to_string(opts_.max_poll_interval.count()) + ")");
@@ -781,7 +776,21 @@ void member::finish_leave(time_point now) {
   }
 }
 
+void member::cancel_unstarted_listener() {
+  if (!pending_listener_ || pending_started_) return;
+  actions_.emplace_back(cancel_listener{*pending_listener_});
+  // Partitions the application was never told about are not its to lose.
+  if (pending_kind_ == listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
+  pending_listener_.reset();
+  pending_parts_.clear();
+  after_listener_ = then::nothing;
+}
+
 void member::lose_partitions(time_point now, const std::string& why, then next) {
+  // A revoke or assign callback still queued for the user thread is overtaken: the application
+  // hears only that the partitions are lost (never commits partitions that may have a new owner,
+  // never starts on partitions of a generation it is no longer in).
+  cancel_unstarted_listener();
   if (!owned_.empty()) {
     logger()->warn("group '{}': partitions lost ({})", opts_.group_id, why);
     if (state_ != member_state::preparing) transition(member_state::preparing, why.c_str());
@@ -795,10 +804,6 @@ void member::request_listener(listener_kind kind, const partition_set& parts, th
   // A revoke still waiting for the user thread when the partitions are lost (the member was
   // removed while the application did not poll): the lost callback replaces it, so the
   // application never commits partitions that may already have a new owner.
-  if (pending_listener_ && !pending_started_ && pending_kind_ == listener_kind::revoked &&
-      kind == listener_kind::lost) {
-    actions_.emplace_back(cancel_listener{*pending_listener_});
-  }
   const std::uint64_t seq = next_seq_++;
   pending_listener_ = seq;
   pending_started_ = false;

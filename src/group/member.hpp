@@ -230,6 +230,7 @@ class member {
   void send_heartbeat_now(time_point now);
   void send_leave(time_point now, const std::string& reason);
   void lose_partitions(time_point now, const std::string& why, then next);
+  void cancel_unstarted_listener();
   void request_listener(listener_kind kind, const partition_set& parts, then next);
   void finish_leave(time_point now);
   void continue_after_listener(time_point now, then next);

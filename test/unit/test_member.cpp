@@ -2341,3 +2341,26 @@ TEST_CASE("member: a poll timeout cancels the pending eager revoke; the next pol
   CHECK(last_owned(a).empty());
   expect<send_join_group>(a);
 }
+
+TEST_CASE("member: an assign callback not yet run when the poll times out is cancelled, not followed by lost",
+          "[member]") {
+  harness h;  // eager
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  a = h.done(expect_listener(a, listener_kind::revoked, t01));
+  expect<assignment_changed>(a);
+  expect<send_join_group>(a);
+  a = h.join(join_ok("m1", 2, "leader", h.proto));
+  a = h.sync(sync_ok(t01));
+  REQUIRE(expect<assignment_changed>(a).owned == t01);
+  auto assigned = expect_listener(a, listener_kind::assigned, t01);
+  // The application is stalled: the callback never starts before max.poll.interval.ms passes.
+  a = h.run_until(h.m.last_poll() + 60000ms, false);
+  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  CHECK(expect<cancel_listener>(a).seq == assigned.seq);
+  CHECK(last_owned(a).empty());  // it never owned them as far as the application knows
+  a = h.leave();
+  a = h.poll();
+  CHECK(count_of<run_listener>(a) == 0);  // nothing to report lost
+  expect<send_join_group>(a);
+}
