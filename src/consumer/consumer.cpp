@@ -249,22 +249,11 @@ class Consumer::impl {
 
   OffsetMap committed(const std::set<topic_partition>& tps) {
     check_open();
-    const auto deadline = clock::now() + default_timeout_;
-    std::optional<detail::commit_done> done;
-    for (int attempt = 0;; ++attempt) {
-      const std::uint64_t id = ++next_request_id_;
-      post([this, id, tps] { fetcher_->fetch_committed(id, tps); });
-      done = wait_request(id, deadline);
-      if (!done) throw error(make_error_code(client_errc::request_timed_out), "committed(): no answer in time");
-      if (!done->code) break;
-      // Coordinator errors are retried (it is being looked up, moved, or loading) until the deadline.
-      if (!retriable_coordinator_error(done->code) || clock::now() + std::chrono::milliseconds(100) >= deadline) {
-        throw error(done->code, done->message);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
-    }
+    const auto done = coordinator_request(
+        [this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); }, clock::now() + default_timeout_,
+        "committed()");
     OffsetMap out;
-    for (const auto& [tp, om] : done->offsets) out[tp] = {om.first, om.second, std::nullopt};
+    for (const auto& [tp, om] : done.offsets) out[tp] = {om.first, om.second, std::nullopt};
     return out;
   }
 
@@ -760,12 +749,21 @@ class Consumer::impl {
   }
 
   void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
+    coordinator_request([this, offsets](std::uint64_t id) { fetcher_->commit(id, offsets); }, deadline,
+                        "commit_sync()");
+  }
+
+  // Sends a coordinator request through `send(id)` on the background thread and waits for its
+  // answer. Coordinator errors (being looked up, moved, loading) are retried with a growing pause
+  // until `deadline`; any other error, or running out of time, is thrown.
+  template <class Send>
+  detail::commit_done coordinator_request(Send send, clock::time_point deadline, const char* what) {
     for (int attempt = 0;; ++attempt) {
       const std::uint64_t id = ++next_request_id_;
-      post([this, id, offsets] { fetcher_->commit(id, offsets); });
+      post([send, id] { send(id); });
       auto done = wait_request(id, deadline);
-      if (!done) throw error(make_error_code(client_errc::request_timed_out), "commit_sync(): no answer in time");
-      if (!done->code) return;
+      if (!done) throw error(make_error_code(client_errc::request_timed_out), std::string(what) + ": no answer in time");
+      if (!done->code) return std::move(*done);
       if (!retriable_coordinator_error(done->code) || clock::now() + std::chrono::milliseconds(100) >= deadline) {
         throw error(done->code, done->message);
       }
