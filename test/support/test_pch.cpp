@@ -1,0 +1,1 @@
+// The source of the test precompiled header target (test/CMakeLists.txt); nothing else.
