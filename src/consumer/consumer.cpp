@@ -95,6 +95,7 @@ class Consumer::impl {
     auto_commit_ = fo.auto_commit;
     read_committed_ = fo.isolation_level == 1;
     max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
+    max_poll_interval_ = mo.max_poll_interval;
     check_crcs_ = config_.get_bool("check.crcs");
     fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
     fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
@@ -139,14 +140,16 @@ class Consumer::impl {
       unassign();
       return;
     }
-    mode_ = mode::none;
     std::uint64_t left_before;
     {
       std::lock_guard lock(shared_.mutex);
       left_before = shared_.left_count;
     }
     post([this] { driver_->unsubscribe(); });
+    // Still subscribed until the leave is done: the auto-commit before the revoke and commits
+    // inside on_partitions_revoked carry the live generation and member id (issue 13, item 3).
     wait_left(left_before, clock::now() + default_timeout_);
+    mode_ = mode::none;
     rethrow_listener_error();
   }
 
@@ -191,9 +194,42 @@ class Consumer::impl {
     check_open();
     const auto started = clock::now();
     poll_started(started);
-    ConsumerRecords out = poll_records(started + timeout);
+    // However poll() ends (records, timeout, an exception), max.poll.interval.ms runs from then.
+    struct returned_guard {
+      impl* self;
+      ~returned_guard() {
+        self->last_poll_return_ = clock::now();
+        self->post([s = self] { s->driver_->poll_returned(); });
+      }
+    } guard{this};
+    ConsumerRecords out = poll_records(poll_deadline(started, timeout));
     poll_ended(started, out.size());
     return out;
+  }
+
+  // Whether the member may have left the group for a poll timeout since the last poll():
+  // the core says so, or it is about to (the time since the last poll() returned).
+  bool may_have_left_group() {
+    if (last_poll_return_ && clock::now() - *last_poll_return_ >= max_poll_interval_) return true;
+    std::lock_guard lock(shared_.mutex);
+    return shared_.state == "poll_timed_out";
+  }
+
+  // Waits until the background thread handled poll() number `seq`; false if `deadline` (at least
+  // a second from now: the round trip is fast, poll(0) must not skip it) passed first.
+  bool wait_poll_acked(std::uint64_t seq, clock::time_point deadline) {
+    deadline = std::max(deadline, clock::now() + std::chrono::seconds(1));
+    std::unique_lock lock(shared_.mutex);
+    return shared_.cv.wait_until(lock, deadline, [&] { return shared_.poll_acked >= seq; });
+  }
+
+  // started + timeout without overflow: poll(milliseconds::max()) waits "forever" (capped at a
+  // year, far beyond any other timer), a negative timeout does not wait.
+  static clock::time_point poll_deadline(clock::time_point started, std::chrono::milliseconds timeout) {
+    constexpr auto longest = std::chrono::hours(24 * 365);
+    if (timeout <= std::chrono::milliseconds::zero()) return started;
+    if (timeout >= longest) return started + longest;
+    return started + timeout;
   }
 
   ConsumerRecords poll_records(clock::time_point deadline) {
@@ -202,7 +238,20 @@ class Consumer::impl {
       for (const auto& [tp, pos] : returned_) shared_.consumed[tp] = pos;
       returned_.clear();
     }
-    post([this] { driver_->poll_called(); });
+    const std::uint64_t seq = ++poll_seq_;
+    post([this, seq] {
+      driver_->poll_called();
+      // Everything poll_called() queued (the loss after a poll timeout) is in `events` now.
+      {
+        std::lock_guard lock(shared_.mutex);
+        shared_.poll_acked = seq;
+      }
+      shared_.cv.notify_all();
+    });
+    // After a poll timeout the partitions are lost before any record is returned (issue 13, item
+    // 2): wait until the background thread has queued the loss, then run it below. Only then, so
+    // that a busy poll loop does not pay a thread round trip per call.
+    if (may_have_left_group() && !wait_poll_acked(seq, deadline)) return ConsumerRecords{};
     for (;;) {
       run_events(/*throw_fatal=*/true);
       rethrow_listener_error();
@@ -286,6 +335,13 @@ class Consumer::impl {
     p.position = offset;
     p.user_seeked = true;
     drop_current(tp);
+    {
+      // What auto-commit commits is the seek target from now on (Java's allConsumed(): the
+      // position): after a seek back, the records past the target are read again, never skipped.
+      std::lock_guard lock(shared_.mutex);
+      if (shared_.consumed.count(tp) || returned_.count(tp)) shared_.consumed[tp] = offset;
+      returned_.erase(tp);
+    }
     post([this, tp, offset] { fetcher_->seek(tp, offset); });
   }
 
@@ -695,8 +751,10 @@ class Consumer::impl {
         if (c.records.error()) {
           logger()->error("{}-{}: corrupt batch at offset {}: {}", c.data->tp.topic, c.data->tp.partition,
                           c.batch.header().base_offset, c.records.error().message());
-          advance_to(std::max(pit->second.position, c.batch.header().last_offset() + 1));
         }
+        // The next position is past the batch's last offset, also when compaction removed its
+        // trailing records (the fetcher continues from there too; issue 13, item 6).
+        if (c.batch.header().last_offset() >= pit->second.position) advance_to(c.batch.header().last_offset() + 1);
         c.in_batch = false;
         continue;
       }
@@ -1027,6 +1085,9 @@ class Consumer::impl {
   std::optional<detail::data_error> pending_data_error_;
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
   std::uint64_t next_request_id_ = 0;
+  std::uint64_t poll_seq_ = 0;                          // poll() calls, for shared_.poll_acked
+  std::optional<clock::time_point> last_poll_return_;  // when the last poll() returned
+  std::chrono::milliseconds max_poll_interval_{300000};
   std::size_t max_poll_records_ = 500;
   bool auto_commit_ = true;
   bool read_committed_ = false;

@@ -208,10 +208,18 @@ void member::close(time_point now) {
 
 void member::poll_called(time_point now) {
   last_poll_ = now;
+  in_poll_ = true;
   poll_warned_ = false;
   if (state_ == member_state::poll_timed_out && !pending_listener_) {
     lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
   }
+  pump(now);
+}
+
+void member::poll_returned(time_point now) {
+  in_poll_ = false;
+  last_poll_ = now;
+  poll_warned_ = false;
   pump(now);
 }
 
@@ -224,13 +232,18 @@ void member::enforce_rebalance(time_point now, std::string reason) {
   pump(now);
 }
 
-void member::listener_started(std::uint64_t seq) {
-  if (pending_listener_ && *pending_listener_ == seq) pending_started_ = true;
+void member::listener_started(time_point now, std::uint64_t seq) {
+  if (pending_listener_ && *pending_listener_ == seq) {
+    pending_started_ = true;
+    // Inside poll() the callback's own time counts toward max.poll.interval.ms, from its start.
+    if (in_poll_) last_poll_ = now;
+  }
 }
 
 void member::listener_done(time_point now, std::uint64_t seq) {
   if (!pending_listener_ || *pending_listener_ != seq) return;  // stale
   pending_listener_.reset();
+  if (in_poll_) last_poll_ = now;
   // The listener's effect on ownership: a revoked or lost partition is no longer ours.
   if (pending_kind_ == listener_kind::revoked) set_owned(minus(owned_, pending_parts_));
   if (pending_kind_ == listener_kind::lost) set_owned({});
@@ -268,11 +281,16 @@ void member::tick(time_point now) {
   pump(now);
 }
 
-bool member::check_poll_timeout(time_point now) {
+bool member::poll_timer_running() const noexcept {
   const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
-  if (!member_like) return false;
+  const bool in_callback = pending_listener_ && pending_started_;
+  return member_like && (!in_poll_ || in_callback);
+}
+
+bool member::check_poll_timeout(time_point now) {
+  if (!poll_timer_running()) return false;
   const auto since = now - last_poll_;
   if (since >= opts_.max_poll_interval) {
     const auto measured = std::chrono::duration_cast<ms>(since).count();
@@ -968,7 +986,7 @@ std::optional<time_point> member::next_deadline() const {
   const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
-  if (member_like) {
+  if (poll_timer_running()) {
     consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval : last_poll_ + opts_.max_poll_interval * 8 / 10);
   }
   if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);

@@ -167,12 +167,18 @@ class member {
   void subscribe(time_point now, std::vector<std::string> topics);
   void unsubscribe(time_point now);
   void close(time_point now);
+  /// poll() began. Until poll_returned(), max.poll.interval.ms does not run: the time the
+  /// application spends waiting inside poll() never counts (as in Java), only the time between a
+  /// poll() returning and the next one, and the time a listener callback takes inside poll().
   void poll_called(time_point now);
+  /// poll() returned (with records, empty, or by throwing): the poll interval starts from `now`.
+  void poll_returned(time_point now);
   void enforce_rebalance(time_point now, std::string reason);
   void listener_done(time_point now, std::uint64_t seq);
   /// The user thread began running listener `seq`: from now on it is not cancelled (a revoke the
-  /// application is running finishes as a revoke).
-  void listener_started(std::uint64_t seq);
+  /// application is running finishes as a revoke), and inside poll() the callback's time counts
+  /// toward max.poll.interval.ms.
+  void listener_started(time_point now, std::uint64_t seq);
 
   // ---- events from the driver ----
   void tick(time_point now);
@@ -246,6 +252,9 @@ class member {
   void rebalance_failed();
   bool needs_coordinator() const noexcept;
   bool check_poll_timeout(time_point now);
+  /// Whether max.poll.interval.ms is running: the member is in the group, and the application is
+  /// outside poll() or inside a listener callback.
+  bool poll_timer_running() const noexcept;
   bool coordinator_error(time_point now, std::int16_t code);
 
   member_options opts_;
@@ -266,7 +275,8 @@ class member {
   int backoff_attempts_ = 0;
   time_point last_heartbeat_sent_{};
   time_point last_heartbeat_ok_{};
-  time_point last_poll_{};
+  time_point last_poll_{};  // poll() called or returned, or a callback inside it began or ended
+  bool in_poll_ = false;     // between poll_called() and poll_returned()
   bool poll_warned_ = false;
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;

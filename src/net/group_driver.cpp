@@ -108,6 +108,11 @@ void group_driver::poll_called() {
   process();
 }
 
+void group_driver::poll_returned() {
+  member_.poll_returned(clock::now());
+  process();
+}
+
 void group_driver::listener_done(std::uint64_t seq) {
   member_.listener_done(clock::now(), seq);
   process();
@@ -115,7 +120,8 @@ void group_driver::listener_done(std::uint64_t seq) {
 
 void group_driver::listener_started(std::uint64_t seq) {
   if (stopped_) return;
-  member_.listener_started(seq);
+  member_.listener_started(clock::now(), seq);
+  process();  // the poll timer may run again (a callback inside poll())
 }
 
 void group_driver::enforce_rebalance(std::string reason) {

@@ -43,6 +43,7 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void unsubscribe();
   void close();
   void poll_called();
+  void poll_returned();
   void listener_done(std::uint64_t seq);
   void listener_started(std::uint64_t seq);
   void enforce_rebalance(std::string reason);

@@ -352,8 +352,10 @@ struct harness {
     m.listener_done(now, l.seq);
     return take();
   }
+  // One whole poll() at `now`: called and returned at once (the application then works).
   actions poll() {
     m.poll_called(now);
+    m.poll_returned(now);
     return take();
   }
   actions computed(std::vector<protocol::sync_group_request::sync_group_request_assignment> as) {
@@ -410,7 +412,10 @@ struct harness {
       const auto d = m.next_deadline();
       if (!d || *d > until) break;
       now = *d;
-      if (polling) m.poll_called(now);
+      if (polling) {
+        m.poll_called(now);
+        m.poll_returned(now);
+      }
       auto a = tick();
       for (auto& x : a) {
         if (std::holds_alternative<send_heartbeat>(x)) {
@@ -823,6 +828,7 @@ TEST_CASE("member: heartbeats exactly every heartbeat.interval.ms while stable",
     a = h.heartbeat();
     expect_empty(a);
     h.m.poll_called(h.now);
+    h.m.poll_returned(h.now);
     REQUIRE(h.m.next_deadline() == t0 + (i + 1) * 3000ms);
   }
 }
@@ -1427,6 +1433,76 @@ TEST_CASE("member: poll timeout makes a dynamic member leave with a reason; the 
   REQUIRE(h.m.state() == member_state::stable);
 }
 
+TEST_CASE("member: a long poll() keeps the member; only the time between polls counts", "[member][poll]") {
+  // Issue 13, item 1: poll(12 s) with max.poll.interval.ms 5 s on an idle topic was evicted in
+  // every call. Time spent waiting inside poll() never counts (Java's poll(Long.MAX_VALUE) idiom).
+  harness h;
+  h.make_stable(t01);
+  h.m.poll_called(h.now);
+  const auto entered = h.now;
+  // Four max.poll.interval.ms inside one poll(): heartbeats go on, nothing else happens.
+  expect_empty(h.run_until(entered + 4 * 60000ms, false));
+  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.owned() == t01);
+  REQUIRE(h.m.generation() == 1);
+  // The next deadline is a heartbeat, never the poll timer, while inside poll().
+  REQUIRE(h.m.next_deadline() <= h.now + 3000ms);
+  // poll() returns: from now on the application has max.poll.interval.ms until the next one.
+  h.m.poll_returned(h.now);
+  const auto returned = h.now;
+  expect_empty(h.take());
+  expect_empty(h.run_until(returned + 59999ms, false));
+  REQUIRE(h.m.state() == member_state::stable);
+  auto a = h.to_deadline();
+  CHECK(h.now == returned + 60000ms);
+  expect<send_leave_group>(a);
+  expect<report_error>(a);
+  REQUIRE(h.m.state() == member_state::poll_timed_out);
+}
+
+TEST_CASE("member: a long poll() still rebalances when the group does", "[member][poll]") {
+  harness h;
+  h.make_stable(t01);
+  h.m.poll_called(h.now);
+  expect_empty(h.run_until(h.now + 90000ms, false));
+  // Another member joins: the member, still inside the same poll(), rejoins and gets its share.
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto revoked = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  h.m.listener_started(h.now, revoked.seq);
+  a = h.done(revoked);
+  expect<assignment_changed>(a);
+  expect<send_join_group>(a);
+  a = h.join(join_ok("m1", 2, "leader", "range"));
+  expect<send_sync_group>(a);
+  a = h.sync(sync_ok({{"t", 0}}));
+  expect<assignment_changed>(a);
+  auto assigned = expect_listener(a, listener_kind::assigned, {{"t", 0}});
+  a = h.done(assigned);
+  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.generation() == 2);
+  expect_empty(h.run_until(h.now + 120000ms, false));
+  REQUIRE(h.m.state() == member_state::stable);
+}
+
+TEST_CASE("member: a listener callback inside poll() counts toward max.poll.interval.ms", "[member][poll]") {
+  harness h;
+  h.make_stable(t01);
+  h.m.poll_called(h.now);
+  expect_empty(h.run_until(h.now + 100000ms, false));  // waiting inside poll(): does not count
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto revoked = expect_listener(a, listener_kind::revoked, t01);
+  h.m.listener_started(h.now, revoked.seq);
+  const auto callback_began = h.now;
+  // The callback hangs: max.poll.interval.ms runs from its start.
+  expect_empty(h.run_until(callback_began + 59999ms, false));
+  a = h.to_deadline();
+  CHECK(h.now == callback_began + 60000ms);
+  expect<send_leave_group>(a);
+  expect<report_error>(a);
+  REQUIRE(h.m.state() == member_state::poll_timed_out);
+}
+
 TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps its id", "[member]") {
   harness h(make_options(RebalanceProtocol::cooperative, "i1"));
   h.make_stable(t01);
@@ -1455,7 +1531,7 @@ TEST_CASE("member: poll timeout while a listener runs: its continuation is dropp
   a = h.join(join_ok("m1", 2, "leader", "cooperative-sticky"));
   a = h.sync(sync_ok(t01));
   auto r = expect_listener(a, listener_kind::revoked, {{"t", 2}});
-  h.m.listener_started(r.seq);
+  h.m.listener_started(h.now, r.seq);
   // The user's revoke callback hangs past max.poll.interval.ms (heartbeats go on meanwhile).
   const auto limit = h.m.last_poll() + 60000ms;
   actions rest = h.run_until(limit - 1ms, false);
@@ -2023,6 +2099,7 @@ struct scripted_coordinator {
         REQUIRE(d.has_value());
         h.now = std::max(h.now, *d);
         h.m.poll_called(h.now);
+        h.m.poll_returned(h.now);
         a = h.tick();
         continue;
       }

@@ -1,0 +1,225 @@
+// The Consumer's promises that issue 13 found broken, one test per behaviour: each failed before
+// its fix. Threads and the wire matter here, so these run against the mock cluster or the fake
+// broker; the membership core's side of the same behaviours is unit-tested in test_member.cpp.
+#include <catch2/catch.hpp>
+
+#include "fake_broker.hpp"
+#include "group_harness.hpp"
+#include "mock_cluster.hpp"
+#include "protocol/records.hpp"
+
+using namespace std::chrono_literals;
+using kgroup::test::eventually;
+using kgroup::test::fake_broker;
+using kgroup::test::timeline;
+namespace proto = kgroup::protocol;
+
+namespace {
+
+kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::string& group) {
+  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                        {"group.id", group},
+                        {"session.timeout.ms", "6000"},
+                        {"heartbeat.interval.ms", "500"},
+                        {"partition.assignment.strategy", "range"},
+                        {"auto.offset.reset", "earliest"},
+                        {"retry.backoff.ms", "50"},
+                        {"reconnect.backoff.ms", "20"}};
+}
+
+std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
+  std::set<kgroup::topic_partition> s;
+  for (int i = 0; i < n; ++i) s.insert({topic, i});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a member blocked in one long poll() on an idle topic keeps its partitions and generation",
+          "[contract]") {
+  // Item 1: poll(4 x max.poll.interval.ms) evicted the member during every call.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("quiet", 4);
+  const auto expected = all_partitions("quiet", 4);
+  auto cfg = group_config(mc, "g-long-poll");
+  cfg.set("max.poll.interval.ms", "2000");
+  timeline t;
+  auto la = std::make_shared<kgroup::test::recording_listener>("a", t);
+  kgroup::Consumer a(cfg);
+  a.subscribe({"quiet"}, la);
+  REQUIRE(eventually(
+      [&] {
+        a.poll(100ms);
+        return la->owned() == expected && a.group_state() == "stable";
+      },
+      30s, 1ms));
+  const auto generation = a.metrics().generation;
+
+  // One poll() of 8 s on a topic with no records: four times max.poll.interval.ms.
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(a.poll(8000ms).empty());
+  CHECK(std::chrono::steady_clock::now() - started >= 8000ms);
+  CHECK(a.group_state() == "stable");
+  CHECK(a.metrics().generation == generation);
+  CHECK(la->lost_calls() == 0);
+  CHECK(la->owned() == expected);
+
+  // A second member joins while the first waits inside one long poll(): the group still
+  // rebalances, the first member's callbacks run inside that poll().
+  kgroup::test::polling_member b("b", cfg, {"quiet"}, t);
+  std::atomic<bool> polling{true};
+  std::thread long_poll([&] {
+    while (polling) a.poll(6000ms);
+  });
+  const bool split = eventually(
+      [&] { return la->owned().size() == 2 && b.listener().owned().size() == 2 && b.consumer().group_state() == "stable"; },
+      40s);
+  polling = false;
+  long_poll.join();
+  CHECK(split);
+  CHECK(la->lost_calls() == 0);
+  CHECK(a.metrics().generation > generation);
+  b.stop();
+  a.close(10s);
+  CHECK(t.overlaps().empty());
+}
+
+TEST_CASE("poll(milliseconds::max()) does not overflow: it waits for records", "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("later", 1);
+  kgroup::Config cfg{{"bootstrap.servers", mc.bootstrap_servers()}, {"auto.offset.reset", "earliest"}};
+  kgroup::Consumer c(cfg);
+  c.assign({{"later", 0}});
+  std::thread producer([&] {
+    std::this_thread::sleep_for(500ms);  // the poll below must be waiting, not returned at once
+    mc.produce("later", 3);
+  });
+  // A safety net only: if no record ever came, wakeup() ends the poll (and the test fails).
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    eventually([&] { return done.load(); }, 20s);
+    if (!done) c.wakeup();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  kgroup::ConsumerRecords records;
+  try {
+    records = c.poll(std::chrono::milliseconds::max());
+  } catch (const kgroup::error& e) {
+    FAIL_CHECK("poll(max) threw: " << e.what());
+  }
+  const auto took = std::chrono::steady_clock::now() - started;
+  done = true;
+  watchdog.join();
+  producer.join();
+  CHECK_FALSE(records.empty());
+  CHECK(took >= 400ms);
+  c.close(5s);
+}
+
+TEST_CASE("after seek() back, auto-commit commits the seek target, not the records past it", "[contract]") {
+  // Item 4: seek() left the positions auto-commit uses untouched, so a crash after "seek back to
+  // the failed record" skipped the records between the seek target and the old position.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("work", 1);
+  mc.produce("work", 10);
+  auto cfg = group_config(mc, "g-seek-commit");
+  cfg.set("enable.auto.commit", "true");
+  cfg.set("auto.commit.interval.ms", "100");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"work"});
+  const kgroup::topic_partition tp{"work", 0};
+  std::int64_t got = 0;
+  REQUIRE(eventually(
+      [&] {
+        got += static_cast<std::int64_t>(c.poll(100ms).size());
+        return got == 10;
+      },
+      30s, 1ms));
+  c.poll(0ms);  // the ten records count as processed: auto-commit may commit 10
+  REQUIRE(eventually([&] { return c.committed({tp})[tp].offset == 10; }, 10s));
+  // Record 3 failed: the application seeks back to it and, before it polls again, crashes.
+  c.seek(tp, 3);
+  REQUIRE(eventually([&] { return c.committed({tp})[tp].offset == 3; }, 5s));
+  c.close(5s);
+}
+
+TEST_CASE("a batch whose trailing records were compacted away does not stall its partition", "[contract]") {
+  // Item 6: the position moved to the last returned record + 1 while the fetcher moved to the
+  // batch's last offset + 1, so every later fetch looked stale and was dropped.
+  std::mutex mutex;
+  std::vector<std::int64_t> fetch_offsets;
+  auto handler = [&](const fake_broker::request& r) -> std::optional<fake_broker::reply> {
+    if (r.api_key == proto::list_offsets_request::api_key) {
+      proto::list_offsets_request req;
+      if (!r.decode(req)) return std::nullopt;
+      proto::list_offsets_response resp;
+      for (const auto& t : req.topics) {
+        auto& rt = resp.topics.emplace_back();
+        rt.name = t.name;
+        for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, 0, {}, -1, 0, -1});
+      }
+      return fake_broker::reply{fake_broker::response(r, resp)};
+    }
+    if (r.api_key != proto::fetch_request::api_key) return std::nullopt;
+    proto::fetch_request req;
+    if (!r.decode(req)) return std::nullopt;
+    proto::fetch_response resp;
+    fake_broker::bytes batch;
+    bool any = false;
+    for (const auto& t : req.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic = t.topic;
+      for (const auto& p : t.partitions) {
+        {
+          std::lock_guard lock(mutex);
+          fetch_offsets.push_back(p.fetch_offset);
+        }
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = p.partition;
+        rp.high_watermark = 7;
+        rp.last_stable_offset = 7;
+        rp.log_start_offset = 0;
+        rp.records = proto::records_view{};
+        static constexpr std::uint8_t value[] = {'v'};
+        std::vector<proto::record_input> recs;
+        proto::batch_encode_options bo;
+        if (p.fetch_offset <= 4) {
+          // Offsets 0 and 1 survive; 2 to 4 were compacted away, the batch still ends at 4.
+          recs.push_back({std::nullopt, proto::byte_view(value), 1000, {}, 0});
+          recs.push_back({std::nullopt, proto::byte_view(value), 1001, {}, 1});
+          bo.base_offset = 0;
+          bo.last_offset_delta = 4;
+        } else if (p.fetch_offset <= 6) {
+          recs.push_back({std::nullopt, proto::byte_view(value), 1005, {}, 0});
+          recs.push_back({std::nullopt, proto::byte_view(value), 1006, {}, 1});
+          bo.base_offset = 5;
+        } else {
+          continue;
+        }
+        if (proto::encode_record_batch(recs, bo, batch)) return std::nullopt;
+        rp.records = proto::records_view{batch};
+        any = true;
+      }
+    }
+    return fake_broker::reply{fake_broker::response(r, resp), false, any ? 0ms : 100ms};
+  };
+  fake_broker fb(handler, {{"compacted", 1}});
+  kgroup::Config cfg{{"bootstrap.servers", fb.bootstrap()},
+                     {"auto.offset.reset", "earliest"},
+                     {"fetch.max.wait.ms", "100"},
+                     {"retry.backoff.ms", "20"},
+                     {"reconnect.backoff.ms", "10"}};
+  kgroup::Consumer c(cfg);
+  const kgroup::topic_partition tp{"compacted", 0};
+  c.assign({tp});
+  std::vector<std::int64_t> offsets;
+  eventually(
+      [&] {
+        for (const auto& rec : c.poll(100ms)) offsets.push_back(rec.offset);
+        return offsets.size() >= 4;
+      },
+      10s, 1ms);
+  CHECK(offsets == std::vector<std::int64_t>{0, 1, 5, 6});
+  CHECK(c.position(tp) == 7);
+  c.close(5s);
+}
