@@ -7,10 +7,10 @@
 #include <exception>
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <fmt/format.h>
 
 #include "consumer/make_metrics.hpp"
 #include "consumer/shared_state.hpp"
@@ -19,9 +19,9 @@
 #include "fetch/txn_filter.hpp"
 #include "http/server.hpp"
 #include "kgroup/log.hpp"
-#include "protocol/records.hpp"
 #include "net/cluster.hpp"
 #include "net/group_driver.hpp"
+#include "protocol/records.hpp"
 
 namespace kgroup {
 
@@ -50,15 +50,17 @@ class Consumer::impl {
       }
       if (!a) a = make_assignor(name);
       if (!a) {
-        throw error(make_error_code(client_errc::invalid_config),
-                    fmt::format("partition.assignment.strategy: unknown assignor '{}' (built-ins: range, roundrobin, "
-                                "sticky, cooperative-sticky; or pass a custom PartitionAssignor)",
-                                name));
+        throw error(
+            make_error_code(client_errc::invalid_config),
+            fmt::format("partition.assignment.strategy: unknown assignor '{}' (built-ins: range, roundrobin, "
+                        "sticky, cooperative-sticky; or pass a custom PartitionAssignor)",
+                        name));
       }
       mo.assignors.push_back(std::move(a));
     }
     if (mo.assignors.empty()) {
-      throw error(make_error_code(client_errc::invalid_config), "partition.assignment.strategy: no assignor given");
+      throw error(make_error_code(client_errc::invalid_config),
+                  "partition.assignment.strategy: no assignor given");
     }
     // The rebalance protocol is the best one every configured assignor supports (as in Java):
     // "range,cooperative-sticky" stays eager until range is removed.
@@ -99,7 +101,9 @@ class Consumer::impl {
     check_crcs_ = config_.get_bool("check.crcs");
     fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
     fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
-    dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) { f->assign(owned); };
+    dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) {
+      f->assign(owned);
+    };
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
     default_timeout_ = config_.get_ms("default.api.timeout.ms");
     metrics_id_.client_id = config_.get("client.id");
@@ -108,7 +112,9 @@ class Consumer::impl {
     metrics_id_.protocol = mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
     metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
     metrics_id_.wall_minus_steady_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count() -
         std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
     statistics_interval_ = config_.get_ms("statistics.interval.ms");
     start_http();
@@ -156,8 +162,9 @@ class Consumer::impl {
   void assign(const std::set<topic_partition>& tps) {
     check_open();
     if (mode_ == mode::subscribed) {
-      throw error(make_error_code(client_errc::illegal_state),
-                  "assign() while subscribed: subscribe() and assign() exclude each other; call unsubscribe() first");
+      throw error(
+          make_error_code(client_errc::illegal_state),
+          "assign() while subscribed: subscribe() and assign() exclude each other; call unsubscribe() first");
     }
     for (const auto& tp : tps) {
       if (tp.topic.empty() || tp.partition < 0) {
@@ -268,8 +275,9 @@ class Consumer::impl {
       std::unique_lock lock(shared_.mutex);
       if (!shared_.events.empty() || (!shared_.fetched.empty())) continue;
       if (clock::now() >= deadline) break;
-      shared_.cv.wait_until(lock, deadline,
-                            [this] { return !shared_.events.empty() || !shared_.fetched.empty() || shared_.woken; });
+      shared_.cv.wait_until(lock, deadline, [this] {
+        return !shared_.events.empty() || !shared_.fetched.empty() || shared_.woken;
+      });
     }
     return ConsumerRecords{};
   }
@@ -298,9 +306,9 @@ class Consumer::impl {
 
   OffsetMap committed(const std::set<topic_partition>& tps) {
     check_open();
-    const auto done = coordinator_request(
-        [this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); }, clock::now() + default_timeout_,
-        "committed()");
+    const auto done =
+        coordinator_request([this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); },
+                            clock::now() + default_timeout_, "committed()");
     OffsetMap out;
     for (const auto& [tp, om] : done.offsets) out[tp] = {om.first, om.second, std::nullopt};
     return out;
@@ -317,12 +325,14 @@ class Consumer::impl {
       {
         std::lock_guard lock(shared_.mutex);
         if (!shared_.owned.count(tp) && !manual_.count(tp)) {
-          throw error(make_error_code(client_errc::illegal_state),
-                      "position(): " + tp.topic + "-" + std::to_string(tp.partition) + " is not assigned to this consumer");
+          throw error(make_error_code(client_errc::illegal_state), "position(): " + tp.topic + "-" +
+                                                                       std::to_string(tp.partition) +
+                                                                       " is not assigned to this consumer");
         }
       }
       std::unique_lock lock(shared_.mutex);
-      if (clock::now() >= deadline) throw error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
+      if (clock::now() >= deadline)
+        throw error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
       shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)),
                             [this] { return !shared_.events.empty(); });
     }
@@ -558,10 +568,10 @@ class Consumer::impl {
 
   // User-thread view of one owned partition.
   struct upart {
-    std::int64_t position = -1;  // next offset poll() returns; -1 until known
+    std::int64_t position = -1;        // next offset poll() returns; -1 until known
     std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
     bool paused = false;
-    bool user_seeked = false;    // a user seek() wins over the initial committed position
+    bool user_seeked = false;  // a user seek() wins over the initial committed position
   };
 
   // The fetched data poll() is reading through, one partition's response at a time.
@@ -610,11 +620,12 @@ class Consumer::impl {
     const std::string group = config_.get("group.id");
     if (group.empty() || manual_coordinator_ || standalone_lookup_) return;
     standalone_lookup_ = true;
-    cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"), [this](std::error_code ec, std::int32_t node) {
-      standalone_lookup_ = false;
-      if (!ec) manual_coordinator_ = node;
-      fetcher_->wake();
-    });
+    cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"),
+                               [this](std::error_code ec, std::int32_t node) {
+                                 standalone_lookup_ = false;
+                                 if (!ec) manual_coordinator_ = node;
+                                 fetcher_->wake();
+                               });
   }
 
   OffsetMap current_positions() const {
@@ -665,7 +676,8 @@ class Consumer::impl {
         // seeked) and dropped.
         const bool events_pending =
             std::any_of(shared_.events.begin(), shared_.events.end(), [](const detail::user_event& e) {
-              return std::holds_alternative<detail::position_event>(e) || std::holds_alternative<detail::listener_call>(e);
+              return std::holds_alternative<detail::position_event>(e) ||
+                     std::holds_alternative<detail::listener_call>(e);
             });
         if (events_pending) {
           shared_.fetched.push_front(std::move(d));
@@ -679,7 +691,8 @@ class Consumer::impl {
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;
       auto data = std::make_shared<detail::fetched_data>(std::move(d));
-      cur_.emplace(cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}});
+      cur_.emplace(
+          cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}});
       if (read_committed_) cur_->aborted = fetch::aborted_filter(data->aborted);
       return true;
     }
@@ -721,8 +734,9 @@ class Consumer::impl {
       if (!c.in_batch) {
         if (!c.batches.next(c.batch)) {
           if (c.batches.error()) {
-            logger()->error("{}-{}: corrupt record data at offset {}: {}; skipping this fetch", c.data->tp.topic,
-                            c.data->tp.partition, pit->second.position, c.batches.error().message());
+            logger()->error("{}-{}: corrupt record data at offset {}: {}; skipping this fetch",
+                            c.data->tp.topic, c.data->tp.partition, pit->second.position,
+                            c.batches.error().message());
           }
           finish_cursor();
           continue;
@@ -754,7 +768,8 @@ class Consumer::impl {
         }
         // The next position is past the batch's last offset, also when compaction removed its
         // trailing records (the fetcher continues from there too; issue 13, item 6).
-        if (c.batch.header().last_offset() >= pit->second.position) advance_to(c.batch.header().last_offset() + 1);
+        if (c.batch.header().last_offset() >= pit->second.position)
+          advance_to(c.batch.header().last_offset() + 1);
         c.in_batch = false;
         continue;
       }
@@ -765,17 +780,19 @@ class Consumer::impl {
       rec.partition = c.data->tp.partition;
       rec.offset = r.offset;
       rec.timestamp = r.timestamp;
-      rec.timestamp_type = h.magic == 0 ? TimestampType::none
+      rec.timestamp_type = h.magic == 0                         ? TimestampType::none
                            : static_cast<int>(h.ts_type()) == 1 ? TimestampType::log_append_time
                                                                 : TimestampType::create_time;
       rec.leader_epoch = h.magic >= 2 ? h.partition_leader_epoch : -1;
       if (r.key) rec.key = std::string_view(reinterpret_cast<const char*>(r.key->data()), r.key->size());
-      if (r.value) rec.value = std::string_view(reinterpret_cast<const char*>(r.value->data()), r.value->size());
+      if (r.value)
+        rec.value = std::string_view(reinterpret_cast<const char*>(r.value->data()), r.value->size());
       if (!r.headers.empty()) {
         rec.headers.reserve(r.headers.size());
         for (const auto& hd : r.headers) {
           Header out_h{hd.key, std::nullopt};
-          if (hd.value) out_h.value = std::string_view(reinterpret_cast<const char*>(hd.value->data()), hd.value->size());
+          if (hd.value)
+            out_h.value = std::string_view(reinterpret_cast<const char*>(hd.value->data()), hd.value->size());
           rec.headers.push_back(out_h);
         }
       }
@@ -820,9 +837,12 @@ class Consumer::impl {
       const std::uint64_t id = ++next_request_id_;
       post([send, id] { send(id); });
       auto done = wait_request(id, deadline);
-      if (!done) throw error(make_error_code(client_errc::request_timed_out), std::string(what) + ": no answer in time");
+      if (!done)
+        throw error(make_error_code(client_errc::request_timed_out),
+                    std::string(what) + ": no answer in time");
       if (!done->code) return std::move(*done);
-      if (!retriable_coordinator_error(done->code) || clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      if (!retriable_coordinator_error(done->code) ||
+          clock::now() + std::chrono::milliseconds(100) >= deadline) {
         throw error(done->code, done->message);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
@@ -877,13 +897,15 @@ class Consumer::impl {
 
   void check_can_subscribe() {
     if (mode_ == mode::manual) {
-      throw error(make_error_code(client_errc::illegal_state),
-                  "subscribe() while partitions are assigned manually: subscribe() and assign() exclude each other; "
-                  "call unassign() or unsubscribe() first");
+      throw error(
+          make_error_code(client_errc::illegal_state),
+          "subscribe() while partitions are assigned manually: subscribe() and assign() exclude each other; "
+          "call unassign() or unsubscribe() first");
     }
     if (config_.get("group.id").empty()) {
-      throw error(make_error_code(client_errc::invalid_config),
-                  "group.id: required to subscribe to a consumer group (use assign() to consume without a group)");
+      throw error(
+          make_error_code(client_errc::invalid_config),
+          "group.id: required to subscribe to a consumer group (use assign() to consume without a group)");
     }
     mode_ = mode::subscribed;
   }
@@ -960,9 +982,15 @@ class Consumer::impl {
     if (!l) return;
     try {
       switch (call.kind) {
-        case group::listener_kind::revoked: l->on_partitions_revoked(call.partitions); break;
-        case group::listener_kind::assigned: l->on_partitions_assigned(call.partitions); break;
-        case group::listener_kind::lost: l->on_partitions_lost(call.partitions); break;
+        case group::listener_kind::revoked:
+          l->on_partitions_revoked(call.partitions);
+          break;
+        case group::listener_kind::assigned:
+          l->on_partitions_assigned(call.partitions);
+          break;
+        case group::listener_kind::lost:
+          l->on_partitions_lost(call.partitions);
+          break;
       }
     } catch (...) {
       logger()->error("rebalance listener threw from on_partitions_{}; the rebalance continues",
@@ -1049,7 +1077,8 @@ class Consumer::impl {
       if (shared_.left_count > left_before) return true;
       if (!shared_.events.empty()) continue;
       if (clock::now() >= deadline) return false;
-      shared_.cv.wait_until(lock, deadline, [&] { return !shared_.events.empty() || shared_.left_count > left_before; });
+      shared_.cv.wait_until(lock, deadline,
+                            [&] { return !shared_.events.empty() || shared_.left_count > left_before; });
     }
   }
 
@@ -1072,7 +1101,8 @@ class Consumer::impl {
   std::chrono::milliseconds default_timeout_{60000};
   bool closed_ = false;
   bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
-  std::mutex listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
+  std::mutex
+      listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
   std::shared_ptr<ConsumerRebalanceListener> listener_;
   std::exception_ptr listener_error_;
   // Data path, user-thread side.
@@ -1085,7 +1115,7 @@ class Consumer::impl {
   std::optional<detail::data_error> pending_data_error_;
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
   std::uint64_t next_request_id_ = 0;
-  std::uint64_t poll_seq_ = 0;                          // poll() calls, for shared_.poll_acked
+  std::uint64_t poll_seq_ = 0;                         // poll() calls, for shared_.poll_acked
   std::optional<clock::time_point> last_poll_return_;  // when the last poll() returned
   std::chrono::milliseconds max_poll_interval_{300000};
   std::size_t max_poll_records_ = 500;
@@ -1131,39 +1161,90 @@ Consumer::~Consumer() {
   }
 }
 
-void Consumer::subscribe(const std::vector<std::string>& topics, std::shared_ptr<ConsumerRebalanceListener> listener) {
+void Consumer::subscribe(const std::vector<std::string>& topics,
+                         std::shared_ptr<ConsumerRebalanceListener> listener) {
   impl_->subscribe(topics, std::move(listener));
 }
 void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
   impl_->subscribe(pattern, std::move(listener));
 }
-void Consumer::unsubscribe() { impl_->unsubscribe(); }
-void Consumer::assign(const std::set<topic_partition>& partitions) { impl_->assign(partitions); }
-void Consumer::unassign() { impl_->unassign(); }
-ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) { return impl_->poll(timeout); }
-void Consumer::commit_sync() { impl_->commit_sync(); }
-void Consumer::commit_sync(const OffsetMap& offsets) { impl_->commit_sync(offsets); }
-void Consumer::commit_async(CommitCallback callback) { impl_->commit_async(std::move(callback)); }
+void Consumer::unsubscribe() {
+  impl_->unsubscribe();
+}
+void Consumer::assign(const std::set<topic_partition>& partitions) {
+  impl_->assign(partitions);
+}
+void Consumer::unassign() {
+  impl_->unassign();
+}
+ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) {
+  return impl_->poll(timeout);
+}
+void Consumer::commit_sync() {
+  impl_->commit_sync();
+}
+void Consumer::commit_sync(const OffsetMap& offsets) {
+  impl_->commit_sync(offsets);
+}
+void Consumer::commit_async(CommitCallback callback) {
+  impl_->commit_async(std::move(callback));
+}
 void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
   impl_->commit_async(offsets, std::move(callback));
 }
-OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) { return impl_->committed(partitions); }
-std::int64_t Consumer::position(const topic_partition& partition) { return impl_->position(partition); }
-void Consumer::seek(const topic_partition& partition, std::int64_t offset) { impl_->seek(partition, offset); }
-void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) { impl_->seek_to(partitions, true); }
-void Consumer::seek_to_end(const std::set<topic_partition>& partitions) { impl_->seek_to(partitions, false); }
-void Consumer::pause(const std::set<topic_partition>& partitions) { impl_->pause(partitions); }
-void Consumer::resume(const std::set<topic_partition>& partitions) { impl_->resume(partitions); }
-std::set<topic_partition> Consumer::paused() const { return impl_->paused(); }
-std::set<topic_partition> Consumer::assignment() const { return impl_->assignment(); }
-std::vector<std::string> Consumer::subscription() const { return impl_->subscription(); }
-ConsumerGroupMetadata Consumer::group_metadata() const { return impl_->group_metadata(); }
-void Consumer::enforce_rebalance(const std::string& reason) { impl_->enforce_rebalance(reason); }
-void Consumer::wakeup() { impl_->wakeup(); }
-void Consumer::close(std::chrono::milliseconds timeout) { impl_->close(timeout); }
-std::string Consumer::group_state() const { return impl_->state(); }
-ConsumerMetrics Consumer::metrics() const { return impl_->metrics(); }
-void Consumer::set_statistics_callback(StatisticsCallback callback) { impl_->set_statistics_callback(std::move(callback)); }
-std::string Consumer::http_endpoint() const { return impl_->http_endpoint(); }
+OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) {
+  return impl_->committed(partitions);
+}
+std::int64_t Consumer::position(const topic_partition& partition) {
+  return impl_->position(partition);
+}
+void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
+  impl_->seek(partition, offset);
+}
+void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) {
+  impl_->seek_to(partitions, true);
+}
+void Consumer::seek_to_end(const std::set<topic_partition>& partitions) {
+  impl_->seek_to(partitions, false);
+}
+void Consumer::pause(const std::set<topic_partition>& partitions) {
+  impl_->pause(partitions);
+}
+void Consumer::resume(const std::set<topic_partition>& partitions) {
+  impl_->resume(partitions);
+}
+std::set<topic_partition> Consumer::paused() const {
+  return impl_->paused();
+}
+std::set<topic_partition> Consumer::assignment() const {
+  return impl_->assignment();
+}
+std::vector<std::string> Consumer::subscription() const {
+  return impl_->subscription();
+}
+ConsumerGroupMetadata Consumer::group_metadata() const {
+  return impl_->group_metadata();
+}
+void Consumer::enforce_rebalance(const std::string& reason) {
+  impl_->enforce_rebalance(reason);
+}
+void Consumer::wakeup() {
+  impl_->wakeup();
+}
+void Consumer::close(std::chrono::milliseconds timeout) {
+  impl_->close(timeout);
+}
+std::string Consumer::group_state() const {
+  return impl_->state();
+}
+ConsumerMetrics Consumer::metrics() const {
+  return impl_->metrics();
+}
+void Consumer::set_statistics_callback(StatisticsCallback callback) {
+  impl_->set_statistics_callback(std::move(callback));
+}
+std::string Consumer::http_endpoint() const {
+  return impl_->http_endpoint();
+}
 
 }  // namespace kgroup

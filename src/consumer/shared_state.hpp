@@ -12,10 +12,10 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <span>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <system_error>
 #include <variant>
@@ -59,7 +59,8 @@ struct commit_done {
   std::string message;
 };
 
-using user_event = std::variant<listener_call, fatal_error, left_event, position_event, data_error, commit_done>;
+using user_event =
+    std::variant<listener_call, fatal_error, left_event, position_event, data_error, commit_done>;
 
 /// Records of one partition from one Fetch response, handed to the user thread undecoded (the
 /// user thread parses them; the frame stays alive through `frame`).

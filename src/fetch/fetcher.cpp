@@ -65,11 +65,13 @@ void adjust_offset_fetch(protocol::offset_fetch_request& r, std::int16_t version
 template <class Fn>
 void for_each_committed(const protocol::offset_fetch_response& r, Fn&& fn) {
   for (const auto& t : r.topics) {
-    for (const auto& p : t.partitions) fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+    for (const auto& p : t.partitions)
+      fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
   }
   for (const auto& g : r.groups) {
     for (const auto& t : g.topics) {
-      for (const auto& p : t.partitions) fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+      for (const auto& p : t.partitions)
+        fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
     }
   }
 }
@@ -142,7 +144,9 @@ bool fetcher::missing(const topic_partition& tp, part& p) {
   return true;
 }
 
-std::int64_t fetcher::reset_timestamp() const { return opts_.auto_offset_reset == "earliest" ? -2 : -1; }
+std::int64_t fetcher::reset_timestamp() const {
+  return opts_.auto_offset_reset == "earliest" ? -2 : -1;
+}
 
 void fetcher::assign(const std::set<topic_partition>& owned, bool manual) {
   manual_ = manual;
@@ -196,7 +200,9 @@ void fetcher::resume(const std::map<topic_partition, std::int64_t>& positions) {
   pump();
 }
 
-void fetcher::wake() { pump(); }
+void fetcher::wake() {
+  pump();
+}
 
 void fetcher::pump() {
   if (stopped_) return;
@@ -263,8 +269,7 @@ void fetcher::send_offset_fetch() {
   req.require_stable = true;
   offset_fetch_in_flight_ = true;
   conn->send_adjusted(
-      std::move(req),
-      adjust_offset_fetch,
+      std::move(req), adjust_offset_fetch,
       [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
                                   const net::response_frame&) {
         self->offset_fetch_in_flight_ = false;
@@ -331,8 +336,8 @@ void fetcher::send_list_offsets() {
     if (p.reset_timestamp == -1 && opts_.auto_offset_reset == "none" && !p.reset_forced) {
       p.state = pstate::resetting;  // stays until the user seeks
       shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
-                                      "no committed offset for " + tp.topic + "-" + std::to_string(tp.partition) +
-                                          " and auto.offset.reset=none"});
+                                      "no committed offset for " + tp.topic + "-" +
+                                          std::to_string(tp.partition) + " and auto.offset.reset=none"});
       continue;
     }
     if (this->missing(tp, p)) {
@@ -392,7 +397,8 @@ void fetcher::send_list_offsets() {
           for (const auto& tp : tps) {
             if (answered.count(tp)) continue;
             auto it = self->parts_.find(tp);
-            if (it != self->parts_.end() && it->second.state == pstate::resetting) it->second.state = pstate::needs_reset;
+            if (it != self->parts_.end() && it->second.state == pstate::resetting)
+              it->second.state = pstate::needs_reset;
           }
           if (answered.size() != tps.size()) self->schedule_retry();
           self->pump();
@@ -462,7 +468,9 @@ void fetcher::send_fetches() {
   }
 }
 
-fetch_session& fetcher::session(std::int32_t node) { return sessions_.try_emplace(node, node).first->second; }
+fetch_session& fetcher::session(std::int32_t node) {
+  return sessions_.try_emplace(node, node).first->second;
+}
 
 void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                                 const net::response_frame& frame, const fetch_set& sent) {
@@ -497,7 +505,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     auto s = sent.find(tp);
     if (it == parts_.end() || s == sent.end()) continue;
     part& p = it->second;
-    if (p.state != pstate::ready || p.fetch_pos != s->second.fetch_offset) continue;  // seeked or reset meanwhile
+    if (p.state != pstate::ready || p.fetch_pos != s->second.fetch_offset)
+      continue;  // seeked or reset meanwhile
     if (pd.error_code != 0) {
       if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
@@ -513,7 +522,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
                                               " is out of range and auto.offset.reset=none"});
         }
       } else if (refresh_worthy(pd.error_code)) {
-        logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition, kafka_error_name(pd.error_code));
+        logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition,
+                        kafka_error_name(pd.error_code));
         maybe_refresh_metadata();
         schedule_retry();
       } else {
@@ -560,8 +570,10 @@ void fetcher::coordinator_unusable(bool failed) {
 void fetcher::commit(std::uint64_t id, commit_map offsets) {
   const auto who = identity_();
   auto report = [this, id](std::error_code ec, std::string msg) {
-    if (id != 0) shared_.push(detail::commit_done{id, {}, ec, std::move(msg)});
-    else if (ec) logger()->warn("auto-commit failed: {}", msg);
+    if (id != 0)
+      shared_.push(detail::commit_done{id, {}, ec, std::move(msg)});
+    else if (ec)
+      logger()->warn("auto-commit failed: {}", msg);
   };
   if (!who.group_mode) {
     report(make_error_code(client_errc::invalid_config), "commits need a group.id");
@@ -576,13 +588,15 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
     // accepts as a "simple" commit when the group is empty, overwriting the offsets of partitions
     // this member has lost. Fail here, as Java does.
     if (who.poll_timed_out) {
-      report(make_error_code(client_errc::commit_failed),
-             "commit failed: this member left the group because poll() was not called within "
-             "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
-             "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)");
+      report(
+          make_error_code(client_errc::commit_failed),
+          "commit failed: this member left the group because poll() was not called within "
+          "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
+          "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)");
     } else if (who.fatal) {
       report(make_error_code(client_errc::commit_failed),
-             "commit failed: this member is no longer in the group (a fatal group error was reported by poll())");
+             "commit failed: this member is no longer in the group (a fatal group error was reported by "
+             "poll())");
     } else {
       report(make_error_code(kafka_errc::rebalance_in_progress),
              "this member is joining the group; poll() to complete the rebalance, then commit again");
@@ -634,11 +648,12 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
             const auto code = static_cast<kafka_errc>(p.error_code);
             if (code == kafka_errc::illegal_generation || code == kafka_errc::unknown_member_id ||
                 code == kafka_errc::fenced_instance_id) {
-              report(make_error_code(client_errc::commit_failed),
-                     "commit failed (" + kafka_error_name(p.error_code) +
-                         "): this member's generation is gone, its partitions may be reassigned. Either it was "
-                         "removed from the group, or poll() was not called within max.poll.interval.ms; raise "
-                         "max.poll.interval.ms or process less per poll (max.poll.records)");
+              report(
+                  make_error_code(client_errc::commit_failed),
+                  "commit failed (" + kafka_error_name(p.error_code) +
+                      "): this member's generation is gone, its partitions may be reassigned. Either it was "
+                      "removed from the group, or poll() was not called within max.poll.interval.ms; raise "
+                      "max.poll.interval.ms or process less per poll (max.poll.records)");
             } else {
               report(make_error_code(code), "commit of " + t.name + "-" + std::to_string(p.partition_index) +
                                                 " failed: " + kafka_error_name(p.error_code));
@@ -666,10 +681,12 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
   auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
   if (!who.group_mode || !conn) {
     if (who.group_mode) coordinator_unusable(false);
-    shared_.push(detail::commit_done{id, {},
-                                     make_error_code(who.group_mode ? kafka_errc::coordinator_not_available
-                                                                    : kafka_errc::invalid_group_id),
-                                     who.group_mode ? "the group coordinator is not known yet" : "no group.id"});
+    shared_.push(
+        detail::commit_done{id,
+                            {},
+                            make_error_code(who.group_mode ? kafka_errc::coordinator_not_available
+                                                           : kafka_errc::invalid_group_id),
+                            who.group_mode ? "the group coordinator is not known yet" : "no group.id"});
     return;
   }
   protocol::offset_fetch_request req;
@@ -681,8 +698,7 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
     (*req.topics)[it->second].partition_indexes.push_back(tp.partition);
   }
   conn->send_adjusted(
-      std::move(req),
-      adjust_offset_fetch,
+      std::move(req), adjust_offset_fetch,
       [self = shared_from_this(), id](std::error_code ec, const protocol::offset_fetch_response& r,
                                       const net::response_frame&) {
         detail::commit_done done{id, {}, ec, ec ? ec.message() : ""};
@@ -693,8 +709,8 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
           done.code = make_error_code(static_cast<kafka_errc>(top));
           done.message = "OffsetFetch failed: " + kafka_error_name(top);
         }
-        auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off, const std::optional<std::string>& m,
-                       std::int16_t err) {
+        auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off,
+                       const std::optional<std::string>& m, std::int16_t err) {
           if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or("")};
         };
         for_each_committed(r, add);

@@ -49,11 +49,11 @@ struct group_identity {
   std::string member_id;
   std::optional<std::string> instance_id;
   std::optional<std::int32_t> coordinator;
-  bool stable = false;      // not in the middle of a rebalance
-  bool group_mode = true;   // false without group.id (no commits possible)
-  bool subscribed = false;  // partitions come from the group (subscribe()), not from assign()
+  bool stable = false;          // not in the middle of a rebalance
+  bool group_mode = true;       // false without group.id (no commits possible)
+  bool subscribed = false;      // partitions come from the group (subscribe()), not from assign()
   bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
-  bool fatal = false;       // a fatal group error ended the membership
+  bool fatal = false;           // a fatal group error ended the membership
 };
 
 /// Offsets to commit: offset and metadata per partition.
@@ -95,7 +95,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
     std::int64_t fetch_pos = -1;
     bool paused = false;
     bool in_flight = false;
-    bool reset_forced = false;   // announce the reset position as forced (seek_to_*, out of range)
+    bool reset_forced = false;          // announce the reset position as forced (seek_to_*, out of range)
     std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
     std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
     bool reported_missing = false;
@@ -124,7 +124,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   std::function<group_identity()> identity_;
   void coordinator_unusable(bool failed);
   std::map<topic_partition, part> parts_;
-  std::set<std::int32_t> fetching_nodes_;  // one Fetch in flight per broker
+  std::set<std::int32_t> fetching_nodes_;           // one Fetch in flight per broker
   std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
   bool offset_fetch_in_flight_ = false;
   boost::asio::steady_timer retry_timer_;

@@ -11,7 +11,9 @@ namespace {
 
 constexpr const char* protocol_type = "consumer";
 
-std::int16_t code(kafka_errc e) { return static_cast<std::int16_t>(e); }
+std::int16_t code(kafka_errc e) {
+  return static_cast<std::int16_t>(e);
+}
 
 bool is_fatal_group_error(std::int16_t c) {
   switch (static_cast<kafka_errc>(c)) {
@@ -37,18 +39,22 @@ std::string fatal_message(std::int16_t c, const std::string& group) {
       return "not authorized to access group '" + group + "'";
     case kafka_errc::inconsistent_group_protocol:
       return "group '" + group +
-             "' uses protocols this consumer does not support (partition.assignment.strategy has no assignor in "
+             "' uses protocols this consumer does not support (partition.assignment.strategy has no assignor "
+             "in "
              "common with the other members)";
     case kafka_errc::group_max_size_reached:
       return "group '" + group + "' has reached the broker's group.max.size";
     case kafka_errc::invalid_session_timeout:
-      return "session.timeout.ms is outside the broker's group.min.session.timeout.ms .. group.max.session.timeout.ms";
+      return "session.timeout.ms is outside the broker's group.min.session.timeout.ms .. "
+             "group.max.session.timeout.ms";
     default:
       return kafka_error_name(c) + " from the coordinator of group '" + group + "'";
   }
 }
 
-std::vector<topic_partition> to_vector(const partition_set& s) { return {s.begin(), s.end()}; }
+std::vector<topic_partition> to_vector(const partition_set& s) {
+  return {s.begin(), s.end()};
+}
 
 partition_set minus(const partition_set& a, const partition_set& b) {
   partition_set out;
@@ -60,26 +66,40 @@ partition_set minus(const partition_set& a, const partition_set& b) {
 
 const char* to_string(member_state s) noexcept {
   switch (s) {
-    case member_state::unsubscribed: return "unsubscribed";
-    case member_state::preparing: return "preparing";
-    case member_state::joining: return "joining";
-    case member_state::assigning: return "assigning";
-    case member_state::syncing: return "syncing";
-    case member_state::completing: return "completing";
-    case member_state::stable: return "stable";
-    case member_state::leaving: return "leaving";
-    case member_state::poll_timed_out: return "poll_timed_out";
-    case member_state::fatal: return "fatal";
-    case member_state::closed: return "closed";
+    case member_state::unsubscribed:
+      return "unsubscribed";
+    case member_state::preparing:
+      return "preparing";
+    case member_state::joining:
+      return "joining";
+    case member_state::assigning:
+      return "assigning";
+    case member_state::syncing:
+      return "syncing";
+    case member_state::completing:
+      return "completing";
+    case member_state::stable:
+      return "stable";
+    case member_state::leaving:
+      return "leaving";
+    case member_state::poll_timed_out:
+      return "poll_timed_out";
+    case member_state::fatal:
+      return "fatal";
+    case member_state::closed:
+      return "closed";
   }
   return "?";
 }
 
 const char* to_string(listener_kind k) noexcept {
   switch (k) {
-    case listener_kind::revoked: return "revoked";
-    case listener_kind::assigned: return "assigned";
-    case listener_kind::lost: return "lost";
+    case listener_kind::revoked:
+      return "revoked";
+    case listener_kind::assigned:
+      return "assigned";
+    case listener_kind::lost:
+      return "lost";
   }
   return "?";
 }
@@ -90,7 +110,8 @@ bool transition_allowed(member_state from, member_state to) noexcept {
   if (to == s::fatal) return from != s::closed;
   if (to == s::closed) return true;
   switch (from) {
-    case s::unsubscribed: return to == s::joining;
+    case s::unsubscribed:
+      return to == s::joining;
     case s::preparing:
       return to == s::joining || to == s::leaving || to == s::poll_timed_out || to == s::unsubscribed;
     case s::joining:
@@ -99,16 +120,19 @@ bool transition_allowed(member_state from, member_state to) noexcept {
       return to == s::joining || to == s::assigning || to == s::syncing || to == s::completing ||
              to == s::preparing || to == s::leaving || to == s::poll_timed_out || to == s::unsubscribed;
     case s::completing:
-      return to == s::stable || to == s::joining || to == s::preparing || to == s::leaving || to == s::poll_timed_out ||
-             to == s::unsubscribed;
+      return to == s::stable || to == s::joining || to == s::preparing || to == s::leaving ||
+             to == s::poll_timed_out || to == s::unsubscribed;
     case s::stable:
       return to == s::preparing || to == s::joining || to == s::leaving || to == s::poll_timed_out ||
              to == s::unsubscribed;
-    case s::leaving: return to == s::unsubscribed;
+    case s::leaving:
+      return to == s::unsubscribed;
     case s::poll_timed_out:
       return to == s::preparing || to == s::joining || to == s::leaving || to == s::unsubscribed;
-    case s::fatal: return to == s::leaving;  // close() with owned partitions: lost listener first
-    case s::closed: return false;
+    case s::fatal:
+      return to == s::leaving;  // close() with owned partitions: lost listener first
+    case s::closed:
+      return false;
   }
   return false;
 }
@@ -122,8 +146,8 @@ void member::transition(member_state to, const char* reason) {
   if (to == state_) return;
   if (!transition_allowed(state_, to)) {
     ++invalid_transitions_;
-    logger()->error("group '{}': invalid transition {} -> {} ({})", opts_.group_id, to_string(state_), to_string(to),
-                    reason);
+    logger()->error("group '{}': invalid transition {} -> {} ({})", opts_.group_id, to_string(state_),
+                    to_string(to), reason);
   } else {
     logger()->debug("group '{}' member '{}': {} -> {} ({})", opts_.group_id, member_id_, to_string(state_),
                     to_string(to), reason);
@@ -160,7 +184,9 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
 }
 
 void member::unsubscribe(time_point now) {
-  if (state_ == member_state::unsubscribed || state_ == member_state::closed || state_ == member_state::leaving) return;
+  if (state_ == member_state::unsubscribed || state_ == member_state::closed ||
+      state_ == member_state::leaving)
+    return;
   if (state_ == member_state::fatal) {
     set_owned({});
     return;
@@ -224,11 +250,12 @@ void member::poll_returned(time_point now) {
 }
 
 void member::enforce_rebalance(time_point now, std::string reason) {
-  if (state_ == member_state::unsubscribed || state_ == member_state::fatal || state_ == member_state::closed ||
-      state_ == member_state::leaving) {
+  if (state_ == member_state::unsubscribed || state_ == member_state::fatal ||
+      state_ == member_state::closed || state_ == member_state::leaving) {
     return;
   }
-  request_rejoin(RebalanceCause::enforced, reason.empty() ? "enforce_rebalance" : "enforce_rebalance: " + reason);
+  request_rejoin(RebalanceCause::enforced,
+                 reason.empty() ? "enforce_rebalance" : "enforce_rebalance: " + reason);
   pump(now);
 }
 
@@ -267,9 +294,10 @@ void member::tick(time_point now) {
                              state_ == member_state::preparing) &&
                             generation_ >= 0;
   if (heartbeating && now - last_heartbeat_ok_ >= opts_.session_timeout) {
-    logger()->warn("group '{}': no successful heartbeat for session.timeout.ms ({} ms); the coordinator has "
-                   "removed this member",
-                   opts_.group_id, opts_.session_timeout.count());
+    logger()->warn(
+        "group '{}': no successful heartbeat for session.timeout.ms ({} ms); the coordinator has "
+        "removed this member",
+        opts_.group_id, opts_.session_timeout.count());
     mark_coordinator_unknown(now, "session timed out");
     rebalance_begins(now, RebalanceCause::session_timeout, "no successful heartbeat for session.timeout.ms");
     generation_ = -1;
@@ -294,9 +322,10 @@ bool member::check_poll_timeout(time_point now) {
   const auto since = now - last_poll_;
   if (since >= opts_.max_poll_interval) {
     const auto measured = std::chrono::duration_cast<ms>(since).count();
-    logger()->warn("group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving "
-                   "the group. Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
-                   opts_.group_id, measured, opts_.max_poll_interval.count());
+    logger()->warn(
+        "group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving "
+        "the group. Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
+        opts_.group_id, measured, opts_.max_poll_interval.count());
     if (!member_id_.empty() && !opts_.group_instance_id && coordinator_) {
       protocol::leave_group_request req;
       req.group_id = opts_.group_id;
@@ -322,8 +351,9 @@ bool member::check_poll_timeout(time_point now) {
   }
   if (!poll_warned_ && since >= opts_.max_poll_interval * 8 / 10) {
     poll_warned_ = true;
-    logger()->warn("group '{}': {} ms since the last poll(), over 80% of max.poll.interval.ms ({} ms)", opts_.group_id,
-                   std::chrono::duration_cast<ms>(since).count(), opts_.max_poll_interval.count());
+    logger()->warn("group '{}': {} ms since the last poll(), over 80% of max.poll.interval.ms ({} ms)",
+                   opts_.group_id, std::chrono::duration_cast<ms>(since).count(),
+                   opts_.max_poll_interval.count());
   }
   return false;
 }
@@ -405,8 +435,8 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     protocol_name_ = r.protocol_name.value_or("");
     backoff_attempts_ = 0;
     last_heartbeat_ok_ = now;
-    logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id, generation_,
-                   member_id_, is_leader() ? " (leader)" : "", protocol_name_);
+    logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id,
+                   generation_, member_id_, is_leader() ? " (leader)" : "", protocol_name_);
     if (is_leader() && !r.skip_assignment) {
       transition(member_state::assigning, "JoinGroup done, leader");
       actions_.emplace_back(compute_assignment{generation_, protocol_name_, r.members});
@@ -448,14 +478,16 @@ void member::join_group_done(time_point now, const protocol::join_group_response
   pump(now);
 }
 
-void member::assignment_computed(time_point now, std::error_code ec,
-                                 std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
+void member::assignment_computed(
+    time_point now, std::error_code ec,
+    std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
   // Only the answer to our compute_assignment counts; one that arrives after the member moved on
   // (a poll timeout, a leave, a lost generation) is stale.
   if (state_ != member_state::assigning) return;
   if (ec) {
     rebalance_failed();
-    actions_.emplace_back(report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
+    actions_.emplace_back(
+        report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
     transition(member_state::joining, "assignment failed");
     backoff(now);
     pump(now);
@@ -495,10 +527,11 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     stats_.sync_time_total += took;
     stats_.sync_time_max = std::max(stats_.sync_time_max, took);
     ++stats_.version;
-    if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() && *r.protocol_name != protocol_name_) {
+    if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() &&
+        *r.protocol_name != protocol_name_) {
       fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
-            "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name + "' differs from JoinGroup's '" +
-                protocol_name_ + "'");
+            "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name +
+                "' differs from JoinGroup's '" + protocol_name_ + "'");
       return;
     }
     partition_set assigned;
@@ -513,8 +546,9 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
       }
     }
     if (dec || !bad.empty()) {
-      const std::string why = dec ? "malformed assignment from the group leader: " + dec.message()
-                                  : "the group leader assigned topic '" + bad + "', which this member did not subscribe to";
+      const std::string why =
+          dec ? "malformed assignment from the group leader: " + dec.message()
+              : "the group leader assigned topic '" + bad + "', which this member did not subscribe to";
       logger()->error("group '{}': {}; rejecting it and rejoining", opts_.group_id, why);
       actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
       transition(member_state::joining, "assignment rejected");
@@ -572,7 +606,8 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   if (in_flight_ != in_flight::heartbeat) return;  // stale
   in_flight_ = in_flight::none;
   ++stats_.heartbeats;
-  stats_.heartbeat_rtt_max = std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
+  stats_.heartbeat_rtt_max =
+      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
   stats_.last_heartbeat_response = now;
   ++stats_.version;
   const std::int16_t c = r.error_code;
@@ -583,14 +618,16 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   }
   if (c == code(kafka_errc::rebalance_in_progress)) {
     last_heartbeat_ok_ = now;  // the coordinator still knows us
-    if (state_ == member_state::stable || state_ == member_state::completing || state_ == member_state::preparing) {
+    if (state_ == member_state::stable || state_ == member_state::completing ||
+        state_ == member_state::preparing) {
       if (!rejoin_needed_) request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
     }
     pump(now);
     return;
   }
   if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
-    if ((state_ != member_state::stable && state_ != member_state::completing && state_ != member_state::preparing) ||
+    if ((state_ != member_state::stable && state_ != member_state::completing &&
+         state_ != member_state::preparing) ||
         generation_ < 0) {
       pump(now);
       return;  // stale answer for a generation we already left (a session timeout, ...)
@@ -662,8 +699,8 @@ bool member::needs_coordinator() const noexcept {
 void member::pump(time_point now) {
   // A backoff that is over is forgotten, so next_deadline() never reports a time in the past.
   if (backoff_until_ != time_point{} && now >= backoff_until_) backoff_until_ = {};
-  if (state_ == member_state::unsubscribed || state_ == member_state::fatal || state_ == member_state::closed ||
-      state_ == member_state::poll_timed_out) {
+  if (state_ == member_state::unsubscribed || state_ == member_state::fatal ||
+      state_ == member_state::closed || state_ == member_state::poll_timed_out) {
     return;
   }
   if (needs_coordinator() && coord_ != coord_state::known) {
@@ -686,7 +723,8 @@ void member::pump(time_point now) {
       [[fallthrough]];
     case member_state::completing:
     case member_state::preparing:
-      if (generation_ >= 0 && in_flight_ == in_flight::none && now >= last_heartbeat_sent_ + opts_.heartbeat_interval) {
+      if (generation_ >= 0 && in_flight_ == in_flight::none &&
+          now >= last_heartbeat_sent_ + opts_.heartbeat_interval) {
         send_heartbeat_now(now);
       }
       return;
@@ -830,7 +868,9 @@ void member::request_listener(listener_kind kind, const partition_set& parts, th
   after_listener_ = next;
   if (!stats_.history.empty() && !stats_.history.back().end) {
     auto& e = stats_.history.back();
-    auto& into = kind == listener_kind::revoked ? e.revoked : kind == listener_kind::assigned ? e.assigned : e.lost;
+    auto& into = kind == listener_kind::revoked    ? e.revoked
+                 : kind == listener_kind::assigned ? e.assigned
+                                                   : e.lost;
     into.insert(parts.begin(), parts.end());
     ++stats_.version;
   }
@@ -894,8 +934,8 @@ void member::set_owned(partition_set owned) {
 
 void member::mark_coordinator_unknown(time_point, const char* why) {
   if (coord_ == coord_state::known) {
-    logger()->info("group '{}': coordinator {} unusable ({}); rediscovering", opts_.group_id, coordinator_.value_or(-1),
-                   why);
+    logger()->info("group '{}': coordinator {} unusable ({}); rediscovering", opts_.group_id,
+                   coordinator_.value_or(-1), why);
   }
   coord_ = coord_state::unknown;
   coordinator_.reset();
@@ -987,7 +1027,8 @@ std::optional<time_point> member::next_deadline() const {
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
   if (poll_timer_running()) {
-    consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval : last_poll_ + opts_.max_poll_interval * 8 / 10);
+    consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval
+                          : last_poll_ + opts_.max_poll_interval * 8 / 10);
   }
   if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||

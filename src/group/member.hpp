@@ -109,9 +109,9 @@ struct cancel_listener {
   std::uint64_t seq = 0;
 };
 
-using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat, send_leave_group,
-                            compute_assignment, run_listener, assignment_changed, report_error, left_group,
-                            cancel_listener>;
+using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat,
+                            send_leave_group, compute_assignment, run_listener, assignment_changed,
+                            report_error, left_group, cancel_listener>;
 
 /// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
 struct rebalance_entry {
@@ -128,8 +128,8 @@ struct rebalance_entry {
 /// whenever anything else does, so the driver copies only what changed.
 struct member_stats {
   std::uint64_t version = 0;
-  std::int64_t rebalances = 0;          // completed
-  std::int64_t failed_rebalances = 0;   // failed JoinGroup/SyncGroup attempts and rejected assignments
+  std::int64_t rebalances = 0;         // completed
+  std::int64_t failed_rebalances = 0;  // failed JoinGroup/SyncGroup attempts and rejected assignments
   ms rebalance_latency_total{0};
   ms rebalance_latency_max{0};
   std::deque<time_point> completed_at;  // completion times of the last hour (trimmed at each completion)
@@ -139,7 +139,7 @@ struct member_stats {
   std::int64_t syncs = 0;
   ms sync_time_total{0};
   ms sync_time_max{0};
-  std::int64_t heartbeats = 0;          // heartbeat responses of any outcome
+  std::int64_t heartbeats = 0;  // heartbeat responses of any outcome
   ms heartbeat_rtt_max{0};
   std::optional<time_point> last_heartbeat_response;
   std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
@@ -154,8 +154,8 @@ struct member_snapshot {
   std::int32_t generation = -1;
   std::optional<std::string> rack;
 };
-using protocol_builder =
-    std::function<std::vector<protocol::join_group_request::join_group_request_protocol>(const member_snapshot&)>;
+using protocol_builder = std::function<std::vector<protocol::join_group_request::join_group_request_protocol>(
+    const member_snapshot&)>;
 /// Decodes the assignment bytes of a SyncGroup response; returns an error for malformed bytes.
 using assignment_decoder = std::function<std::error_code(std::span<const std::uint8_t>, partition_set&)>;
 
@@ -190,8 +190,9 @@ class member {
   void sync_group_done(time_point now, const protocol::sync_group_response& r);
   void heartbeat_done(time_point now, const protocol::heartbeat_response& r);
   void leave_group_done(time_point now, const protocol::leave_group_response& r);
-  void assignment_computed(time_point now, std::error_code ec,
-                           std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
+  void assignment_computed(
+      time_point now, std::error_code ec,
+      std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
   /// A REBALANCE_IN_PROGRESS seen on another group request (OffsetCommit) starts the rejoin.
   void rebalance_in_progress_seen(time_point now);
   /// The partition counts of subscribed topics changed (leader triggers a rebalance).
@@ -225,14 +226,23 @@ class member {
   enum class in_flight { none, join, sync, heartbeat, leave };
   enum class coord_state { unknown, looking, known };
   // What to do when the pending listener returns.
-  enum class then { nothing, join, assign_added, finish_assignment, leave, rejoin_after_lost, close_after_leave };
+  enum class then {
+    nothing,
+    join,
+    assign_added,
+    finish_assignment,
+    leave,
+    rejoin_after_lost,
+    close_after_leave
+  };
 
   void transition(member_state to, const char* reason);
   void pump(time_point now);
   void start_rebalance(time_point now, const std::string& reason);
   void begin_join(time_point now);
   void send_join(time_point now);
-  void send_sync(time_point now, std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
+  void send_sync(time_point now,
+                 std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
   void send_heartbeat_now(time_point now);
   void send_leave(time_point now, const std::string& reason);
   void lose_partitions(time_point now, const std::string& why, then next);
@@ -276,7 +286,7 @@ class member {
   time_point last_heartbeat_sent_{};
   time_point last_heartbeat_ok_{};
   time_point last_poll_{};  // poll() called or returned, or a callback inside it began or ended
-  bool in_poll_ = false;     // between poll_called() and poll_returned()
+  bool in_poll_ = false;    // between poll_called() and poll_returned()
   bool poll_warned_ = false;
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;

@@ -93,7 +93,8 @@ class cluster : public std::enable_shared_from_this<cluster> {
 
   /// Finds the coordinator of `group`, retrying COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
   /// COORDINATOR_LOAD_IN_PROGRESS and connection failures with backoff until `timeout`.
-  void find_coordinator(const std::string& group, std::chrono::milliseconds timeout, coordinator_handler done);
+  void find_coordinator(const std::string& group, std::chrono::milliseconds timeout,
+                        coordinator_handler done);
 
   const cluster_metadata& metadata() const noexcept { return metadata_; }
 

@@ -22,13 +22,20 @@ constexpr std::int16_t unsupported_version_code = 35;
 
 const char* connection::to_string(state s) noexcept {
   switch (s) {
-    case state::idle: return "idle";
-    case state::resolving: return "resolving";
-    case state::connecting: return "connecting";
-    case state::handshaking: return "handshaking";
-    case state::ready: return "ready";
-    case state::backoff: return "backoff";
-    case state::closed: return "closed";
+    case state::idle:
+      return "idle";
+    case state::resolving:
+      return "resolving";
+    case state::connecting:
+      return "connecting";
+    case state::handshaking:
+      return "handshaking";
+    case state::ready:
+      return "ready";
+    case state::backoff:
+      return "backoff";
+    case state::closed:
+      return "closed";
   }
   return "?";
 }
@@ -100,15 +107,16 @@ void connection::start_connect() {
           return;
         }
         self->state_ = state::connecting;
-        asio::async_connect(self->socket_, results,
-                            [self, gen](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
-                              if (gen != self->generation_) return;
-                              if (cec) {
-                                self->fail(make_error_code(client_errc::connection_failed), "connect failed");
-                                return;
-                              }
-                              self->on_connected();
-                            });
+        asio::async_connect(
+            self->socket_, results,
+            [self, gen](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
+              if (gen != self->generation_) return;
+              if (cec) {
+                self->fail(make_error_code(client_errc::connection_failed), "connect failed");
+                return;
+              }
+              self->on_connected();
+            });
       });
 }
 
@@ -151,7 +159,8 @@ void connection::start_handshake(std::int16_t version) {
               }
             }
           }
-          logger()->debug("broker {}: ApiVersions v{} unsupported, retrying with v{}", node_id_, version, retry);
+          logger()->debug("broker {}: ApiVersions v{} unsupported, retrying with v{}", node_id_, version,
+                          retry);
           asio::post(io_, [self = shared_from_this(), retry, gen = generation_] {
             if (gen == self->generation_) self->start_handshake(retry);
           });
@@ -162,7 +171,8 @@ void connection::start_handshake(std::int16_t version) {
         if (resp.error_code != 0) {
           logger()->warn("broker {}: ApiVersions failed: {}", node_id_, kafka_error_name(resp.error_code));
           asio::post(io_, [self = shared_from_this(), gen = generation_] {
-            if (gen == self->generation_) self->fail(make_error_code(client_errc::connection_failed), "ApiVersions error");
+            if (gen == self->generation_)
+              self->fail(make_error_code(client_errc::connection_failed), "ApiVersions error");
           });
           return {};
         }
@@ -170,21 +180,23 @@ void connection::start_handshake(std::int16_t version) {
         state_ = state::ready;
         failures_ = 0;
         ++connects_;
-        logger()->debug("broker {} ({}:{}): ready (ApiVersions v{}, {} APIs)", node_id_, host_, port_, version,
-                        resp.api_keys.size());
+        logger()->debug("broker {} ({}:{}): ready (ApiVersions v{}, {} APIs)", node_id_, host_, port_,
+                        version, resp.api_keys.size());
         arm_timer();
         flush_waiters({});
         return {};
       });
 }
 
-void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
-                          raw_handler handler, std::chrono::milliseconds timeout) {
+void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc,
+                          bool flexible_response, raw_handler handler, std::chrono::milliseconds timeout) {
   auto frame = std::make_shared<protocol::bytes>();
   const std::int32_t corr = next_correlation_id_;
-  next_correlation_id_ = next_correlation_id_ == std::numeric_limits<std::int32_t>::max() ? 1 : next_correlation_id_ + 1;
+  next_correlation_id_ =
+      next_correlation_id_ == std::numeric_limits<std::int32_t>::max() ? 1 : next_correlation_id_ + 1;
   if (auto ec = enc(corr, opts_.client_id, *frame)) {
-    logger()->error("broker {}: cannot encode request (api {} v{}): {}", node_id_, api_key, version, ec.message());
+    logger()->error("broker {}: cannot encode request (api {} v{}): {}", node_id_, api_key, version,
+                    ec.message());
     asio::post(io_, [handler = std::move(handler), ec] { handler(ec, response_frame{}); });
     return;
   }
@@ -200,7 +212,8 @@ void connection::write_next() {
   writing_ = true;
   auto frame = write_queue_.front();
   asio::async_write(socket_, asio::buffer(*frame),
-                    [self = shared_from_this(), frame, gen = generation_](const boost::system::error_code& ec, std::size_t) {
+                    [self = shared_from_this(), frame, gen = generation_](const boost::system::error_code& ec,
+                                                                          std::size_t) {
                       if (gen != self->generation_) return;
                       self->writing_ = false;
                       if (ec) {
@@ -226,11 +239,12 @@ void connection::start_read() {
                      ec == asio::error::eof ? "closed by broker" : "read failed");
           return;
         }
-        const std::uint32_t size = (std::uint32_t{self->size_buf_[0]} << 24) | (std::uint32_t{self->size_buf_[1]} << 16) |
-                                   (std::uint32_t{self->size_buf_[2]} << 8) | std::uint32_t{self->size_buf_[3]};
+        const std::uint32_t size =
+            (std::uint32_t{self->size_buf_[0]} << 24) | (std::uint32_t{self->size_buf_[1]} << 16) |
+            (std::uint32_t{self->size_buf_[2]} << 8) | std::uint32_t{self->size_buf_[3]};
         if (size < 4 || size > self->opts_.max_response_size) {
-          logger()->error("broker {}: response frame of {} bytes (limit {}, receive.message.max.bytes)", self->node_id_,
-                          static_cast<std::int32_t>(size), self->opts_.max_response_size);
+          logger()->error("broker {}: response frame of {} bytes (limit {}, receive.message.max.bytes)",
+                          self->node_id_, static_cast<std::int32_t>(size), self->opts_.max_response_size);
           self->fail(make_error_code(client_errc::protocol_violation), "bad frame size");
           return;
         }
@@ -244,29 +258,29 @@ void connection::start_read() {
 
 void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have) {
   auto chunk = asio::buffer(frame->data() + have, frame->size() - have);
-  asio::async_read(socket_, chunk,
-                   [self = shared_from_this(), frame, size, have, gen = generation_](const boost::system::error_code& rec,
-                                                                                     std::size_t got) {
-                     if (gen != self->generation_) return;
-                     const std::size_t now_have = have + got;
-                     if (rec) {
-                       // A frame cut short: say how short, so a truncating broker or proxy is
-                       // recognisable in the log.
-                       logger()->error("broker {}: connection {} inside a response frame ({} of {} bytes)",
-                                       self->node_id_, rec == asio::error::eof ? "closed by broker" : "failed",
-                                       now_have, size);
-                       self->fail(make_error_code(client_errc::connection_closed),
-                                  rec == asio::error::eof ? "closed by broker inside a response frame" : "read failed");
-                       return;
-                     }
-                     if (now_have < size) {
-                       frame->resize(std::min(size, frame->size() * 2));
-                       self->read_body(frame, size, now_have);
-                       return;
-                     }
-                     self->on_frame(frame);
-                     if (gen == self->generation_) self->start_read();
-                   });
+  asio::async_read(
+      socket_, chunk,
+      [self = shared_from_this(), frame, size, have, gen = generation_](const boost::system::error_code& rec,
+                                                                        std::size_t got) {
+        if (gen != self->generation_) return;
+        const std::size_t now_have = have + got;
+        if (rec) {
+          // A frame cut short: say how short, so a truncating broker or proxy is
+          // recognisable in the log.
+          logger()->error("broker {}: connection {} inside a response frame ({} of {} bytes)", self->node_id_,
+                          rec == asio::error::eof ? "closed by broker" : "failed", now_have, size);
+          self->fail(make_error_code(client_errc::connection_closed),
+                     rec == asio::error::eof ? "closed by broker inside a response frame" : "read failed");
+          return;
+        }
+        if (now_have < size) {
+          frame->resize(std::min(size, frame->size() * 2));
+          self->read_body(frame, size, now_have);
+          return;
+        }
+        self->on_frame(frame);
+        if (gen == self->generation_) self->start_read();
+      });
 }
 
 void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
@@ -301,8 +315,8 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
   if (auto ec = req.handler({}, f)) {
     const auto body = f.body();
     logger()->error("broker {}: undecodable response to api {} ({} body bytes, first {:02x}): {}", node_id_,
-                    req.api_key, body.size(), fmt::join(body.first(std::min<std::size_t>(body.size(), 128)), " "),
-                    ec.message());
+                    req.api_key, body.size(),
+                    fmt::join(body.first(std::min<std::size_t>(body.size(), 128)), " "), ec.message());
     if (gen == generation_) fail(make_error_code(client_errc::protocol_violation), "undecodable response");
     return;
   }
@@ -340,8 +354,8 @@ void connection::on_timer() {
   if (expired != in_flight_.end()) {
     in_flight_request req = std::move(*expired);
     in_flight_.erase(expired);
-    logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection", node_id_,
-                   req.api_key, req.correlation_id);
+    logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection",
+                   node_id_, req.api_key, req.correlation_id);
     req.handler(make_error_code(client_errc::request_timed_out), response_frame{});
     fail(make_error_code(client_errc::connection_closed), "request timed out");
     return;
@@ -383,11 +397,12 @@ void connection::fail(std::error_code ec, const char* why) {
   if (ec == make_error_code(client_errc::shutting_down)) {
     logger()->debug("broker {} ({}:{}): {}", node_id_, host_, port_, why);
   } else {
-    logger()->warn("broker {} ({}:{}): {} ({}); {} request(s) failed, reconnect allowed in {} ms", node_id_, host_,
-                   port_, why, ec.message(), in_flight.size(), wait.count());
+    logger()->warn("broker {} ({}:{}): {} ({}); {} request(s) failed, reconnect allowed in {} ms", node_id_,
+                   host_, port_, why, ec.message(), in_flight.size(), wait.count());
   }
-  const std::error_code inflight_ec =
-      ec == make_error_code(client_errc::shutting_down) ? ec : make_error_code(client_errc::connection_closed);
+  const std::error_code inflight_ec = ec == make_error_code(client_errc::shutting_down)
+                                          ? ec
+                                          : make_error_code(client_errc::connection_closed);
   for (auto& r : in_flight) r.handler(inflight_ec, response_frame{});
   // Waiters get the failure of this attempt; they may queue new requests, which wait for the backoff.
   flush_waiters(was_ready ? inflight_ec : ec);

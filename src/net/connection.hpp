@@ -74,15 +74,16 @@ class connection : public std::enable_shared_from_this<connection> {
   /// an error (connection failure, timeout, no common version, undecodable response).
   template <class Request, class Handler>
   void send(Request req, Handler done) {
-    send_keep_frame(std::move(req), [done = std::move(done)](std::error_code ec, const auto& resp, const response_frame&) mutable {
-      done(ec, resp);
-    });
+    send_keep_frame(std::move(req),
+                    [done = std::move(done)](std::error_code ec, const auto& resp,
+                                             const response_frame&) mutable { done(ec, resp); });
   }
 
   /// Like send(), but the handler also gets the frame that holds the response's record views.
   template <class Request, class Handler>
   void send_keep_frame(Request req, Handler done) {
-    send_adjusted(std::move(req), [](Request&, std::int16_t) {}, std::move(done));
+    send_adjusted(
+        std::move(req), [](Request&, std::int16_t) {}, std::move(done));
   }
 
   /// The general form: `adjust(req, version)` runs once the version is chosen, for requests
@@ -112,7 +113,8 @@ class connection : public std::enable_shared_from_this<connection> {
   static void logger_mismatch(const std::string& what);
 
  private:
-  using encoder = std::function<std::error_code(std::int32_t, const std::optional<std::string>&, protocol::bytes&)>;
+  using encoder =
+      std::function<std::error_code(std::int32_t, const std::optional<std::string>&, protocol::bytes&)>;
 
   struct in_flight_request {
     std::int16_t api_key;
@@ -173,8 +175,8 @@ template <class Request, class Adjust, class Handler>
 void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout,
                                std::int16_t max_version) {
   using response = typename Request::response_type;
-  when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust), done = std::move(done),
-              timeout, max_version](std::error_code ec) mutable {
+  when_ready([self = shared_from_this(), req = std::move(req), adjust = std::move(adjust),
+              done = std::move(done), timeout, max_version](std::error_code ec) mutable {
     if (ec) {
       done(ec, response{}, response_frame{});
       return;
@@ -193,7 +195,8 @@ void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::ch
           return protocol::encode_request(req, version, corr, cid, out);
         },
         response_header_flexible<Request>(version),
-        [done = std::move(done), version](std::error_code ec, const response_frame& f) mutable -> std::error_code {
+        [done = std::move(done), version](std::error_code ec,
+                                          const response_frame& f) mutable -> std::error_code {
           response resp;
           if (ec) {
             done(ec, resp, f);

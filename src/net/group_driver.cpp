@@ -49,7 +49,8 @@ group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, gro
               sub.rack = s.rack;
               protocol::bytes meta;
               if (auto ec = assign::encode_subscription(sub, assign::subscription_version_max, meta)) {
-                logger()->error("cannot encode the subscription for assignor '{}': {}", a->name(), ec.message());
+                logger()->error("cannot encode the subscription for assignor '{}': {}", a->name(),
+                                ec.message());
                 continue;
               }
               out.push_back({a->name(), std::move(meta)});
@@ -205,7 +206,8 @@ void group_driver::apply(group::action& a) {
             return;
           }
           // The coordinator may hold a JoinGroup for the whole rebalance timeout.
-          const auto timeout = std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
+          const auto timeout =
+              std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
           conn->send_adjusted(
               std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
               [self](std::error_code ec, const protocol::join_group_response& r, const response_frame&) {
@@ -224,30 +226,32 @@ void group_driver::apply(group::action& a) {
             member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
             return;
           }
-          conn->send(std::move(act.request), [self](std::error_code ec, const protocol::sync_group_response& r) {
-            if (self->stopped_) return;
-            if (ec) {
-              self->member_.request_failed(clock::now(), ec);
-            } else {
-              self->member_.sync_group_done(clock::now(), r);
-            }
-            self->process();
-          });
+          conn->send(std::move(act.request),
+                     [self](std::error_code ec, const protocol::sync_group_response& r) {
+                       if (self->stopped_) return;
+                       if (ec) {
+                         self->member_.request_failed(clock::now(), ec);
+                       } else {
+                         self->member_.sync_group_done(clock::now(), r);
+                       }
+                       self->process();
+                     });
         } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
           auto conn = coordinator_connection();
           if (!conn) {
             member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
             return;
           }
-          conn->send(std::move(act.request), [self](std::error_code ec, const protocol::heartbeat_response& r) {
-            if (self->stopped_) return;
-            if (ec) {
-              self->member_.request_failed(clock::now(), ec);
-            } else {
-              self->member_.heartbeat_done(clock::now(), r);
-            }
-            self->process();
-          });
+          conn->send(std::move(act.request),
+                     [self](std::error_code ec, const protocol::heartbeat_response& r) {
+                       if (self->stopped_) return;
+                       if (ec) {
+                         self->member_.request_failed(clock::now(), ec);
+                       } else {
+                         self->member_.heartbeat_done(clock::now(), r);
+                       }
+                       self->process();
+                     });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
           auto conn = coordinator_connection();
           if (!conn) {
@@ -367,12 +371,13 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
           // A custom assignor may break the rules the built-ins keep by construction (a partition
           // twice, a member not in the group, a topic it did not subscribe to, KIP-429's revoke
           // rule): such a result is refused here rather than sent to the group.
-          if (auto why = assign::check_assignment(cm, *group, ga, self->opts_.member.protocol); !why.empty()) {
+          if (auto why = assign::check_assignment(cm, *group, ga, self->opts_.member.protocol);
+              !why.empty()) {
             throw std::invalid_argument("invalid assignment: " + why);
           }
         } catch (const std::exception& e) {
-          logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id, assignor->name(),
-                          e.what());
+          logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id,
+                          assignor->name(), e.what());
           self->member_.assignment_computed(clock::now(), make_error_code(client_errc::illegal_state), {});
           self->process();
           return;
@@ -398,7 +403,8 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
 }
 
 void group_driver::describe_membership_change(
-    std::int32_t generation, const std::vector<protocol::join_group_response::join_group_response_member>& members) {
+    std::int32_t generation,
+    const std::vector<protocol::join_group_response::join_group_response_member>& members) {
   // The leader sees every member of consecutive generations: who joined and who left explains a
   // rebalance the coordinator started ("group rebalancing" from a follower's point of view).
   std::set<std::string> now;

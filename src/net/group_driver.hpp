@@ -59,8 +59,9 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
-  void describe_membership_change(std::int32_t generation,
-                                  const std::vector<protocol::join_group_response::join_group_response_member>& members);
+  void describe_membership_change(
+      std::int32_t generation,
+      const std::vector<protocol::join_group_response::join_group_response_member>& members);
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;

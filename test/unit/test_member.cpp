@@ -2338,7 +2338,8 @@ TEST_CASE("member stats: poll timeout, session loss and failed joins", "[member]
   CHECK_FALSE(h.m.stats().history.back().end.has_value());
 }
 
-TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends an open one", "[member][stats]") {
+TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends an open one",
+          "[member][stats]") {
   harness h(make_options(RebalanceProtocol::cooperative));
   h.make_stable(t01);
   for (int i = 0; i < 60; ++i) {
@@ -2395,8 +2396,9 @@ TEST_CASE("member: a revoke the application has not run is cancelled when its pa
   expect<send_join_group>(a);
 }
 
-TEST_CASE("member: a poll timeout cancels the pending eager revoke; the next poll reports the partitions lost",
-          "[member]") {
+TEST_CASE(
+    "member: a poll timeout cancels the pending eager revoke; the next poll reports the partitions lost",
+    "[member]") {
   harness h;  // eager
   h.make_stable(t01);
   const auto t0 = h.m.last_poll();
