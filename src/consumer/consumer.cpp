@@ -100,6 +100,10 @@ class Consumer::impl {
     max_poll_interval_ = mo.max_poll_interval;
     check_crcs_ = config_.get_bool("check.crcs");
     fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
+    // Background thread, like the driver it reaches (created below, before any commit).
+    fo.commit_error = [this](std::int32_t generation, std::int16_t c) {
+      driver_->commit_failed(generation, c);
+    };
     fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
     dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) {
       f->assign(owned);
@@ -318,7 +322,10 @@ class Consumer::impl {
     check_open();
     const auto deadline = clock::now() + default_timeout_;
     for (;;) {
-      run_events(/*throw_fatal=*/true);
+      // Positions, errors and commit results only: listener callbacks (and the auto-commit before
+      // a revoke) run inside poll(), close() and unsubscribe(), never in the middle of the
+      // application's batch (issue 13, item 5).
+      run_events(/*throw_fatal=*/true, /*run_listeners=*/false);
       raise_data_error();
       auto it = parts_.find(tp);
       if (it != parts_.end() && it->second.position >= 0) return it->second.position;
@@ -333,8 +340,11 @@ class Consumer::impl {
       std::unique_lock lock(shared_.mutex);
       if (clock::now() >= deadline)
         throw error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
-      shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)),
-                            [this] { return !shared_.events.empty(); });
+      shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)), [this] {
+        return std::any_of(shared_.events.begin(), shared_.events.end(), [](const detail::user_event& x) {
+          return !std::holds_alternative<detail::listener_call>(x);
+        });
+      });
     }
   }
 
@@ -605,6 +615,7 @@ class Consumer::impl {
     id.subscribed = mode_ == mode::subscribed;
     id.poll_timed_out = st == group::member_state::poll_timed_out;
     id.fatal = st == group::member_state::fatal;
+    id.removed = core.removed();
     id.stable = core.generation() >= 0 &&
                 (st == group::member_state::stable || st == group::member_state::completing ||
                  st == group::member_state::preparing || st == group::member_state::leaving);
@@ -820,7 +831,10 @@ class Consumer::impl {
            ec == make_error_code(kafka_errc::not_coordinator) ||
            ec == make_error_code(kafka_errc::coordinator_load_in_progress) ||
            ec == make_error_code(client_errc::connection_closed) ||
-           ec == make_error_code(client_errc::request_timed_out);
+           ec == make_error_code(client_errc::request_timed_out) ||
+           // Partition-level, retriable as in Java (issue 13, item 8).
+           ec == make_error_code(kafka_errc::request_timed_out) ||
+           ec == make_error_code(kafka_errc::unstable_offset_commit);
   }
 
   void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
@@ -973,6 +987,19 @@ class Consumer::impl {
     }
   }
 
+  // The core cancelled `call` after this thread had started it (it counts it as never run). A
+  // revoke did run: the lost callback that follows leaves its partitions out. An assignment did
+  // run, of a generation that is gone: its partitions are reported lost right away, as the core
+  // never will (it took them back).
+  void settle_late_cancel(const detail::listener_call& call) {
+    if (call.kind == group::listener_kind::revoked) {
+      late_revoked_.insert(call.partitions.begin(), call.partitions.end());
+    } else if (call.kind == group::listener_kind::assigned && !call.partitions.empty()) {
+      detail::listener_call lost{group::listener_kind::lost, call.partitions, 0};
+      invoke(lost);
+    }
+  }
+
   void call_listener(const detail::listener_call& call) {
     std::shared_ptr<ConsumerRebalanceListener> l;
     {
@@ -1010,14 +1037,21 @@ class Consumer::impl {
   }
 
   // Drains queued events on the user thread: listener calls run here and are acknowledged.
-  void run_events(bool throw_fatal) {
+  // Without `run_listeners`, listener calls stay queued, in order, for the next poll().
+  void run_events(bool throw_fatal, bool run_listeners = true) {
     for (;;) {
       detail::user_event e;
       {
         std::lock_guard lock(shared_.mutex);
-        if (shared_.events.empty()) break;
-        e = std::move(shared_.events.front());
-        shared_.events.pop_front();
+        auto it = shared_.events.begin();
+        if (!run_listeners) {
+          it = std::find_if(it, shared_.events.end(), [](const detail::user_event& x) {
+            return !std::holds_alternative<detail::listener_call>(x);
+          });
+        }
+        if (it == shared_.events.end()) break;
+        e = std::move(*it);
+        shared_.events.erase(it);
       }
       if (auto* call = std::get_if<detail::listener_call>(&e)) {
         if (call->bookkeeping_only) {
@@ -1025,11 +1059,29 @@ class Consumer::impl {
           continue;
         }
         {
+          // Checked and marked under one lock: a cancel that comes later finds it started and is
+          // "late" (below) instead of racing with it (issue 13, item 9).
           std::lock_guard lock(shared_.mutex);
           if (shared_.cancelled_listeners.erase(call->seq) > 0) continue;  // superseded (see cancel_listener)
+          shared_.started_listeners.insert(call->seq);
         }
         post([this, seq = call->seq] { driver_->listener_started(seq); });
-        invoke(*call);
+        if (call->kind == group::listener_kind::lost) {
+          // Partitions a late-cancelled revoke already gave back are not lost as well.
+          std::erase_if(call->partitions,
+                        [&](const topic_partition& tp) { return late_revoked_.count(tp) > 0; });
+          late_revoked_.clear();
+        } else if (call->kind == group::listener_kind::assigned) {
+          for (const auto& tp : call->partitions) late_revoked_.erase(tp);  // ours again
+        }
+        if (call->kind != group::listener_kind::lost || !call->partitions.empty()) invoke(*call);
+        bool late = false;
+        {
+          std::lock_guard lock(shared_.mutex);
+          shared_.started_listeners.erase(call->seq);
+          late = shared_.late_cancels.erase(call->seq) > 0;
+        }
+        if (late) settle_late_cancel(*call);
         post([this, seq = call->seq] { driver_->listener_done(seq); });
       } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {
         std::lock_guard lock(shared_.mutex);
@@ -1111,6 +1163,7 @@ class Consumer::impl {
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
   std::map<topic_partition, std::int64_t> returned_;
+  std::set<topic_partition> late_revoked_;  // see settle_late_cancel
   std::optional<cursor> cur_;
   std::optional<detail::data_error> pending_data_error_;
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;

@@ -129,6 +129,10 @@ struct shared_state {
   // Listener calls queued for the user thread that the core has since superseded (a revoke
   // overtaken by the loss of the partitions): skipped, not run. Background thread writes.
   std::set<std::uint64_t> cancelled_listeners;
+  // Listener calls the user thread has started and not finished (user thread writes), and those
+  // of them the core cancelled anyway (background thread writes; the user thread settles them).
+  std::set<std::uint64_t> started_listeners;
+  std::set<std::uint64_t> late_cancels;
 
   void push(user_event e) {
     {

@@ -254,7 +254,7 @@ void fetcher::send_offset_fetch() {
     }
     return;
   }
-  auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::group) : nullptr;
+  auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::offsets) : nullptr;
   if (!conn) {
     coordinator_unusable(false);
     schedule_retry();
@@ -597,6 +597,12 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
       report(make_error_code(client_errc::commit_failed),
              "commit failed: this member is no longer in the group (a fatal group error was reported by "
              "poll())");
+    } else if (who.removed) {
+      report(make_error_code(client_errc::commit_failed),
+             "commit failed: the coordinator removed this member from the group (session timeout, unknown "
+             "member or "
+             "fenced generation), so its partitions may be reassigned; the next poll() reports them lost and "
+             "rejoins");
     } else {
       report(make_error_code(kafka_errc::rebalance_in_progress),
              "this member is joining the group; poll() to complete the rebalance, then commit again");
@@ -608,7 +614,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
            "the group is rebalancing; poll() to complete the rebalance, then commit again");
     return;
   }
-  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
+  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
   if (!conn) {
     coordinator_unusable(false);
     report(make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet");
@@ -634,7 +640,8 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
       [](protocol::offset_commit_request& r, std::int16_t version) {
         if (version < 7) r.group_instance_id.reset();
       },
-      [self = shared_from_this(), report, offsets, started = std::chrono::steady_clock::now()](
+      [self = shared_from_this(), report, offsets, started = std::chrono::steady_clock::now(),
+       generation = who.subscribed ? who.generation : -1](
           std::error_code ec, const protocol::offset_commit_response& r, const net::response_frame&) {
         if (ec) {
           self->coordinator_unusable(true);
@@ -645,6 +652,8 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           for (const auto& p : t.partitions) {
             if (p.error_code == 0) continue;
             if (coordinator_gone(p.error_code)) self->coordinator_unusable(true);
+            if (generation >= 0 && self->opts_.commit_error)
+              self->opts_.commit_error(generation, p.error_code);
             const auto code = static_cast<kafka_errc>(p.error_code);
             if (code == kafka_errc::illegal_generation || code == kafka_errc::unknown_member_id ||
                 code == kafka_errc::fenced_instance_id) {
@@ -678,7 +687,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
 
 void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
   const auto who = identity_();
-  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::group) : nullptr;
+  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
   if (!who.group_mode || !conn) {
     if (who.group_mode) coordinator_unusable(false);
     shared_.push(
@@ -691,6 +700,9 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
   }
   protocol::offset_fetch_request req;
   req.group_id = opts_.group_id;
+  // KIP-447: offsets of pending transactional commits come back as UNSTABLE_OFFSET_COMMIT
+  // (retried) instead of a stale committed offset (issue 13, item 8).
+  req.require_stable = true;
   std::map<std::string, std::size_t> index;
   for (const auto& tp : tps) {
     auto [it, inserted] = index.emplace(tp.topic, req.topics->size());
@@ -712,6 +724,13 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
         auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off,
                        const std::optional<std::string>& m, std::int16_t err) {
           if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or("")};
+          // A partition's error (UNSTABLE_OFFSET_COMMIT under require_stable, ...) fails the call
+          // instead of passing for "nothing committed".
+          if (err != 0 && !done.code) {
+            done.code = make_error_code(static_cast<kafka_errc>(err));
+            done.message =
+                "OffsetFetch of " + topic + "-" + std::to_string(p) + " failed: " + kafka_error_name(err);
+          }
         };
         for_each_committed(r, add);
         self->shared_.push(std::move(done));

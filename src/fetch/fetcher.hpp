@@ -41,6 +41,9 @@ struct fetcher_options {
   /// when the one it used answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or its connection
   /// failed, false when none was known. Outside a subscription the consumer looks it up again.
   std::function<void(bool failed)> coordinator_unusable;
+  /// An OffsetCommit of a subscribed member, sent with `generation`, failed with Kafka error `c`
+  /// (the membership core reacts: rejoin, or the membership is gone).
+  std::function<void(std::int32_t generation, std::int16_t c)> commit_error;
 };
 
 /// Who this member is in the group right now (for commits), read from the membership core.
@@ -54,6 +57,7 @@ struct group_identity {
   bool subscribed = false;      // partitions come from the group (subscribe()), not from assign()
   bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
   bool fatal = false;           // a fatal group error ended the membership
+  bool removed = false;         // the coordinator removed this member; it has not rejoined yet
 };
 
 /// Offsets to commit: offset and metadata per partition.

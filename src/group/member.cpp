@@ -130,7 +130,7 @@ bool transition_allowed(member_state from, member_state to) noexcept {
     case s::poll_timed_out:
       return to == s::preparing || to == s::joining || to == s::leaving || to == s::unsubscribed;
     case s::fatal:
-      return to == s::leaving;  // close() with owned partitions: lost listener first
+      return to == s::leaving;  // close() or unsubscribe(): lost listener first
     case s::closed:
       return false;
   }
@@ -188,12 +188,22 @@ void member::unsubscribe(time_point now) {
       state_ == member_state::leaving)
     return;
   if (state_ == member_state::fatal) {
-    set_owned({});
+    // Nothing to leave (the coordinator refused us), nothing to wait for: the partitions still
+    // owned are reported lost, then unsubscribe() returns (issue 13, item 9).
+    closing_ = false;
+    topics_.clear();
+    transition(member_state::leaving, "unsubscribe after a fatal error");
+    if (!owned_.empty()) {
+      request_listener(listener_kind::lost, owned_, then::close_after_leave);
+    } else {
+      finish_leave(now);
+    }
     return;
   }
   closing_ = false;
   topics_.clear();
-  pending_listener_.reset();
+  // A callback of a rebalance still queued is replaced by unsubscribe()'s own (one revoke, not two).
+  supersede_pending_listener();
   transition(member_state::leaving, "unsubscribe");
   if (!owned_.empty()) {
     // Partitions of a generation that is gone are lost, not revoked: their offsets must not be committed.
@@ -298,15 +308,26 @@ void member::tick(time_point now) {
         "group '{}': no successful heartbeat for session.timeout.ms ({} ms); the coordinator has "
         "removed this member",
         opts_.group_id, opts_.session_timeout.count());
+    if (in_flight_ != in_flight::none && coordinator_) {
+      // The request in flight (a heartbeat that never came back) would hold the next JoinGroup
+      // until request.timeout.ms: fail it now (issue 13, item 7).
+      actions_.emplace_back(abandon_requests{*coordinator_});
+      in_flight_ = in_flight::none;
+    }
     mark_coordinator_unknown(now, "session timed out");
     rebalance_begins(now, RebalanceCause::session_timeout, "no successful heartbeat for session.timeout.ms");
     generation_ = -1;
+    removed_ = true;
     if (!opts_.group_instance_id) member_id_.clear();
     lose_partitions(now, "session timed out", then::join);
     pump(now);
     return;
   }
   pump(now);
+}
+
+bool member::leaving_heartbeats() const noexcept {
+  return state_ == member_state::leaving && pending_listener_ && !leave_sent_ && generation_ >= 0;
 }
 
 bool member::poll_timer_running() const noexcept {
@@ -423,7 +444,16 @@ void member::join_group_done(time_point now, const protocol::join_group_response
   }
   const std::int16_t c = r.error_code;
   if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed();
+  if (c == 0 && r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
+    // JoinGroup v7+ names the group's protocol type: a group of another kind (Connect, ...)
+    // shares the id. Java fails the same way (INCONSISTENT_GROUP_PROTOCOL).
+    fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+          "group '" + opts_.group_id + "': JoinGroup answered protocol type '" + *r.protocol_type +
+              "', not '" + std::string(protocol_type) + "': the group id is used by another kind of group");
+    return;
+  }
   if (c == 0) {
+    unexpected_in_a_row_.erase("JoinGroup");
     ++stats_.joins;
     const auto took = std::chrono::duration_cast<ms>(now - join_sent_);
     stats_.join_time_total += took;
@@ -431,6 +461,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     ++stats_.version;
     member_id_ = r.member_id;
     generation_ = r.generation_id;
+    removed_ = false;
     leader_id_ = r.leader;
     protocol_name_ = r.protocol_name.value_or("");
     backoff_attempts_ = 0;
@@ -472,8 +503,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
     return;
   }
-  actions_.emplace_back(report_error{make_error_code(static_cast<kafka_errc>(c)),
-                                     "unexpected error in JoinGroup: " + kafka_error_name(c), false});
+  if (unexpected_error(c, "JoinGroup")) return;
   backoff(now);
   pump(now);
 }
@@ -522,11 +552,18 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
   const std::int16_t c = r.error_code;
   if (c != 0) rebalance_failed();
   if (c == 0) {
+    unexpected_in_a_row_.erase("SyncGroup");
     ++stats_.syncs;
     const auto took = std::chrono::duration_cast<ms>(now - sync_sent_);
     stats_.sync_time_total += took;
     stats_.sync_time_max = std::max(stats_.sync_time_max, took);
     ++stats_.version;
+    if (r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
+      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+            "group '" + opts_.group_id + "': SyncGroup answered protocol type '" + *r.protocol_type +
+                "', not '" + std::string(protocol_type) + "'");
+      return;
+    }
     if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() &&
         *r.protocol_name != protocol_name_) {
       fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
@@ -595,8 +632,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
     return;
   }
-  actions_.emplace_back(report_error{make_error_code(static_cast<kafka_errc>(c)),
-                                     "unexpected error in SyncGroup: " + kafka_error_name(c), false});
+  if (unexpected_error(c, "SyncGroup")) return;
   transition(member_state::joining, "SyncGroup: unexpected error");
   backoff(now);
   pump(now);
@@ -612,6 +648,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   ++stats_.version;
   const std::int16_t c = r.error_code;
   if (c == 0) {
+    unexpected_in_a_row_.erase("Heartbeat");
     last_heartbeat_ok_ = now;
     pump(now);
     return;
@@ -626,17 +663,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
     return;
   }
   if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
-    if ((state_ != member_state::stable && state_ != member_state::completing &&
-         state_ != member_state::preparing) ||
-        generation_ < 0) {
-      pump(now);
-      return;  // stale answer for a generation we already left (a session timeout, ...)
-    }
-    rebalance_begins(now, RebalanceCause::session_timeout, "Heartbeat: " + kafka_error_name(c));
-    generation_ = -1;
-    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
-    lose_partitions(now, kafka_error_name(c), then::join);
-    pump(now);
+    membership_lost(now, "Heartbeat", c);
     return;
   }
   if (coordinator_error(now, c)) {
@@ -648,9 +675,31 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
     fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
     return;
   }
+  if (unexpected_error(c, "Heartbeat")) return;
   backoff(now);
   heartbeat_after_backoff();
   pump(now);
+}
+
+bool member::unexpected_error(std::int16_t c, const char* api) {
+  // Java raises "Unexpected error in ... response" for a code it does not handle and rejoins on
+  // the next poll(). Here a code the error table marks retriable (REQUEST_TIMED_OUT, ...) is
+  // logged and retried after a backoff; any other is logged and retried too, but the tenth in a
+  // row from the same API with no success in between is fatal, named, raised from poll(): never a
+  // retry loop without end (issue 13, item 9). (Some brokers answer an out-of-turn SyncGroup with
+  // INVALID_REQUEST; one rejoin fixes that.)
+  const auto e = static_cast<kafka_errc>(c);
+  auto& in_a_row = unexpected_in_a_row_[api];
+  if (!is_retriable(e) && ++in_a_row >= max_unexpected_in_a_row) {
+    fatal(make_error_code(e), "group '" + opts_.group_id + "': unexpected error in " + api +
+                                  " response: " + kafka_error_name(c) + " (" + make_error_code(e).message() +
+                                  "), " + std::to_string(in_a_row) + " times in a row");
+    return true;
+  }
+  actions_.emplace_back(report_error{
+      make_error_code(e),
+      std::string("unexpected error in ") + api + " response: " + kafka_error_name(c) + "; retrying", false});
+  return false;
 }
 
 void member::leave_group_done(time_point now, const protocol::leave_group_response& r) {
@@ -661,6 +710,37 @@ void member::leave_group_done(time_point now, const protocol::leave_group_respon
   }
   if (state_ == member_state::leaving) finish_leave(now);
   pump(now);
+}
+
+void member::membership_lost(time_point now, const std::string& what, std::int16_t c) {
+  if ((state_ != member_state::stable && state_ != member_state::completing &&
+       state_ != member_state::preparing) ||
+      generation_ < 0) {
+    pump(now);
+    return;  // stale answer for a generation we already left (a session timeout, ...)
+  }
+  rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + kafka_error_name(c));
+  generation_ = -1;
+  removed_ = true;
+  if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+  lose_partitions(now, kafka_error_name(c), then::join);
+  pump(now);
+}
+
+void member::commit_failed(time_point now, std::int32_t generation, std::int16_t c) {
+  if (generation < 0 || generation != generation_) {
+    pump(now);
+    return;  // a commit of an older generation (or outside the group): nothing to learn
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    rebalance_in_progress_seen(now);
+  } else if (c == code(kafka_errc::unknown_member_id) || c == code(kafka_errc::illegal_generation)) {
+    membership_lost(now, "OffsetCommit", c);
+  } else if (c == code(kafka_errc::fenced_instance_id)) {
+    fatal(make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
+  } else {
+    pump(now);
+  }
 }
 
 void member::rebalance_in_progress_seen(time_point now) {
@@ -729,7 +809,17 @@ void member::pump(time_point now) {
       }
       return;
     case member_state::leaving:
-      if (!pending_listener_ && !leave_sent_) send_leave(now, "the consumer is leaving");
+      if (leaving_heartbeats()) {
+        // unsubscribe()/close() runs its revoke (and the commits in it) on the user thread: the
+        // member stays alive meanwhile, so the final commit still finds its generation.
+        if (in_flight_ == in_flight::none && now >= last_heartbeat_sent_ + opts_.heartbeat_interval) {
+          send_heartbeat_now(now);
+        }
+        return;
+      }
+      if (!pending_listener_ && !leave_sent_ && in_flight_ == in_flight::none) {
+        send_leave(now, "the consumer is leaving");
+      }
       return;
     default:
       return;
@@ -812,6 +902,7 @@ void member::send_leave(time_point now, const std::string& reason) {
 
 void member::finish_leave(time_point now) {
   generation_ = -1;
+  removed_ = false;
   if (!opts_.group_instance_id) member_id_.clear();
   leave_sent_ = false;
   rejoin_needed_ = false;
@@ -832,6 +923,21 @@ void member::finish_leave(time_point now) {
   }
 }
 
+void member::supersede_pending_listener() {
+  if (!pending_listener_) return;
+  if (!pending_started_) {
+    cancel_unstarted_listener();
+    return;
+  }
+  // Already running on the user thread: it finishes as what it is. What it revokes (or loses) is
+  // gone for the callback that follows, so no partition is both revoked and lost; what it assigns
+  // stays owned, so the next callback takes it back. Its own listener_done is stale from here.
+  if (pending_kind_ != listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
+  pending_listener_.reset();
+  pending_parts_.clear();
+  after_listener_ = then::nothing;
+}
+
 void member::cancel_unstarted_listener() {
   if (!pending_listener_ || pending_started_) return;
   actions_.emplace_back(cancel_listener{*pending_listener_});
@@ -846,7 +952,7 @@ void member::lose_partitions(time_point now, const std::string& why, then next) 
   // A revoke or assign callback still queued for the user thread is overtaken: the application
   // hears only that the partitions are lost (never commits partitions that may have a new owner,
   // never starts on partitions of a generation it is no longer in).
-  cancel_unstarted_listener();
+  supersede_pending_listener();
   if (!owned_.empty()) {
     logger()->warn("group '{}': partitions lost ({})", opts_.group_id, why);
     if (state_ != member_state::preparing) transition(member_state::preparing, why.c_str());
@@ -1034,6 +1140,9 @@ std::optional<time_point> member::next_deadline() const {
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
                              state_ == member_state::preparing) &&
                             generation_ >= 0;
+  if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_ == coord_state::known) {
+    consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
+  }
   if (heartbeating) {
     // The next heartbeat is due only when none is in flight and the coordinator is known (else
     // its response or the lookup wakes the core), and not before a backoff ends.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -109,9 +110,16 @@ struct cancel_listener {
   std::uint64_t seq = 0;
 };
 
+/// The coordinator `node` is given up on while a request to it is in flight (client-side session
+/// expiry): fail that request now (disconnect) instead of waiting for request.timeout.ms, as
+/// Java's markCoordinatorUnknown does. The core has already forgotten the request.
+struct abandon_requests {
+  std::int32_t node = -1;
+};
+
 using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat,
                             send_leave_group, compute_assignment, run_listener, assignment_changed,
-                            report_error, left_group, cancel_listener>;
+                            report_error, left_group, cancel_listener, abandon_requests>;
 
 /// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
 struct rebalance_entry {
@@ -195,6 +203,11 @@ class member {
       std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
   /// A REBALANCE_IN_PROGRESS seen on another group request (OffsetCommit) starts the rejoin.
   void rebalance_in_progress_seen(time_point now);
+  /// An OffsetCommit sent with `generation` failed with error `c`: REBALANCE_IN_PROGRESS starts
+  /// the rejoin, ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID end the membership as on a heartbeat
+  /// (Java's resetGenerationOnResponseError), FENCED_INSTANCE_ID is fatal. An answer for an older
+  /// generation is ignored.
+  void commit_failed(time_point now, std::int32_t generation, std::int16_t c);
   /// The partition counts of subscribed topics changed (leader triggers a rebalance).
   void metadata_changed(time_point now, std::string reason);
 
@@ -213,6 +226,9 @@ class member {
   std::optional<std::int32_t> coordinator() const noexcept { return coordinator_; }
   const std::vector<std::string>& topics() const noexcept { return topics_; }
   const member_options& options() const noexcept { return opts_; }
+  /// The coordinator removed this member (unknown member, fenced generation, session expiry) and
+  /// it has not joined a generation since: commits fail with commit_failed, not as "joining".
+  bool removed() const noexcept { return removed_; }
   /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
   std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   /// Last time poll() was called (for metrics and the 80% warning).
@@ -247,6 +263,11 @@ class member {
   void send_leave(time_point now, const std::string& reason);
   void lose_partitions(time_point now, const std::string& why, then next);
   void cancel_unstarted_listener();
+  /// A new callback replaces the pending one: cancelled if not started, else its effect on
+  /// ownership applied now (see member.cpp).
+  void supersede_pending_listener();
+  /// Leaving, with the revoke callback of unsubscribe()/close() still running: heartbeats go on.
+  bool leaving_heartbeats() const noexcept;
   void request_listener(listener_kind kind, const partition_set& parts, then next);
   void finish_leave(time_point now);
   void continue_after_listener(time_point now, then next);
@@ -265,6 +286,13 @@ class member {
   /// Whether max.poll.interval.ms is running: the member is in the group, and the application is
   /// outside poll() or inside a listener callback.
   bool poll_timer_running() const noexcept;
+  /// The coordinator no longer knows this member's generation (`what` answered `c`): partitions
+  /// lost, rejoin.
+  void membership_lost(time_point now, const std::string& what, std::int16_t c);
+  /// A code no reaction handles, answered to `api`: logged and retried, fatal when it is not
+  /// retriable and the max_unexpected_in_a_row-th in a row; true if fatal.
+  bool unexpected_error(std::int16_t c, const char* api);
+  static constexpr int max_unexpected_in_a_row = 10;
   bool coordinator_error(time_point now, std::int16_t code);
 
   member_options opts_;
@@ -287,6 +315,8 @@ class member {
   time_point last_heartbeat_ok_{};
   time_point last_poll_{};  // poll() called or returned, or a callback inside it began or ended
   bool in_poll_ = false;    // between poll_called() and poll_returned()
+  bool removed_ = false;    // see removed()
+  std::map<std::string, int> unexpected_in_a_row_;  // per API, since its last success
   bool poll_warned_ = false;
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;

@@ -71,7 +71,11 @@ struct cluster_metadata {
   std::uint64_t refreshes = 0;  // successful refreshes so far
 };
 
-enum class channel { data = 0, group = 1 };
+/// Connections per broker: fetches (data), group membership (group: JoinGroup, which the
+/// coordinator may hold for the whole rebalance timeout, SyncGroup, Heartbeat, LeaveGroup) and
+/// offsets (OffsetCommit, OffsetFetch), so that committed() and commits never wait behind a held
+/// JoinGroup on the same connection (issue 13, item 9).
+enum class channel { data = 0, group = 1, offsets = 2 };
 
 class cluster : public std::enable_shared_from_this<cluster> {
  public:

@@ -92,6 +92,11 @@ void connection::close() {
   flush_waiters(make_error_code(client_errc::shutting_down));
 }
 
+void connection::abort_requests(const char* why) {
+  if (state_ == state::closed) return;
+  fail(make_error_code(client_errc::connection_closed), why);
+}
+
 void connection::start_connect() {
   state_ = state::resolving;
   connect_deadline_ = clock::now() + opts_.connect_timeout;

@@ -99,6 +99,9 @@ class connection : public std::enable_shared_from_this<connection> {
 
   /// Closes the socket and fails everything queued or in flight with client_errc::shutting_down.
   void close();
+  /// Fails every request in flight or queued now, as a lost connection would (their handlers
+  /// get connection_closed), and reconnects for later requests after the usual backoff.
+  void abort_requests(const char* why);
 
   state current_state() const noexcept { return state_; }
   std::int32_t node_id() const noexcept { return node_id_; }

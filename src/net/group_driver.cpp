@@ -109,6 +109,12 @@ void group_driver::poll_called() {
   process();
 }
 
+void group_driver::commit_failed(std::int32_t generation, std::int16_t code) {
+  if (stopped_) return;
+  member_.commit_failed(clock::now(), generation, code);
+  process();
+}
+
 void group_driver::poll_returned() {
   member_.poll_returned(clock::now());
   process();
@@ -210,8 +216,9 @@ void group_driver::apply(group::action& a) {
               std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
           conn->send_adjusted(
               std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
-              [self](std::error_code ec, const protocol::join_group_response& r, const response_frame&) {
-                if (self->stopped_) return;
+              [self, epoch = request_epoch_](std::error_code ec, const protocol::join_group_response& r,
+                                             const response_frame&) {
+                if (self->stopped_ || epoch != self->request_epoch_) return;
                 if (ec) {
                   self->member_.request_failed(clock::now(), ec);
                 } else {
@@ -226,32 +233,32 @@ void group_driver::apply(group::action& a) {
             member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
             return;
           }
-          conn->send(std::move(act.request),
-                     [self](std::error_code ec, const protocol::sync_group_response& r) {
-                       if (self->stopped_) return;
-                       if (ec) {
-                         self->member_.request_failed(clock::now(), ec);
-                       } else {
-                         self->member_.sync_group_done(clock::now(), r);
-                       }
-                       self->process();
-                     });
+          conn->send(std::move(act.request), [self, epoch = request_epoch_](
+                                                 std::error_code ec, const protocol::sync_group_response& r) {
+            if (self->stopped_ || epoch != self->request_epoch_) return;
+            if (ec) {
+              self->member_.request_failed(clock::now(), ec);
+            } else {
+              self->member_.sync_group_done(clock::now(), r);
+            }
+            self->process();
+          });
         } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
           auto conn = coordinator_connection();
           if (!conn) {
             member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
             return;
           }
-          conn->send(std::move(act.request),
-                     [self](std::error_code ec, const protocol::heartbeat_response& r) {
-                       if (self->stopped_) return;
-                       if (ec) {
-                         self->member_.request_failed(clock::now(), ec);
-                       } else {
-                         self->member_.heartbeat_done(clock::now(), r);
-                       }
-                       self->process();
-                     });
+          conn->send(std::move(act.request), [self, epoch = request_epoch_](
+                                                 std::error_code ec, const protocol::heartbeat_response& r) {
+            if (self->stopped_ || epoch != self->request_epoch_) return;
+            if (ec) {
+              self->member_.request_failed(clock::now(), ec);
+            } else {
+              self->member_.heartbeat_done(clock::now(), r);
+            }
+            self->process();
+          });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
           auto conn = coordinator_connection();
           if (!conn) {
@@ -268,8 +275,9 @@ void group_driver::apply(group::action& a) {
                   r.member_id.clear();
                 }
               },
-              [self](std::error_code ec, const protocol::leave_group_response& r, const response_frame&) {
-                if (self->stopped_) return;
+              [self, epoch = request_epoch_](std::error_code ec, const protocol::leave_group_response& r,
+                                             const response_frame&) {
+                if (self->stopped_ || epoch != self->request_epoch_) return;
                 if (ec) {
                   self->member_.request_failed(clock::now(), ec);
                 } else {
@@ -301,7 +309,17 @@ void group_driver::apply(group::action& a) {
           }
         } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
           std::lock_guard lock(shared_.mutex);
-          shared_.cancelled_listeners.insert(act.seq);
+          if (shared_.started_listeners.count(act.seq)) {
+            shared_.late_cancels.insert(act.seq);  // the user thread is running it already
+          } else {
+            shared_.cancelled_listeners.insert(act.seq);
+          }
+        } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
+          // Callbacks of the requests sent so far are dropped (the core forgot them); failing the
+          // group connection ends them now instead of at request.timeout.ms.
+          ++request_epoch_;
+          if (auto conn = cluster_->broker(act.node, channel::group))
+            conn->abort_requests("coordinator given up");
         } else if constexpr (std::is_same_v<T, group::left_group>) {
           {
             std::lock_guard lock(shared_.mutex);

@@ -44,6 +44,7 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void close();
   void poll_called();
   void poll_returned();
+  void commit_failed(std::int32_t generation, std::int16_t code);
   void listener_done(std::uint64_t seq);
   void listener_started(std::uint64_t seq);
   void enforce_rebalance(std::string reason);
@@ -76,6 +77,8 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   std::set<std::string> last_members_;
   std::int32_t last_members_generation_ = -1;
   bool stopped_ = false;
+  // Bumped by abandon_requests: callbacks of coordinator requests sent before it are ignored.
+  std::uint64_t request_epoch_ = 0;
 };
 
 }  // namespace kgroup::net

@@ -72,7 +72,10 @@ TEST_CASE("a member blocked in one long poll() on an idle topic keeps its partit
     while (polling) a.poll(6000ms);
   });
   const bool split = eventually(
-      [&] { return la->owned().size() == 2 && b.listener().owned().size() == 2 && b.consumer().group_state() == "stable"; },
+      [&] {
+        return la->owned().size() == 2 && b.listener().owned().size() == 2 &&
+               b.consumer().group_state() == "stable";
+      },
       40s);
   polling = false;
   long_poll.join();
@@ -222,4 +225,226 @@ TEST_CASE("a batch whose trailing records were compacted away does not stall its
   CHECK(offsets == std::vector<std::int64_t>{0, 1, 5, 6});
   CHECK(c.position(tp) == 7);
   c.close(5s);
+}
+
+TEST_CASE(
+    "after a poll timeout, the next poll() reports the loss and returns no record of the lost partitions",
+    "[contract]") {
+  // Item 2: the next poll() drained buffered records of partitions already lost before the
+  // `lost` callback was even queued.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("buffered", 1);
+  mc.produce("buffered", 2000);
+  auto cfg = group_config(mc, "g-lost-buffer");
+  cfg.set("max.poll.interval.ms", "1500");
+  cfg.set("max.poll.records", "10");
+  cfg.set("enable.auto.commit", "false");
+  timeline t;
+  auto l = std::make_shared<kgroup::test::recording_listener>("a", t);
+  kgroup::Consumer c(cfg);
+  c.subscribe({"buffered"}, l);
+  std::size_t got = 0;
+  REQUIRE(eventually(
+      [&] {
+        got += c.poll(100ms).size();
+        return got > 0;
+      },
+      30s, 1ms));
+  // More records are buffered now (max.poll.records 10 of a fetch of many). The application
+  // stalls past max.poll.interval.ms: the member leaves the group.
+  REQUIRE(eventually([&] { return c.group_state() == "poll_timed_out"; }, 10s));
+  CHECK(l->lost_calls() == 0);
+  const auto records = c.poll(0ms);
+  CHECK(records.empty());
+  CHECK(l->lost_calls() == 1);
+  CHECK(c.assignment().empty());
+  c.close(5s);
+}
+
+namespace {
+
+// Commits every position from inside on_partitions_revoked, remembering what happened.
+struct committing_listener : kgroup::ConsumerRebalanceListener {
+  kgroup::Consumer* consumer = nullptr;
+  std::mutex mutex;
+  int revokes = 0;
+  std::string error;
+  void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {}
+  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& ps) override {
+    std::lock_guard lock(mutex);
+    if (ps.empty()) return;
+    ++revokes;
+    try {
+      consumer->commit_sync();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("commit_sync() inside on_partitions_revoked during unsubscribe() commits as the live member",
+          "[contract]") {
+  // Item 3: unsubscribe() dropped the membership before the revoke ran, so the commit went out
+  // with generation -1 and no member id; the coordinator answers UNKNOWN_MEMBER_ID.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("revoke", 2);
+  mc.produce("revoke", 40);
+  auto cfg = group_config(mc, "g-unsubscribe-commit");
+  cfg.set("enable.auto.commit", "false");
+  auto l = std::make_shared<committing_listener>();
+  kgroup::Consumer c(cfg);
+  l->consumer = &c;
+  c.subscribe({"revoke"}, l);
+  std::size_t got = 0;
+  REQUIRE(eventually(
+      [&] {
+        got += c.poll(100ms).size();
+        return got == 40;
+      },
+      30s, 1ms));
+  c.unsubscribe();
+  {
+    std::lock_guard lock(l->mutex);
+    CHECK(l->revokes == 1);
+    CHECK(l->error.empty());
+  }
+  const auto committed = c.committed({{"revoke", 0}, {"revoke", 1}});
+  std::int64_t total = 0;
+  for (const auto& [tp, om] : committed) total += om.offset;
+  CHECK(total == 40);
+  c.close(5s);
+}
+
+TEST_CASE("position() never runs a listener callback; the revoke waits for the next poll()", "[contract]") {
+  // Item 5: position() ran queued listener callbacks (and the auto-commit before a revoke) in the
+  // middle of the application's batch.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("mid-batch", 2);
+  const kgroup::topic_partition tp{"mid-batch", 0};
+  auto cfg = group_config(mc, "g-position-listener");
+  timeline t;
+  auto la = std::make_shared<kgroup::test::recording_listener>("a", t);
+  kgroup::Consumer a(cfg);
+  a.subscribe({"mid-batch"}, la);
+  REQUIRE(eventually(
+      [&] {
+        a.poll(100ms);
+        return la->owned().size() == 2 && a.group_state() == "stable";
+      },
+      30s, 1ms));
+  // A second member joins; `a` only calls position() (the application is inside its batch).
+  kgroup::test::polling_member b("b", cfg, {"mid-batch"}, t);
+  const bool rebalancing = eventually(
+      [&] {
+        a.position(tp);
+        return a.group_state() != "stable";
+      },
+      20s, 10ms);
+  CHECK(rebalancing);
+  // The revoke is queued now (eager: everything); position() keeps answering without running it.
+  for (int i = 0; i < 50; ++i) {
+    CHECK(a.position(tp) >= 0);
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(la->revoked_calls() == 0);
+  // The next poll() runs it, and the group settles.
+  CHECK(eventually(
+      [&] {
+        a.poll(50ms);
+        return la->revoked_calls() == 1 && la->owned().size() == 1 && b.listener().owned().size() == 1;
+      },
+      30s, 1ms));
+  b.stop();
+  a.close(5s);
+  CHECK(t.overlaps().empty());
+}
+
+namespace {
+
+// One subscribed member of group `group` on topic `t` (2 partitions, 20 records), stable and
+// having read everything, with auto-commit off.
+struct committing_member {
+  kgroup::test::mock_cluster& mc;
+  timeline t;
+  std::shared_ptr<kgroup::test::recording_listener> listener =
+      std::make_shared<kgroup::test::recording_listener>("m", t);
+  std::unique_ptr<kgroup::Consumer> consumer;
+
+  committing_member(kgroup::test::mock_cluster& cluster, const std::string& group) : mc(cluster) {
+    mc.create_topic("t", 2);
+    mc.produce("t", 20);
+    auto cfg = group_config(mc, group);
+    cfg.set("enable.auto.commit", "false");
+    consumer = std::make_unique<kgroup::Consumer>(cfg);
+    consumer->subscribe({"t"}, listener);
+    std::size_t got = 0;
+    REQUIRE(eventually(
+        [&] {
+          got += consumer->poll(100ms).size();
+          return got == 20 && consumer->group_state() == "stable";
+        },
+        30s, 1ms));
+  }
+};
+
+std::error_code commit_error(kgroup::Consumer& c) {
+  try {
+    c.commit_sync();
+  } catch (const kgroup::error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("OffsetCommit REBALANCE_IN_PROGRESS makes the member rejoin", "[contract]") {
+  // Item 8: commit errors were only reported; Java rejoins on this one.
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-commit-rip");
+  const auto generation = m.consumer->metrics().generation;
+  mc.push_request_errors(8, {27});  // OffsetCommit: REBALANCE_IN_PROGRESS
+  CHECK(commit_error(*m.consumer) == kgroup::make_error_code(kgroup::kafka_errc::rebalance_in_progress));
+  CHECK(eventually(
+      [&] {
+        m.consumer->poll(50ms);
+        return m.consumer->metrics().generation > generation && m.consumer->group_state() == "stable";
+      },
+      30s, 1ms));
+  CHECK(commit_error(*m.consumer) == std::error_code{});
+  m.consumer->close(5s);
+}
+
+TEST_CASE("OffsetCommit ILLEGAL_GENERATION ends the membership: commit_failed, partitions lost, rejoin",
+          "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-commit-gen");
+  const auto generation = m.consumer->metrics().generation;
+  mc.push_request_errors(8, {22});  // OffsetCommit: ILLEGAL_GENERATION
+  CHECK(commit_error(*m.consumer) == kgroup::make_error_code(kgroup::client_errc::commit_failed));
+  // Until it has rejoined, a commit fails as commit_failed too (not as a retriable "joining").
+  CHECK(commit_error(*m.consumer) == kgroup::make_error_code(kgroup::client_errc::commit_failed));
+  CHECK(eventually(
+      [&] {
+        m.consumer->poll(50ms);
+        return m.listener->lost_calls() == 1 && m.consumer->metrics().generation > generation &&
+               m.consumer->group_state() == "stable";
+      },
+      30s, 1ms));
+  CHECK(m.listener->revoked_calls() == 0);
+  m.consumer->close(5s);
+}
+
+TEST_CASE("a partition-level REQUEST_TIMED_OUT on OffsetCommit is retried", "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-commit-timeout");
+  mc.push_request_errors(8, {7, 7});  // OffsetCommit: REQUEST_TIMED_OUT twice
+  CHECK(commit_error(*m.consumer) == std::error_code{});
+  const auto committed = m.consumer->committed({{"t", 0}, {"t", 1}});
+  std::int64_t total = 0;
+  for (const auto& [tp, om] : committed) total += om.offset;
+  CHECK(total == 20);
+  m.consumer->close(5s);
 }

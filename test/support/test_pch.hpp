@@ -21,5 +21,5 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <spdlog/logger.h>
+#include <catch2/catch.hpp>

@@ -958,9 +958,15 @@ void close_and_finish(harness& h, bool expect_leave_request, kafka_errc leave_er
         next.insert(next.end(), r.begin(), r.end());
       } else if (std::holds_alternative<left_group>(x)) {
         ++left;
+      } else if (std::holds_alternative<send_heartbeat>(x)) {
+        // Heartbeats go on while the revoke of close() runs.
+        auto r = h.heartbeat();
+        next.insert(next.end(), r.begin(), r.end());
       } else {
-        // Nothing else may go out while closing (no JoinGroup, SyncGroup or heartbeat).
-        REQUIRE((std::holds_alternative<assignment_changed>(x) || std::holds_alternative<report_error>(x)));
+        // Nothing else may go out while closing (no JoinGroup or SyncGroup); a callback still
+        // queued may be cancelled (close()'s own revoke replaces it).
+        REQUIRE((std::holds_alternative<assignment_changed>(x) || std::holds_alternative<report_error>(x) ||
+                 std::holds_alternative<cancel_listener>(x)));
       }
     }
     a = std::move(next);
@@ -1063,13 +1069,30 @@ TEST_CASE("member: JoinGroup errors", "[member]") {
     expect_fatal(h, h.join(join_err(e)), e);
     close_and_finish(h, false);
   }
-  SECTION("an unexpected error is reported (not fatal) and retried after a backoff") {
-    a = h.join(join_err(kafka_errc::unknown_server_error));
+  SECTION("an unexpected retriable error is reported (not fatal) and retried after a backoff") {
+    a = h.join(join_err(kafka_errc::not_enough_replicas));
     auto r = expect<report_error>(a);
     expect_empty(a);
     CHECK_FALSE(r.fatal);
     a = h.to_deadline();
     expect<send_join_group>(a);
+  }
+  SECTION("an unexpected non-retriable error is retried, and fatal, named, the tenth time in a row") {
+    // Issue 13, item 9: not a retry loop without end.
+    for (int i = 1; i < 10; ++i) {
+      a = h.join(join_err(kafka_errc::unknown_server_error));
+      CHECK_FALSE(expect<report_error>(a).fatal);
+      expect_empty(a);
+      a = h.to_deadline();
+      expect<send_join_group>(a);
+    }
+    a = h.join(join_err(kafka_errc::unknown_server_error));
+    auto r = expect<report_error>(a);
+    expect_empty(a);
+    CHECK(r.fatal);
+    CHECK(r.message.find("UNKNOWN_SERVER_ERROR") != std::string::npos);
+    CHECK(r.message.find("JoinGroup") != std::string::npos);
+    REQUIRE(h.m.state() == member_state::fatal);
   }
   SECTION("request_failed: rediscover after a backoff, rejoin") {
     a = h.failed();
@@ -1365,16 +1388,19 @@ TEST_CASE("member: no successful heartbeat for session.timeout.ms loses the part
     expect_empty(a);
     a = h.advance(1ms);
     REQUIRE(h.now == t0 + 10000ms);
+    // The hung heartbeat is abandoned at once (issue 13, item 7): the rejoin does not wait for
+    // request.timeout.ms to fail it.
+    CHECK(expect<abandon_requests>(a).node == 1);
     auto l = expect_listener(a, listener_kind::lost, t01);
     expect_empty(a);
     a = h.done(l);
     expect<assignment_changed>(a);
     expect<find_coordinator>(a);
     a = h.found();
-    expect_empty(a);  // one request at a time: the hung heartbeat must end first
-    a = h.failed();   // it times out
-    auto j = drive_to_join(h, std::move(a));
+    auto j = expect<send_join_group>(a);
     CHECK(j.request.member_id == (is_static ? "m1" : ""));
+    // (The abandoned heartbeat's own failure never reaches the core: the driver drops callbacks
+    // of requests sent before an abandon_requests.)
   }
   SECTION("a successful heartbeat just in time keeps the session") {
     auto a = h.to_deadline();
@@ -1564,7 +1590,11 @@ TEST_CASE("member: unsubscribe revokes, then leaves; subscribing again rejoins",
   auto a = h.take();
   auto r = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);
-  expect_empty(h.advance(3000ms));  // leaving: no heartbeats, no LeaveGroup before the revoke returned
+  // Leaving: no LeaveGroup before the revoke returned, but heartbeats go on meanwhile.
+  a = h.advance(3000ms);
+  expect<send_heartbeat>(a);
+  expect_empty(a);
+  expect_empty(h.heartbeat());
   a = h.done(r);
   expect<assignment_changed>(a);
   auto l = expect<send_leave_group>(a);
@@ -2442,4 +2472,159 @@ TEST_CASE("member: an assign callback not yet run when the poll times out is can
   a = h.poll();
   CHECK(count_of<run_listener>(a) == 0);  // nothing to report lost
   expect<send_join_group>(a);
+}
+
+TEST_CASE("member: unsubscribe() after a fatal error reports the partitions lost and finishes at once",
+          "[member][contract]") {
+  // Issue 13, item 9: unsubscribe() waited default.api.timeout.ms and ran no callback.
+  harness h;
+  h.make_stable(t01);
+  expect_fatal(h, h.next_heartbeat(kafka_errc::group_authorization_failed),
+               kafka_errc::group_authorization_failed);
+  h.m.unsubscribe(h.now);
+  auto a = h.take();
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  expect_empty(a);
+  a = h.done(lost);
+  expect<assignment_changed>(a);
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::unsubscribed);
+  CHECK(h.m.owned().empty());
+}
+
+TEST_CASE("member: unsubscribe() after a fatal error without partitions finishes at once",
+          "[member][contract]") {
+  harness h;
+  h.start();
+  expect_fatal(h, h.join(join_err(kafka_errc::inconsistent_group_protocol)),
+               kafka_errc::inconsistent_group_protocol);
+  h.m.unsubscribe(h.now);
+  auto a = h.take();
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::unsubscribed);
+}
+
+TEST_CASE(
+    "member: OffsetCommit errors: REBALANCE_IN_PROGRESS rejoins, ILLEGAL_GENERATION and UNKNOWN_MEMBER_ID "
+    "end the membership",
+    "[member][contract]") {
+  // Issue 13, item 8.
+  harness h;
+  h.make_stable(t01);
+  SECTION("rebalance in progress") {
+    h.m.commit_failed(h.now, 1, code(kafka_errc::rebalance_in_progress));
+    auto a = h.take();
+    auto r = expect_listener(a, listener_kind::revoked, t01);
+    expect_empty(a);
+    a = h.done(r);
+    expect<assignment_changed>(a);
+    expect<send_join_group>(a);
+    CHECK_FALSE(h.m.removed());
+  }
+  SECTION("illegal generation") {
+    h.m.commit_failed(h.now, 1, code(kafka_errc::illegal_generation));
+    auto a = h.take();
+    auto l = expect_listener(a, listener_kind::lost, t01);
+    expect_empty(a);
+    CHECK(h.m.generation() == -1);
+    CHECK(h.m.member_id() == "m1");
+    CHECK(h.m.removed());
+    a = h.done(l);
+    expect<assignment_changed>(a);
+    auto j = expect<send_join_group>(a);
+    CHECK(j.request.member_id == "m1");
+    a = h.join(join_ok("m1", 2, "leader", "range"));
+    CHECK_FALSE(h.m.removed());
+  }
+  SECTION("unknown member id") {
+    h.m.commit_failed(h.now, 1, code(kafka_errc::unknown_member_id));
+    auto a = h.take();
+    expect_listener(a, listener_kind::lost, t01);
+    CHECK(h.m.member_id().empty());
+    CHECK(h.m.removed());
+  }
+  SECTION("an answer for an older generation is ignored") {
+    h.m.commit_failed(h.now, 0, code(kafka_errc::illegal_generation));
+    expect_empty(h.take());
+    CHECK(h.m.generation() == 1);
+    CHECK(h.m.state() == member_state::stable);
+  }
+  SECTION("fenced instance id is fatal") {
+    h.m.commit_failed(h.now, 1, code(kafka_errc::fenced_instance_id));
+    auto a = h.take();
+    CHECK(expect<report_error>(a).fatal);
+    CHECK(h.m.state() == member_state::fatal);
+  }
+}
+
+TEST_CASE(
+    "member: a revoke already running when the partitions are lost: the lost callback names only the rest",
+    "[member][contract]") {
+  // Issue 13, item 9: a partition is never both revoked and lost.
+  harness h(make_options(RebalanceProtocol::cooperative));
+  h.make_stable(t012);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);
+  a = h.join(join_ok("m1", 2, "leader", "cooperative-sticky"));
+  a = h.sync(sync_ok(t01));
+  auto r = expect_listener(a, listener_kind::revoked, {{"t", 2}});
+  h.m.listener_started(h.now, r.seq);
+  // While the application's revoke of t-2 runs, the coordinator forgets the member.
+  a = h.next_heartbeat(kafka_errc::unknown_member_id);
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  CHECK(h.m.owned() == t01);
+  expect_empty(h.done(r));  // the revoke returns: stale now, changes nothing
+  a = h.done(lost);
+  CHECK(last_owned(a).empty());
+}
+
+TEST_CASE("member: unsubscribe() replaces a revoke still queued instead of running two",
+          "[member][contract]") {
+  harness h;  // eager
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto queued = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  h.m.unsubscribe(h.now);
+  a = h.take();
+  CHECK(expect<cancel_listener>(a).seq == queued.seq);
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.done(r);
+  expect<assignment_changed>(a);
+  expect<send_leave_group>(a);
+  expect_empty(a);
+}
+
+TEST_CASE("member: heartbeats go on while unsubscribe()'s revoke callback runs", "[member][contract]") {
+  harness h;
+  h.make_stable(t01);
+  h.m.unsubscribe(h.now);
+  auto a = h.take();
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  h.m.listener_started(h.now, r.seq);
+  // The callback (committing, say) takes three session timeouts: the member keeps heartbeating.
+  int heartbeats = 0;
+  if (count_of<send_heartbeat>(a) == 1) {
+    ++heartbeats;
+    expect_empty(h.heartbeat());
+  }
+  const auto until = h.now + 30000ms;
+  while (true) {
+    const auto d = h.m.next_deadline();
+    if (!d || *d > until) break;
+    h.now = *d;
+    a = h.tick();
+    if (count_of<send_heartbeat>(a) == 1) {
+      ++heartbeats;
+      expect_empty(h.heartbeat());
+    }
+  }
+  CHECK(heartbeats >= 9);
+  REQUIRE(h.m.state() == member_state::leaving);
+  a = h.done(r);
+  expect<assignment_changed>(a);
+  expect<send_leave_group>(a);
 }
