@@ -448,9 +448,12 @@ TEST_CASE("auto-commit commits a poll's records only once the application polls 
   CHECK((committed.count(tp) == 0 || committed.at(tp).offset == 0));
   // The next poll() marks the batch as processed; the following auto-commit covers it.
   const auto second = c.poll(100ms).size();
-  std::this_thread::sleep_for(600ms);
-  committed = c.committed({tp});
-  REQUIRE(committed.count(tp) == 1);
+  REQUIRE(kgroup::test::eventually(
+      [&] {
+        committed = c.committed({tp});
+        return committed.count(tp) == 1 && committed.at(tp).offset > 0;
+      },
+      5s));
   CHECK(committed.at(tp).offset == static_cast<std::int64_t>(first));
   (void)second;
   c.close(5s);

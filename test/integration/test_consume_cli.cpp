@@ -32,12 +32,14 @@
 #include <utility>
 #include <vector>
 
+#include "group_harness.hpp"
 #include "kgroup/types.hpp"
 #include "mock_cluster.hpp"
 
 extern char** environ;
 
 using namespace std::chrono_literals;
+using kgroup::test::all_partitions;
 using steady = std::chrono::steady_clock;
 
 namespace {
@@ -239,12 +241,6 @@ std::set<kgroup::topic_partition> partitions_of(const json& event) {
     out.insert({p.str("topic"), static_cast<std::int32_t>(p.num("partition").value_or(-1))});
   }
   return out;
-}
-
-std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
-  std::set<kgroup::topic_partition> s;
-  for (int i = 0; i < n; ++i) s.insert({topic, i});
-  return s;
 }
 
 // Ownership after replaying a process's listener events.

@@ -10,6 +10,7 @@
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
+using kgroup::test::all_partitions;
 using kgroup::test::polling_member;
 using kgroup::test::timeline;
 
@@ -23,12 +24,6 @@ kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::str
                         {"partition.assignment.strategy", strategy},
                         {"retry.backoff.ms", "50"},
                         {"reconnect.backoff.ms", "20"}};
-}
-
-std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
-  std::set<kgroup::topic_partition> s;
-  for (int i = 0; i < n; ++i) s.insert({topic, i});
-  return s;
 }
 
 // True when the members' listener-reported ownerships are disjoint and cover `expected`, and each
@@ -183,7 +178,8 @@ TEST_CASE("coordinator errors on group requests are retried; the group stays who
   // Heartbeats meet NOT_COORDINATOR and a moved coordinator: the member rediscovers and stays.
   mc.push_request_errors(12, {16, 15, 14});
   mc.set_coordinator("g-errors", 2);
-  std::this_thread::sleep_for(3s);
+  // It rediscovers the coordinator (broker 2) through the errors, without leaving the group.
+  CHECK(eventually([&] { return a.consumer().metrics().coordinator == 2; }, 20s));
   CHECK(a.consumer().group_state() == "stable");
   CHECK(a.listener().owned() == expected);
   CHECK(a.listener().assigned_calls() == assigned_before);

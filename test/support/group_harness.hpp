@@ -204,6 +204,13 @@ class polling_member {
   steady::duration close_took_{};
 };
 
+/// Partitions 0..n-1 of `topic`.
+inline std::set<topic_partition> all_partitions(const std::string& topic, int n) {
+  std::set<topic_partition> s;
+  for (int i = 0; i < n; ++i) s.insert({topic, i});
+  return s;
+}
+
 /// Waits until `pred` holds or `limit` passes; returns pred().
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds limit, std::chrono::milliseconds step = std::chrono::milliseconds(50)) {
