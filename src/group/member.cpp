@@ -509,11 +509,12 @@ void member::join_group_done(time_point now, const protocol::join_group_response
 }
 
 void member::assignment_computed(
-    time_point now, std::error_code ec,
+    time_point now, std::int32_t generation, std::error_code ec,
     std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
   // Only the answer to our compute_assignment counts; one that arrives after the member moved on
-  // (a poll timeout, a leave, a lost generation) is stale.
-  if (state_ != member_state::assigning) return;
+  // (a poll timeout, a leave, a lost generation), even into assigning a newer generation, is
+  // stale (issue 13, item 9).
+  if (state_ != member_state::assigning || generation != generation_) return;
   if (ec) {
     rebalance_failed();
     actions_.emplace_back(

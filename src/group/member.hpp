@@ -198,8 +198,10 @@ class member {
   void sync_group_done(time_point now, const protocol::sync_group_response& r);
   void heartbeat_done(time_point now, const protocol::heartbeat_response& r);
   void leave_group_done(time_point now, const protocol::leave_group_response& r);
+  /// The result of compute_assignment for `generation` (its job's); a result for another
+  /// generation than the one being assigned now is stale and dropped.
   void assignment_computed(
-      time_point now, std::error_code ec,
+      time_point now, std::int32_t generation, std::error_code ec,
       std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
   /// A REBALANCE_IN_PROGRESS seen on another group request (OffsetCommit) starts the rejoin.
   void rebalance_in_progress_seen(time_point now);

@@ -338,7 +338,8 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
     if (a->name() == job.protocol_name) assignor = a;
   }
   if (!assignor) {
-    member_.assignment_computed(clock::now(), make_error_code(kafka_errc::inconsistent_group_protocol), {});
+    member_.assignment_computed(clock::now(), job.generation, make_error_code(kafka_errc::inconsistent_group_protocol),
+                                {});
     return;
   }
   auto group = std::make_shared<GroupSubscription>();
@@ -364,7 +365,7 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
       [self, job = std::move(job), group, topics, assignor](std::error_code ec) {
         if (self->stopped_) return;
         if (ec) {
-          self->member_.assignment_computed(clock::now(), ec, {});
+          self->member_.assignment_computed(clock::now(), job.generation, ec, {});
           self->process();
           return;
         }
@@ -396,7 +397,7 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
         } catch (const std::exception& e) {
           logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id,
                           assignor->name(), e.what());
-          self->member_.assignment_computed(clock::now(), make_error_code(client_errc::illegal_state), {});
+          self->member_.assignment_computed(clock::now(), job.generation, make_error_code(client_errc::illegal_state), {});
           self->process();
           return;
         }
@@ -409,13 +410,13 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
           }
           protocol::bytes bytes;
           if (auto eec = assign::encode_assignment(mine, assign::assignment_version_max, bytes)) {
-            self->member_.assignment_computed(clock::now(), eec, {});
+            self->member_.assignment_computed(clock::now(), job.generation, eec, {});
             self->process();
             return;
           }
           out.push_back({m.member_id, std::move(bytes)});
         }
-        self->member_.assignment_computed(clock::now(), {}, std::move(out));
+        self->member_.assignment_computed(clock::now(), job.generation, {}, std::move(out));
         self->process();
       });
 }

@@ -11,6 +11,7 @@
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
 using kgroup::test::fake_broker;
+using kgroup::test::all_partitions;
 using kgroup::test::timeline;
 namespace proto = kgroup::protocol;
 
@@ -25,12 +26,6 @@ kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::str
                         {"auto.offset.reset", "earliest"},
                         {"retry.backoff.ms", "50"},
                         {"reconnect.backoff.ms", "20"}};
-}
-
-std::set<kgroup::topic_partition> all_partitions(const std::string& topic, int n) {
-  std::set<kgroup::topic_partition> s;
-  for (int i = 0; i < n; ++i) s.insert({topic, i});
-  return s;
 }
 
 }  // namespace
@@ -257,7 +252,7 @@ TEST_CASE(
   const auto records = c.poll(0ms);
   CHECK(records.empty());
   CHECK(l->lost_calls() == 1);
-  CHECK(c.assignment().empty());
+  CHECK(l->owned().empty());
   c.close(5s);
 }
 

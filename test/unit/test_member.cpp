@@ -359,7 +359,7 @@ struct harness {
     return take();
   }
   actions computed(std::vector<protocol::sync_group_request::sync_group_request_assignment> as) {
-    m.assignment_computed(now, {}, std::move(as));
+    m.assignment_computed(now, m.generation(), {}, std::move(as));
     return take();
   }
 
@@ -540,6 +540,10 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
 
   std::vector<protocol::sync_group_request::sync_group_request_assignment> out{
       {"m1", encode_parts({{"t", 0}})}, {"m2", encode_parts({{"t", 1}})}};
+  // A result computed for another generation is stale (issue 13, item 9): dropped.
+  h.m.assignment_computed(h.now, 0, {}, out);
+  expect_empty(h.take());
+  REQUIRE(h.m.state() == member_state::assigning);
   a = h.computed(out);
   auto s = expect<send_sync_group>(a);
   expect_empty(a);
@@ -567,7 +571,7 @@ TEST_CASE("member: the leader's failed assignment is reported and the member rej
   h.start();
   auto a = h.join(join_ok("m1", 1, "m1", "range", {"m1"}));
   expect<compute_assignment>(a);
-  h.m.assignment_computed(h.now, make_error_code(client_errc::protocol_violation), {});
+  h.m.assignment_computed(h.now, h.m.generation(), make_error_code(client_errc::protocol_violation), {});
   a = h.take();
   auto e = expect<report_error>(a);
   CHECK_FALSE(e.fatal);
@@ -2060,7 +2064,7 @@ struct scripted_coordinator {
       REQUIRE(c->generation == generation);
       REQUIRE(c->members.size() == 2);
       if (fail_now()) {
-        h.m.assignment_computed(h.now, make_error_code(client_errc::protocol_violation), {});
+        h.m.assignment_computed(h.now, h.m.generation(), make_error_code(client_errc::protocol_violation), {});
         return h.take();
       }
       return h.computed({{c->members[0].member_id, encode_parts(target)}, {"peer", encode_parts({})}});
@@ -2627,4 +2631,30 @@ TEST_CASE("member: heartbeats go on while unsubscribe()'s revoke callback runs",
   a = h.done(r);
   expect<assignment_changed>(a);
   expect<send_leave_group>(a);
+}
+
+TEST_CASE("member: a JoinGroup or SyncGroup answer of another protocol type is fatal", "[member][contract]") {
+  // Issue 13, item 9: protocol_type is checked (a group id shared with a Connect cluster, say).
+  harness h;
+  SECTION("JoinGroup") {
+    h.start();
+    auto r = join_ok("m1", 1, "leader", "range");
+    r.protocol_type = "connect";
+    auto a = h.join(r);
+    auto e = expect<report_error>(a);
+    CHECK(e.fatal);
+    CHECK(e.code == make_error_code(kafka_errc::inconsistent_group_protocol));
+    CHECK(e.message.find("connect") != std::string::npos);
+    REQUIRE(h.m.state() == member_state::fatal);
+  }
+  SECTION("SyncGroup") {
+    h.start();
+    auto a = h.join(join_ok("m1", 1, "leader", "range"));
+    expect<send_sync_group>(a);
+    auto r = sync_ok(t01);
+    r.protocol_type = "connect";
+    a = h.sync(r);
+    CHECK(expect<report_error>(a).fatal);
+    REQUIRE(h.m.state() == member_state::fatal);
+  }
 }
