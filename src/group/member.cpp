@@ -301,7 +301,7 @@ void member::listener_done(time_point now, std::uint64_t seq) {
 void member::tick(time_point now) {
   if (check_poll_timeout(now)) return;
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
-                             state_ == member_state::preparing) &&
+                             state_ == member_state::preparing || state_ == member_state::assigning) &&
                             generation_ >= 0;
   if (heartbeating && now - last_heartbeat_ok_ >= opts_.session_timeout) {
     logger()->warn(
@@ -466,6 +466,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     protocol_name_ = r.protocol_name.value_or("");
     backoff_attempts_ = 0;
     last_heartbeat_ok_ = now;
+    last_heartbeat_sent_ = now;  // the session is timed from the JoinGroup answer
     logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id,
                    generation_, member_id_, is_leader() ? " (leader)" : "", protocol_name_);
     if (is_leader() && !r.skip_assignment) {
@@ -715,7 +716,7 @@ void member::leave_group_done(time_point now, const protocol::leave_group_respon
 
 void member::membership_lost(time_point now, const std::string& what, std::int16_t c) {
   if ((state_ != member_state::stable && state_ != member_state::completing &&
-       state_ != member_state::preparing) ||
+       state_ != member_state::preparing && state_ != member_state::assigning) ||
       generation_ < 0) {
     pump(now);
     return;  // stale answer for a generation we already left (a session timeout, ...)
@@ -804,6 +805,10 @@ void member::pump(time_point now) {
       [[fallthrough]];
     case member_state::completing:
     case member_state::preparing:
+    case member_state::assigning:
+      // The leader heartbeats while its assignor runs too: the coordinator times the session of
+      // a member that has joined from the JoinGroup answer on (Java heartbeats in
+      // COMPLETING_REBALANCE), and a slow assignor must not cost the leader its membership.
       if (generation_ >= 0 && in_flight_ == in_flight::none &&
           now >= last_heartbeat_sent_ + opts_.heartbeat_interval) {
         send_heartbeat_now(now);
@@ -1139,7 +1144,7 @@ std::optional<time_point> member::next_deadline() const {
   }
   if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
-                             state_ == member_state::preparing) &&
+                             state_ == member_state::preparing || state_ == member_state::assigning) &&
                             generation_ >= 0;
   if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_ == coord_state::known) {
     consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));

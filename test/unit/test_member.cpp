@@ -534,9 +534,31 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   CHECK(c.members[0].member_id == "m1");
   CHECK(c.members[1].member_id == "m2");
 
-  // No heartbeats while the assignment is being computed; SyncGroup only after assignment_computed.
-  a = h.advance(5000ms);
+  // While the assignor runs the leader heartbeats (issue 13, item 9): its session is timed from
+  // the JoinGroup answer, and a slow assignor must not cost it the membership. SyncGroup goes out
+  // only after assignment_computed.
+  a = h.advance(3000ms);
+  auto hb = expect<send_heartbeat>(a);
   expect_empty(a);
+  CHECK(hb.request.generation_id == 1);
+  CHECK(hb.request.member_id == "m1");
+  a = h.heartbeat();
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::assigning);
+  // Past session.timeout.ms from the JoinGroup answer, kept alive by the heartbeats.
+  a = h.advance(3000ms);
+  expect<send_heartbeat>(a);
+  expect_empty(h.heartbeat());
+  a = h.advance(3000ms);
+  expect<send_heartbeat>(a);
+  expect_empty(h.heartbeat());
+  a = h.advance(3000ms);
+  expect<send_heartbeat>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.generation() == 1);
+  // This heartbeat is still in flight when the assignment is ready: SyncGroup does not wait for it,
+  // and its late answer changes nothing.
 
   std::vector<protocol::sync_group_request::sync_group_request_assignment> out{
       {"m1", encode_parts({{"t", 0}})}, {"m2", encode_parts({{"t", 1}})}};
@@ -556,6 +578,9 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   // A second assignment_computed (stale) sends nothing.
   a = h.computed(out);
   expect_empty(a);
+  a = h.heartbeat(kafka_errc::unknown_member_id);
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::syncing);
 
   a = h.sync(sync_ok({{"t", 0}}));
   expect<assignment_changed>(a);
@@ -563,6 +588,26 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   a = h.done(l);
   expect_empty(a);
   REQUIRE(h.m.state() == member_state::stable);
+}
+
+TEST_CASE("member: a leader removed while its assignor runs rejoins and drops the late assignment",
+          "[member]") {
+  harness h;
+  h.start();
+  auto a = h.join(join_ok("m1", 1, "m1", "range", {"m1", "m2"}));
+  expect<compute_assignment>(a);
+  a = h.advance(3000ms);
+  expect<send_heartbeat>(a);
+  a = h.heartbeat(kafka_errc::unknown_member_id);
+  auto j = expect<send_join_group>(a);
+  expect_empty(a);
+  CHECK(j.request.member_id.empty());
+  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.generation() == -1);
+  // The assignor's result for generation 1 arrives after the removal: dropped.
+  h.m.assignment_computed(h.now, 1, {}, {{"m1", encode_parts({{"t", 0}})}, {"m2", encode_parts({{"t", 1}})}});
+  expect_empty(h.take());
+  REQUIRE(h.m.state() == member_state::joining);
 }
 
 TEST_CASE("member: the leader's failed assignment is reported and the member rejoins after a backoff",
