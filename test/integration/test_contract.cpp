@@ -443,3 +443,61 @@ TEST_CASE("a partition-level REQUEST_TIMED_OUT on OffsetCommit is retried", "[co
   CHECK(total == 20);
   m.consumer->close(5s);
 }
+
+TEST_CASE("a revoke overtaken by the loss of the membership while it runs: its partitions are not lost too",
+          "[contract]") {
+  // Item 9: the core cancels a revoke that the user thread has already started (the member was
+  // removed meanwhile); the lost callback that follows reported the same partitions again.
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-revoke-then-lost");
+  const auto generation = m.consumer->metrics().generation;
+  std::atomic<int> revokes{0};
+  std::atomic<bool> removed_while_revoking{false};
+  m.listener->on_revoke = [&](const std::vector<kgroup::topic_partition>&) {
+    if (revokes++ != 0) return;
+    // Inside the first revoke: the coordinator removes the member (heartbeats go on meanwhile).
+    mc.push_request_errors(12, {25});  // Heartbeat: UNKNOWN_MEMBER_ID
+    removed_while_revoking = eventually([&] { return m.consumer->metrics().generation == -1; }, 10s);
+  };
+  mc.push_request_errors(12, {27});  // Heartbeat: REBALANCE_IN_PROGRESS starts an eager revoke
+  REQUIRE(eventually(
+      [&] {
+        m.consumer->poll(50ms);
+        return m.consumer->metrics().generation > generation && m.consumer->group_state() == "stable" &&
+               m.listener->owned().size() == 2;
+      },
+      30s, 1ms));
+  REQUIRE(removed_while_revoking);
+  CHECK(revokes == 1);
+  // t0 and t1 were given back once, by the revoke: no lost callback names them again.
+  CHECK(m.listener->lost_calls() == 0);
+  for (const auto& e : m.t.events()) {
+    CHECK(e.what != timeline::kind::lost);
+  }
+  m.consumer->close(5s);
+}
+
+TEST_CASE("committed() does not wait behind a JoinGroup the coordinator holds", "[contract]") {
+  // Item 9: OffsetFetch went out on the group connection, behind a JoinGroup the coordinator
+  // answers only when the rebalance ends; it waited until then (or request.timeout.ms).
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  auto cfg = group_config(mc, "g-offsets-channel");
+  cfg.set("default.api.timeout.ms", "3000");
+  kgroup::Consumer c(cfg);
+  mc.push_broker_request_errors(1, 11, {{0, 8000}});  // JoinGroup: answered after 8 s
+  c.subscribe({"t"});
+  REQUIRE(eventually([&] { return mc.broker_request_errors_left(1, 11) == 0; }, 10s));
+  CHECK(c.group_state() != "stable");
+  kgroup::OffsetMap got;
+  std::string failure;
+  try {
+    got = c.committed({{"t", 0}, {"t", 1}});
+  } catch (const kgroup::error& e) {
+    failure = e.what();
+  }
+  CHECK(failure.empty());
+  CHECK(got.empty());  // nothing committed yet
+  CHECK(c.group_state() != "stable");  // the JoinGroup is still held
+  c.close(5s);
+}
