@@ -9,7 +9,8 @@
 # group's entries named "prefix: test name" and labelled "integration-prefix"; TIMEOUT (seconds);
 # COSTS: "prefix=seconds|..." the rough duration of a group's entries, so that a parallel ctest
 # starts the long ones first (ctest learns real durations after its first run in a build tree; CI
-# always starts from a fresh one).
+# always starts from a fresh one); ENVIRONMENT (optional): a "NAME=value" for every entry (the
+# second test cluster runs the same binary with another librdkafka through LD_LIBRARY_PATH).
 if(NOT EXISTS "${EXE}")
   message(FATAL_ERROR "discover_tests: ${EXE} does not exist")
 endif()
@@ -57,6 +58,10 @@ foreach(group IN LISTS groups)
     string(APPEND content
       "add_test([==[${ctest_name}]==] [==[${EXE}]==] [==[${arg}]==])\n"
       "set_tests_properties([==[${ctest_name}]==] PROPERTIES LABELS [==[integration-${prefix}]==] TIMEOUT ${TIMEOUT} COST ${cost})\n")
+    if(ENVIRONMENT)
+      string(APPEND content
+        "set_tests_properties([==[${ctest_name}]==] PROPERTIES ENVIRONMENT [==[${ENVIRONMENT}]==])\n")
+    endif()
     math(EXPR total "${total} + 1")
   endforeach()
 endforeach()

@@ -103,6 +103,12 @@ struct ConsumerMetrics {
   double poll_idle_ratio_avg = 0;            // share of time spent waiting inside poll()
   std::int64_t max_poll_interval_ms = 0;
 
+  // ---- the wire ----
+  // Responses that decoded completely with bytes left after their last field: accepted (as Java
+  // does), logged once per broker and API. Non-zero means a broker (or proxy) writes more than
+  // the protocol defines.
+  std::int64_t responses_with_trailing_bytes_total = 0;
+
   // ---- history ----
   std::vector<RebalanceRecord> rebalances;   // the last 50, oldest first (the last may be in progress)
 };

@@ -79,7 +79,9 @@ class Consumer::impl {
       dopts.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
       inline_listener_ = true;
     }
-    cluster_ = std::make_shared<net::cluster>(io_, net::cluster_options::from_config(config_));
+    auto copts = net::cluster_options::from_config(config_);
+    shared_.metrics.wire = copts.connection.wire;
+    cluster_ = std::make_shared<net::cluster>(io_, std::move(copts));
 
     fetch::fetcher_options fo;
     fo.group_id = mo.group_id;

@@ -86,6 +86,10 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.sync_time_avg_ms = g.syncs ? ms_of(g.sync_time_total) / static_cast<double>(g.syncs) : 0;
   out.heartbeat_response_time_max_ms = ms_of(g.heartbeat_rtt_max);
   out.heartbeat_total = g.heartbeats;
+  if (m.wire) {
+    out.responses_with_trailing_bytes_total =
+        static_cast<std::int64_t>(m.wire->responses_with_trailing_bytes.load(std::memory_order_relaxed));
+  }
   if (g.last_heartbeat_response) out.last_heartbeat_seconds_ago = seconds_between(*g.last_heartbeat_response, steady_now);
   out.commit_total = m.commits;
   out.commit_latency_max_ms = m.commit_latency_max_ms;

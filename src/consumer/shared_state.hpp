@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "group/member.hpp"
+#include "net/wire_stats.hpp"
 #include "kgroup/types.hpp"
 
 namespace kgroup::detail {
@@ -88,6 +89,7 @@ struct metrics_state {
   double commit_latency_max_ms = 0;
   std::map<topic_partition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
   std::string http_endpoint;
+  std::shared_ptr<const net::wire_stats> wire;  // the connections' counters (atomic, no lock needed)
   // User thread (published by poll(), at most every 100 ms, and by metrics()).
   struct partition {
     std::int64_t position = -1;

@@ -320,6 +320,9 @@ std::string render_prometheus(const ConsumerMetrics& m) {
           m.heartbeat_response_time_max_ms);
   p.counter("kgroup_consumer_coordinator_heartbeat_total", "The total number of heartbeats sent.",
             n(m.heartbeat_total));
+  p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
+            "Broker responses that decoded completely with bytes left after their last field (accepted).",
+            n(m.responses_with_trailing_bytes_total));
   p.gauge("kgroup_consumer_coordinator_last_heartbeat_seconds_ago",
           "The number of seconds since the last successful heartbeat (-1: none yet).",
           m.last_heartbeat_seconds_ago);
@@ -432,6 +435,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
   w.field("heartbeat_response_time_max_ms", m.heartbeat_response_time_max_ms);
   w.field("heartbeat_total", m.heartbeat_total);
   w.field("last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago);
+  w.field("responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total);
   w.field("commit_latency_avg_ms", m.commit_latency_avg_ms);
   w.field("commit_latency_max_ms", m.commit_latency_max_ms);
   w.field("commit_total", m.commit_total);

@@ -32,6 +32,7 @@ cluster_options cluster_options::from_config(const Config& cfg) {
     o.bootstrap.emplace_back(host, port);
   }
   o.connection.client_id = cfg.get("client.id");
+  o.connection.wire = std::make_shared<wire_stats>();
   o.connection.request_timeout = cfg.get_ms("request.timeout.ms");
   o.connection.connect_timeout = cfg.get_ms("socket.connection.setup.timeout.ms");
   o.connection.reconnect_backoff = cfg.get_ms("reconnect.backoff.ms");

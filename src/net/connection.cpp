@@ -20,6 +20,18 @@ constexpr std::int16_t api_versions_highest = protocol::api_versions_request::hi
 constexpr std::int16_t unsupported_version_code = 35;
 }  // namespace
 
+void connection::note_trailing_bytes(std::int16_t api_key, const char* api, std::int16_t version,
+                                     std::size_t count) {
+  if (!opts_.wire) return;
+  ++opts_.wire->responses_with_trailing_bytes;
+  if (opts_.wire->first_trailing(node_id_, api_key)) {
+    logger()->info(
+        "broker {} ({}:{}): {} v{} had {} byte(s) after its last field; ignored (logged once per broker "
+        "and API, counted in responses_with_trailing_bytes_total)",
+        node_id_, host_, port_, api, version, count);
+  }
+}
+
 const char* connection::to_string(state s) noexcept {
   switch (s) {
     case state::idle:
@@ -149,19 +161,23 @@ void connection::start_handshake(std::int16_t version) {
         const std::int16_t err = peek.read_int16();
         if (!peek.ok()) return make_error_code(protocol::codec_errc::truncated);
         if (err == unsupported_version_code) {
-          // The broker answered in the v0 format with its own range for ApiVersions; retry with
-          // the highest version it supports.
-          // Real brokers use the v0 format here; some implementations (librdkafka's mock) encode
-          // the array in the requested version's format instead. If the range is not readable,
-          // step down one version.
+          // The broker answered with its own range for ApiVersions: retry at once with the
+          // highest version it supports. Real brokers write this answer in the v0 format; others
+          // use the requested version's format, so both are tried (tolerating trailing bytes).
+          // When neither carries a usable range, retry with v0, which every broker answers (as
+          // Java's NetworkClient does): one more round trip at most, never one per version.
           if (version == 0) return make_error_code(client_errc::no_compatible_version);
-          protocol::api_versions_response v0;
-          std::int16_t retry = static_cast<std::int16_t>(version - 1);
-          if (!protocol::decode(f.body(), 0, v0)) {
-            for (const auto& k : v0.api_keys) {
-              if (k.api_key == protocol::api_versions_request::api_key && k.max_version < version) {
-                retry = std::max<std::int16_t>(k.max_version, 0);
-              }
+          std::int16_t retry = 0;
+          for (const std::int16_t layout : {std::int16_t{0}, version}) {
+            protocol::api_versions_response advertised;
+            std::size_t trailing = 0;
+            if (protocol::decode(f.body(), layout, advertised, &trailing)) continue;
+            const auto k = std::find_if(advertised.api_keys.begin(), advertised.api_keys.end(), [](const auto& e) {
+              return e.api_key == protocol::api_versions_request::api_key;
+            });
+            if (k != advertised.api_keys.end() && k->max_version >= 0 && k->max_version < version) {
+              retry = k->max_version;
+              break;
             }
           }
           logger()->debug("broker {}: ApiVersions v{} unsupported, retrying with v{}", node_id_, version,
@@ -172,7 +188,12 @@ void connection::start_handshake(std::int16_t version) {
           return {};
         }
         protocol::api_versions_response resp;
-        if (auto dec = protocol::decode(f.body(), version, resp)) return dec;
+        std::size_t trailing = 0;
+        if (auto dec = protocol::decode(f.body(), version, resp, &trailing)) return dec;
+        if (trailing != 0) {
+          note_trailing_bytes(protocol::api_versions_request::api_key, protocol::api_versions_response::name,
+                              version, trailing);
+        }
         if (resp.error_code != 0) {
           logger()->warn("broker {}: ApiVersions failed: {}", node_id_, kafka_error_name(resp.error_code));
           asio::post(io_, [self = shared_from_this(), gen = generation_] {

@@ -26,6 +26,7 @@
 
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
+#include "net/wire_stats.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
 
@@ -38,6 +39,8 @@ struct connection_options {
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds reconnect_backoff_max{1000};
   std::size_t max_response_size = 100'000'000;
+  /// Shared by the connections of one client (may be null: then nothing is counted).
+  std::shared_ptr<wire_stats> wire;
 };
 
 /// A received response: the whole frame (kept alive by the shared_ptr, so views into it such as
@@ -113,6 +116,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t connects() const noexcept { return connects_; }
 
   static const char* to_string(state s) noexcept;
+  /// A response of `api` had `count` bytes after its last field (see send_adjusted).
+  void note_trailing_bytes(std::int16_t api_key, const char* api, std::int16_t version, std::size_t count);
   static void logger_mismatch(const std::string& what);
 
  private:
@@ -198,17 +203,21 @@ void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::ch
           return protocol::encode_request(req, version, corr, cid, out);
         },
         response_header_flexible<Request>(version),
-        [done = std::move(done), version](std::error_code ec,
-                                          const response_frame& f) mutable -> std::error_code {
+        [self, done = std::move(done), version](std::error_code ec,
+                                                const response_frame& f) mutable -> std::error_code {
           response resp;
           if (ec) {
             done(ec, resp, f);
             return {};
           }
-          if (auto dec = protocol::decode(f.body(), version, resp)) {
+          // Bytes after a complete response are tolerated (counted, logged once per broker and
+          // API); a truncated or inconsistent one is a protocol violation.
+          std::size_t trailing = 0;
+          if (auto dec = protocol::decode(f.body(), version, resp, &trailing)) {
             done(make_error_code(client_errc::protocol_violation), response{}, response_frame{});
             return dec;
           }
+          if (trailing != 0) self->note_trailing_bytes(Request::api_key, response::name, version, trailing);
           done(std::error_code{}, resp, f);
           return {};
         },

@@ -4620,13 +4620,15 @@ std::error_code encode(const api_versions_request& m, std::int16_t version, byte
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_request& m,
+                       std::size_t* trailing) {
   if (version < api_versions_request::lowest_version || version > api_versions_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = api_versions_request{};
   decode_api_versions_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4639,13 +4641,15 @@ std::error_code encode(const api_versions_response& m, std::int16_t version, byt
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_response& m,
+                       std::size_t* trailing) {
   if (version < api_versions_response::lowest_version || version > api_versions_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = api_versions_response{};
   decode_api_versions_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4658,13 +4662,15 @@ std::error_code encode(const metadata_request& m, std::int16_t version, bytes& o
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_request& m,
+                       std::size_t* trailing) {
   if (version < metadata_request::lowest_version || version > metadata_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = metadata_request{};
   decode_metadata_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4677,13 +4683,15 @@ std::error_code encode(const metadata_response& m, std::int16_t version, bytes& 
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_response& m,
+                       std::size_t* trailing) {
   if (version < metadata_response::lowest_version || version > metadata_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = metadata_response{};
   decode_metadata_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4696,13 +4704,15 @@ std::error_code encode(const find_coordinator_request& m, std::int16_t version, 
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_request& m,
+                       std::size_t* trailing) {
   if (version < find_coordinator_request::lowest_version || version > find_coordinator_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = find_coordinator_request{};
   decode_find_coordinator_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4715,13 +4725,15 @@ std::error_code encode(const find_coordinator_response& m, std::int16_t version,
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_response& m,
+                       std::size_t* trailing) {
   if (version < find_coordinator_response::lowest_version || version > find_coordinator_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = find_coordinator_response{};
   decode_find_coordinator_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4734,13 +4746,15 @@ std::error_code encode(const join_group_request& m, std::int16_t version, bytes&
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_request& m,
+                       std::size_t* trailing) {
   if (version < join_group_request::lowest_version || version > join_group_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = join_group_request{};
   decode_join_group_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4753,13 +4767,15 @@ std::error_code encode(const join_group_response& m, std::int16_t version, bytes
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_response& m,
+                       std::size_t* trailing) {
   if (version < join_group_response::lowest_version || version > join_group_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = join_group_response{};
   decode_join_group_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4772,13 +4788,15 @@ std::error_code encode(const sync_group_request& m, std::int16_t version, bytes&
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_request& m,
+                       std::size_t* trailing) {
   if (version < sync_group_request::lowest_version || version > sync_group_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = sync_group_request{};
   decode_sync_group_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4791,13 +4809,15 @@ std::error_code encode(const sync_group_response& m, std::int16_t version, bytes
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_response& m,
+                       std::size_t* trailing) {
   if (version < sync_group_response::lowest_version || version > sync_group_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = sync_group_response{};
   decode_sync_group_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4810,13 +4830,15 @@ std::error_code encode(const heartbeat_request& m, std::int16_t version, bytes& 
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_request& m,
+                       std::size_t* trailing) {
   if (version < heartbeat_request::lowest_version || version > heartbeat_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = heartbeat_request{};
   decode_heartbeat_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4829,13 +4851,15 @@ std::error_code encode(const heartbeat_response& m, std::int16_t version, bytes&
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_response& m,
+                       std::size_t* trailing) {
   if (version < heartbeat_response::lowest_version || version > heartbeat_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = heartbeat_response{};
   decode_heartbeat_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4848,13 +4872,15 @@ std::error_code encode(const leave_group_request& m, std::int16_t version, bytes
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_request& m,
+                       std::size_t* trailing) {
   if (version < leave_group_request::lowest_version || version > leave_group_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = leave_group_request{};
   decode_leave_group_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4867,13 +4893,15 @@ std::error_code encode(const leave_group_response& m, std::int16_t version, byte
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_response& m,
+                       std::size_t* trailing) {
   if (version < leave_group_response::lowest_version || version > leave_group_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = leave_group_response{};
   decode_leave_group_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4886,13 +4914,15 @@ std::error_code encode(const offset_commit_request& m, std::int16_t version, byt
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_request& m,
+                       std::size_t* trailing) {
   if (version < offset_commit_request::lowest_version || version > offset_commit_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_commit_request{};
   decode_offset_commit_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4905,13 +4935,15 @@ std::error_code encode(const offset_commit_response& m, std::int16_t version, by
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_response& m,
+                       std::size_t* trailing) {
   if (version < offset_commit_response::lowest_version || version > offset_commit_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_commit_response{};
   decode_offset_commit_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4924,13 +4956,15 @@ std::error_code encode(const offset_fetch_request& m, std::int16_t version, byte
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_request& m,
+                       std::size_t* trailing) {
   if (version < offset_fetch_request::lowest_version || version > offset_fetch_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_fetch_request{};
   decode_offset_fetch_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4943,13 +4977,15 @@ std::error_code encode(const offset_fetch_response& m, std::int16_t version, byt
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_response& m,
+                       std::size_t* trailing) {
   if (version < offset_fetch_response::lowest_version || version > offset_fetch_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_fetch_response{};
   decode_offset_fetch_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4962,13 +4998,15 @@ std::error_code encode(const list_offsets_request& m, std::int16_t version, byte
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_request& m,
+                       std::size_t* trailing) {
   if (version < list_offsets_request::lowest_version || version > list_offsets_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = list_offsets_request{};
   decode_list_offsets_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -4981,13 +5019,15 @@ std::error_code encode(const list_offsets_response& m, std::int16_t version, byt
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_response& m,
+                       std::size_t* trailing) {
   if (version < list_offsets_response::lowest_version || version > list_offsets_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = list_offsets_response{};
   decode_list_offsets_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5000,13 +5040,15 @@ std::error_code encode(const fetch_request& m, std::int16_t version, bytes& out)
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_request& m,
+                       std::size_t* trailing) {
   if (version < fetch_request::lowest_version || version > fetch_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = fetch_request{};
   decode_fetch_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5019,13 +5061,15 @@ std::error_code encode(const fetch_response& m, std::int16_t version, bytes& out
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_response& m,
+                       std::size_t* trailing) {
   if (version < fetch_response::lowest_version || version > fetch_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = fetch_response{};
   decode_fetch_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5038,13 +5082,15 @@ std::error_code encode(const offset_for_leader_epoch_request& m, std::int16_t ve
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_request& m,
+                       std::size_t* trailing) {
   if (version < offset_for_leader_epoch_request::lowest_version || version > offset_for_leader_epoch_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_for_leader_epoch_request{};
   decode_offset_for_leader_epoch_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5057,13 +5103,15 @@ std::error_code encode(const offset_for_leader_epoch_response& m, std::int16_t v
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_response& m,
+                       std::size_t* trailing) {
   if (version < offset_for_leader_epoch_response::lowest_version || version > offset_for_leader_epoch_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = offset_for_leader_epoch_response{};
   decode_offset_for_leader_epoch_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5076,13 +5124,15 @@ std::error_code encode(const describe_groups_request& m, std::int16_t version, b
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_request& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_request& m,
+                       std::size_t* trailing) {
   if (version < describe_groups_request::lowest_version || version > describe_groups_request::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = describe_groups_request{};
   decode_describe_groups_request(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5095,13 +5145,15 @@ std::error_code encode(const describe_groups_response& m, std::int16_t version, 
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_response& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_response& m,
+                       std::size_t* trailing) {
   if (version < describe_groups_response::lowest_version || version > describe_groups_response::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = describe_groups_response{};
   decode_describe_groups_response(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5114,13 +5166,15 @@ std::error_code encode(const consumer_protocol_subscription& m, std::int16_t ver
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_subscription& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_subscription& m,
+                       std::size_t* trailing) {
   if (version < consumer_protocol_subscription::lowest_version || version > consumer_protocol_subscription::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = consumer_protocol_subscription{};
   decode_consumer_protocol_subscription(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 
@@ -5133,13 +5187,15 @@ std::error_code encode(const consumer_protocol_assignment& m, std::int16_t versi
   return {};
 }
 
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_assignment& m) {
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_assignment& m,
+                       std::size_t* trailing) {
   if (version < consumer_protocol_assignment::lowest_version || version > consumer_protocol_assignment::highest_version) return codec_errc::unsupported_version;
   reader r(in);
   m = consumer_protocol_assignment{};
   decode_consumer_protocol_assignment(r, m, version);
   if (!r.ok()) return r.error();
-  if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
   return {};
 }
 

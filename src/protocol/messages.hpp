@@ -769,115 +769,199 @@ struct consumer_protocol_assignment {
 
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const api_versions_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const api_versions_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, api_versions_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const metadata_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const metadata_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, metadata_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const find_coordinator_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const find_coordinator_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, find_coordinator_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const join_group_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const join_group_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, join_group_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const sync_group_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const sync_group_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sync_group_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const heartbeat_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const heartbeat_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, heartbeat_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const leave_group_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const leave_group_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, leave_group_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_commit_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_commit_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_commit_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_fetch_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_fetch_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_fetch_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const list_offsets_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const list_offsets_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, list_offsets_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const fetch_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const fetch_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, fetch_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_for_leader_epoch_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const offset_for_leader_epoch_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, offset_for_leader_epoch_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const describe_groups_request& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_request& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_request& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const describe_groups_response& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_response& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_response& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_subscription& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_subscription& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_subscription& m,
+                       std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_assignment& m, std::int16_t version, bytes& out);
-/// Decodes a complete body (trailing bytes are an error).
-std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_assignment& m);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_protocol_assignment& m,
+                       std::size_t* trailing = nullptr);
 
 }  // namespace kgroup::protocol

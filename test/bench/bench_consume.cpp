@@ -743,6 +743,8 @@ int main(int argc, char** argv) {
   try {
     if (!o.child_mode.empty()) return child_main(o);
     kgroup::test::mock_cluster mc(3);
+    std::printf("# mock cluster: 3 brokers of librdkafka %s\n",
+                kgroup::test::mock_cluster::librdkafka_version_string().c_str());
     if (!seed(mc, o)) return 1;
     return o.cli ? cli_main(o, mc) : throughput_main(o, mc);
   } catch (const std::exception& e) {

@@ -750,9 +750,11 @@ int main(int argc, char** argv) {
   opt.self_exe = exe;
   signal(SIGPIPE, SIG_IGN);
 
-  std::printf("# 3 mock brokers (responses delayed %d ms), topic '%s' with %d partitions, session.timeout.ms 6000,"
-              " heartbeat.interval.ms 500; members in child processes (leave = SIGTERM, clean close; kill = SIGKILL)\n",
-              opt.rtt_ms, topic_name, partition_count);
+  std::printf("# 3 mock brokers of librdkafka %s (responses delayed %d ms), topic '%s' with %d partitions,"
+              " session.timeout.ms 6000, heartbeat.interval.ms 500; members in child processes (leave = SIGTERM,"
+              " clean close; kill = SIGKILL)\n",
+              kgroup::test::mock_cluster::librdkafka_version_string().c_str(), opt.rtt_ms, topic_name,
+              partition_count);
   if (!opt.child_log.empty()) std::printf("# members' stderr: %s\n", opt.child_log.c_str());
   std::fflush(stdout);
   std::vector<scenario_result> results;

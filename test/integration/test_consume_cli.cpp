@@ -571,7 +571,7 @@ TEST_CASE("kgroup-consume: two processes in one group split the partitions", "[c
   while (!split() && steady::now() < deadline) std::this_thread::sleep_for(50ms);
   {
     INFO("a owns " << describe(owned_after(a.events())) << ", b owns " << describe(owned_after(b.events())));
-    INFO("a:\n" << a.stdout_text() << "b:\n" << b.stdout_text());
+    INFO("a:\n" << a.stdout_text() << "b:\n" << b.stdout_text() << "b stderr:\n" << b.stderr_text() << "a stderr:\n" << a.stderr_text());
     REQUIRE(split());
   }
   // Range over 6 partitions and 2 members: 3 each.

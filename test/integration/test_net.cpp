@@ -2,7 +2,9 @@
 // mock cluster (an independent Kafka implementation), plus protocol violations from a fake broker.
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -256,7 +258,15 @@ namespace {
 // A fake broker on loopback: answers ApiVersions properly, then misbehaves as told.
 class fake_broker {
  public:
-  enum class mode { wrong_correlation_id, oversized_frame, garbage_body, unsolicited };
+  enum class mode {
+    wrong_correlation_id,
+    oversized_frame,
+    garbage_body,
+    unsolicited,
+    trailing_bytes,        // a correct Metadata answer followed by one extra byte
+    truncated,             // a Metadata answer cut short
+    unreadable_api_range,  // ApiVersions v3+ refused with a body that names no usable range
+  };
 
   explicit fake_broker(mode m) : mode_(m), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
     port_ = acceptor_.local_endpoint().port();
@@ -275,6 +285,11 @@ class fake_broker {
   }
   std::uint16_t port() const { return port_; }
   int connections() const { return connections_; }
+  /// The ApiVersions versions the broker was asked with, in order.
+  std::vector<std::int16_t> api_versions_asked() const {
+    std::lock_guard lock(mutex_);
+    return asked_;
+  }
 
  private:
   static std::vector<std::uint8_t> read_frame(asio::ip::tcp::socket& s) {
@@ -309,12 +324,21 @@ class fake_broker {
           kgroup::protocol::bytes body;
           kgroup::protocol::writer w(body);
           if (h.api_key == 18) {
+            {
+              std::lock_guard lock(mutex_);
+              asked_.push_back(h.api_version);
+            }
             // ApiVersions v0-format answer with UNSUPPORTED_VERSION for v3+, else a v0..2 answer.
             w.write_int32(h.correlation_id);
             kgroup::protocol::api_versions_response resp;
             resp.api_keys = {{18, 0, 2}, {3, 0, 2}};  // Metadata up to v2 (non-flexible)
             if (h.api_version >= 3) resp.error_code = 35;
-            (void)kgroup::protocol::encode(resp, h.api_version >= 3 ? 0 : h.api_version, body);
+            if (h.api_version >= 3 && mode_ == mode::unreadable_api_range) {
+              w.write_int16(35);
+              w.write_int32(-7);  // neither a v0 array nor a compact one: no range to read
+            } else {
+              (void)kgroup::protocol::encode(resp, h.api_version >= 3 ? 0 : h.api_version, body);
+            }
             write_frame(s, body);
             continue;
           }
@@ -333,6 +357,23 @@ class fake_broker {
               w.write_int32(0);       // throttle
               w.write_int32(100000);  // broker count far beyond the frame
               break;
+            case mode::trailing_bytes:
+            case mode::unreadable_api_range: {
+              w.write_int32(h.correlation_id);
+              kgroup::protocol::metadata_response md;
+              md.brokers.push_back({1, "127.0.0.1", port_, std::nullopt});
+              (void)kgroup::protocol::encode(md, h.api_version, body);
+              if (mode_ == mode::trailing_bytes) body.push_back(0);
+              break;
+            }
+            case mode::truncated: {
+              w.write_int32(h.correlation_id);
+              kgroup::protocol::metadata_response md;
+              md.brokers.push_back({1, "127.0.0.1", port_, std::nullopt});
+              (void)kgroup::protocol::encode(md, h.api_version, body);
+              body.resize(body.size() - 6);  // cut short: the last fields are missing
+              break;
+            }
             case mode::unsolicited:
               w.write_int32(h.correlation_id);
               (void)kgroup::protocol::encode(kgroup::protocol::metadata_response{}, h.api_version, body);
@@ -357,13 +398,15 @@ class fake_broker {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
+  mutable std::mutex mutex_;
+  std::vector<std::int16_t> asked_;
 };
 
 }  // namespace
 
 TEST_CASE("protocol violations from a broker close the connection and fail the request", "[net]") {
   auto m = GENERATE(fake_broker::mode::wrong_correlation_id, fake_broker::mode::oversized_frame,
-                    fake_broker::mode::garbage_body);
+                    fake_broker::mode::garbage_body, fake_broker::mode::truncated);
   fake_broker fb(m);
   asio::io_context io;
   kgroup::net::connection_options opts;
@@ -410,6 +453,79 @@ TEST_CASE("a response to a request never sent closes the connection", "[net]") {
   REQUIRE(run_until(io, [&] { return done; }));
   CHECK_FALSE(result);  // the real answer arrives first
   REQUIRE(run_until(io, [&] { return conn->current_state() == connection::state::backoff; }, 5s));
+  conn->close();
+  io.poll();
+}
+
+TEST_CASE("a complete response with bytes left over is accepted, counted and the connection kept", "[net]") {
+  // Issue 14, item 4: librdkafka 2.15's mock ends every flexible Metadata answer with one extra
+  // byte. Java's and librdkafka's readers stop after the last field; so does kgroup now.
+  fake_broker fb(fake_broker::mode::trailing_bytes);
+  asio::io_context io;
+  kgroup::net::connection_options opts;
+  opts.reconnect_backoff = 10ms;
+  opts.wire = std::make_shared<kgroup::net::wire_stats>();
+  auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
+  for (int i = 0; i < 3; ++i) {
+    bool done = false;
+    std::error_code result;
+    kgroup::protocol::metadata_response got;
+    conn->send(kgroup::protocol::metadata_request{},
+               [&](std::error_code ec, const kgroup::protocol::metadata_response& r) {
+                 result = ec;
+                 got = r;
+                 done = true;
+               });
+    REQUIRE(run_until(io, [&] { return done; }));
+    CHECK_FALSE(result);
+    REQUIRE(got.brokers.size() == 1);
+    CHECK(got.brokers[0].host == "127.0.0.1");
+  }
+  CHECK(conn->current_state() == connection::state::ready);
+  CHECK(fb.connections() == 1);  // never closed
+  CHECK(opts.wire->responses_with_trailing_bytes == 3);
+  conn->close();
+  io.poll();
+}
+
+TEST_CASE("an ApiVersions refusal with no readable range is retried once, at v0", "[net]") {
+  // Issue 14, item 5: the broker's advertised range is used when it can be read (see the mock
+  // cluster test above); when it cannot, v0 (which every broker answers), as Java does, not one
+  // round trip per version.
+  fake_broker fb(fake_broker::mode::unreadable_api_range);
+  asio::io_context io;
+  kgroup::net::connection_options opts;
+  opts.reconnect_backoff = 10ms;
+  auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
+  bool done = false;
+  std::error_code result;
+  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+    result = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK_FALSE(result);
+  const auto asked = fb.api_versions_asked();
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[0] == kgroup::protocol::api_versions_request::highest_version);
+  CHECK(asked[1] == 0);
+  conn->close();
+  io.poll();
+}
+
+TEST_CASE("an ApiVersions refusal in the v0 format is retried once, at the broker's highest version", "[net]") {
+  fake_broker fb(fake_broker::mode::trailing_bytes);
+  asio::io_context io;
+  kgroup::net::connection_options opts;
+  auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
+  bool ready = false;
+  conn->when_ready([&](std::error_code) { ready = true; });
+  REQUIRE(run_until(io, [&] { return ready; }));
+  CHECK(conn->current_state() == connection::state::ready);
+  const auto asked = fb.api_versions_asked();
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[0] == kgroup::protocol::api_versions_request::highest_version);
+  CHECK(asked[1] == 2);
   conn->close();
   io.poll();
 }

@@ -240,6 +240,30 @@ mock_cluster::mock_cluster(int broker_count) : broker_count_(broker_count) {
     throw std::runtime_error("unexpected mock bootstrap servers: " + bootstrap_servers_);
   }
   owner_ = owner.release();  // from here on the destructor owns it
+  const char* no_caps = std::getenv("KGROUP_MOCK_NO_CAPS");
+  if (no_caps == nullptr || std::string_view(no_caps) != "1") {
+    for (const auto& cap : version_caps()) set_api_version(cap.api_key, cap.min_version, cap.max_version);
+  }
+}
+
+int mock_cluster::librdkafka_version() noexcept { return rd_kafka_version(); }
+
+std::string mock_cluster::librdkafka_version_string() { return rd_kafka_version_str(); }
+
+std::vector<mock_cluster::version_cap> mock_cluster::version_caps() {
+  if (!modern()) return {};  // 2.0.2 offers no version it cannot parse
+  // librdkafka 2.15.1's mock (src/rdkafka_mock_handlers.c) advertises these versions but parses
+  // them wrongly; librdkafka's own client never sends them. See DESIGN.md "Test clusters".
+  return {
+      {11, 0, 5, "JoinGroup v6: flexible protocols array read with an int32 count"},
+      {14, 0, 3, "SyncGroup v4: flexible assignments array read with an int32 count"},
+      {13, 0, 2, "LeaveGroup v3-4: read and answered with the v0-2 layout"},
+  };
+}
+
+void mock_cluster::set_api_version(std::int16_t api_key, std::int16_t min_version, std::int16_t max_version) {
+  check(call_mock([&] { return rd_kafka_mock_set_apiversion(cluster_, api_key, min_version, max_version); }),
+        "versions of API " + std::to_string(api_key));
 }
 
 rd_kafka_resp_err_t mock_cluster::call_mock(const std::function<rd_kafka_resp_err_t()>& op) {

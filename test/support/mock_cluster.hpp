@@ -94,6 +94,27 @@ class mock_cluster {
   /// "127.0.0.1:PORT,127.0.0.1:PORT,..." for a client's bootstrap.servers.
   [[nodiscard]] const std::string& bootstrap_servers() const noexcept { return bootstrap_servers_; }
   [[nodiscard]] int broker_count() const noexcept { return broker_count_; }
+
+  /// The librdkafka whose mock this is (the process loads one: Debian's 2.0.2, or 2.15.1 from
+  /// .ci/rdkafka-2.15 through LD_LIBRARY_PATH), as rd_kafka_version() reports it.
+  [[nodiscard]] static int librdkafka_version() noexcept;
+  [[nodiscard]] static std::string librdkafka_version_string();
+  /// True on librdkafka 2.15 or later (flexible versions, KIP-848).
+  [[nodiscard]] static bool modern() noexcept { return librdkafka_version() >= 0x020f0000; }
+
+  /// Limits the versions the brokers offer for `api_key` (rd_kafka_mock_set_apiversion). The
+  /// constructor already caps what each mock mis-implements (see version_caps() and DESIGN.md).
+  void set_api_version(std::int16_t api_key, std::int16_t min_version, std::int16_t max_version);
+
+  /// The caps the constructor applies on this librdkafka: {api_key, min, max}. Each is a fault of
+  /// that mock's request parsing, never of kgroup. $KGROUP_MOCK_NO_CAPS=1 disables them.
+  struct version_cap {
+    std::int16_t api_key;
+    std::int16_t min_version;
+    std::int16_t max_version;
+    const char* why;
+  };
+  [[nodiscard]] static std::vector<version_cap> version_caps();
   /// Where broker `broker_id` (1..N) listens; the port stays the same while the broker is down.
   /// Throws std::out_of_range for an unknown id.
   [[nodiscard]] broker_address address_of(std::int32_t broker_id) const;

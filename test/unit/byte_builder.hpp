@@ -133,7 +133,8 @@ inline std::string hex(const std::vector<std::uint8_t>& b) {
 }
 
 /// encode(msg, v) == expected; decode(expected, v) == msg; every strict prefix fails to decode;
-/// one trailing byte gives trailing_bytes.
+/// one trailing byte gives trailing_bytes, or, with the `trailing` out-parameter, decodes to the
+/// same message with the extra bytes counted (issue 14); a prefix still fails in that mode.
 template <class M>
 void check_wire(const M& msg, std::int16_t v, const std::vector<std::uint8_t>& expected) {
   using namespace kgroup::protocol;
@@ -168,6 +169,19 @@ void check_wire(const M& msg, std::int16_t v, const std::vector<std::uint8_t>& e
   longer.push_back(0);
   M tmp;
   CHECK(decode(longer, v, tmp) == codec_errc::trailing_bytes);
+
+  std::size_t trailing = 99;
+  M tolerant;
+  CHECK_FALSE(decode(expected, v, tolerant, &trailing));
+  CHECK(trailing == 0);
+  longer.insert(longer.end(), {0xde, 0xad});
+  CHECK_FALSE(decode(longer, v, tolerant, &trailing));
+  CHECK(trailing == 3);
+  CHECK(tolerant == msg);
+  if (!expected.empty()) {
+    const bytes cut(expected.begin(), expected.end() - 1);
+    CHECK(decode(cut, v, tolerant, &trailing));
+  }
 }
 
 /// Decoded structs must be encodable, and re-encoding must be stable: if decode(in) gives x,

@@ -1,0 +1,29 @@
+// Counters of what brokers send that kgroup reads but would not send itself (issue 14): shared by
+// every connection of a Consumer, read by its metrics. No Asio here: the consumer includes it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <utility>
+
+namespace kgroup::net {
+
+struct wire_stats {
+  /// Responses that decoded completely and had bytes left after their last field. Accepted, as
+  /// Java's and librdkafka's readers stop after the last field; logged once per broker and API.
+  std::atomic<std::uint64_t> responses_with_trailing_bytes{0};
+
+  /// True the first time (broker, api) is seen: the caller logs then.
+  bool first_trailing(std::int32_t node, std::int16_t api_key) {
+    std::lock_guard lock(mutex_);
+    return logged_.emplace(node, api_key).second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::pair<std::int32_t, std::int16_t>> logged_;
+};
+
+}  // namespace kgroup::net
