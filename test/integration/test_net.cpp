@@ -489,8 +489,8 @@ TEST_CASE("a complete response with bytes left over is accepted, counted and the
 }
 
 TEST_CASE("an ApiVersions refusal with no readable range is retried once, at v0", "[net]") {
-  // Issue 14, item 5: the broker's advertised range is used when it can be read (see the mock
-  // cluster test above); when it cannot, v0 (which every broker answers), as Java does, not one
+  // Issue 14, item 5: the broker's advertised range is used when it can be read (the next test);
+  // when it cannot (both librdkafka mocks), v0, which every broker answers, as Java does: not one
   // round trip per version.
   fake_broker fb(fake_broker::mode::unreadable_api_range);
   asio::io_context io;

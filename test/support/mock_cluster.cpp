@@ -244,6 +244,27 @@ mock_cluster::mock_cluster(int broker_count) : broker_count_(broker_count) {
   if (no_caps == nullptr || std::string_view(no_caps) != "1") {
     for (const auto& cap : version_caps()) set_api_version(cap.api_key, cap.min_version, cap.max_version);
   }
+  // Both mocks answer a follower's SyncGroup that arrives after the leader's with INVALID_REQUEST
+  // (rdkafka_mock_cgrp.c: a SyncGroup in state Up; real Kafka returns the member's assignment).
+  // librdkafka's own leader never wins that race (it fetches metadata on its main thread before
+  // assigning); kgroup's leader refreshes metadata in well under a millisecond on loopback, so on
+  // a loaded machine a follower whose thread waits for a CPU loses it, rejoins, and loses again
+  // in every later rebalance. Metadata answers are delayed a little so the followers' SyncGroups
+  // come first, as on a real network. $KGROUP_MOCK_METADATA_DELAY_MS overrides (0: none).
+  int metadata_delay_ms = default_metadata_delay_ms;
+  if (const char* d = std::getenv("KGROUP_MOCK_METADATA_DELAY_MS"); d != nullptr && *d != '\0') {
+    metadata_delay_ms = std::max(0, std::atoi(d));
+  }
+  if (metadata_delay_ms > 0) {
+    constexpr std::int16_t metadata_api = 3;
+    for (std::int32_t b = 1; b <= broker_count; ++b) {
+      for (int i = 0; i < metadata_delays_per_broker; ++i) {
+        check(rd_kafka_mock_broker_push_request_error_rtts(cluster_, b, metadata_api, 1, RD_KAFKA_RESP_ERR_NO_ERROR,
+                                                           metadata_delay_ms),
+              "metadata delay on broker " + std::to_string(b));
+      }
+    }
+  }
 }
 
 int mock_cluster::librdkafka_version() noexcept { return rd_kafka_version(); }

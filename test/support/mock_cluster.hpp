@@ -115,6 +115,12 @@ class mock_cluster {
     const char* why;
   };
   [[nodiscard]] static std::vector<version_cap> version_caps();
+
+  /// Every broker delays its next `metadata_delays_per_broker` Metadata answers by this much (see
+  /// the constructor: the mocks' late-follower SyncGroup fault). Tests that count Metadata
+  /// requests or inject Metadata errors per broker must know: that per-broker stack is in use.
+  static constexpr int default_metadata_delay_ms = 25;
+  static constexpr int metadata_delays_per_broker = 5000;
   /// Where broker `broker_id` (1..N) listens; the port stays the same while the broker is down.
   /// Throws std::out_of_range for an unknown id.
   [[nodiscard]] broker_address address_of(std::int32_t broker_id) const;
