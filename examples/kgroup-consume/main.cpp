@@ -279,47 +279,9 @@ class record_printer {
 
 // ---- errors ----------------------------------------------------------------------------------
 
-// The enum's name in upper case. error.hpp has no name function for client errors, so they are
-// listed here. The default case keeps a client_errc added later from breaking the -Werror build
-// (-Wswitch); such a code prints as CLIENT_ERROR_<n> until it is added below.
-std::string client_error_name(int value) {
-  using kgroup::client_errc;
-  switch (static_cast<client_errc>(value)) {
-    case client_errc::invalid_config: return "INVALID_CONFIG";
-    case client_errc::no_compatible_version: return "NO_COMPATIBLE_VERSION";
-    case client_errc::connection_failed: return "CONNECTION_FAILED";
-    case client_errc::connection_closed: return "CONNECTION_CLOSED";
-    case client_errc::request_timed_out: return "REQUEST_TIMED_OUT";
-    case client_errc::protocol_violation: return "PROTOCOL_VIOLATION";
-    case client_errc::no_brokers_available: return "NO_BROKERS_AVAILABLE";
-    case client_errc::shutting_down: return "SHUTTING_DOWN";
-    case client_errc::coordinator_not_found: return "COORDINATOR_NOT_FOUND";
-    case client_errc::woken_up: return "WOKEN_UP";
-    case client_errc::closed: return "CLOSED";
-    case client_errc::illegal_state: return "ILLEGAL_STATE";
-    case client_errc::fatal_group_error: return "FATAL_GROUP_ERROR";
-    case client_errc::commit_failed: return "COMMIT_FAILED";
-    case client_errc::offset_out_of_range: return "OFFSET_OUT_OF_RANGE";
-    case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
-    default: break;
-  }
-  return "CLIENT_ERROR_" + std::to_string(value);
-}
-
-std::string error_code_name(const std::error_code& ec) {
-  if (ec.category() == kgroup::kafka_category()) return kgroup::kafka_error_name(ec.value());
-  if (ec.category() == kgroup::client_category()) return client_error_name(ec.value());
-  // Not expected from kgroup's API; keep it identifiable rather than inventing a name.
-  std::string name = ec.category().name();
-  for (auto& ch : name) {
-    if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
-  }
-  return name + "_" + std::to_string(ec.value());
-}
-
 void emit_error(const std::exception& e) {
   if (const auto* ke = dynamic_cast<const kgroup::error*>(&e)) {
-    json_line("error").str("code", error_code_name(ke->code())).str("message", ke->what()).emit();
+    json_line("error").str("code", kgroup::error_name(ke->code())).str("message", ke->what()).emit();
   } else {
     json_line("error").str("code", "UNKNOWN").str("message", e.what()).emit();
   }
@@ -591,7 +553,7 @@ void commit_processed(kgroup::Consumer& consumer, const options& o, bool last) {
         } else {
           consumer.commit_async([](const kgroup::OffsetMap&, std::error_code ec) {
             if (ec) {
-              json_line("error").str("code", error_code_name(ec)).str("message", "async commit failed: " + ec.message()).emit();
+              json_line("error").str("code", kgroup::error_name(ec)).str("message", "async commit failed: " + ec.message()).emit();
             }
           });
         }

@@ -107,6 +107,11 @@ class Consumer {
   ~Consumer();
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
+  /// Movable (its background thread and state move along). A moved-from Consumer may only be
+  /// destroyed or assigned to; any other call throws kgroup::error(client_errc::illegal_state).
+  /// Move assignment first closes the Consumer assigned to, as its destructor would.
+  Consumer(Consumer&& other) noexcept;
+  Consumer& operator=(Consumer&& other) noexcept;
 
   /// Subscribes to `topics` (replacing any earlier subscription) and joins the group on the next
   /// poll(). `listener` may be null. Throws kgroup::error for an empty topic name or after close().
@@ -202,9 +207,10 @@ class Consumer {
   /// off. With port 0 in the configuration this is the port the system picked.
   std::string http_endpoint() const;
 
-  class impl;
-
  private:
+  class impl;
+  impl& self() const;
+  void close_quietly() noexcept;
   std::unique_ptr<impl> impl_;
 };
 

@@ -42,12 +42,19 @@ enum class client_errc {
   commit_failed,             // the commit cannot succeed: this member's generation is gone
   offset_out_of_range,       // no valid position and auto.offset.reset=none
   partition_not_found,       // a partition of the assignment disappeared from metadata
+  invalid_argument,          // an argument of the call is invalid (empty topic, negative offset, ...)
 };
 
 const std::error_category& client_category() noexcept;
 inline std::error_code make_error_code(client_errc e) noexcept {
   return {static_cast<int>(e), client_category()};
 }
+
+/// The name of any error kgroup reports, for logs and machine-readable output: Kafka's name for a
+/// Kafka code ("REBALANCE_IN_PROGRESS", see kafka_error_name), the client_errc enumerator in upper
+/// case for a client error ("COMMIT_FAILED"), the codec's for a decoding error ("TRUNCATED");
+/// otherwise the category's name and the value ("GENERIC_110"). "NONE" for no error.
+std::string error_name(const std::error_code& ec);
 
 /// Exception thrown by the public API on the caller's thread. code() tells what happened.
 class error : public std::runtime_error {

@@ -1,6 +1,6 @@
 // The Consumer facade: the user-thread side. Everything protocol-related happens on the
 // background thread (net/group_driver); this file posts user calls there and runs listener
-// callbacks that the background thread queues (see consumer/shared_state.hpp).
+// callbacks that the background thread queues (see runtime/shared_state.hpp).
 #include "kgroup/consumer.hpp"
 
 #include <atomic>
@@ -12,8 +12,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "base/backoff.hpp"
 #include "consumer/make_metrics.hpp"
-#include "consumer/shared_state.hpp"
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/txn_filter.hpp"
@@ -22,6 +22,7 @@
 #include "net/cluster.hpp"
 #include "net/group_driver.hpp"
 #include "protocol/records.hpp"
+#include "runtime/shared_state.hpp"
 
 namespace kgroup {
 
@@ -131,10 +132,11 @@ class Consumer::impl {
 
   void subscribe(std::vector<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener) {
     check_open();
-    check_can_subscribe();
+    // Arguments first: a refused subscribe() changes nothing (before, it left the mode subscribed).
     for (const auto& t : topics) {
-      if (t.empty()) throw error(make_error_code(client_errc::invalid_config), "subscribe: empty topic name");
+      if (t.empty()) throw error(make_error_code(client_errc::invalid_argument), "subscribe(): empty topic name");
     }
+    check_can_subscribe();
     set_listener(std::move(listener));
     post([this, topics = std::move(topics)]() mutable { driver_->subscribe(std::move(topics)); });
   }
@@ -174,7 +176,9 @@ class Consumer::impl {
     }
     for (const auto& tp : tps) {
       if (tp.topic.empty() || tp.partition < 0) {
-        throw error(make_error_code(client_errc::invalid_config), "assign(): invalid topic partition");
+        throw error(make_error_code(client_errc::invalid_argument),
+                    "assign(): invalid topic partition (topic '" + tp.topic +
+                        "', partition " + std::to_string(tp.partition) + ")");
       }
     }
     mode_ = tps.empty() ? mode::none : mode::manual;
@@ -352,7 +356,8 @@ class Consumer::impl {
 
   void seek(const topic_partition& tp, std::int64_t offset) {
     check_open();
-    if (offset < 0) throw error(make_error_code(client_errc::illegal_state), "seek(): negative offset");
+    if (offset < 0) throw error(make_error_code(client_errc::invalid_argument),
+                                   "seek(): negative offset " + std::to_string(offset));
     auto& p = parts_[tp];
     p.position = offset;
     p.user_seeked = true;
@@ -845,11 +850,13 @@ class Consumer::impl {
   }
 
   // Sends a coordinator request through `send(id)` on the background thread and waits for its
-  // answer. Coordinator errors (being looked up, moved, loading) are retried with a growing pause
-  // until `deadline`; any other error, or running out of time, is thrown.
+  // answer. Coordinator errors (being looked up, moved, loading) are retried after
+  // retry.backoff.ms, doubling up to retry.backoff.max.ms, until `deadline`; any other error, or
+  // one whose retry would come after the deadline, is thrown.
   template <class Send>
   detail::commit_done coordinator_request(Send send, clock::time_point deadline, const char* what) {
-    for (int attempt = 0;; ++attempt) {
+    base::backoff retry(config_.get_ms("retry.backoff.ms"), config_.get_ms("retry.backoff.max.ms"));
+    for (;;) {
       const std::uint64_t id = ++next_request_id_;
       post([send, id] { send(id); });
       auto done = wait_request(id, deadline);
@@ -857,11 +864,11 @@ class Consumer::impl {
         throw error(make_error_code(client_errc::request_timed_out),
                     std::string(what) + ": no answer in time");
       if (!done->code) return std::move(*done);
-      if (!retriable_coordinator_error(done->code) ||
-          clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      const auto wait = retry.next();
+      if (!retriable_coordinator_error(done->code) || clock::now() + wait >= deadline) {
         throw error(done->code, done->message);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+      std::this_thread::sleep_for(wait);
     }
   }
 
@@ -1208,7 +1215,20 @@ Consumer::Consumer(const Config& config) : Consumer(config, {}) {}
 Consumer::Consumer(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom_assignors)
     : impl_(std::make_unique<impl>(config, std::move(custom_assignors))) {}
 
-Consumer::~Consumer() {
+Consumer::~Consumer() { close_quietly(); }
+
+Consumer::Consumer(Consumer&& other) noexcept = default;
+
+Consumer& Consumer::operator=(Consumer&& other) noexcept {
+  if (this != &other) {
+    close_quietly();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+void Consumer::close_quietly() noexcept {
+  if (!impl_) return;  // moved from
   try {
     impl_->close(std::chrono::seconds(30));
   } catch (const std::exception& e) {
@@ -1216,90 +1236,95 @@ Consumer::~Consumer() {
   }
 }
 
+Consumer::impl& Consumer::self() const {
+  if (!impl_) throw error(make_error_code(client_errc::illegal_state), "this Consumer was moved from");
+  return *impl_;
+}
+
 void Consumer::subscribe(const std::vector<std::string>& topics,
                          std::shared_ptr<ConsumerRebalanceListener> listener) {
-  impl_->subscribe(topics, std::move(listener));
+  self().subscribe(topics, std::move(listener));
 }
 void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
-  impl_->subscribe(pattern, std::move(listener));
+  self().subscribe(pattern, std::move(listener));
 }
 void Consumer::unsubscribe() {
-  impl_->unsubscribe();
+  self().unsubscribe();
 }
 void Consumer::assign(const std::set<topic_partition>& partitions) {
-  impl_->assign(partitions);
+  self().assign(partitions);
 }
 void Consumer::unassign() {
-  impl_->unassign();
+  self().unassign();
 }
 ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) {
-  return impl_->poll(timeout);
+  return self().poll(timeout);
 }
 void Consumer::commit_sync() {
-  impl_->commit_sync();
+  self().commit_sync();
 }
 void Consumer::commit_sync(const OffsetMap& offsets) {
-  impl_->commit_sync(offsets);
+  self().commit_sync(offsets);
 }
 void Consumer::commit_async(CommitCallback callback) {
-  impl_->commit_async(std::move(callback));
+  self().commit_async(std::move(callback));
 }
 void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
-  impl_->commit_async(offsets, std::move(callback));
+  self().commit_async(offsets, std::move(callback));
 }
 OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) {
-  return impl_->committed(partitions);
+  return self().committed(partitions);
 }
 std::int64_t Consumer::position(const topic_partition& partition) {
-  return impl_->position(partition);
+  return self().position(partition);
 }
 void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
-  impl_->seek(partition, offset);
+  self().seek(partition, offset);
 }
 void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) {
-  impl_->seek_to(partitions, true);
+  self().seek_to(partitions, true);
 }
 void Consumer::seek_to_end(const std::set<topic_partition>& partitions) {
-  impl_->seek_to(partitions, false);
+  self().seek_to(partitions, false);
 }
 void Consumer::pause(const std::set<topic_partition>& partitions) {
-  impl_->pause(partitions);
+  self().pause(partitions);
 }
 void Consumer::resume(const std::set<topic_partition>& partitions) {
-  impl_->resume(partitions);
+  self().resume(partitions);
 }
 std::set<topic_partition> Consumer::paused() const {
-  return impl_->paused();
+  return self().paused();
 }
 std::set<topic_partition> Consumer::assignment() const {
-  return impl_->assignment();
+  return self().assignment();
 }
 std::vector<std::string> Consumer::subscription() const {
-  return impl_->subscription();
+  return self().subscription();
 }
 ConsumerGroupMetadata Consumer::group_metadata() const {
-  return impl_->group_metadata();
+  return self().group_metadata();
 }
 void Consumer::enforce_rebalance(const std::string& reason) {
-  impl_->enforce_rebalance(reason);
+  self().enforce_rebalance(reason);
 }
 void Consumer::wakeup() {
-  impl_->wakeup();
+  self().wakeup();
 }
 void Consumer::close(std::chrono::milliseconds timeout) {
-  impl_->close(timeout);
+  self().close(timeout);
 }
 std::string Consumer::group_state() const {
-  return impl_->state();
+  return self().state();
 }
 ConsumerMetrics Consumer::metrics() const {
-  return impl_->metrics();
+  return self().metrics();
 }
 void Consumer::set_statistics_callback(StatisticsCallback callback) {
-  impl_->set_statistics_callback(std::move(callback));
+  self().set_statistics_callback(std::move(callback));
 }
 std::string Consumer::http_endpoint() const {
-  return impl_->http_endpoint();
+  return self().http_endpoint();
 }
 
 }  // namespace kgroup

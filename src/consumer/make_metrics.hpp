@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "consumer/shared_state.hpp"
+#include "runtime/shared_state.hpp"
 #include "kgroup/metrics.hpp"
 
 namespace kgroup::detail {

@@ -3,7 +3,7 @@
 // leader with a bound on buffered bytes, and commits (OffsetCommit) for the user thread.
 //
 // Records are not decoded here: each partition's record bytes go to the user thread with the
-// frame that holds them (consumer/shared_state.hpp), which parses them inside poll(). This thread
+// frame that holds them (runtime/shared_state.hpp), which parses them inside poll(). This thread
 // only reads batch headers to know where the next Fetch starts.
 #pragma once
 
@@ -18,7 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "consumer/shared_state.hpp"
+#include "runtime/shared_state.hpp"
 #include "fetch/fetch_session.hpp"
 #include "net/cluster.hpp"
 

@@ -140,7 +140,8 @@ bool transition_allowed(member_state from, member_state to) noexcept {
 member::member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment)
     : opts_(std::move(opts)),
       build_protocols_(std::move(build_protocols)),
-      decode_assignment_(std::move(decode_assignment)) {}
+      decode_assignment_(std::move(decode_assignment)),
+      retry_backoff_(opts_.retry_backoff, opts_.retry_backoff_max) {}  // no jitter: deterministic tests
 
 void member::transition(member_state to, const char* reason) {
   if (to == state_) return;
@@ -382,7 +383,7 @@ bool member::check_poll_timeout(time_point now) {
 void member::coordinator_found(time_point now, std::int32_t node_id) {
   coord_ = coord_state::known;
   coordinator_ = node_id;
-  backoff_attempts_ = 0;
+  retry_backoff_.reset();
   backoff_until_ = {};
   logger()->info("group '{}': coordinator is broker {}", opts_.group_id, node_id);
   pump(now);
@@ -464,7 +465,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     removed_ = false;
     leader_id_ = r.leader;
     protocol_name_ = r.protocol_name.value_or("");
-    backoff_attempts_ = 0;
+    retry_backoff_.reset();
     last_heartbeat_ok_ = now;
     last_heartbeat_sent_ = now;  // the session is timed from the JoinGroup answer
     logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id,
@@ -604,7 +605,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     pending_assignment_ = std::move(assigned);
     last_heartbeat_ok_ = now;
     last_heartbeat_sent_ = now;
-    backoff_attempts_ = 0;
+    retry_backoff_.reset();
     transition(member_state::completing, "SyncGroup done");
     complete_assignment(now);
     pump(now);
@@ -1053,12 +1054,7 @@ void member::mark_coordinator_unknown(time_point, const char* why) {
   coordinator_.reset();
 }
 
-void member::backoff(time_point now) {
-  ++backoff_attempts_;
-  ms b = opts_.retry_backoff;
-  for (int i = 1; i < backoff_attempts_ && b < opts_.retry_backoff_max; ++i) b *= 2;
-  backoff_until_ = now + std::min(b, opts_.retry_backoff_max);
-}
+void member::backoff(time_point now) { backoff_until_ = now + retry_backoff_.next(); }
 
 void member::heartbeat_after_backoff() {
   // A failed heartbeat is retried once the backoff ends, not a whole heartbeat.interval.ms later

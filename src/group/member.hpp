@@ -18,17 +18,13 @@
 #include <variant>
 #include <vector>
 
+#include "base/backoff.hpp"
+#include "group/types.hpp"
 #include "kgroup/assignor.hpp"
-#include "kgroup/metrics.hpp"
 #include "kgroup/types.hpp"
 #include "protocol/messages.hpp"
 
 namespace kgroup::group {
-
-using clock = std::chrono::steady_clock;
-using time_point = clock::time_point;
-using ms = std::chrono::milliseconds;
-using partition_set = std::set<topic_partition>;
 
 /// Membership states. Exactly one at a time; transitions are listed in transition_allowed().
 enum class member_state {
@@ -45,9 +41,6 @@ enum class member_state {
   closed,          // close finished; terminal
 };
 const char* to_string(member_state s) noexcept;
-
-enum class listener_kind { revoked, assigned, lost };
-const char* to_string(listener_kind k) noexcept;
 
 struct member_options {
   std::string group_id;
@@ -120,39 +113,6 @@ struct abandon_requests {
 using action = std::variant<find_coordinator, send_join_group, send_sync_group, send_heartbeat,
                             send_leave_group, compute_assignment, run_listener, assignment_changed,
                             report_error, left_group, cancel_listener, abandon_requests>;
-
-/// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
-struct rebalance_entry {
-  RebalanceCause cause = RebalanceCause::group_rebalancing;
-  std::string detail;
-  time_point start{};
-  std::optional<time_point> end;  // unset while in progress
-  std::int32_t generation = -1;
-  bool completed = false;
-  partition_set revoked, assigned, lost;
-};
-
-/// What the core measured, for metrics (Java's consumer-coordinator metrics). `version` changes
-/// whenever anything else does, so the driver copies only what changed.
-struct member_stats {
-  std::uint64_t version = 0;
-  std::int64_t rebalances = 0;         // completed
-  std::int64_t failed_rebalances = 0;  // failed JoinGroup/SyncGroup attempts and rejected assignments
-  ms rebalance_latency_total{0};
-  ms rebalance_latency_max{0};
-  std::deque<time_point> completed_at;  // completion times of the last hour (trimmed at each completion)
-  std::int64_t joins = 0;               // successful JoinGroups, and their round-trip times
-  ms join_time_total{0};
-  ms join_time_max{0};
-  std::int64_t syncs = 0;
-  ms sync_time_total{0};
-  ms sync_time_max{0};
-  std::int64_t heartbeats = 0;  // heartbeat responses of any outcome
-  ms heartbeat_rtt_max{0};
-  std::optional<time_point> last_heartbeat_response;
-  std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
-  static constexpr std::size_t history_max = 50;
-};
 
 /// Builds the JoinGroup protocol list (assignor name + encoded subscription), given what the core
 /// knows about itself. Pure; injected so the core needs no codec for the consumer protocol.
@@ -312,7 +272,7 @@ class member {
   coord_state coord_ = coord_state::unknown;
   std::optional<std::int32_t> coordinator_;
   time_point backoff_until_{};
-  int backoff_attempts_ = 0;
+  base::backoff retry_backoff_;
   time_point last_heartbeat_sent_{};
   time_point last_heartbeat_ok_{};
   time_point last_poll_{};  // poll() called or returned, or a callback inside it began or ended

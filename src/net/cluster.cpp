@@ -79,9 +79,7 @@ void cluster::close() {
 }
 
 std::chrono::milliseconds cluster::backoff_for(int attempt) const {
-  auto b = opts_.retry_backoff;
-  for (int i = 1; i < attempt && b < opts_.retry_backoff_max; ++i) b *= 2;
-  return std::min(b, opts_.retry_backoff_max);
+  return base::backoff(opts_.retry_backoff, opts_.retry_backoff_max).delay(attempt);
 }
 
 std::shared_ptr<connection> cluster::broker(std::int32_t node_id, channel ch) {

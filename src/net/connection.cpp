@@ -62,7 +62,8 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       resolver_(io),
       socket_(io),
       timer_(io),
-      rng_(std::random_device{}()) {}
+      // 20% jitter either way, so many clients do not reconnect in lockstep.
+      reconnect_backoff_(opts_.reconnect_backoff, opts_.reconnect_backoff_max, 0.2) {}
 
 connection::~connection() = default;
 
@@ -204,7 +205,7 @@ void connection::start_handshake(std::int16_t version) {
         }
         versions_.assign(resp);
         state_ = state::ready;
-        failures_ = 0;
+        reconnect_backoff_.reset();
         ++connects_;
         logger()->debug("broker {} ({}:{}): ready (ApiVersions v{}, {} APIs)", node_id_, host_, port_,
                         version, resp.api_keys.size());
@@ -394,22 +395,10 @@ void connection::on_timer() {
   arm_timer();
 }
 
-std::chrono::milliseconds connection::next_backoff() {
-  const auto base = opts_.reconnect_backoff.count();
-  const auto cap = opts_.reconnect_backoff_max.count();
-  double b = static_cast<double>(base);
-  for (int i = 1; i < failures_ && b < static_cast<double>(cap); ++i) b *= 2;
-  b = std::min(b, static_cast<double>(cap));
-  // 20% jitter either way, so many clients do not reconnect in lockstep.
-  std::uniform_real_distribution<double> jitter(0.8, 1.2);
-  return std::chrono::milliseconds(static_cast<std::int64_t>(b * jitter(rng_)));
-}
-
 void connection::fail(std::error_code ec, const char* why) {
   if (state_ == state::closed) return;
   const bool was_ready = state_ == state::ready;
   ++generation_;
-  ++failures_;
   boost::system::error_code ignored;
   resolver_.cancel();
   socket_.close(ignored);
@@ -418,7 +407,7 @@ void connection::fail(std::error_code ec, const char* why) {
   auto in_flight = std::move(in_flight_);
   in_flight_.clear();
   state_ = state::backoff;
-  const auto wait = next_backoff();
+  const auto wait = reconnect_backoff_.next();
   backoff_until_ = clock::now() + wait;
   if (ec == make_error_code(client_errc::shutting_down)) {
     logger()->debug("broker {} ({}:{}): {}", node_id_, host_, port_, why);

@@ -16,7 +16,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <system_error>
 
@@ -24,9 +23,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "base/backoff.hpp"
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
-#include "net/wire_stats.hpp"
+#include "runtime/wire_stats.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
 
@@ -153,7 +153,6 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_timer();
   void fail(std::error_code ec, const char* why);
   void flush_waiters(std::error_code ec);
-  std::chrono::milliseconds next_backoff();
 
   boost::asio::io_context& io_;
   std::int32_t node_id_;
@@ -166,7 +165,7 @@ class connection : public std::enable_shared_from_this<connection> {
   state state_ = state::idle;
   std::chrono::steady_clock::time_point backoff_until_{};
   std::chrono::steady_clock::time_point connect_deadline_{};
-  int failures_ = 0;  // consecutive failed attempts, for the exponential backoff
+  base::backoff reconnect_backoff_;  // consecutive failed attempts since the last `ready`
   std::uint64_t connects_ = 0;
   std::uint64_t generation_ = 0;  // bumped on every close, so stale async completions are ignored
   std::int32_t next_correlation_id_ = 1;
@@ -176,7 +175,6 @@ class connection : public std::enable_shared_from_this<connection> {
   std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
-  std::mt19937 rng_;
 };
 
 template <class Request, class Adjust, class Handler>

@@ -16,7 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "consumer/shared_state.hpp"
+#include "runtime/shared_state.hpp"
 #include "group/member.hpp"
 #include "net/cluster.hpp"
 

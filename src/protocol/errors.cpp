@@ -2,6 +2,7 @@
 #include <array>
 
 #include "kgroup/error.hpp"
+#include "protocol/primitives.hpp"
 
 namespace kgroup {
 
@@ -55,6 +56,7 @@ class client_category_impl final : public std::error_category {
       case client_errc::commit_failed: return "commit failed: this member is no longer part of the group generation";
       case client_errc::offset_out_of_range: return "offset out of range and auto.offset.reset=none";
       case client_errc::partition_not_found: return "partition no longer exists in the cluster metadata";
+      case client_errc::invalid_argument: return "invalid argument";
     }
     return "unknown client error";
   }
@@ -75,6 +77,54 @@ const std::error_category& client_category() noexcept {
 std::string kafka_error_name(int code) {
   const error_row* r = find_row(code);
   return r ? std::string(r->name) : "UNKNOWN_ERROR_" + std::to_string(code);
+}
+
+namespace {
+
+const char* client_error_name(client_errc e) noexcept {
+  switch (e) {  // no default: -Wswitch names a client_errc added without a name here
+    case client_errc::invalid_config: return "INVALID_CONFIG";
+    case client_errc::no_compatible_version: return "NO_COMPATIBLE_VERSION";
+    case client_errc::connection_failed: return "CONNECTION_FAILED";
+    case client_errc::connection_closed: return "CONNECTION_CLOSED";
+    case client_errc::request_timed_out: return "REQUEST_TIMED_OUT";
+    case client_errc::protocol_violation: return "PROTOCOL_VIOLATION";
+    case client_errc::no_brokers_available: return "NO_BROKERS_AVAILABLE";
+    case client_errc::shutting_down: return "SHUTTING_DOWN";
+    case client_errc::coordinator_not_found: return "COORDINATOR_NOT_FOUND";
+    case client_errc::woken_up: return "WOKEN_UP";
+    case client_errc::closed: return "CLOSED";
+    case client_errc::illegal_state: return "ILLEGAL_STATE";
+    case client_errc::fatal_group_error: return "FATAL_GROUP_ERROR";
+    case client_errc::commit_failed: return "COMMIT_FAILED";
+    case client_errc::offset_out_of_range: return "OFFSET_OUT_OF_RANGE";
+    case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
+    case client_errc::invalid_argument: return "INVALID_ARGUMENT";
+  }
+  return nullptr;
+}
+
+std::string upper(std::string s) {
+  for (auto& ch : s) {
+    if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+    if (ch == '.') ch = '_';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string error_name(const std::error_code& ec) {
+  if (!ec) return "NONE";
+  if (ec.category() == kafka_category()) return kafka_error_name(ec.value());
+  if (ec.category() == client_category()) {
+    if (const char* n = client_error_name(static_cast<client_errc>(ec.value()))) return n;
+    return "CLIENT_ERROR_" + std::to_string(ec.value());
+  }
+  if (ec.category() == protocol::codec_category()) {
+    if (const char* n = protocol::codec_error_name(ec.value())) return upper(n);
+  }
+  return upper(ec.category().name()) + "_" + std::to_string(ec.value());
 }
 
 bool is_retriable(kafka_errc e) noexcept {

@@ -54,6 +54,27 @@ void store_be(bytes& out, U v) {
 
 }  // namespace
 
+const char* codec_error_name(int value) noexcept {
+  switch (static_cast<codec_errc>(value)) {  // no default: -Wswitch names a new enumerator
+    case codec_errc::ok: return "ok";
+    case codec_errc::truncated: return "truncated";
+    case codec_errc::negative_length: return "negative_length";
+    case codec_errc::oversized: return "oversized";
+    case codec_errc::bad_varint: return "bad_varint";
+    case codec_errc::trailing_bytes: return "trailing_bytes";
+    case codec_errc::unsupported_version: return "unsupported_version";
+    case codec_errc::field_not_supported: return "field_not_supported";
+    case codec_errc::null_not_allowed: return "null_not_allowed";
+    case codec_errc::bad_tagged_field: return "bad_tagged_field";
+    case codec_errc::bad_crc: return "bad_crc";
+    case codec_errc::bad_magic: return "bad_magic";
+    case codec_errc::decompression_failed: return "decompression_failed";
+    case codec_errc::decompression_bound: return "decompression_bound";
+    case codec_errc::unknown_compression: return "unknown_compression";
+  }
+  return nullptr;
+}
+
 const std::error_category& codec_category() noexcept {
   static const codec_category_impl instance;
   return instance;

@@ -38,6 +38,8 @@ enum class codec_errc {
 };
 
 const std::error_category& codec_category() noexcept;
+/// The enumerator's name ("trailing_bytes"), or nullptr for a value that is none.
+const char* codec_error_name(int value) noexcept;
 inline std::error_code make_error_code(codec_errc e) noexcept {
   return {static_cast<int>(e), codec_category()};
 }

@@ -21,9 +21,9 @@
 #include <variant>
 #include <vector>
 
-#include "group/member.hpp"
-#include "net/wire_stats.hpp"
+#include "group/types.hpp"
 #include "kgroup/types.hpp"
+#include "runtime/wire_stats.hpp"
 
 namespace kgroup::detail {
 

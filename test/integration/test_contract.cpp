@@ -501,3 +501,69 @@ TEST_CASE("committed() does not wait behind a JoinGroup the coordinator holds", 
   CHECK(c.group_state() != "stable");  // the JoinGroup is still held
   c.close(5s);
 }
+
+TEST_CASE("a Consumer moves with its membership; the moved-from one refuses calls", "[contract]") {
+  // Issue 17: Consumer was not movable (no std::optional<Consumer> reset, no vector of them).
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-move");
+  const auto generation = m.consumer->metrics().generation;
+  kgroup::Consumer moved(std::move(*m.consumer));
+  CHECK(moved.metrics().generation == generation);
+  CHECK(moved.assignment() == all_partitions("t", 2));
+  std::string refused;
+  try {
+    (void)m.consumer->poll(10ms);
+  } catch (const kgroup::error& e) {
+    CHECK(e.code() == kgroup::make_error_code(kgroup::client_errc::illegal_state));
+    refused = e.what();
+  }
+  CHECK(refused.find("moved from") != std::string::npos);
+  // The moved-to consumer goes on as the same member: no rebalance, its records keep coming.
+  m.mc.produce("t", 10);
+  std::size_t got = 0;
+  CHECK(eventually(
+      [&] {
+        got += moved.poll(100ms).size();
+        return got == 10;
+      },
+      20s, 1ms));
+  CHECK(moved.metrics().generation == generation);
+  CHECK(m.listener->revoked_calls() == 0);
+  CHECK(m.listener->lost_calls() == 0);
+  // Move assignment closes the consumer assigned to (it leaves the group), then takes over.
+  kgroup::Consumer other(group_config(mc, "g-move-other"));
+  other = std::move(moved);
+  CHECK(other.metrics().generation == generation);
+  other.close(5s);
+  m.consumer.reset();  // destroying a moved-from consumer does nothing
+}
+
+TEST_CASE("bad arguments throw invalid_argument naming the argument; calls in the wrong state illegal_state",
+          "[contract]") {
+  // Issue 17: these were invalid_config or illegal_state, which say something else.
+  kgroup::Consumer c(kgroup::Config{{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g-args"}});
+  auto code_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const kgroup::error& e) {
+      return std::make_pair(e.code(), std::string(e.what()));
+    }
+    return std::make_pair(std::error_code{}, std::string());
+  };
+  const auto invalid = kgroup::make_error_code(kgroup::client_errc::invalid_argument);
+  auto r = code_of([&] { c.subscribe(std::vector<std::string>{"ok", ""}); });
+  CHECK(r.first == invalid);
+  CHECK(r.second.find("empty topic name") != std::string::npos);
+  // The refused subscribe() changed nothing: assign() is allowed (not "while subscribed").
+  r = code_of([&] { c.assign({{"t", -1}}); });
+  CHECK(r.first == invalid);
+  CHECK(r.second.find("partition -1") != std::string::npos);
+  c.assign({{"t", 0}});
+  r = code_of([&] { c.seek({"t", 0}, -5); });
+  CHECK(r.first == invalid);
+  CHECK(r.second.find("-5") != std::string::npos);
+  r = code_of([&] { c.subscribe(std::vector<std::string>{"t"}); });
+  CHECK(r.first == kgroup::make_error_code(kgroup::client_errc::illegal_state));
+  CHECK(kgroup::error_name(invalid) == "INVALID_ARGUMENT");
+  c.close(1s);
+}

@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "byte_builder.hpp"
+#include "kgroup/error.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/primitives.hpp"
 
@@ -542,4 +544,26 @@ TEST_CASE("response headers v0, v1", "[codec]") {
   CHECK(response_header_version(18, false) == 0);
   CHECK(response_header_version(3, true) == 1);
   CHECK(response_header_version(3, false) == 0);
+}
+
+TEST_CASE("error_name names every error the library reports", "[codec]") {
+  using kgroup::error_name;
+  CHECK(error_name({}) == "NONE");
+  CHECK(error_name(kgroup::make_error_code(kgroup::kafka_errc::rebalance_in_progress)) == "REBALANCE_IN_PROGRESS");
+  CHECK(error_name(std::error_code(9999, kgroup::kafka_category())) == "UNKNOWN_ERROR_9999");
+  CHECK(error_name(kgroup::make_error_code(kgroup::client_errc::commit_failed)) == "COMMIT_FAILED");
+  CHECK(error_name(kgroup::make_error_code(kgroup::client_errc::partition_not_found)) == "PARTITION_NOT_FOUND");
+  CHECK(error_name(std::error_code(999, kgroup::client_category())) == "CLIENT_ERROR_999");
+  CHECK(error_name(make_error_code(codec_errc::trailing_bytes)) == "TRAILING_BYTES");
+  CHECK(error_name(std::error_code(99, kgroup::protocol::codec_category())) == "KGROUP_CODEC_99");
+  CHECK(error_name(std::make_error_code(std::errc::connection_refused)) ==
+        "GENERIC_" + std::to_string(static_cast<int>(std::errc::connection_refused)));
+  // Every client error has its own name.
+  std::set<std::string> names;
+  for (int v = 1; v <= static_cast<int>(kgroup::client_errc::invalid_argument); ++v) {
+    const auto n = error_name(std::error_code(v, kgroup::client_category()));
+    CHECK(n.rfind("CLIENT_ERROR_", 0) != 0);
+    names.insert(n);
+  }
+  CHECK(names.size() == static_cast<std::size_t>(kgroup::client_errc::invalid_argument));
 }

@@ -1,0 +1,59 @@
+// The membership core's vocabulary that other layers share without the core itself: clock
+// aliases, listener kinds and the statistics the core keeps (the runtime's shared state and the
+// metrics read them). No protocol messages here, so including it stays cheap.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "kgroup/metrics.hpp"
+#include "kgroup/types.hpp"
+
+namespace kgroup::group {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+using ms = std::chrono::milliseconds;
+using partition_set = std::set<topic_partition>;
+
+enum class listener_kind { revoked, assigned, lost };
+const char* to_string(listener_kind k) noexcept;
+
+/// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).
+struct rebalance_entry {
+  RebalanceCause cause = RebalanceCause::group_rebalancing;
+  std::string detail;
+  time_point start{};
+  std::optional<time_point> end;  // unset while in progress
+  std::int32_t generation = -1;
+  bool completed = false;
+  partition_set revoked, assigned, lost;
+};
+
+/// What the core measured, for metrics (Java's consumer-coordinator metrics). `version` changes
+/// whenever anything else does, so the driver copies only what changed.
+struct member_stats {
+  std::uint64_t version = 0;
+  std::int64_t rebalances = 0;         // completed
+  std::int64_t failed_rebalances = 0;  // failed JoinGroup/SyncGroup attempts and rejected assignments
+  ms rebalance_latency_total{0};
+  ms rebalance_latency_max{0};
+  std::deque<time_point> completed_at;  // completion times of the last hour (trimmed at each completion)
+  std::int64_t joins = 0;               // successful JoinGroups, and their round-trip times
+  ms join_time_total{0};
+  ms join_time_max{0};
+  std::int64_t syncs = 0;
+  ms sync_time_total{0};
+  ms sync_time_max{0};
+  std::int64_t heartbeats = 0;  // heartbeat responses of any outcome
+  ms heartbeat_rtt_max{0};
+  std::optional<time_point> last_heartbeat_response;
+  std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
+  static constexpr std::size_t history_max = 50;
+};
+
+}  // namespace kgroup::group
