@@ -188,6 +188,29 @@ std::shared_ptr<connection> group_driver::coordinator_connection() {
   return cluster_->broker(*node, channel::group);
 }
 
+template <class Request, class Adjust, class Deliver>
+void group_driver::send_to_coordinator(Request request, Adjust adjust, Deliver deliver,
+                                       std::chrono::milliseconds timeout) {
+  auto conn = coordinator_connection();
+  if (!conn) {
+    member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+    return;
+  }
+  conn->send_adjusted(
+      std::move(request), std::move(adjust),
+      [self = shared_from_this(), epoch = request_epoch_, deliver = std::move(deliver)](
+          std::error_code ec, const typename Request::response_type& r, const response_frame&) {
+        if (self->stopped_ || epoch != self->request_epoch_) return;
+        if (ec) {
+          self->member_.request_failed(clock::now(), ec);
+        } else {
+          deliver(self->member_, r);
+        }
+        self->process();
+      },
+      timeout);
+}
+
 void group_driver::apply(group::action& a) {
   auto self = shared_from_this();
   // Completion handlers check stopped_ so nothing reaches the core after shutdown.
@@ -206,66 +229,22 @@ void group_driver::apply(group::action& a) {
                                        self->process();
                                      });
         } else if constexpr (std::is_same_v<T, group::send_join_group>) {
-          auto conn = coordinator_connection();
-          if (!conn) {
-            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-            return;
-          }
           // The coordinator may hold a JoinGroup for the whole rebalance timeout.
           const auto timeout =
               std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
-          conn->send_adjusted(
+          send_to_coordinator(
               std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
-              [self, epoch = request_epoch_](std::error_code ec, const protocol::join_group_response& r,
-                                             const response_frame&) {
-                if (self->stopped_ || epoch != self->request_epoch_) return;
-                if (ec) {
-                  self->member_.request_failed(clock::now(), ec);
-                } else {
-                  self->member_.join_group_done(clock::now(), r);
-                }
-                self->process();
-              },
-              timeout);
+              [](group::member& m, const auto& r) { m.join_group_done(clock::now(), r); }, timeout);
         } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
-          auto conn = coordinator_connection();
-          if (!conn) {
-            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-            return;
-          }
-          conn->send(std::move(act.request), [self, epoch = request_epoch_](
-                                                 std::error_code ec, const protocol::sync_group_response& r) {
-            if (self->stopped_ || epoch != self->request_epoch_) return;
-            if (ec) {
-              self->member_.request_failed(clock::now(), ec);
-            } else {
-              self->member_.sync_group_done(clock::now(), r);
-            }
-            self->process();
-          });
+          send_to_coordinator(
+              std::move(act.request), [](protocol::sync_group_request&, std::int16_t) {},
+              [](group::member& m, const auto& r) { m.sync_group_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
-          auto conn = coordinator_connection();
-          if (!conn) {
-            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-            return;
-          }
-          conn->send(std::move(act.request), [self, epoch = request_epoch_](
-                                                 std::error_code ec, const protocol::heartbeat_response& r) {
-            if (self->stopped_ || epoch != self->request_epoch_) return;
-            if (ec) {
-              self->member_.request_failed(clock::now(), ec);
-            } else {
-              self->member_.heartbeat_done(clock::now(), r);
-            }
-            self->process();
-          });
+          send_to_coordinator(
+              std::move(act.request), [](protocol::heartbeat_request&, std::int16_t) {},
+              [](group::member& m, const auto& r) { m.heartbeat_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
-          auto conn = coordinator_connection();
-          if (!conn) {
-            member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-            return;
-          }
-          conn->send_adjusted(
+          send_to_coordinator(
               std::move(act.request),
               [](protocol::leave_group_request& r, std::int16_t version) {
                 // v0-2 name one member; v3+ a list of identities (with a reason from v5).
@@ -275,16 +254,7 @@ void group_driver::apply(group::action& a) {
                   r.member_id.clear();
                 }
               },
-              [self, epoch = request_epoch_](std::error_code ec, const protocol::leave_group_response& r,
-                                             const response_frame&) {
-                if (self->stopped_ || epoch != self->request_epoch_) return;
-                if (ec) {
-                  self->member_.request_failed(clock::now(), ec);
-                } else {
-                  self->member_.leave_group_done(clock::now(), r);
-                }
-                self->process();
-              });
+              [](group::member& m, const auto& r) { m.leave_group_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
           do_compute_assignment(std::move(act));
         } else if constexpr (std::is_same_v<T, group::run_listener>) {

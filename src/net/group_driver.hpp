@@ -57,6 +57,11 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void apply(group::action& a);
   void arm_timer();
   std::shared_ptr<connection> coordinator_connection();
+  /// Sends a membership request to the coordinator on the group connection; its answer goes to
+  /// `deliver(member, response)`, a failure to member::request_failed. Answers to requests sent
+  /// before an abandon_requests, or after stop, reach nobody.
+  template <class Request, class Adjust, class Deliver>
+  void send_to_coordinator(Request request, Adjust adjust, Deliver deliver, std::chrono::milliseconds timeout = {});
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
