@@ -548,6 +548,9 @@ TEST_CASE("kgroup-consume: two processes in one group split the partitions", "[c
   const bool late = GENERATE(false, true);
   INFO((late ? "second process joins a stable group" : "both start together"));
   kgroup::test::mock_cluster mc(3);
+  // A network delay, so the leader's SyncGroup (after its own Metadata round trip) cannot beat
+  // the follower's: the mock answers a late follower INVALID_REQUEST (DESIGN.md, "Test clusters").
+  mc.set_rtt(-1, 20);
   mc.create_topic("orders", 6);
   const auto started_ms = epoch_ms();
   // --duration-ms is only a backstop: both are stopped with SIGTERM once the split is seen.
