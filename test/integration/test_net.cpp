@@ -402,6 +402,20 @@ class fake_broker {
   std::vector<std::int16_t> asked_;
 };
 
+// Sends a Metadata request for all topics on `conn` and runs `io` until it is answered.
+std::pair<std::error_code, kgroup::protocol::metadata_response> metadata_round_trip(asio::io_context& io,
+                                                                                    connection& conn) {
+  bool done = false;
+  std::pair<std::error_code, kgroup::protocol::metadata_response> out;
+  conn.send(kgroup::protocol::metadata_request{},
+            [&](std::error_code ec, const kgroup::protocol::metadata_response& r) {
+              out = {ec, r};
+              done = true;
+            });
+  REQUIRE(run_until(io, [&] { return done; }));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("protocol violations from a broker close the connection and fail the request", "[net]") {
@@ -444,14 +458,7 @@ TEST_CASE("a response to a request never sent closes the connection", "[net]") {
   kgroup::net::connection_options opts;
   opts.reconnect_backoff = 10ms;
   auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
-  bool done = false;
-  std::error_code result;
-  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
-    result = ec;
-    done = true;
-  });
-  REQUIRE(run_until(io, [&] { return done; }));
-  CHECK_FALSE(result);  // the real answer arrives first
+  CHECK_FALSE(metadata_round_trip(io, *conn).first);  // the real answer arrives first
   REQUIRE(run_until(io, [&] { return conn->current_state() == connection::state::backoff; }, 5s));
   conn->close();
   io.poll();
@@ -467,16 +474,7 @@ TEST_CASE("a complete response with bytes left over is accepted, counted and the
   opts.wire = std::make_shared<kgroup::net::wire_stats>();
   auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
   for (int i = 0; i < 3; ++i) {
-    bool done = false;
-    std::error_code result;
-    kgroup::protocol::metadata_response got;
-    conn->send(kgroup::protocol::metadata_request{},
-               [&](std::error_code ec, const kgroup::protocol::metadata_response& r) {
-                 result = ec;
-                 got = r;
-                 done = true;
-               });
-    REQUIRE(run_until(io, [&] { return done; }));
+    const auto [result, got] = metadata_round_trip(io, *conn);
     CHECK_FALSE(result);
     REQUIRE(got.brokers.size() == 1);
     CHECK(got.brokers[0].host == "127.0.0.1");
@@ -497,14 +495,7 @@ TEST_CASE("an ApiVersions refusal with no readable range is retried once, at v0"
   kgroup::net::connection_options opts;
   opts.reconnect_backoff = 10ms;
   auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);
-  bool done = false;
-  std::error_code result;
-  conn->send(kgroup::protocol::metadata_request{}, [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
-    result = ec;
-    done = true;
-  });
-  REQUIRE(run_until(io, [&] { return done; }));
-  CHECK_FALSE(result);
+  CHECK_FALSE(metadata_round_trip(io, *conn).first);
   const auto asked = fb.api_versions_asked();
   REQUIRE(asked.size() == 2);
   CHECK(asked[0] == kgroup::protocol::api_versions_request::highest_version);
