@@ -84,6 +84,24 @@ struct OffsetAndMetadata {
 };
 
 using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
+
+/// Thrown by poll() when the log of a partition was truncated below this consumer's position
+/// (an unclean leader election, KIP-320) and auto.offset.reset is none: the records after
+/// `divergent_offsets()` were lost or replaced. code() is client_errc::log_truncation. The
+/// partitions stay where they are until the application seeks them (for example to the divergent
+/// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
+/// the divergent offset by itself and logs a warning. A partition whose divergence point the
+/// broker could not tell is absent from the map.
+class log_truncation_error : public error {
+ public:
+  log_truncation_error(const std::string& what, OffsetMap divergent)
+      : error(make_error_code(client_errc::log_truncation), what), divergent_(std::move(divergent)) {}
+  /// Per partition: the first offset known to diverge, with its leader epoch.
+  const OffsetMap& divergent_offsets() const noexcept { return divergent_; }
+
+ private:
+  OffsetMap divergent_;
+};
 /// Completion of commit_async(): the offsets and the outcome (empty error_code on success).
 using CommitCallback = std::function<void(const OffsetMap&, std::error_code)>;
 /// Receives a metrics snapshot every statistics.interval.ms (see Consumer::set_statistics_callback).
@@ -169,6 +187,9 @@ class Consumer {
   std::int64_t position(const topic_partition& partition);
   /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
   void seek(const topic_partition& partition, std::int64_t offset);
+  /// Same; with a leader epoch (a committed offset, a log_truncation_error's divergent offset)
+  /// the position is first validated against the leader's log (KIP-320), as after a leader change.
+  void seek(const topic_partition& partition, const OffsetAndMetadata& offset);
   void seek_to_beginning(const std::set<topic_partition>& partitions);
   void seek_to_end(const std::set<topic_partition>& partitions);
   /// Stops returning (and fetching) records of these partitions until resume().

@@ -43,6 +43,7 @@ enum class client_errc {
   offset_out_of_range,       // no valid position and auto.offset.reset=none
   partition_not_found,       // a partition of the assignment disappeared from metadata
   invalid_argument,          // an argument of the call is invalid (empty topic, negative offset, ...)
+  log_truncation,            // the log was truncated below the position and auto.offset.reset=none
 };
 
 const std::error_category& client_category() noexcept;

@@ -96,6 +96,11 @@ struct ConsumerMetrics {
   std::int64_t bytes_consumed_total = 0;     // record batch bytes returned by poll()
   double records_consumed_rate = 0;          // per second, over the last 30 s
   double bytes_consumed_rate = 0;
+  // Positions checked against the leader's log (OffsetForLeaderEpoch, KIP-320) after a leader
+  // change or when restored from a committed offset with its epoch; and of those, the ones whose
+  // log had been truncated below the position (an unclean leader election).
+  std::int64_t offset_validations_total = 0;
+  std::int64_t log_truncations_total = 0;
   std::int64_t records_lag_max = -1;         // largest lag of an owned partition, -1 unknown
   double time_between_poll_avg_ms = 0;
   double time_between_poll_max_ms = 0;

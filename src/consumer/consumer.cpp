@@ -296,20 +296,18 @@ class Consumer::impl {
 
   void commit_sync(const OffsetMap& offsets) {
     check_open();
-    fetch::commit_map m;
-    for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata};
-    commit_and_wait(std::move(m), clock::now() + default_timeout_);
+    const fetch::commit_map m = to_commit_map(offsets);
+    commit_and_wait(m, clock::now() + default_timeout_);
   }
 
   void commit_sync() { commit_sync(current_positions()); }
 
   void commit_async(const OffsetMap& offsets, CommitCallback cb) {
     check_open();
-    fetch::commit_map m;
-    for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata};
+    const fetch::commit_map m = to_commit_map(offsets);
     const std::uint64_t id = ++next_request_id_;
     async_commits_[id] = {offsets, std::move(cb)};
-    post([this, id, m = std::move(m)]() mutable { fetcher_->commit(id, std::move(m)); });
+    post([this, id, m]() mutable { fetcher_->commit(id, std::move(m)); });
   }
 
   void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
@@ -320,7 +318,8 @@ class Consumer::impl {
         coordinator_request([this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); },
                             clock::now() + default_timeout_, "committed()");
     OffsetMap out;
-    for (const auto& [tp, om] : done.offsets) out[tp] = {om.first, om.second, std::nullopt};
+    for (const auto& [tp, om] : done.offsets)
+      out[tp] = {om.offset, om.metadata, om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
     return out;
   }
 
@@ -354,22 +353,23 @@ class Consumer::impl {
     }
   }
 
-  void seek(const topic_partition& tp, std::int64_t offset) {
+  void seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch = -1) {
     check_open();
     if (offset < 0) throw error(make_error_code(client_errc::invalid_argument),
                                    "seek(): negative offset " + std::to_string(offset));
     auto& p = parts_[tp];
     p.position = offset;
+    p.epoch = epoch;
     p.user_seeked = true;
     drop_current(tp);
     {
       // What auto-commit commits is the seek target from now on (Java's allConsumed(): the
       // position): after a seek back, the records past the target are read again, never skipped.
       std::lock_guard lock(shared_.mutex);
-      if (shared_.consumed.count(tp) || returned_.count(tp)) shared_.consumed[tp] = offset;
+      if (shared_.consumed.count(tp) || returned_.count(tp)) shared_.consumed[tp] = {offset, epoch};
       returned_.erase(tp);
     }
-    post([this, tp, offset] { fetcher_->seek(tp, offset); });
+    post([this, tp, offset, epoch] { fetcher_->seek(tp, offset, epoch); });
   }
 
   void seek_to(const std::set<topic_partition>& tps, bool beginning) {
@@ -377,6 +377,7 @@ class Consumer::impl {
     for (const auto& tp : tps) {
       auto& p = parts_[tp];
       p.position = -1;
+      p.epoch = -1;
       p.user_seeked = false;
       drop_current(tp);
     }
@@ -394,12 +395,12 @@ class Consumer::impl {
 
   void resume(const std::set<topic_partition>& tps) {
     check_open();
-    std::map<topic_partition, std::int64_t> positions;
+    std::map<topic_partition, detail::epoch_offset> positions;
     for (const auto& tp : tps) {
       auto it = parts_.find(tp);
       if (it == parts_.end()) continue;
       it->second.paused = false;
-      positions[tp] = it->second.position;
+      positions[tp] = {it->second.position, it->second.epoch};
     }
     post([this, positions] { fetcher_->resume(positions); });
   }
@@ -586,6 +587,7 @@ class Consumer::impl {
   // User-thread view of one owned partition.
   struct upart {
     std::int64_t position = -1;        // next offset poll() returns; -1 until known
+    std::int32_t epoch = -1;           // leader epoch of the record before `position`; -1 unknown
     std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
     bool paused = false;
     bool user_seeked = false;  // a user seek() wins over the initial committed position
@@ -649,7 +651,8 @@ class Consumer::impl {
   OffsetMap current_positions() const {
     OffsetMap out;
     for (const auto& [tp, p] : parts_) {
-      if (p.position >= 0) out[tp] = {p.position, "", std::nullopt};
+      if (p.position >= 0)
+        out[tp] = {p.position, "", p.epoch >= 0 ? std::optional<std::int32_t>(p.epoch) : std::nullopt};
     }
     return out;
   }
@@ -704,7 +707,10 @@ class Consumer::impl {
         shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
         continue;
       }
-      if (d.high_watermark >= 0) it->second.high_watermark = d.high_watermark;
+      // Lag counts to the last stable offset under read_committed: records past it are not
+      // readable yet (Java's records-lag does the same).
+      const std::int64_t end = read_committed_ && d.last_stable_offset >= 0 ? d.last_stable_offset : d.high_watermark;
+      if (end >= 0) it->second.high_watermark = end;
       pending_bytes_ += static_cast<std::int64_t>(d.bytes);
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;
@@ -719,7 +725,7 @@ class Consumer::impl {
   ConsumerRecords drain() {
     std::vector<ConsumerRecord> out;
     std::vector<std::shared_ptr<const void>> owners;
-    std::map<topic_partition, std::int64_t> advanced;
+    std::map<topic_partition, detail::epoch_offset> advanced;
     // A compressed batch the previous poll() left half-read: the records returned now view its
     // decompressed buffer too, and the cursor lets go of that buffer at its next batch, so this
     // poll's records must own it as well (without this they pointed into freed memory).
@@ -730,11 +736,12 @@ class Consumer::impl {
     // `looked_up` keeps the data it was looked up for alive.
     std::shared_ptr<detail::fetched_data> looked_up;
     std::map<topic_partition, upart>::iterator pit;
-    std::int64_t* advanced_pos = nullptr;  // advanced[tp], created at the partition's first advance
-    auto advance_to = [&](std::int64_t position) {
+    detail::epoch_offset* advanced_pos = nullptr;  // advanced[tp], created at the partition's first advance
+    auto advance_to = [&](std::int64_t position, std::int32_t epoch) {
       pit->second.position = position;
+      pit->second.epoch = epoch;
       if (!advanced_pos) advanced_pos = &advanced[pit->first];
-      *advanced_pos = position;
+      *advanced_pos = {position, epoch};
     };
     while (out.size() < max_poll_records_) {
       if (!cur_ && !next_cursor()) break;
@@ -773,7 +780,7 @@ class Consumer::impl {
         }
         if (c.skip_batch) {
           // Still advance past it so the position moves beyond skipped (aborted or control) data.
-          if (h.last_offset() >= pit->second.position) advance_to(h.last_offset() + 1);
+          if (h.last_offset() >= pit->second.position) advance_to(h.last_offset() + 1, batch_epoch(h));
           c.in_batch = false;
           continue;
         }
@@ -787,7 +794,7 @@ class Consumer::impl {
         // The next position is past the batch's last offset, also when compaction removed its
         // trailing records (the fetcher continues from there too; issue 13, item 6).
         if (c.batch.header().last_offset() >= pit->second.position)
-          advance_to(c.batch.header().last_offset() + 1);
+          advance_to(c.batch.header().last_offset() + 1, batch_epoch(c.batch.header()));
         c.in_batch = false;
         continue;
       }
@@ -801,7 +808,7 @@ class Consumer::impl {
       rec.timestamp_type = h.magic == 0                         ? TimestampType::none
                            : static_cast<int>(h.ts_type()) == 1 ? TimestampType::log_append_time
                                                                 : TimestampType::create_time;
-      rec.leader_epoch = h.magic >= 2 ? h.partition_leader_epoch : -1;
+      rec.leader_epoch = batch_epoch(h);
       if (r.key) rec.key = std::string_view(reinterpret_cast<const char*>(r.key->data()), r.key->size());
       if (r.value)
         rec.value = std::string_view(reinterpret_cast<const char*>(r.value->data()), r.value->size());
@@ -817,7 +824,7 @@ class Consumer::impl {
       // Reserved at the first record, not per poll(): most polls of an idle consumer return nothing.
       if (out.capacity() == 0) out.reserve(std::min<std::size_t>(max_poll_records_, 1024));
       out.push_back(std::move(rec));
-      advance_to(r.offset + 1);
+      advance_to(r.offset + 1, rec.leader_epoch);
     }
     // Committable by auto-commit only from the next poll() on: the application processes these
     // records before it polls again (Java's at-least-once rule for auto-commit).
@@ -825,12 +832,45 @@ class Consumer::impl {
     return ConsumerRecords(std::move(out), std::move(owners));
   }
 
+  // Raises the oldest data-path error of a partition still owned (one per call). Truncations
+  // queued together are raised as one log_truncation_error naming each partition and where its
+  // log diverged (Java's LogTruncationException).
   void raise_data_error() {
-    if (pending_data_error_) {
-      auto e = std::move(*pending_data_error_);
-      pending_data_error_.reset();
-      throw error(e.code, e.message);
+    while (!pending_data_errors_.empty()) {
+      auto e = std::move(pending_data_errors_.front());
+      pending_data_errors_.pop_front();
+      if (!parts_.count(e.tp)) continue;  // given up since: nothing to report
+      const auto truncation = make_error_code(client_errc::log_truncation);
+      if (e.code != truncation) throw error(e.code, e.message);
+      std::map<topic_partition, OffsetAndMetadata> divergent;
+      std::string message = e.message;
+      auto add = [&](const detail::data_error& d) {
+        if (d.divergent_offset < 0) return;
+        divergent[d.tp] = {d.divergent_offset, "",
+                           d.divergent_epoch >= 0 ? std::optional<std::int32_t>(d.divergent_epoch) : std::nullopt};
+      };
+      add(e);
+      for (auto it = pending_data_errors_.begin(); it != pending_data_errors_.end();) {
+        if (it->code != truncation || !parts_.count(it->tp)) {
+          ++it;
+          continue;
+        }
+        add(*it);
+        message += "; " + it->message;
+        it = pending_data_errors_.erase(it);
+      }
+      throw log_truncation_error(message, std::move(divergent));
     }
+  }
+
+  static std::int32_t batch_epoch(const protocol::record_batch_header& h) {
+    return h.magic >= 2 ? h.partition_leader_epoch : -1;
+  }
+
+  static fetch::commit_map to_commit_map(const OffsetMap& offsets) {
+    fetch::commit_map m;
+    for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
+    return m;
   }
 
   static bool retriable_coordinator_error(std::error_code ec) {
@@ -972,11 +1012,12 @@ class Consumer::impl {
         fetch::commit_map offsets;
         for (const auto& tp : call.partitions) {
           auto it = parts_.find(tp);
-          if (it != parts_.end() && it->second.position >= 0) offsets[tp] = {it->second.position, ""};
+          if (it != parts_.end() && it->second.position >= 0)
+            offsets[tp] = {it->second.position, "", it->second.epoch};
         }
         if (!offsets.empty()) {
           try {
-            commit_and_wait(std::move(offsets), clock::now() + default_timeout_);
+            commit_and_wait(offsets, clock::now() + default_timeout_);
           } catch (const std::exception& e) {
             logger()->warn("auto-commit before revoking partitions failed: {}", e.what());
           }
@@ -1106,9 +1147,10 @@ class Consumer::impl {
         if (pe->forced || !p.user_seeked) {
           if (p.position != pe->offset) drop_current(pe->tp);
           p.position = pe->offset;
+          p.epoch = pe->epoch;
         }
       } else if (auto* de = std::get_if<detail::data_error>(&e)) {
-        if (!pending_data_error_) pending_data_error_ = *de;
+        pending_data_errors_.push_back(*de);
       } else if (auto* cd = std::get_if<detail::commit_done>(&e)) {
         auto it = async_commits_.find(cd->id);
         if (it != async_commits_.end()) {
@@ -1171,10 +1213,10 @@ class Consumer::impl {
   std::map<topic_partition, upart> parts_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
-  std::map<topic_partition, std::int64_t> returned_;
+  std::map<topic_partition, detail::epoch_offset> returned_;
   std::set<topic_partition> late_revoked_;  // see settle_late_cancel
   std::optional<cursor> cur_;
-  std::optional<detail::data_error> pending_data_error_;
+  std::deque<detail::data_error> pending_data_errors_;  // raised by poll(), one call each
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
   std::uint64_t next_request_id_ = 0;
   std::uint64_t poll_seq_ = 0;                         // poll() calls, for shared_.poll_acked
@@ -1280,6 +1322,9 @@ std::int64_t Consumer::position(const topic_partition& partition) {
 }
 void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
   self().seek(partition, offset);
+}
+void Consumer::seek(const topic_partition& partition, const OffsetAndMetadata& offset) {
+  self().seek(partition, offset.offset, offset.leader_epoch.value_or(-1));
 }
 void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) {
   self().seek_to(partitions, true);

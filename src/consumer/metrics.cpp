@@ -92,6 +92,8 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   }
   if (g.last_heartbeat_response) out.last_heartbeat_seconds_ago = seconds_between(*g.last_heartbeat_response, steady_now);
   out.commit_total = m.commits;
+  out.offset_validations_total = m.offset_validations;
+  out.log_truncations_total = m.log_truncations;
   out.commit_latency_max_ms = m.commit_latency_max_ms;
   out.commit_latency_avg_ms = m.commits ? m.commit_latency_total_ms / static_cast<double>(m.commits) : 0;
 

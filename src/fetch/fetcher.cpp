@@ -39,12 +39,6 @@ bool refresh_worthy(std::int16_t code) {
   }
 }
 
-// ListOffsets v4+ adds leader epochs (current_leader_epoch in the request, the leader epoch in the
-// answer); librdkafka's mock cluster (2.0.2) writes a malformed v4/v5 answer (its leader epoch as
-// an int64). v1-3 are supported by every broker kgroup talks to, including Kafka 4.0, so the
-// fencing check of a reset is given up for now (Fetch still carries the epoch).
-constexpr std::int16_t list_offsets_max_version = 3;
-
 // OffsetFetch v8+ moved the group and its topics into a groups array (KIP-709); require_stable
 // exists from v7.
 void adjust_offset_fetch(protocol::offset_fetch_request& r, std::int16_t version) {
@@ -60,25 +54,26 @@ void adjust_offset_fetch(protocol::offset_fetch_request& r, std::int16_t version
   if (version < 7) r.require_stable = false;
 }
 
-// Calls fn(topic, partition, offset, metadata, error) for every partition of an OffsetFetch
+// Calls fn(topic, partition, offset, metadata, epoch, error) for every partition of an OffsetFetch
 // answer, whichever layout (v0-7 topics, v8+ groups) it has.
 template <class Fn>
 void for_each_committed(const protocol::offset_fetch_response& r, Fn&& fn) {
   for (const auto& t : r.topics) {
     for (const auto& p : t.partitions)
-      fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+      fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.committed_leader_epoch, p.error_code);
   }
   for (const auto& g : r.groups) {
     for (const auto& t : g.topics) {
       for (const auto& p : t.partitions)
-        fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code);
+        fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.committed_leader_epoch, p.error_code);
     }
   }
 }
 
 }  // namespace
 
-std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from) noexcept {
+std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from,
+                               std::int32_t* last_epoch) noexcept {
   // Batch and legacy message layouts share the first 17 bytes: offset, length, (epoch|crc), magic.
   std::int64_t next = from;
   std::size_t pos = 0;
@@ -89,10 +84,13 @@ std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64
     if (length < 0 || static_cast<std::size_t>(length) > records.size() - pos - 12) break;  // partial tail
     const std::int8_t magic = static_cast<std::int8_t>(p[16]);
     std::int64_t last = base;
+    std::int32_t epoch = -1;
     if (magic >= 2) {
       if (length < 15) break;
       last = base + load_i32(p + 23);  // last offset delta
+      epoch = load_i32(p + 12);        // partition leader epoch
     }
+    if (last_epoch != nullptr && last + 1 > next) *last_epoch = epoch;
     next = std::max(next, last + 1);
     pos += 12 + static_cast<std::size_t>(length);
   }
@@ -165,11 +163,12 @@ void fetcher::assign(const std::set<topic_partition>& owned, bool manual) {
   pump();
 }
 
-void fetcher::seek(const topic_partition& tp, std::int64_t offset) {
+void fetcher::seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch) {
   auto it = parts_.find(tp);
   if (it == parts_.end()) return;
-  it->second.state = pstate::ready;
+  it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
   it->second.fetch_pos = offset;
+  it->second.epoch = epoch;
   pump();
 }
 
@@ -190,12 +189,15 @@ void fetcher::pause(const std::set<topic_partition>& tps) {
   }
 }
 
-void fetcher::resume(const std::map<topic_partition, std::int64_t>& positions) {
+void fetcher::resume(const std::map<topic_partition, detail::epoch_offset>& positions) {
   for (const auto& [tp, pos] : positions) {
     auto it = parts_.find(tp);
     if (it == parts_.end()) continue;
     it->second.paused = false;
-    if (pos >= 0 && it->second.state == pstate::ready) it->second.fetch_pos = pos;
+    if (pos.offset >= 0 && it->second.state == pstate::ready) {
+      it->second.fetch_pos = pos.offset;
+      it->second.epoch = pos.epoch;
+    }
   }
   pump();
 }
@@ -208,6 +210,7 @@ void fetcher::pump() {
   if (stopped_) return;
   send_offset_fetch();
   send_list_offsets();
+  send_validations();
   send_fetches();
 }
 
@@ -294,7 +297,7 @@ void fetcher::send_offset_fetch() {
           return;
         }
         auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
-                         const std::optional<std::string>&, std::int16_t err) {
+                         const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
           auto it = self->parts_.find({topic, partition});
           if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
           if (err != 0) {
@@ -303,13 +306,16 @@ void fetcher::send_offset_fetch() {
             return;
           }
           if (offset >= 0) {
-            it->second.state = pstate::ready;
+            // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
+            // leader's log first: the log may have been truncated below it since (KIP-320).
+            it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
             it->second.fetch_pos = offset;
+            it->second.epoch = epoch;
             {
               std::lock_guard lock(self->shared_.mutex);
               self->shared_.metrics.committed[{topic, partition}] = offset;
             }
-            self->shared_.push(detail::position_event{{topic, partition}, offset, false});
+            self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
           } else {
             it->second.state = pstate::needs_reset;
             it->second.reset_timestamp = self->reset_timestamp();
@@ -363,7 +369,7 @@ void fetcher::send_list_offsets() {
       p.state = pstate::resetting;
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
-      // current_leader_epoch travels from v4 only (capped below; kept for when the cap goes).
+      // current_leader_epoch travels from v4 on (the leader fences a stale one).
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
       req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.reset_timestamp, 1});
     }
@@ -389,7 +395,8 @@ void fetcher::send_list_offsets() {
                 answered.insert(tp);
                 it->second.state = pstate::ready;
                 it->second.fetch_pos = p.offset;
-                self->shared_.push(detail::position_event{tp, p.offset, true});
+                it->second.epoch = p.leader_epoch;  // v4+; -1 before
+                self->shared_.push(detail::position_event{tp, p.offset, true, p.leader_epoch});
                 it->second.reset_forced = false;
               }
             }
@@ -402,9 +409,164 @@ void fetcher::send_list_offsets() {
           }
           if (answered.size() != tps.size()) self->schedule_retry();
           self->pump();
-        },
-        {}, list_offsets_max_version);
+        });
   }
+}
+
+// ---- validation (KIP-320) --------------------------------------------------------------------------
+
+// A position with a leader epoch (the epoch of the record before it) is checked with the
+// partition's leader before fetching from it after a leader change, a FENCED_LEADER_EPOCH, or when
+// restored from a committed offset with its epoch: OffsetForLeaderEpoch returns where that epoch
+// ends in the leader's log. An end below the position means the log was truncated under it.
+void fetcher::send_validations() {
+  const auto& md = cluster_->metadata();
+  std::map<std::int32_t, std::vector<topic_partition>> by_leader;
+  bool missing = false;
+  for (auto& [tp, p] : parts_) {
+    if (p.state != pstate::needs_validation) continue;
+    if (this->missing(tp, p)) {
+      missing = true;
+      continue;
+    }
+    const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+    if (p.epoch < 0 || pi.leader_epoch < 0) {
+      // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
+      // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
+      p.state = pstate::ready;
+      p.leader_epoch = pi.leader_epoch;
+      continue;
+    }
+    by_leader[pi.leader].push_back(tp);
+  }
+  if (missing) {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  struct sent_part {
+    std::int64_t position;
+    std::int32_t leader_epoch;
+  };
+  for (auto& [leader, tps] : by_leader) {
+    auto conn = cluster_->broker(leader);
+    if (!conn) continue;
+    protocol::offset_for_leader_epoch_request req;
+    req.replica_id = -1;  // a consumer (v3+)
+    std::map<std::string, std::size_t> index;
+    auto sent = std::make_shared<std::map<topic_partition, sent_part>>();
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+      p.state = pstate::validating;
+      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+      if (inserted) req.topics.push_back({tp.topic, {}});
+      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch});
+      sent->emplace(tp, sent_part{p.fetch_pos, pi.leader_epoch});
+    }
+    conn->send(std::move(req), [self = shared_from_this(), sent](std::error_code ec,
+                                                                const protocol::offset_for_leader_epoch_response& r) {
+      if (self->stopped_) return;
+      // Still waiting for this answer: not seeked, reset or revoked meanwhile.
+      auto waiting = [&](const topic_partition& tp) -> part* {
+        auto it = self->parts_.find(tp);
+        auto s = sent->find(tp);
+        if (it == self->parts_.end() || s == sent->end() || it->second.state != pstate::validating ||
+            it->second.fetch_pos != s->second.position)
+          return nullptr;
+        return &it->second;
+      };
+      if (ec == make_error_code(client_errc::no_compatible_version)) {
+        // A broker older than OffsetForLeaderEpoch v2 (Kafka 2.1) cannot validate: fetch as is.
+        logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
+        for (const auto& [tp, sp] : *sent) {
+          if (part* p = waiting(tp); p != nullptr) {
+            p->state = pstate::ready;
+            p->leader_epoch = sp.leader_epoch;
+          }
+        }
+        self->pump();
+        return;
+      }
+      if (!ec) {
+        for (const auto& t : r.topics) {
+          for (const auto& e : t.partitions) {
+            const topic_partition tp{t.topic, e.partition};
+            part* p = waiting(tp);
+            if (p == nullptr) continue;
+            self->on_validated(tp, *p, sent->at(tp).leader_epoch, e.error_code, e.leader_epoch, e.end_offset);
+          }
+        }
+      } else {
+        logger()->debug("OffsetForLeaderEpoch failed: {}", ec.message());
+        self->maybe_refresh_metadata();
+      }
+      bool retry = false;
+      for (const auto& [tp, sp] : *sent) {
+        if (part* p = waiting(tp); p != nullptr) {  // not answered: asked again
+          p->state = pstate::needs_validation;
+          retry = true;
+        }
+      }
+      if (retry) self->schedule_retry();
+      self->pump();
+    });
+  }
+}
+
+void fetcher::on_validated(const topic_partition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
+                           std::int32_t end_epoch, std::int64_t end_offset) {
+  const std::string name = tp.topic + "-" + std::to_string(tp.partition);
+  if (error_code != 0) {
+    // FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...: asked again once metadata is fresh.
+    logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(error_code));
+    p.state = pstate::needs_validation;
+    if (refresh_worthy(error_code)) maybe_refresh_metadata();
+    schedule_retry();
+    return;
+  }
+  p.leader_epoch = leader_epoch;
+  const bool unknown = end_offset < 0 || end_epoch < 0;
+  const bool truncated = unknown || end_offset < p.fetch_pos;
+  {
+    std::lock_guard lock(shared_.mutex);
+    ++shared_.metrics.offset_validations;
+    if (truncated) ++shared_.metrics.log_truncations;
+  }
+  if (!truncated) {
+    p.state = pstate::ready;
+    return;
+  }
+  if (opts_.auto_offset_reset != "none") {
+    if (unknown) {
+      logger()->warn("{}: log truncation detected at offset {} (leader epoch {}); the leader cannot tell where its log "
+                     "diverged, so auto.offset.reset={} applies",
+                     name, p.fetch_pos, p.epoch, opts_.auto_offset_reset);
+      p.state = pstate::needs_reset;
+      p.reset_timestamp = reset_timestamp();
+      p.reset_forced = true;
+    } else {
+      // As Java: resume at the first offset known to diverge (not at the log's start or end), so
+      // no record the new leader has is skipped.
+      logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
+                     "diverged at offset {} (epoch {}); resuming there",
+                     name, p.fetch_pos, p.epoch, end_offset, end_epoch);
+      p.state = pstate::ready;
+      p.fetch_pos = end_offset;
+      p.epoch = end_epoch;
+      shared_.push(detail::position_event{tp, end_offset, true, end_epoch});
+    }
+    return;
+  }
+  p.state = pstate::awaiting_seek;
+  std::string message = "log truncation detected for " + name + " at offset " + std::to_string(p.fetch_pos) +
+                        " (leader epoch " + std::to_string(p.epoch) + ")";
+  message += unknown ? ": the leader cannot tell where its log diverged"
+                     : ": the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
+                           std::to_string(end_epoch) + ")";
+  message += "; auto.offset.reset=none, so the partition waits for seek()";
+  logger()->warn("{}", message);
+  shared_.push(detail::data_error{tp, make_error_code(client_errc::log_truncation), message,
+                                  unknown ? -1 : end_offset, unknown ? -1 : end_epoch});
 }
 
 // ---- fetching -------------------------------------------------------------------------------------
@@ -417,6 +579,7 @@ void fetcher::send_fetches() {
   const auto& md = cluster_->metadata();
   std::map<std::int32_t, fetch_set> by_leader;
   bool missing = false;
+  bool validate = false;
   for (auto& [tp, p] : parts_) {
     if (p.state != pstate::ready || p.paused || p.in_flight) continue;
     if (this->missing(tp, p)) {
@@ -425,6 +588,14 @@ void fetcher::send_fetches() {
     }
     const auto& t = md.topics.find(tp.topic)->second;
     const auto& pi = t.partitions[static_cast<std::size_t>(tp.partition)];
+    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch && p.epoch >= 0) {
+      // A new leader (epoch): the log it has may end below this position, if an unclean election
+      // truncated it. Validated first (KIP-320), as Java does after every leader change.
+      p.state = pstate::needs_validation;
+      validate = true;
+      continue;
+    }
+    p.leader_epoch = pi.leader_epoch;
     if (fetching_nodes_.count(pi.leader)) continue;
     partition_fetch pf;
     pf.topic_id = t.topic_id;
@@ -437,6 +608,7 @@ void fetcher::send_fetches() {
     maybe_refresh_metadata();
     schedule_retry();
   }
+  if (validate) send_validations();
   for (auto& [leader, wanted] : by_leader) {
     auto conn = cluster_->broker(leader);
     if (!conn) continue;
@@ -524,6 +696,10 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       } else if (refresh_worthy(pd.error_code)) {
         logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition,
                         kafka_error_name(pd.error_code));
+        // This member's leader epoch is older than the broker's: a new leader, whose log is
+        // checked against the position once metadata names it (KIP-320).
+        if (pd.error_code == static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch) && p.epoch >= 0)
+          p.state = pstate::needs_validation;
         maybe_refresh_metadata();
         schedule_retry();
       } else {
@@ -533,8 +709,10 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       continue;
     }
     if (!pd.records || pd.records->data.empty()) continue;
-    const std::int64_t next = next_fetch_offset(pd.records->data, p.fetch_pos);
+    std::int32_t last_epoch = p.epoch;
+    const std::int64_t next = next_fetch_offset(pd.records->data, p.fetch_pos, &last_epoch);
     if (next == p.fetch_pos) continue;  // only a partial batch: fetch again (more bytes next time)
+    p.epoch = last_epoch;
     detail::fetched_data d;
     d.tp = tp;
     d.fetch_offset = p.fetch_pos;
@@ -631,8 +809,9 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
     if (inserted) req.topics.push_back({tp.topic, {}});
     protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition p;
     p.partition_index = tp.partition;
-    p.committed_offset = om.first;
-    p.committed_metadata = om.second;
+    p.committed_offset = om.offset;
+    p.committed_leader_epoch = om.epoch;  // v6+ (KIP-320): the next owner can validate it
+    p.committed_metadata = om.metadata;
     req.topics[it->second].partitions.push_back(p);
   }
   conn->send_adjusted(
@@ -670,7 +849,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
             return;
           }
         }
-        for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.first;
+        for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.offset;
         {
           const double took =
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -679,7 +858,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           ++m.commits;
           m.commit_latency_total_ms += took;
           m.commit_latency_max_ms = std::max(m.commit_latency_max_ms, took);
-          for (const auto& [tp, om] : offsets) m.committed[tp] = om.first;
+          for (const auto& [tp, om] : offsets) m.committed[tp] = om.offset;
         }
         report({}, "");
       });
@@ -722,8 +901,8 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<topic_partition> tps) {
           done.message = "OffsetFetch failed: " + kafka_error_name(top);
         }
         auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off,
-                       const std::optional<std::string>& m, std::int16_t err) {
-          if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or("")};
+                       const std::optional<std::string>& m, std::int32_t epoch, std::int16_t err) {
+          if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or(""), epoch};
           // A partition's error (UNSTABLE_OFFSET_COMMIT under require_stable, ...) fails the call
           // instead of passing for "nothing committed".
           if (err != 0 && !done.code) {
@@ -756,7 +935,7 @@ void fetcher::auto_commit() {
     for (const auto& [tp, pos] : shared_.consumed) {
       if (!parts_.count(tp)) continue;  // never commit what we no longer own
       auto it = last_auto_committed_.find(tp);
-      if (it == last_auto_committed_.end() || it->second != pos) offsets[tp] = {pos, ""};
+      if (it == last_auto_committed_.end() || it->second != pos.offset) offsets[tp] = {pos.offset, "", pos.epoch};
     }
   }
   const auto who = identity_();

@@ -60,12 +60,14 @@ struct group_identity {
   bool removed = false;         // the coordinator removed this member; it has not rejoined yet
 };
 
-/// Offsets to commit: offset and metadata per partition.
-using commit_map = std::map<topic_partition, std::pair<std::int64_t, std::string>>;
+/// Offsets to commit: offset, metadata and leader epoch per partition.
+using commit_map = std::map<topic_partition, detail::offset_meta>;
 
-/// Extracts the offset following the last complete batch in `records` (at least `from`).
-/// Pure; exposed for tests.
-std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from) noexcept;
+/// Extracts the offset following the last complete batch in `records` (at least `from`), and in
+/// `last_epoch` (when given and such a batch exists) that batch's partition leader epoch (-1 for
+/// the legacy formats). Pure; exposed for tests.
+std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from,
+                               std::int32_t* last_epoch = nullptr) noexcept;
 
 class fetcher : public std::enable_shared_from_this<fetcher> {
  public:
@@ -78,12 +80,14 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// `manual`: assign() without a group; a partition missing from metadata is then reported as
   /// an error from poll() instead of waiting for a rebalance.
   void assign(const std::set<topic_partition>& owned, bool manual = false);
-  void seek(const topic_partition& tp, std::int64_t offset);
+  /// With `epoch` (the leader epoch of the record before `offset`) the position is validated
+  /// against the leader's log before fetching (KIP-320).
+  void seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch = -1);
   void seek_to(const std::set<topic_partition>& tps, bool beginning);
   /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
   /// thread drops what was buffered while paused).
   void pause(const std::set<topic_partition>& tps);
-  void resume(const std::map<topic_partition, std::int64_t>& positions);
+  void resume(const std::map<topic_partition, detail::epoch_offset>& positions);
   /// Commits `offsets`; when `id` is non-zero a commit_done event reports the outcome.
   void commit(std::uint64_t id, commit_map offsets);
   /// Reads committed offsets; reports them in a commit_done event with `id`.
@@ -93,10 +97,24 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void shutdown();
 
  private:
-  enum class pstate { needs_committed, fetching_committed, needs_reset, resetting, ready };
+  // needs_validation/validating: the position is checked against the leader's log with
+  // OffsetForLeaderEpoch before fetching (KIP-320); awaiting_seek: the log was truncated below it
+  // and auto.offset.reset is none, so it waits for the application's seek().
+  enum class pstate {
+    needs_committed,
+    fetching_committed,
+    needs_reset,
+    resetting,
+    needs_validation,
+    validating,
+    awaiting_seek,
+    ready
+  };
   struct part {
     pstate state = pstate::needs_committed;
     std::int64_t fetch_pos = -1;
+    std::int32_t epoch = -1;         // leader epoch of the record before fetch_pos; -1 unknown
+    std::int32_t leader_epoch = -1;  // the leader's epoch (metadata) when last fetched or validated
     bool paused = false;
     bool in_flight = false;
     bool reset_forced = false;          // announce the reset position as forced (seek_to_*, out of range)
@@ -112,6 +130,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void send_offset_fetch();
   void send_list_offsets();
   void send_fetches();
+  void send_validations();
+  void on_validated(const topic_partition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
+                    std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          const net::response_frame& frame, const fetch_set& sent);
   fetch_session& session(std::int32_t node);

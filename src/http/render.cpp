@@ -320,6 +320,12 @@ std::string render_prometheus(const ConsumerMetrics& m) {
           m.heartbeat_response_time_max_ms);
   p.counter("kgroup_consumer_coordinator_heartbeat_total", "The total number of heartbeats sent.",
             n(m.heartbeat_total));
+  p.counter("kgroup_consumer_offset_validations_total",
+            "Positions checked against the partition leader's log (OffsetForLeaderEpoch) after a leader change.",
+            n(m.offset_validations_total));
+  p.counter("kgroup_consumer_log_truncations_total",
+            "Validated positions found past the end of the leader's log (the log was truncated).",
+            n(m.log_truncations_total));
   p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
             "Broker responses that decoded completely with bytes left after their last field (accepted).",
             n(m.responses_with_trailing_bytes_total));
@@ -436,6 +442,8 @@ std::string render_status_json(const ConsumerMetrics& m) {
   w.field("heartbeat_total", m.heartbeat_total);
   w.field("last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago);
   w.field("responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total);
+  w.field("offset_validations_total", m.offset_validations_total);
+  w.field("log_truncations_total", m.log_truncations_total);
   w.field("commit_latency_avg_ms", m.commit_latency_avg_ms);
   w.field("commit_latency_max_ms", m.commit_latency_max_ms);
   w.field("commit_total", m.commit_total);

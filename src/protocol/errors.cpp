@@ -57,6 +57,7 @@ class client_category_impl final : public std::error_category {
       case client_errc::offset_out_of_range: return "offset out of range and auto.offset.reset=none";
       case client_errc::partition_not_found: return "partition no longer exists in the cluster metadata";
       case client_errc::invalid_argument: return "invalid argument";
+      case client_errc::log_truncation: return "log truncation detected";
     }
     return "unknown client error";
   }
@@ -100,6 +101,7 @@ const char* client_error_name(client_errc e) noexcept {
     case client_errc::offset_out_of_range: return "OFFSET_OUT_OF_RANGE";
     case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
     case client_errc::invalid_argument: return "INVALID_ARGUMENT";
+    case client_errc::log_truncation: return "LOG_TRUNCATION";
   }
   return nullptr;
 }

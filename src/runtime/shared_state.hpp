@@ -44,18 +44,34 @@ struct position_event {
   topic_partition tp;
   std::int64_t offset = 0;
   bool forced = false;
+  std::int32_t epoch = -1;  // leader epoch of the record before `offset`; -1 unknown
 };
 /// A per-partition data-path error for poll() to raise (offset out of range with reset none,
-/// partition gone from metadata).
+/// partition gone from metadata, log truncation with reset none).
 struct data_error {
   topic_partition tp;
   std::error_code code;
   std::string message;
+  // client_errc::log_truncation: the first offset known to diverge and its epoch (-1: unknown).
+  std::int64_t divergent_offset = -1;
+  std::int32_t divergent_epoch = -1;
+};
+/// An offset with its metadata and leader epoch (-1: none), as committed or read back.
+struct offset_meta {
+  std::int64_t offset = -1;
+  std::string metadata;
+  std::int32_t epoch = -1;
+};
+/// A position: the next offset and the leader epoch of the record before it (-1: unknown).
+struct epoch_offset {
+  std::int64_t offset = -1;
+  std::int32_t epoch = -1;
+  bool operator==(const epoch_offset&) const = default;
 };
 /// Outcome of a commit or committed() request started by the user thread.
 struct commit_done {
   std::uint64_t id = 0;
-  std::map<topic_partition, std::pair<std::int64_t, std::string>> offsets;  // committed(): offset, metadata
+  std::map<topic_partition, offset_meta> offsets;  // committed()
   std::error_code code;
   std::string message;
 };
@@ -85,6 +101,8 @@ struct metrics_state {
   std::string assignor;
   bool leader = false;
   std::int64_t commits = 0;
+  std::int64_t offset_validations = 0;  // positions checked with OffsetForLeaderEpoch (KIP-320)
+  std::int64_t log_truncations = 0;     // of those, logs found truncated below the position
   double commit_latency_total_ms = 0;
   double commit_latency_max_ms = 0;
   std::map<topic_partition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
@@ -126,7 +144,7 @@ struct shared_state {
   // Positions (next offset) after the records of every poll() but the latest, for auto-commit on
   // the background thread: records count as processed once the application polls again.
   // Written by the user thread only.
-  std::map<topic_partition, std::int64_t> consumed;
+  std::map<topic_partition, epoch_offset> consumed;
   metrics_state metrics;
   // Listener calls queued for the user thread that the core has since superseded (a revoke
   // overtaken by the loss of the partitions): skipped, not run. Background thread writes.

@@ -124,8 +124,7 @@ class fake_broker {
 
   // ---- building replies ----------------------------------------------------------------------
 
-  /// kgroup's supported range of every API it sends, except Fetch below v13 (topic names, not ids)
-  /// and ListOffsets below v4 (as kgroup itself caps it).
+  /// kgroup's supported range of every API it sends, except Fetch below v13 (topic names, not ids).
   static std::vector<protocol::api_versions_response::api_version> default_versions() {
     std::vector<protocol::api_versions_response::api_version> v;
     for_each_request([&](auto tag) {
@@ -134,7 +133,6 @@ class fake_broker {
     });
     for (auto& a : v) {
       if (a.api_key == protocol::fetch_request::api_key) a.max_version = 12;
-      if (a.api_key == protocol::list_offsets_request::api_key) a.max_version = 3;
     }
     return v;
   }

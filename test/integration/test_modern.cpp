@@ -129,7 +129,7 @@ TEST_CASE("a member works when brokers offer only the versions Kafka 4.0 still a
       {11, 2, 5, 5},   // JoinGroup: v0-1 removed in 4.0.0
       {8, 2, 7, 9},    // OffsetCommit: v0-1
       {9, 1, 5, 6},    // OffsetFetch: v0
-      {2, 1, 5, 7},    // ListOffsets: v0
+      {2, 1, 3, 7},    // ListOffsets: v0 (2.0.2: v4-5 capped, see mock_cluster::version_caps)
       {1, 4, 11, 16},  // Fetch: v0-3
   };
   for (const auto& f : floors) mc.set_api_version(f.api_key, f.min, modern ? f.max_215 : f.max_202);

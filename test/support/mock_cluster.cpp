@@ -274,7 +274,11 @@ int mock_cluster::librdkafka_version() noexcept { return rd_kafka_version(); }
 std::string mock_cluster::librdkafka_version_string() { return rd_kafka_version_str(); }
 
 std::vector<mock_cluster::version_cap> mock_cluster::version_caps() {
-  if (!modern()) return {};  // 2.0.2 offers no version it cannot parse
+  if (!modern()) {
+    // librdkafka 2.0.2's mock writes the leader epoch of a ListOffsets v4/v5 answer as an int64
+    // (the field is an int32), so every later field is misread.
+    return {{2, 0, 3, "ListOffsets v4-5: the leader epoch written as an int64"}};
+  }
   // librdkafka 2.15.1's mock (src/rdkafka_mock_handlers.c) advertises these versions but parses
   // them wrongly; librdkafka's own client never sends them. See DESIGN.md "Test clusters".
   return {
