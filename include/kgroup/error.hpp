@@ -44,6 +44,7 @@ enum class client_errc {
   partition_not_found,       // a partition of the assignment disappeared from metadata
   invalid_argument,          // an argument of the call is invalid (empty topic, negative offset, ...)
   log_truncation,            // the log was truncated below the position and auto.offset.reset=none
+  corrupt_record,            // record data at the position is corrupt (CRC mismatch, unparsable); seek past it
 };
 
 const std::error_category& client_category() noexcept;

@@ -705,6 +705,9 @@ class Consumer::impl {
           return false;
         }
         shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
+        logger()->debug("{}-{}: fetched data from offset {} dropped (position {}{})", d.tp.topic, d.tp.partition,
+                        d.fetch_offset, it == parts_.end() ? -1 : it->second.position,
+                        it == parts_.end() ? ", not owned" : it->second.paused ? ", paused" : "");
         continue;
       }
       // Lag counts to the last stable offset under read_committed: records past it are not
@@ -758,11 +761,7 @@ class Consumer::impl {
       }
       if (!c.in_batch) {
         if (!c.batches.next(c.batch)) {
-          if (c.batches.error()) {
-            logger()->error("{}-{}: corrupt record data at offset {}: {}; skipping this fetch",
-                            c.data->tp.topic, c.data->tp.partition, pit->second.position,
-                            c.batches.error().message());
-          }
+          if (c.batches.error()) corrupt_data(c.data->tp, pit->second, c.batches.error(), "record batch");
           finish_cursor();
           continue;
         }
@@ -788,8 +787,9 @@ class Consumer::impl {
       protocol::record r;
       if (!c.records.next(r)) {
         if (c.records.error()) {
-          logger()->error("{}-{}: corrupt batch at offset {}: {}", c.data->tp.topic, c.data->tp.partition,
-                          c.batch.header().base_offset, c.records.error().message());
+          corrupt_data(c.data->tp, pit->second, c.records.error(), "record");
+          finish_cursor();
+          continue;
         }
         // The next position is past the batch's last offset, also when compaction removed its
         // trailing records (the fetcher continues from there too; issue 13, item 6).
@@ -861,6 +861,19 @@ class Consumer::impl {
       }
       throw log_truncation_error(message, std::move(divergent));
     }
+  }
+
+  // Corrupt record data at the partition's position (a CRC mismatch under check.crcs, a batch or
+  // record that does not parse): raised from poll() naming the partition and the offset, as Java
+  // does. Nothing at or past it is returned or skipped: the position stays, and the fetcher reads
+  // from it again, so every poll() raises it until the application seeks past it.
+  void corrupt_data(const topic_partition& tp, const upart& p, std::error_code ec, const char* what) {
+    const std::string message = "corrupt " + std::string(what) + " in " + tp.topic + "-" +
+                                std::to_string(tp.partition) + " at offset " + std::to_string(p.position) + ": " +
+                                ec.message() + "; seek() past it to skip it";
+    logger()->error("{}", message);
+    pending_data_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message});
+    post([this, tp, offset = p.position, epoch = p.epoch] { fetcher_->refetch(tp, offset, epoch); });
   }
 
   static std::int32_t batch_epoch(const protocol::record_batch_header& h) {

@@ -172,6 +172,14 @@ void fetcher::seek(const topic_partition& tp, std::int64_t offset, std::int32_t 
   pump();
 }
 
+void fetcher::refetch(const topic_partition& tp, std::int64_t offset, std::int32_t epoch) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end() || it->second.state != pstate::ready) return;  // moved on meanwhile (reset, seek)
+  it->second.fetch_pos = offset;
+  it->second.epoch = epoch;
+  pump();
+}
+
 void fetcher::seek_to(const std::set<topic_partition>& tps, bool beginning) {
   for (const auto& tp : tps) {
     auto it = parts_.find(tp);
@@ -311,6 +319,7 @@ void fetcher::send_offset_fetch() {
             it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
             it->second.fetch_pos = offset;
             it->second.epoch = epoch;
+            logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
             {
               std::lock_guard lock(self->shared_.mutex);
               self->shared_.metrics.committed[{topic, partition}] = offset;
@@ -393,6 +402,7 @@ void fetcher::send_list_offsets() {
                   continue;
                 }
                 answered.insert(tp);
+                logger()->debug("{}-{}: reset to offset {}", tp.topic, tp.partition, p.offset);
                 it->second.state = pstate::ready;
                 it->second.fetch_pos = p.offset;
                 it->second.epoch = p.leader_epoch;  // v4+; -1 before
@@ -696,9 +706,11 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       } else if (refresh_worthy(pd.error_code)) {
         logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition,
                         kafka_error_name(pd.error_code));
-        // This member's leader epoch is older than the broker's: a new leader, whose log is
-        // checked against the position once metadata names it (KIP-320).
-        if (pd.error_code == static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch) && p.epoch >= 0)
+        // The leader epochs of this member and the broker differ: a leader change, after which
+        // the new leader's log is checked against the position once metadata names it (KIP-320).
+        if ((pd.error_code == static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch) ||
+             pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)) &&
+            p.epoch >= 0)
           p.state = pstate::needs_validation;
         maybe_refresh_metadata();
         schedule_retry();

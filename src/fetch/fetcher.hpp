@@ -20,6 +20,7 @@
 
 #include "runtime/shared_state.hpp"
 #include "fetch/fetch_session.hpp"
+#include "fetch/next_offset.hpp"
 #include "net/cluster.hpp"
 
 namespace kgroup::fetch {
@@ -63,11 +64,6 @@ struct group_identity {
 /// Offsets to commit: offset, metadata and leader epoch per partition.
 using commit_map = std::map<topic_partition, detail::offset_meta>;
 
-/// Extracts the offset following the last complete batch in `records` (at least `from`), and in
-/// `last_epoch` (when given and such a batch exists) that batch's partition leader epoch (-1 for
-/// the legacy formats). Pure; exposed for tests.
-std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from,
-                               std::int32_t* last_epoch = nullptr) noexcept;
 
 class fetcher : public std::enable_shared_from_this<fetcher> {
  public:
@@ -84,6 +80,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// against the leader's log before fetching (KIP-320).
   void seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch = -1);
   void seek_to(const std::set<topic_partition>& tps, bool beginning);
+  /// Fetches `tp` again from `offset` (the user thread's position, `epoch` its leader epoch),
+  /// without validation: the data after it could not be read (corrupt).
+  void refetch(const topic_partition& tp, std::int64_t offset, std::int32_t epoch);
   /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
   /// thread drops what was buffered while paused).
   void pause(const std::set<topic_partition>& tps);

@@ -58,6 +58,7 @@ class client_category_impl final : public std::error_category {
       case client_errc::partition_not_found: return "partition no longer exists in the cluster metadata";
       case client_errc::invalid_argument: return "invalid argument";
       case client_errc::log_truncation: return "log truncation detected";
+      case client_errc::corrupt_record: return "corrupt record data";
     }
     return "unknown client error";
   }
@@ -102,6 +103,7 @@ const char* client_error_name(client_errc e) noexcept {
     case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
     case client_errc::invalid_argument: return "INVALID_ARGUMENT";
     case client_errc::log_truncation: return "LOG_TRUNCATION";
+    case client_errc::corrupt_record: return "CORRUPT_RECORD";
   }
   return nullptr;
 }

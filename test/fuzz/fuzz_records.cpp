@@ -12,12 +12,19 @@
 //     more records than the header declared, headers_view iterating a count other than size();
 //   - a copy of the previous batch whose records read differently after the reader moved on (the
 //     decompression buffer was reused while a copy still pointed into it);
-//   - for_each_record disagreeing with the manual loop.
+//   - for_each_record disagreeing with the manual loop;
+//   - the read_committed filter (fetch/txn_filter.hpp), run over the decoded batch headers with an
+//     aborted-transaction list drawn from them: returning a control batch, skipping a
+//     non-transactional batch or one of a producer with no aborted transaction, or (for batches in
+//     offset order, as brokers send them) deciding otherwise than the rule written out directly.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
+#include "fetch/txn_filter.hpp"
 #include "fuzz_common.hpp"
 #include "protocol/records.hpp"
 
@@ -70,6 +77,50 @@ batch_digest read_records(const record_batch& batch) {
   return d;
 }
 
+// The read_committed rule written out directly: a transactional batch is aborted when its producer
+// has an aborted transaction starting at or before the batch's last offset that no control batch
+// of that producer before it ended.
+bool aborted_by_rule(const std::vector<record_batch_header>& headers, std::size_t i,
+                     const std::vector<std::pair<std::int64_t, std::int64_t>>& aborted) {
+  const auto& b = headers[i];
+  if (b.is_control() || !b.is_transactional()) return false;
+  for (const auto& [pid, first] : aborted) {
+    if (pid != b.producer_id || first > b.last_offset()) continue;
+    bool ended = false;
+    for (std::size_t j = 0; j < i && !ended; ++j)
+      ended = headers[j].is_control() && headers[j].producer_id == pid && headers[j].last_offset() >= first;
+    if (!ended) return true;
+  }
+  return false;
+}
+
+void filter_transactions(const std::vector<record_batch_header>& headers) {
+  // Aborted transactions drawn from the input: those of every transactional batch with an odd base
+  // offset, and one of a producer no batch has.
+  std::vector<std::pair<std::int64_t, std::int64_t>> aborted;
+  for (const auto& h : headers) {
+    if (h.is_transactional() && !h.is_control() && (h.base_offset & 1) != 0) aborted.emplace_back(h.producer_id, h.base_offset);
+  }
+  aborted.emplace_back(-12345, 0);
+  bool in_order = true;  // each batch after the previous one, its last offset not below its base
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    in_order = in_order && headers[i].last_offset() >= headers[i].base_offset &&
+               (i == 0 || headers[i].base_offset > headers[i - 1].last_offset());
+  }
+  kgroup::fetch::aborted_filter filter(aborted), none;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    const auto& h = headers[i];
+    const bool skip = filter.skip(h);
+    check(none.skip(h) == h.is_control(), "without aborted transactions, a batch other than a control one was skipped");
+    if (h.is_control()) check(skip, "a control batch was returned");
+    if (!h.is_transactional()) check(!skip || h.is_control(), "a non-transactional batch was skipped");
+    bool listed = false;
+    for (const auto& a : aborted) listed = listed || a.first == h.producer_id;
+    if (!listed) check(!skip || h.is_control(), "a batch of a producer without an aborted transaction was skipped");
+    if (in_order && !h.is_control()) check(skip == aborted_by_rule(headers, i, aborted), "the filter broke the read_committed rule");
+  }
+}
+
 void decode_all(std::span<const std::uint8_t> data, bool verify_crc) {
   decode_options opts;
   opts.max_decompressed_batch_bytes = max_batch_bytes;
@@ -81,7 +132,9 @@ void decode_all(std::span<const std::uint8_t> data, bool verify_crc) {
   batch_digest previous_digest;
   std::uint64_t total = 0;
   std::error_code record_error;
+  std::vector<record_batch_header> headers;
   while (batches.next(batch)) {
+    if (batch.header().magic >= 2) headers.push_back(batch.header());
     check(batches.consumed() <= data.size(), "consumed() past the input");
     check(batch.raw().data() >= data.data() && batch.raw().data() + batch.raw().size() <= data.data() + data.size(),
           "a batch's raw() outside the input");
@@ -113,6 +166,7 @@ void decode_all(std::span<const std::uint8_t> data, bool verify_crc) {
     check(result.partial == batches.partial(), "for_each_record disagrees on partial");
     check(result.consumed == batches.consumed(), "for_each_record disagrees on consumed()");
   }
+  filter_transactions(headers);
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ struct batch_spec {
   std::int64_t pid = -1;    // transactional when >= 0
   kind type = kind::data;
   std::string tag;          // record values are "<tag>-<offset>"
+  bool corrupt = false;     // one byte of the first value flipped after the CRC was computed
   std::int64_t last() const { return base + count - 1; }
 };
 
@@ -105,7 +106,13 @@ void encode_batch(const batch_spec& b, proto::bytes& out) {
   o.control = b.type != batch_spec::kind::data;
   o.producer_id = b.pid;
   o.producer_epoch = b.pid >= 0 ? 0 : -1;
+  const auto start = out.size();
   if (proto::encode_record_batch(recs, o, out)) throw std::runtime_error("encode_record_batch failed");
+  if (b.corrupt && !values.empty()) {
+    const auto at = std::search(out.begin() + static_cast<std::ptrdiff_t>(start), out.end(), values[0].begin(), values[0].end());
+    if (at == out.end()) throw std::runtime_error("value not found in the encoded batch");
+    *at = static_cast<std::uint8_t>('X');  // "<tag>-<offset>" becomes "X<ag>-<offset>"
+  }
 }
 
 struct commit_seen {
@@ -668,6 +675,53 @@ TEST_CASE("positions out of range (OFFSET_OUT_OF_RANGE, below the log start afte
     c.seek(t0, 105);
     const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
     CHECK(offsets_of(records, 0) == range(105, 109));
+    c.close(5s);
+  }
+}
+
+TEST_CASE("a corrupt record batch is raised from poll() with its partition and offset; nothing past it is skipped",
+          "[datasafety]") {
+  log_leader leader(1);
+  leader.edit([](log_leader::state s) {
+    auto& p0 = s.logs[0];
+    p0.append(5, 0, "ok");     // 0-4
+    p0.append(5, 0, "bad");    // 5-9, its CRC no longer matches
+    p0.batches.back().corrupt = true;
+    p0.append(5, 0, "ok");     // 10-14
+  });
+  SECTION("check.crcs=true (the default)") {
+    kgroup::Consumer c(config_for(leader, "earliest"));
+    c.assign({t0});
+    std::vector<got> records;
+    std::vector<std::string> errors;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (errors.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+      try {
+        for (const auto& rec : c.poll(50ms)) records.push_back({rec.partition, rec.offset, "", rec.leader_epoch});
+      } catch (const kgroup::error& e) {
+        CHECK(e.code() == make_error_code(client_errc::corrupt_record));
+        errors.push_back(e.what());
+      }
+    }
+    // Raised again by every poll() until the application decides; the records before it arrived.
+    REQUIRE(errors.size() == 3);
+    CHECK(errors[0].find("t-0 at offset 5") != std::string::npos);
+    CHECK(offsets_of(records, 0) == range(0, 4));
+    CHECK(c.position(t0) == 5);
+    c.seek(t0, 10);  // skip the corrupt batch
+    const auto rest = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
+    CHECK(offsets_of(rest, 0) == range(10, 14));
+    c.close(5s);
+  }
+  SECTION("check.crcs=false: the batch is returned as it is") {
+    auto cfg = config_for(leader, "earliest");
+    cfg.set("check.crcs", "false");
+    kgroup::Consumer c(cfg);
+    c.assign({t0});
+    const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 15; });
+    CHECK(offsets_of(records, 0) == range(0, 14));
+    REQUIRE(records.size() >= 6);
+    CHECK(records[5].value == "Xad-5");
     c.close(5s);
   }
 }

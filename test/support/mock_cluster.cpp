@@ -285,6 +285,7 @@ std::vector<mock_cluster::version_cap> mock_cluster::version_caps() {
       {11, 0, 5, "JoinGroup v6: flexible protocols array read with an int32 count"},
       {14, 0, 3, "SyncGroup v4: flexible assignments array read with an int32 count"},
       {13, 0, 2, "LeaveGroup v3-4: read and answered with the v0-2 layout"},
+      {9, 0, 4, "OffsetFetch v5-6: the partition's current leader epoch answered as the committed one"},
   };
 }
 

@@ -7,7 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include "fetch/fetch_session.hpp"
+#include "fetch/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
+#include "protocol/records.hpp"
 
 using kgroup::topic_partition;
 using kgroup::fetch::fetch_session;
@@ -328,5 +330,63 @@ TEST_CASE("fetch session: requests encode at the session versions", "[fetch_sess
     CHECK(back.session_epoch == 1);
     CHECK(listed(back) == listed(req));
     CHECK(forgotten(back) == std::set<topic_partition>{a1});
+  }
+}
+
+// ---- where the next Fetch starts (fetch/next_offset.hpp) ----------------------------------------
+
+namespace {
+
+void append_batch(kgroup::protocol::bytes& out, std::int64_t base, int count, std::int32_t epoch) {
+  namespace proto = kgroup::protocol;
+  static const std::uint8_t value[] = {'v'};
+  std::vector<proto::record_input> recs(static_cast<std::size_t>(count),
+                                        proto::record_input{std::nullopt, proto::byte_view(value), 1, {}, {}});
+  proto::batch_encode_options o;
+  o.base_offset = base;
+  o.partition_leader_epoch = epoch;
+  REQUIRE_FALSE(proto::encode_record_batch(recs, o, out));
+}
+
+}  // namespace
+
+TEST_CASE("next_fetch_offset: after the last complete batch, with that batch's leader epoch", "[fetch]") {
+  using kgroup::fetch::next_fetch_offset;
+  kgroup::protocol::bytes data;
+  append_batch(data, 10, 5, 3);  // 10-14, epoch 3
+  append_batch(data, 15, 2, 4);  // 15-16, epoch 4
+  std::int32_t epoch = -7;
+  CHECK(next_fetch_offset(data, 10, &epoch) == 17);
+  CHECK(epoch == 4);
+
+  SECTION("a partial batch at the end is not counted") {
+    const auto complete = data.size();
+    append_batch(data, 17, 3, 5);
+    data.resize(complete + 20);
+    epoch = -7;
+    CHECK(next_fetch_offset(data, 10, &epoch) == 17);
+    CHECK(epoch == 4);
+  }
+  SECTION("nothing complete: the position and the epoch stay") {
+    data.resize(30);
+    epoch = -7;
+    CHECK(next_fetch_offset(data, 10, &epoch) == 10);
+    CHECK(epoch == -7);
+  }
+  SECTION("batches wholly before the position do not move it back, nor set the epoch") {
+    epoch = -7;
+    CHECK(next_fetch_offset(data, 20, &epoch) == 20);
+    CHECK(epoch == -7);
+  }
+  SECTION("legacy message sets have no epoch") {
+    namespace proto = kgroup::protocol;
+    proto::bytes legacy;
+    static const std::uint8_t value[] = {'v'};
+    const proto::legacy_message_input msgs[] = {{40, 1, std::nullopt, proto::byte_view(value)},
+                                                {41, 2, std::nullopt, proto::byte_view(value)}};
+    REQUIRE_FALSE(proto::encode_legacy_message_set(msgs, {}, legacy));
+    epoch = -7;
+    CHECK(next_fetch_offset(legacy, 40, &epoch) == 42);
+    CHECK(epoch == -1);
   }
 }
