@@ -708,6 +708,9 @@ class Consumer::impl {
         logger()->debug("{}-{}: fetched data from offset {} dropped (position {}{})", d.tp.topic, d.tp.partition,
                         d.fetch_offset, it == parts_.end() ? -1 : it->second.position,
                         it == parts_.end() ? ", not owned" : it->second.paused ? ", paused" : "");
+        // The fetcher stops while the buffer is full and only the user thread wakes it: freeing
+        // space by dropping must wake it too, as finish_cursor() does.
+        post([this] { fetcher_->wake(); });
         continue;
       }
       // Lag counts to the last stable offset under read_committed: records past it are not

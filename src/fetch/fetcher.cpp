@@ -125,7 +125,14 @@ bool fetcher::missing(const topic_partition& tp, part& p) {
   auto t = md.topics.find(tp.topic);
   const bool absent = t == md.topics.end() || t->second.error_code != 0 ||
                       tp.partition >= static_cast<std::int32_t>(t->second.partitions.size());
-  const bool no_leader = !absent && t->second.partitions[static_cast<std::size_t>(tp.partition)].leader < 0;
+  // A leader the broker list does not name (a broker that is down: Kafka's metadata, like the
+  // mock's, then lists the partition's leader but not the broker) is no leader either: metadata is
+  // refreshed until it names one that can be reached. Before, such a partition was skipped with no
+  // refresh, and stalled until metadata.max.age.ms (found by the chaos test on librdkafka 2.15.1).
+  const bool no_leader = !absent && [&] {
+    const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
+    return leader < 0 || md.brokers.count(leader) == 0;
+  }();
   if (!absent) {
     p.missing_since = 0;
     p.reported_missing = false;
@@ -231,6 +238,13 @@ void fetcher::schedule_retry() {
     if (ec || self->stopped_) return;
     self->pump();
   });
+}
+
+void fetcher::no_connection() {
+  // The leader has no connection to use (unknown to the cluster, or it is closing): ask again
+  // after fresh metadata instead of waiting for something else to wake the fetcher.
+  maybe_refresh_metadata();
+  schedule_retry();
 }
 
 void fetcher::maybe_refresh_metadata() {
@@ -368,7 +382,10 @@ void fetcher::send_list_offsets() {
   }
   for (auto& [leader, tps] : by_leader) {
     auto conn = cluster_->broker(leader);
-    if (!conn) continue;
+    if (!conn) {
+      no_connection();
+      continue;
+    }
     protocol::list_offsets_request req;
     req.replica_id = -1;
     req.isolation_level = opts_.isolation_level;
@@ -459,7 +476,10 @@ void fetcher::send_validations() {
   };
   for (auto& [leader, tps] : by_leader) {
     auto conn = cluster_->broker(leader);
-    if (!conn) continue;
+    if (!conn) {
+      no_connection();
+      continue;
+    }
     protocol::offset_for_leader_epoch_request req;
     req.replica_id = -1;  // a consumer (v3+)
     std::map<std::string, std::size_t> index;
@@ -621,7 +641,10 @@ void fetcher::send_fetches() {
   if (validate) send_validations();
   for (auto& [leader, wanted] : by_leader) {
     auto conn = cluster_->broker(leader);
-    if (!conn) continue;
+    if (!conn) {
+      no_connection();
+      continue;
+    }
     protocol::fetch_request req;
     req.replica_id = -1;
     req.max_wait_ms = opts_.fetch_max_wait_ms;
@@ -634,6 +657,11 @@ void fetcher::send_fetches() {
       all_ids = all_ids && !pf.topic_id.is_zero();
     }
     fetching_nodes_.insert(leader);
+    if (logger()->should_log(spdlog::level::trace)) {
+      std::string list;
+      for (const auto& [tp, pf] : wanted) list += " " + tp.topic + "-" + std::to_string(tp.partition) + "@" + std::to_string(pf.fetch_offset);
+      logger()->trace("fetch from broker {}:{}", leader, list);
+    }
     // The partition lists depend on the version (sessions from v7), so the session writes them
     // once the version is chosen. Fetch v13+ names topics by id only: without ids stay below v13.
     auto sent = std::make_shared<const fetch_set>(std::move(wanted));
@@ -683,6 +711,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
   std::vector<detail::fetched_data> out;
   for (const auto& [tp, pdp] : result.partitions) {
     const auto& pd = *pdp;
+    logger()->trace("{}-{}: fetch answer: error {}, high watermark {}, {} bytes", tp.topic, tp.partition, pd.error_code,
+                    pd.high_watermark, pd.records ? pd.records->data.size() : 0);
     auto it = parts_.find(tp);
     auto s = sent.find(tp);
     if (it == parts_.end() || s == sent.end()) continue;

@@ -137,6 +137,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   fetch_session& session(std::int32_t node);
   void schedule_retry();
   void maybe_refresh_metadata();
+  void no_connection();
   void auto_commit();
   void arm_auto_commit();
   std::int64_t reset_timestamp() const;

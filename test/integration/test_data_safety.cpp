@@ -134,11 +134,16 @@ class log_leader {
     std::map<std::int32_t, partition_log>& logs;
     std::int32_t& leader_epoch;
     std::map<std::int32_t, std::pair<std::int64_t, std::int32_t>>& committed;  // offset, epoch
+    int& hide_broker;  // Metadata answers left that list the partitions' leader but not the broker
   };
   template <class F>
   void edit(F f) {
     std::lock_guard lock(mutex_);
-    f(state{logs_, leader_epoch_, committed_});
+    f(state{logs_, leader_epoch_, committed_, hide_broker_});
+  }
+  int metadata_requests() const {
+    std::lock_guard lock(mutex_);
+    return metadata_requests_;
   }
   std::vector<commit_seen> commits() const {
     std::lock_guard lock(mutex_);
@@ -164,8 +169,13 @@ class log_leader {
     switch (r.api_key) {
       case proto::metadata_request::api_key: {
         auto m = fb_.metadata();
+        ++metadata_requests_;
         for (auto& t : m.topics)
           for (auto& p : t.partitions) p.leader_epoch = leader_epoch_;
+        if (hide_broker_ > 0) {
+          --hide_broker_;
+          m.brokers.clear();  // as for a leader that is down
+        }
         return reply{fake_broker::response(r, m)};
       }
       case proto::offset_fetch_request::api_key: {
@@ -298,6 +308,8 @@ class log_leader {
   std::map<std::int32_t, std::pair<std::int64_t, std::int32_t>> committed_;
   std::vector<commit_seen> commits_;
   int validations_ = 0;
+  int hide_broker_ = 0;
+  int metadata_requests_ = 0;
   fake_broker fb_;  // last: its threads call handle(), which uses the members above
 };
 
@@ -724,4 +736,28 @@ TEST_CASE("a corrupt record batch is raised from poll() with its partition and o
     CHECK(records[5].value == "Xad-5");
     c.close(5s);
   }
+}
+
+TEST_CASE("a partition whose leader is missing from the metadata's broker list is fetched once a refresh names it",
+          "[datasafety]") {
+  // Kafka (and the mock clusters) leave a broker that is down out of the broker list while its
+  // partitions still name it as leader. Such a partition was skipped without a metadata refresh
+  // and stalled until metadata.max.age.ms.
+  log_leader leader(1);
+  leader.edit([](log_leader::state s) {
+    s.logs[0].append(5, 0, "x");
+    s.hide_broker = 3;
+  });
+  kgroup::Config cfg{{"bootstrap.servers", leader.bootstrap()},
+                     {"auto.offset.reset", "earliest"},
+                     {"metadata.max.age.ms", "600000"},
+                     {"retry.backoff.ms", "20"},
+                     {"retry.backoff.max.ms", "100"},
+                     {"fetch.max.wait.ms", "50"}};
+  kgroup::Consumer c(cfg);
+  c.assign({t0});
+  const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
+  CHECK(offsets_of(records, 0) == range(0, 4));
+  CHECK(leader.metadata_requests() > 3);
+  c.close(5s);
 }
