@@ -137,6 +137,8 @@ double seconds_since(std::int64_t t0) { return static_cast<double>(now_ns() - t0
 //   S <t> <last_poll_start> <ms>  stall begins           W <t>  stall over, polling again
 //   T <0|1>            settled from the member's view (state stable, callbacks agree with it)
 //   N <text>           a noteworthy but expected error (commit refused during a rebalance, ...)
+//   K <t> <p:o,p:o,..> offsets a commit stored (kgroup: commit_sync()/commit_async() succeeded,
+//                      librdkafka: its offset commit callback), for invariant 3's report
 //   E <text>           a member failure (poll() threw, a record with the wrong key, ...)
 //   X <ok|error text> <ms>   close() returned after <ms>
 // ---------------------------------------------------------------------------------------------
@@ -362,15 +364,27 @@ class kgroup_chaos_member : public chaos_member {
     last_commit_ = steady::now();
     uncommitted_ = false;
     if (spec_.commit == "sync") {
+      // What commit_sync() commits: the positions of the owned partitions (as metrics() shows them).
+      std::string committing;
+      for (const auto& pm : consumer_->metrics().partitions) {
+        if (pm.position >= 0) committing += (committing.empty() ? "" : ",") + std::to_string(pm.partition.partition) + ":" + std::to_string(pm.position);
+      }
       try {
         consumer_->commit_sync();
+        if (!committing.empty()) emit_("K " + std::to_string(now_ns()) + " " + committing);
       } catch (const std::exception& e) {
         emit_(std::string("N commit_sync: ") + e.what());
         uncommitted_ = true;
       }
     } else {
-      consumer_->commit_async([this](const kgroup::OffsetMap&, std::error_code ec) {
-        if (ec) emit_("N commit_async: " + ec.message());
+      consumer_->commit_async([this](const kgroup::OffsetMap& offsets, std::error_code ec) {
+        if (ec) {
+          emit_("N commit_async: " + ec.message());
+          return;
+        }
+        std::string committed;
+        for (const auto& [tp, om] : offsets) committed += (committed.empty() ? "" : ",") + std::to_string(tp.partition) + ":" + std::to_string(om.offset);
+        if (!committed.empty()) emit_("K " + std::to_string(now_ns()) + " " + committed);
       });
     }
   }
@@ -444,6 +458,7 @@ class rdkafka_chaos_member : public chaos_member {
     rd_kafka_conf_set_opaque(conf, this);
     rd_kafka_conf_set_log_cb(conf, &rdkafka_chaos_member::log_cb);
     rd_kafka_conf_set_rebalance_cb(conf, &rdkafka_chaos_member::rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(conf, &rdkafka_chaos_member::commit_cb);
     // Errors (broker down, timeouts) are expected here; they arrive as consumer errors too.
     rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int, const char*, void*) {});
     char err[512];
@@ -520,6 +535,17 @@ class rdkafka_chaos_member : public chaos_member {
     // Fails (harmlessly: the records come again) for partitions no longer assigned.
     (void)rd_kafka_offsets_store(rk_, list);
     rd_kafka_topic_partition_list_destroy(list);
+  }
+
+  static void commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR || offsets == nullptr) return;
+    std::string committed;
+    for (int i = 0; i < offsets->cnt; ++i) {
+      const auto& el = offsets->elems[i];
+      if (el.err != RD_KAFKA_RESP_ERR_NO_ERROR || el.offset < 0) continue;
+      committed += (committed.empty() ? "" : ",") + std::to_string(el.partition) + ":" + std::to_string(el.offset);
+    }
+    if (!committed.empty()) static_cast<rdkafka_chaos_member*>(opaque)->emit_("K " + std::to_string(now_ns()) + " " + committed);
   }
 
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
@@ -703,6 +729,20 @@ class recorder {
         int s = 0;
         in >> s;
         settled_[member] = s == 1;
+        break;
+      }
+      case 'K': {
+        std::int64_t at = 0;
+        std::string list;
+        in >> at >> list;
+        std::istringstream items(list);
+        std::string item;
+        while (std::getline(items, item, ',')) {
+          const auto colon = item.find(':');
+          if (colon == std::string::npos) continue;
+          const int p = std::atoi(item.c_str());
+          if (p >= 0 && p < partition_count) commits_[p].push_back({at, member, std::atoll(item.c_str() + colon + 1)});
+        }
         break;
       }
       case 'N':
@@ -914,9 +954,27 @@ class recorder {
     std::int64_t first, last;
   };
   std::vector<run> runs_;
+  struct commit_event {
+    std::int64_t t;
+    std::string member;
+    std::int64_t offset;
+  };
+  std::map<int, std::vector<commit_event>> commits_;  // partition -> commits reported (K lines)
 
  public:
   // Ownership events of partition `p`, and the stalls and kills of their members.
+  // The commits members reported for partition `p` at or above offset `low` (invariant 3's report).
+  void explain_commits(int p, std::int64_t low) const {
+    std::lock_guard lock(mutex_);
+    std::printf("    commits of partition %d at or above offset %" PRId64 " (as the members reported them):\n", p, low);
+    auto it = commits_.find(p);
+    if (it == commits_.end()) return;
+    for (const auto& c : it->second) {
+      if (c.offset >= low)
+        std::printf("      %8.3f s %s %" PRId64 "\n", static_cast<double>(c.t - t0_) / 1e9, c.member.c_str(), c.offset);
+    }
+  }
+
   void explain_partition(int p) const {
     std::lock_guard lock(mutex_);
     std::set<std::string> who;
@@ -1720,6 +1778,15 @@ void run_chaos(const std::string& strategy) {
   std::printf("invariant 3, committed offsets never went backwards: %s (%d samples, %d failed samples, %zu regressions, final committed total %" PRId64 ")\n",
               result(regression_count == 0), samples, failed_samples, regression_count, committed_total);
   for (const auto& r : regressions) std::printf("    %s\n", r.c_str());
+  if (!regressions.empty()) {
+    // Who committed what around the first regression: the lower offset came from whom, and when.
+    int p = -1;
+    long long low = -1;
+    if (std::sscanf(regressions.front().c_str(), "partition %d: committed %lld", &p, &low) == 2) {
+      rec.explain_commits(p, low);
+      rec.explain_partition(p);
+    }
+  }
   std::printf("invariant 4, balanced within %d s after the chaos: %s", static_cast<int>(settle_limit.count()), result(settled_in_time));
   if (settled_in_time) std::printf(" (after %.1f s)", settle_seconds);
   std::printf("; assignment:%s\n", final_assignment.c_str());
