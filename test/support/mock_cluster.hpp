@@ -121,6 +121,10 @@ class mock_cluster {
   /// requests or inject Metadata errors per broker must know: that per-broker stack is in use.
   static constexpr int default_metadata_delay_ms = 25;
   static constexpr int metadata_delays_per_broker = 5000;
+  /// On librdkafka 2.0.2's mock, which ignores the Metadata delay, every broker answers after this
+  /// round trip instead (the same race, see the constructor); $KGROUP_MOCK_RTT_MS overrides (0 =
+  /// none). Tests may still set_rtt() their own.
+  static constexpr int default_rtt_ms_202 = 20;
   /// Where broker `broker_id` (1..N) listens; the port stays the same while the broker is down.
   /// Throws std::out_of_range for an unknown id.
   [[nodiscard]] broker_address address_of(std::int32_t broker_id) const;
