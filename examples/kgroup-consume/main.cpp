@@ -42,9 +42,10 @@
 namespace {
 
 constexpr const char* usage_text =
-    R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-X key=value]... [--max-messages N]
+    R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-F FILE] [-X key=value]... [--max-messages N]
                       [--duration-ms N] [--process-ms N] [--commit auto|sync|async|none] TOPIC...
        kgroup-consume -b BOOTSTRAP [-g GROUP] --partition TOPIC:N [--partition TOPIC:N]... [...]
+       kgroup-consume -F FILE [...] TOPIC...   (bootstrap.servers and group.id from FILE)
 
 Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines. With
 --partition it consumes exactly the named partitions instead (manual assignment: no group is
@@ -54,8 +55,11 @@ joined, no rebalances); -g is then optional and only used for commits.
   -g GROUP            group.id
   --partition TOPIC:N consume partition N of TOPIC (repeatable); excludes TOPIC arguments.
                       Without -g, records are not committed (--commit none).
-  -X key=value        any consumer property (repeatable; applied in order, after -b and -g).
-                      auto.offset.reset is earliest unless -X sets it.
+  -F FILE             consumer properties from a Java .properties file, applied first (-b, -g
+                      and -X override it). Keys meant for other Kafka clients (serializers,
+                      producer keys, ...) are skipped with one warning on stderr.
+  -X key=value        any consumer property (repeatable; applied in order, after -F, -b and -g).
+                      auto.offset.reset is earliest unless -F or -X sets it.
   --max-messages N    exit after N records (N >= 1)
   --duration-ms N     exit after N milliseconds (N >= 1)
   --process-ms N      sleep N milliseconds after each record, as slow processing would
@@ -298,6 +302,7 @@ enum class commit_mode { auto_commit, sync, async, none };
 struct options {
   std::string bootstrap;
   std::string group;
+  std::string config_file;                                      // -F
   std::vector<std::pair<std::string, std::string>> properties;  // -X, in command-line order
   std::optional<std::int64_t> max_messages;
   std::optional<std::int64_t> duration_ms;
@@ -381,6 +386,8 @@ options parse_args(int argc, char** argv) {
       o.bootstrap = value_of(name, glued);
     } else if (name == "-g") {
       o.group = value_of(name, glued);
+    } else if (name == "-F") {
+      o.config_file = value_of(name, glued);
     } else if (name == "-X") {
       std::string kv = value_of(name, glued);
       auto eq = kv.find('=');
@@ -412,30 +419,38 @@ options parse_args(int argc, char** argv) {
     }
   }
   if (o.help) return o;
-  if (o.bootstrap.empty()) throw usage_error{"-b BOOTSTRAP is required"};
+  // With -F, bootstrap.servers and group.id may come from the file (checked in make_config()).
+  const bool file = !o.config_file.empty();
+  if (o.bootstrap.empty() && !file) throw usage_error{"-b BOOTSTRAP is required (or -F FILE with bootstrap.servers)"};
   if (!o.partitions.empty()) {
     if (!o.topics.empty()) throw usage_error{"TOPIC arguments and --partition exclude each other"};
-    if (o.group.empty() && o.commit && *o.commit != commit_mode::none) {
-      throw usage_error{"--commit needs -g GROUP (commits are stored in a group)"};
-    }
-    if (o.group.empty()) o.commit = commit_mode::none;
     return o;
   }
-  if (o.group.empty()) throw usage_error{"-g GROUP is required"};
+  if (o.group.empty() && !file) throw usage_error{"-g GROUP is required (or -F FILE with group.id)"};
   if (o.topics.empty()) throw usage_error{"at least one TOPIC is required"};
   return o;
 }
 
-// Throws kgroup::error (invalid_config) from Config::set, or usage_error for a --commit that
-// contradicts -X enable.auto.commit.
-kgroup::Config make_config(const options& o) {
+// Throws kgroup::error (invalid_config) from Config::load/set, or usage_error for a --commit that
+// contradicts -X enable.auto.commit or a group missing from both -g and -F. Settles o.commit for
+// --partition without a group (none).
+kgroup::Config make_config(options& o) {
   kgroup::Config c;
+  if (!o.config_file.empty()) c = kgroup::Config::load(o.config_file);
   // A tool that is mostly used to look at what a topic holds starts from the beginning; Kafka's
   // default (latest) would show nothing for a topic nobody writes to right now.
-  c.set("auto.offset.reset", "earliest");
-  c.set("bootstrap.servers", o.bootstrap);
+  if (!c.is_set("auto.offset.reset")) c.set("auto.offset.reset", "earliest");
+  if (!o.bootstrap.empty()) c.set("bootstrap.servers", o.bootstrap);
   if (!o.group.empty()) c.set("group.id", o.group);
   for (const auto& [key, value] : o.properties) c.set(key, value);
+  const bool has_group = !c.get("group.id").empty();
+  if (o.partitions.empty() && !has_group) throw usage_error{"-g GROUP is required (no group.id in -F FILE)"};
+  if (!o.partitions.empty() && !has_group) {
+    if (o.commit && *o.commit != commit_mode::none) {
+      throw usage_error{"--commit needs -g GROUP (commits are stored in a group)"};
+    }
+    o.commit = commit_mode::none;
+  }
   if (o.commit) {
     // auto leaves commits to the consumer; sync and async commit from the poll loop (run()), and
     // none never commits.
@@ -572,7 +587,7 @@ constexpr auto close_timeout = std::chrono::seconds(30);
 // so this only bounds how often an idle loop turns.
 constexpr auto idle_poll = std::chrono::milliseconds(1000);
 
-int run(const options& o) {
+int run(options o) {
   kgroup::Config config;
   try {
     config = make_config(o);

@@ -36,7 +36,10 @@ class Config {
   Config(std::initializer_list<std::pair<std::string, std::string>> values);
 
   /// Sets one property. Throws kgroup::error(client_errc::invalid_config) for unknown keys
-  /// (with a suggestion) and values that do not parse or are out of range.
+  /// (with a suggestion) and values that do not parse or are out of range. Booleans and enum
+  /// values are accepted in any case ("TRUE", "Earliest"); partition.assignment.strategy also
+  /// accepts the Java client's assignor class names
+  /// (org.apache.kafka.clients.consumer.CooperativeStickyAssignor, ...) for the built-ins.
   Config& set(const std::string& key, const std::string& value);
 
   /// The value of `key`: the explicitly set one, else the default. Throws for unknown keys.
@@ -47,6 +50,22 @@ class Config {
   std::vector<std::string> get_list(std::string_view key) const;
   /// Whether the user set `key` explicitly.
   bool is_set(std::string_view key) const;
+
+  /// Reads a Java `.properties` text: `#`/`!` comments, `key=value`, `key: value` or `key value`,
+  /// backslash escapes (`\t`, `\n`, `\uXXXX`, ...), lines continued by a trailing backslash. A file
+  /// written for another Kafka client works: keys kgroup does not use but other clients do
+  /// (serializers, producer keys, `client.dns.lookup`, `ssl.*` and `sasl.*` under
+  /// `security.protocol=PLAINTEXT`, ...) are skipped with one warning naming them (and returned
+  /// in `ignored` when given). Any other unknown key (with a did-you-mean), a bad value, or a
+  /// `security.protocol` other than PLAINTEXT throws kgroup::error(client_errc::invalid_config)
+  /// naming the key and its line.
+  static Config from_properties(std::string_view text, std::vector<std::string>* ignored = nullptr);
+  /// from_properties() of the file at `path`; throws invalid_config if it cannot be read.
+  static Config load(const std::string& path, std::vector<std::string>* ignored = nullptr);
+
+  /// The explicitly set keys as "key=value, ..." in key order, for logs; values of secret keys
+  /// (passwords, tokens, JAAS lines) are shown as [redacted].
+  std::string to_string() const;
 
   /// Checks combinations of keys (e.g. heartbeat.interval.ms below session.timeout.ms,
   /// bootstrap.servers present). Throws kgroup::error(client_errc::invalid_config) naming the keys.

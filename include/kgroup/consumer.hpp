@@ -13,9 +13,11 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kgroup/assignor.hpp"
+#include "kgroup/cluster.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/metrics.hpp"
@@ -42,9 +44,12 @@ struct Header {
   std::optional<std::string_view> value;
 };
 
+struct OwnedRecord;
+
 /// One record returned by poll(). `topic`, `key`, `value` and `headers` view the fetched buffer
-/// (no copy for uncompressed data) and stay valid as long as the ConsumerRecords batch that
-/// holds them.
+/// (no copy for uncompressed data) and stay valid only as long as the ConsumerRecords batch that
+/// holds them: keeping a ConsumerRecord (or a string_view taken from it) after that batch is
+/// destroyed reads freed memory. To keep a record, take owned(), which copies it.
 struct ConsumerRecord {
   std::string_view topic;
   std::int32_t partition = 0;
@@ -55,7 +60,34 @@ struct ConsumerRecord {
   std::optional<std::string_view> key;
   std::optional<std::string_view> value;
   std::vector<Header> headers;     // empty (no allocation) for records without headers
+
+  /// A copy that owns its bytes and outlives the batch.
+  OwnedRecord owned() const;
 };
+
+/// A record that owns its topic, key, value and headers (ConsumerRecord::owned()).
+struct OwnedRecord {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int64_t offset = 0;
+  std::int64_t timestamp = -1;
+  TimestampType timestamp_type = TimestampType::create_time;
+  std::int32_t leader_epoch = -1;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+  bool operator==(const OwnedRecord&) const = default;
+};
+
+inline OwnedRecord ConsumerRecord::owned() const {
+  OwnedRecord r{std::string(topic), partition, offset, timestamp, timestamp_type, leader_epoch, std::nullopt, std::nullopt, {}};
+  if (key) r.key.emplace(*key);
+  if (value) r.value.emplace(*value);
+  r.headers.reserve(headers.size());
+  for (const auto& h : headers)
+    r.headers.emplace_back(std::string(h.key), h.value ? std::optional<std::string>(std::string(*h.value)) : std::nullopt);
+  return r;
+}
 
 /// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
 /// records view.
@@ -69,6 +101,20 @@ class ConsumerRecords {
   auto begin() const noexcept { return records_.begin(); }
   auto end() const noexcept { return records_.end(); }
   const ConsumerRecord& operator[](std::size_t i) const { return records_[i]; }
+  /// The records of one partition, in offset order (views into this batch, like the records).
+  std::vector<std::reference_wrapper<const ConsumerRecord>> records(const topic_partition& partition) const {
+    std::vector<std::reference_wrapper<const ConsumerRecord>> out;
+    for (const auto& r : records_) {
+      if (r.partition == partition.partition && r.topic == partition.topic) out.emplace_back(r);
+    }
+    return out;
+  }
+  /// The partitions this batch has records of.
+  std::set<topic_partition> partitions() const {
+    std::set<topic_partition> out;
+    for (const auto& r : records_) out.insert({std::string(r.topic), r.partition});
+    return out;
+  }
 
  private:
   std::vector<ConsumerRecord> records_;
@@ -84,6 +130,13 @@ struct OffsetAndMetadata {
 };
 
 using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
+
+/// An offset found by time (Consumer::offsets_for_times) and the timestamp of its record.
+struct OffsetAndTimestamp {
+  std::int64_t offset = -1;
+  std::int64_t timestamp = -1;
+  bool operator==(const OffsetAndTimestamp&) const = default;
+};
 
 /// Thrown by poll() when the log of a partition was truncated below this consumer's position
 /// (an unclean leader election, KIP-320) and auto.offset.reset is none: the records after
@@ -171,8 +224,12 @@ class Consumer {
   /// commit again) while the group rebalances; client_errc::commit_failed when this member's
   /// generation is gone (it exceeded max.poll.interval.ms or was removed), with the reason.
   void commit_sync();
+  /// Same, waiting at most `timeout` instead of default.api.timeout.ms (then
+  /// client_errc::request_timed_out, or the last retriable error).
+  void commit_sync(std::chrono::milliseconds timeout);
   /// Commits exactly these offsets (same errors).
   void commit_sync(const OffsetMap& offsets);
+  void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
   /// Commits positions without waiting; `callback` (optional) runs inside a later poll(),
   /// commit_sync() or close() on this thread.
   void commit_async(CommitCallback callback = nullptr);
@@ -180,11 +237,47 @@ class Consumer {
   /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
   /// default.api.timeout.ms. Throws kgroup::error on failure.
   OffsetMap committed(const std::set<topic_partition>& partitions);
+  /// Same, waiting at most `timeout`.
+  OffsetMap committed(const std::set<topic_partition>& partitions, std::chrono::milliseconds timeout);
 
   /// The offset of the next record poll() returns for `partition` (an owned partition). Blocks
   /// until the position is known (committed offset or auto.offset.reset), up to
   /// default.api.timeout.ms. Throws client_errc::illegal_state for a partition not owned.
   std::int64_t position(const topic_partition& partition);
+  /// Same, waiting at most `timeout` (then client_errc::request_timed_out).
+  std::int64_t position(const topic_partition& partition, std::chrono::milliseconds timeout);
+  /// How many records of an owned partition are past its position: the last fetched high
+  /// watermark (the last stable offset under read_committed) minus the position. Empty before
+  /// the first fetch answer or the position is known. Never blocks, never asks a broker.
+  std::optional<std::int64_t> current_lag(const topic_partition& partition) const;
+
+  // ---- the cluster's view (asked of the brokers; any partitions, owned or not) ----
+
+  /// The first offset of each partition (its log start). Blocks up to `timeout`
+  /// (default.api.timeout.ms without one), retrying metadata and leader errors; throws
+  /// kgroup::error (client_errc::request_timed_out, or the last broker error, e.g.
+  /// UNKNOWN_TOPIC_OR_PARTITION).
+  std::map<topic_partition, std::int64_t> beginning_offsets(const std::set<topic_partition>& partitions);
+  std::map<topic_partition, std::int64_t> beginning_offsets(const std::set<topic_partition>& partitions,
+                                                            std::chrono::milliseconds timeout);
+  /// The end offset of each partition: the high watermark, or the last stable offset under
+  /// isolation.level=read_committed. Same errors.
+  std::map<topic_partition, std::int64_t> end_offsets(const std::set<topic_partition>& partitions);
+  std::map<topic_partition, std::int64_t> end_offsets(const std::set<topic_partition>& partitions,
+                                                      std::chrono::milliseconds timeout);
+  /// Per partition, the earliest offset whose record timestamp is at or after the given one
+  /// (milliseconds since the Unix epoch), with that timestamp; empty when no record is that
+  /// recent. A negative timestamp throws client_errc::invalid_argument. Same errors.
+  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<topic_partition, std::int64_t>& timestamps);
+  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout);
+  /// The partitions of `topic` from fresh metadata; empty when the topic does not exist.
+  std::vector<PartitionInfo> partitions_for(const std::string& topic);
+  std::vector<PartitionInfo> partitions_for(const std::string& topic, std::chrono::milliseconds timeout);
+  /// Every topic the cluster reports (internal ones included) with its partitions.
+  std::map<std::string, std::vector<PartitionInfo>> list_topics();
+  std::map<std::string, std::vector<PartitionInfo>> list_topics(std::chrono::milliseconds timeout);
   /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
   void seek(const topic_partition& partition, std::int64_t offset);
   /// Same; with a leader epoch (a committed offset, a log_truncation_error's divergent offset)

@@ -1,12 +1,16 @@
 #include "kgroup/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "kgroup/error.hpp"
+#include "kgroup/log.hpp"
 
 namespace kgroup {
 
@@ -121,6 +125,187 @@ std::vector<std::string> split_list(std::string_view s) {
   return out;
 }
 
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Java's assignor classes (fully qualified or not) for kgroup's built-in assignors.
+std::string builtin_assignor(const std::string& name) {
+  static const std::pair<std::string_view, std::string_view> classes[] = {
+      {"RangeAssignor", "range"},
+      {"RoundRobinAssignor", "roundrobin"},
+      {"StickyAssignor", "sticky"},
+      {"CooperativeStickyAssignor", "cooperative-sticky"},
+  };
+  const auto dot = name.rfind('.');
+  const std::string_view simple = dot == std::string::npos ? std::string_view(name) : std::string_view(name).substr(dot + 1);
+  for (const auto& [cls, builtin] : classes) {
+    if (simple == cls && (dot == std::string::npos || name.rfind("org.apache.kafka.clients.consumer.", 0) == 0))
+      return std::string(builtin);
+  }
+  return name;
+}
+
+// The value as stored: booleans and enum values in the table's spelling whatever their case,
+// Java assignor class names as the built-ins' names.
+std::string normalize(const ConfigKey& k, const std::string& value) {
+  if (k.type == "bool") {
+    const auto v = lower(value);
+    return v == "true" || v == "false" ? v : value;
+  }
+  if (k.type == "enum") {
+    for (const auto& allowed : split_list(k.allowed)) {
+      if (lower(allowed) == lower(value)) return allowed;
+    }
+    return value;
+  }
+  if (k.name == "partition.assignment.strategy") {
+    std::string out;
+    for (const auto& item : split_list(value)) out += (out.empty() ? "" : ",") + builtin_assignor(item);
+    return out;
+  }
+  return value;
+}
+
+// Keys of the Java clients (consumer, producer, admin, common) that kgroup does not use. A
+// properties file written for another client may carry them: they are skipped with a warning.
+bool foreign_key(std::string_view key) {
+  static const std::string_view keys[] = {
+      "key.deserializer", "value.deserializer", "key.serializer", "value.serializer", "interceptor.classes",
+      "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
+      "auto.include.jmx.reporter", "enable.metrics.push", "client.dns.lookup", "connections.max.idle.ms",
+      "send.buffer.bytes", "receive.buffer.bytes", "socket.connection.setup.timeout.max.ms",
+      "security.providers", "internal.leave.group.on.close", "internal.throw.on.fetch.stable.offset.unsupported",
+      "group.remote.assignor", "acks", "linger.ms", "batch.size", "buffer.memory", "compression.type",
+      "max.block.ms", "max.in.flight.requests.per.connection", "delivery.timeout.ms", "enable.idempotence",
+      "transactional.id", "transaction.timeout.ms", "partitioner.class", "partitioner.ignore.keys",
+      "partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms", "max.request.size",
+      "retries", "metadata.max.idle.ms", "bootstrap.controllers"};
+  return std::find(std::begin(keys), std::end(keys), key) != std::end(keys);
+}
+
+bool secret_key(std::string_view key) {
+  static const std::string_view marks[] = {"password", "secret", "token", "jaas", "credential"};
+  return std::any_of(std::begin(marks), std::end(marks),
+                     [&](std::string_view m) { return key.find(m) != std::string_view::npos; });
+}
+
+// Appends the UTF-8 encoding of `cp` (a \uXXXX escape; surrogates are kept as they come).
+void append_utf8(std::string& out, unsigned cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+struct property {
+  std::string key;
+  std::string value;
+  int line = 0;  // where the logical line starts
+};
+
+bool blank(char c) { return c == ' ' || c == '\t' || c == '\f'; }
+
+// Java's Properties.load rules, for UTF-8 text.
+std::vector<property> parse_properties(std::string_view text) {
+  // Natural lines, joined into logical lines where one ends with an odd number of backslashes.
+  std::vector<property> out;
+  std::size_t pos = 0;
+  int line_no = 0;
+  auto next_line = [&](std::string_view& line) {
+    if (pos >= text.size()) return false;
+    std::size_t end = text.find_first_of("\r\n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    line = text.substr(pos, end - pos);
+    // A line ends with \n, \r or \r\n.
+    pos = end == text.size() ? end : end + (text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n' ? 2 : 1);
+    ++line_no;
+    return true;
+  };
+  std::string_view natural;
+  while (next_line(natural)) {
+    std::size_t i = 0;
+    while (i < natural.size() && blank(natural[i])) ++i;
+    if (i == natural.size() || natural[i] == '#' || natural[i] == '!') continue;
+    const int start_line = line_no;
+    std::string logical;
+    std::string_view rest = natural.substr(i);
+    for (;;) {
+      std::size_t slashes = 0;
+      while (slashes < rest.size() && rest[rest.size() - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) {
+        logical.append(rest);
+        break;
+      }
+      logical.append(rest.substr(0, rest.size() - 1));  // drop the continuation backslash
+      std::string_view cont;
+      if (!next_line(cont)) break;
+      std::size_t j = 0;
+      while (j < cont.size() && blank(cont[j])) ++j;
+      rest = cont.substr(j);
+    }
+    // Key: up to the first unescaped '=', ':' or blank; then blanks, at most one '=' or ':', blanks.
+    std::size_t k = 0;
+    bool escaped = false;
+    for (; k < logical.size(); ++k) {
+      const char c = logical[k];
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '=' || c == ':' || blank(c)) {
+        break;
+      }
+    }
+    std::size_t v = k;
+    while (v < logical.size() && blank(logical[v])) ++v;
+    if (v < logical.size() && (logical[v] == '=' || logical[v] == ':')) ++v;
+    while (v < logical.size() && blank(logical[v])) ++v;
+    auto unescape = [](std::string_view s) {
+      std::string r;
+      for (std::size_t n = 0; n < s.size(); ++n) {
+        if (s[n] != '\\' || n + 1 == s.size()) {
+          if (s[n] != '\\') r += s[n];
+          continue;
+        }
+        const char e = s[++n];
+        switch (e) {
+          case 't': r += '\t'; break;
+          case 'n': r += '\n'; break;
+          case 'r': r += '\r'; break;
+          case 'f': r += '\f'; break;
+          case 'u': {
+            unsigned cp = 0;
+            std::size_t digits = 0;
+            while (digits < 4 && n + 1 < s.size() && std::isxdigit(static_cast<unsigned char>(s[n + 1]))) {
+              const char h = s[n + 1];
+              cp = cp * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+              ++n;
+              ++digits;
+            }
+            if (digits != 4) invalid("malformed \\uXXXX escape in a properties file");
+            append_utf8(r, cp);
+            break;
+          }
+          default: r += e;  // \\, \=, \:, \#, \!, \<space>, and any other character as itself
+        }
+      }
+      return r;
+    };
+    out.push_back({unescape(std::string_view(logical).substr(0, k)), unescape(std::string_view(logical).substr(v)),
+                   start_line});
+  }
+  return out;
+}
+
 void check_value(const ConfigKey& k, const std::string& value) {
   if (k.type == "int" || k.type == "long") {
     auto v = parse_int(value);
@@ -146,9 +331,75 @@ Config::Config(std::initializer_list<std::pair<std::string, std::string>> values
 
 Config& Config::set(const std::string& key, const std::string& value) {
   const ConfigKey& k = require_key(key);
-  check_value(k, value);
-  values_[key] = value;
+  const std::string stored = normalize(k, value);
+  check_value(k, stored);
+  values_[key] = stored;
   return *this;
+}
+
+Config Config::from_properties(std::string_view text, std::vector<std::string>* ignored) {
+  Config c;
+  std::vector<std::string> skipped;
+  const auto props = parse_properties(text);
+  std::string security = "PLAINTEXT";
+  for (const auto& p : props) {
+    if (p.key == "security.protocol") security = p.value;
+  }
+  for (const auto& p : props) {
+    if (p.key == "security.protocol") {
+      if (lower(p.value) != "plaintext") {
+        invalid(fmt::format("line {}: security.protocol={}: kgroup speaks PLAINTEXT only for now (TLS and SASL "
+                            "are planned); not connecting without the security this file asks for",
+                            p.line, p.value));
+      }
+      continue;
+    }
+    if (p.key == "group.protocol" && lower(p.value) == "consumer") {
+      invalid(fmt::format("line {}: group.protocol=consumer (KIP-848) is not supported yet; kgroup uses the classic "
+                          "protocol (remove the line or set classic)",
+                          p.line));
+    }
+    if (find_key(p.key) == nullptr &&
+        (foreign_key(p.key) || p.key.rfind("ssl.", 0) == 0 || p.key.rfind("sasl.", 0) == 0 ||
+         (p.key == "group.protocol" && lower(p.value) == "classic"))) {
+      skipped.push_back(p.key);
+      continue;
+    }
+    try {
+      c.set(p.key, p.value);
+    } catch (const error& e) {
+      invalid(fmt::format("line {}: {}", p.line, e.what()));
+    }
+  }
+  if (!skipped.empty()) {
+    std::string names;
+    for (const auto& k : skipped) names += (names.empty() ? "" : ", ") + k;
+    logger()->warn("configuration: {} key(s) of other Kafka clients ignored (supplied but not used by kgroup): {}",
+                   skipped.size(), names);
+  }
+  if (ignored != nullptr) *ignored = std::move(skipped);
+  return c;
+}
+
+Config Config::load(const std::string& path, std::vector<std::string>* ignored) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) invalid(fmt::format("cannot read the properties file '{}'", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) invalid(fmt::format("cannot read the properties file '{}'", path));
+  try {
+    return from_properties(text.str(), ignored);
+  } catch (const error& e) {
+    invalid(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+std::string Config::to_string() const {
+  std::string out;
+  for (const auto& [k, v] : values_) {
+    out += (out.empty() ? "" : ", ") + k + "=" + (secret_key(k) ? std::string("[redacted]") : v);
+  }
+  return out;
 }
 
 std::string Config::get(std::string_view key) const {

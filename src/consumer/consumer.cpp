@@ -4,7 +4,9 @@
 #include "kgroup/consumer.hpp"
 
 #include <atomic>
+#include <deque>
 #include <exception>
+#include <future>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +35,8 @@ class Consumer::impl {
  public:
   impl(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom) : config_(config) {
     config_.validate();
+    // The effective configuration, once (what was set explicitly; the rest is the defaults).
+    logger()->info("consumer configuration: {}", config_.to_string());
     // group.id is optional: manual assignment (assign()) works without one; subscribe() and
     // commits need it.
     group::member_options mo;
@@ -294,13 +298,13 @@ class Consumer::impl {
 
   // ---- offsets ----
 
-  void commit_sync(const OffsetMap& offsets) {
+  void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout) {
     check_open();
     const fetch::commit_map m = to_commit_map(offsets);
-    commit_and_wait(m, clock::now() + default_timeout_);
+    commit_and_wait(m, deadline_after(timeout));
   }
 
-  void commit_sync() { commit_sync(current_positions()); }
+  void commit_sync(std::chrono::milliseconds timeout) { commit_sync(current_positions(), timeout); }
 
   void commit_async(const OffsetMap& offsets, CommitCallback cb) {
     check_open();
@@ -312,20 +316,20 @@ class Consumer::impl {
 
   void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
 
-  OffsetMap committed(const std::set<topic_partition>& tps) {
+  OffsetMap committed(const std::set<topic_partition>& tps, std::chrono::milliseconds timeout) {
     check_open();
     const auto done =
         coordinator_request([this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); },
-                            clock::now() + default_timeout_, "committed()");
+                            deadline_after(timeout), "committed()");
     OffsetMap out;
     for (const auto& [tp, om] : done.offsets)
       out[tp] = {om.offset, om.metadata, om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
     return out;
   }
 
-  std::int64_t position(const topic_partition& tp) {
+  std::int64_t position(const topic_partition& tp, std::chrono::milliseconds timeout) {
     check_open();
-    const auto deadline = clock::now() + default_timeout_;
+    const auto deadline = deadline_after(timeout);
     for (;;) {
       // Positions, errors and commit results only: listener callbacks (and the auto-commit before
       // a revoke) run inside poll(), close() and unsubscribe(), never in the middle of the
@@ -879,6 +883,105 @@ class Consumer::impl {
     post([this, tp, offset = p.position, epoch = p.epoch] { fetcher_->refetch(tp, offset, epoch); });
   }
 
+  // now + timeout, for the blocking calls (a negative timeout: now; no overflow for huge ones).
+  static clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+    return poll_deadline(clock::now(), timeout);
+  }
+
+ public:
+  // ---- cluster queries: offsets by time or position, topics and partitions ----
+
+  // Runs `start(promise)` on the background thread and waits for its result until `deadline`
+  // (plus a second for the answer to cross threads).
+  template <class T, class Start>
+  T background_query(Start start, clock::time_point deadline, const std::string& what) {
+    check_open();
+    auto promise = std::make_shared<std::promise<T>>();
+    auto result = promise->get_future();
+    post([start = std::move(start), promise]() mutable { start(promise); });
+    if (result.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready)
+      throw error(make_error_code(client_errc::request_timed_out), what + ": no answer in time");
+    return result.get();
+  }
+
+  fetch::fetcher::offsets_result query_offsets(std::map<topic_partition, std::int64_t> timestamps,
+                                               std::chrono::milliseconds timeout, const std::string& what) {
+    if (timestamps.empty()) return {};
+    const auto deadline = deadline_after(timeout);
+    return background_query<fetch::fetcher::offsets_result>(
+        [this, timestamps = std::move(timestamps), deadline, what](auto promise) mutable {
+          fetcher_->query_offsets(std::move(timestamps), deadline,
+                                  [promise, what](std::error_code ec, const std::string& message,
+                                                  fetch::fetcher::offsets_result r) {
+                                    if (ec)
+                                      promise->set_exception(std::make_exception_ptr(error(ec, what + ": " + message)));
+                                    else
+                                      promise->set_value(std::move(r));
+                                  });
+        },
+        deadline, what);
+  }
+
+  std::map<topic_partition, std::int64_t> offsets_at(const std::set<topic_partition>& tps, std::int64_t which,
+                                                     std::chrono::milliseconds timeout, const std::string& what) {
+    std::map<topic_partition, std::int64_t> want;
+    for (const auto& tp : tps) want[tp] = which;
+    std::map<topic_partition, std::int64_t> out;
+    for (const auto& [tp, r] : query_offsets(std::move(want), timeout, what)) out[tp] = r.first;
+    return out;
+  }
+
+  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
+    for (const auto& [tp, ts] : timestamps) {
+      if (ts < 0)
+        throw error(make_error_code(client_errc::invalid_argument),
+                    "offsets_for_times(): negative timestamp " + std::to_string(ts) + " for " + tp.topic + "-" +
+                        std::to_string(tp.partition));
+    }
+    std::map<topic_partition, std::optional<OffsetAndTimestamp>> out;
+    for (const auto& [tp, r] : query_offsets(timestamps, timeout, "offsets_for_times()")) {
+      out[tp] = r.first >= 0 ? std::optional<OffsetAndTimestamp>(OffsetAndTimestamp{r.first, r.second}) : std::nullopt;
+    }
+    return out;
+  }
+
+  // Fresh metadata of `topics` (all when empty), as PartitionInfo lists per existing topic.
+  std::map<std::string, std::vector<PartitionInfo>> topic_partitions(std::optional<std::vector<std::string>> topics,
+                                                                     std::chrono::milliseconds timeout,
+                                                                     const std::string& what) {
+    using result = std::map<std::string, std::vector<PartitionInfo>>;
+    const auto deadline = deadline_after(timeout);
+    const auto request_timeout = std::max(std::chrono::milliseconds(1),
+                                          std::min(config_.get_ms("request.timeout.ms"), timeout));
+    return background_query<result>(
+        [this, topics, request_timeout, what](auto promise) {
+          cluster_->refresh_metadata(topics, request_timeout, [this, topics, promise, what](std::error_code ec) {
+            if (ec) {
+              promise->set_exception(std::make_exception_ptr(error(ec, what + ": metadata: " + ec.message())));
+              return;
+            }
+            result out;
+            for (const auto& [name, t] : cluster_->metadata().topics) {
+              if (t.error_code != 0) continue;  // unknown (or unauthorized) topic: absent
+              if (topics && std::find(topics->begin(), topics->end(), name) == topics->end()) continue;
+              auto& parts = out[name];
+              for (const auto& p : t.partitions)
+                parts.push_back({p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.error_code});
+            }
+            promise->set_value(std::move(out));
+          });
+        },
+        deadline, what);
+  }
+
+  std::optional<std::int64_t> current_lag(const topic_partition& tp) const {
+    auto it = parts_.find(tp);
+    if (it == parts_.end() || it->second.position < 0 || it->second.high_watermark < 0) return std::nullopt;
+    return std::max<std::int64_t>(0, it->second.high_watermark - it->second.position);
+  }
+
+ private:
   static std::int32_t batch_epoch(const protocol::record_batch_header& h) {
     return h.magic >= 2 ? h.partition_leader_epoch : -1;
   }
@@ -1218,6 +1321,11 @@ class Consumer::impl {
   mutable detail::shared_state shared_;
   std::thread thread_;
   std::chrono::milliseconds default_timeout_{60000};
+
+ public:
+  std::chrono::milliseconds default_timeout() const { return default_timeout_; }
+
+ private:
   bool closed_ = false;
   bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
   std::mutex
@@ -1319,10 +1427,16 @@ ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) {
   return self().poll(timeout);
 }
 void Consumer::commit_sync() {
-  self().commit_sync();
+  self().commit_sync(self().default_timeout());
+}
+void Consumer::commit_sync(std::chrono::milliseconds timeout) {
+  self().commit_sync(timeout);
 }
 void Consumer::commit_sync(const OffsetMap& offsets) {
-  self().commit_sync(offsets);
+  self().commit_sync(offsets, self().default_timeout());
+}
+void Consumer::commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout) {
+  self().commit_sync(offsets, timeout);
 }
 void Consumer::commit_async(CommitCallback callback) {
   self().commit_async(std::move(callback));
@@ -1331,10 +1445,55 @@ void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
   self().commit_async(offsets, std::move(callback));
 }
 OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) {
-  return self().committed(partitions);
+  return self().committed(partitions, self().default_timeout());
+}
+OffsetMap Consumer::committed(const std::set<topic_partition>& partitions, std::chrono::milliseconds timeout) {
+  return self().committed(partitions, timeout);
 }
 std::int64_t Consumer::position(const topic_partition& partition) {
-  return self().position(partition);
+  return self().position(partition, self().default_timeout());
+}
+std::int64_t Consumer::position(const topic_partition& partition, std::chrono::milliseconds timeout) {
+  return self().position(partition, timeout);
+}
+std::optional<std::int64_t> Consumer::current_lag(const topic_partition& partition) const {
+  return self().current_lag(partition);
+}
+std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions) {
+  return beginning_offsets(partitions, self().default_timeout());
+}
+std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions,
+                                                                    std::chrono::milliseconds timeout) {
+  return self().offsets_at(partitions, -2, timeout, "beginning_offsets()");
+}
+std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions) {
+  return end_offsets(partitions, self().default_timeout());
+}
+std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions,
+                                                              std::chrono::milliseconds timeout) {
+  return self().offsets_at(partitions, -1, timeout, "end_offsets()");
+}
+std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
+    const std::map<topic_partition, std::int64_t>& timestamps) {
+  return offsets_for_times(timestamps, self().default_timeout());
+}
+std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
+    const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
+  return self().offsets_for_times(timestamps, timeout);
+}
+std::vector<PartitionInfo> Consumer::partitions_for(const std::string& topic) {
+  return partitions_for(topic, self().default_timeout());
+}
+std::vector<PartitionInfo> Consumer::partitions_for(const std::string& topic, std::chrono::milliseconds timeout) {
+  auto all = self().topic_partitions(std::vector<std::string>{topic}, timeout, "partitions_for()");
+  auto it = all.find(topic);
+  return it == all.end() ? std::vector<PartitionInfo>{} : std::move(it->second);
+}
+std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics() {
+  return list_topics(self().default_timeout());
+}
+std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics(std::chrono::milliseconds timeout) {
+  return self().topic_partitions(std::nullopt, timeout, "list_topics()");
 }
 void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
   self().seek(partition, offset);

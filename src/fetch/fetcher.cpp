@@ -599,6 +599,133 @@ void fetcher::on_validated(const topic_partition& tp, part& p, std::int32_t lead
                                   unknown ? -1 : end_offset, unknown ? -1 : end_epoch});
 }
 
+// ---- offset queries (beginning_offsets, end_offsets, offsets_for_times) ---------------------------
+
+struct fetcher::offsets_query {
+  std::map<topic_partition, std::int64_t> wanted;  // not answered yet
+  offsets_result got;
+  clock::time_point deadline;
+  offsets_done done;
+  std::error_code last_error;
+  std::string last_message;
+  bool finished = false;
+
+  void finish(std::error_code ec, const std::string& message) {
+    if (finished) return;
+    finished = true;
+    done(ec, message, ec ? offsets_result{} : std::move(got));
+  }
+};
+
+void fetcher::query_offsets(std::map<topic_partition, std::int64_t> timestamps, clock::time_point deadline,
+                            offsets_done done) {
+  auto q = std::make_shared<offsets_query>();
+  q->wanted = std::move(timestamps);
+  q->deadline = deadline;
+  q->done = std::move(done);
+  run_query(std::move(q));
+}
+
+void fetcher::retry_query(std::shared_ptr<offsets_query> q) {
+  if (clock::now() + opts_.retry_backoff >= q->deadline) {
+    q->finish(q->last_error ? q->last_error : make_error_code(client_errc::request_timed_out),
+              q->last_message.empty() ? "no answer in time" : q->last_message);
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, opts_.retry_backoff);
+  timer->async_wait([self = shared_from_this(), q, timer](const boost::system::error_code&) { self->run_query(q); });
+}
+
+void fetcher::run_query(std::shared_ptr<offsets_query> q) {
+  if (stopped_) return q->finish(make_error_code(client_errc::shutting_down), "the consumer is closing");
+  if (q->wanted.empty()) return q->finish({}, "");
+  std::set<std::string> topics;
+  for (const auto& [tp, ts] : q->wanted) topics.insert(tp.topic);
+  const auto timeout = std::min<std::chrono::milliseconds>(
+      opts_.request_timeout,
+      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(q->deadline - clock::now())));
+  cluster_->refresh_metadata(std::vector<std::string>(topics.begin(), topics.end()), timeout,
+                             [self = shared_from_this(), q, timeout](std::error_code ec) {
+    if (self->stopped_) return q->finish(make_error_code(client_errc::shutting_down), "the consumer is closing");
+    if (ec) {
+      q->last_error = ec;
+      q->last_message = "metadata: " + ec.message();
+      return self->retry_query(q);
+    }
+    const auto& md = self->cluster_->metadata();
+    std::map<std::int32_t, std::vector<topic_partition>> by_leader;
+    for (const auto& [tp, ts] : q->wanted) {
+      auto t = md.topics.find(tp.topic);
+      if (t == md.topics.end() || t->second.error_code != 0 ||
+          tp.partition >= static_cast<std::int32_t>(t->second.partitions.size())) {
+        q->last_error = make_error_code(kafka_errc::unknown_topic_or_partition);
+        q->last_message = tp.topic + "-" + std::to_string(tp.partition) + " is not in the cluster metadata";
+        continue;
+      }
+      const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
+      if (leader < 0 || md.brokers.count(leader) == 0) {
+        q->last_error = make_error_code(kafka_errc::leader_not_available);
+        q->last_message = tp.topic + "-" + std::to_string(tp.partition) + " has no leader";
+        continue;
+      }
+      by_leader[leader].push_back(tp);
+    }
+    if (by_leader.empty()) return self->retry_query(q);
+    auto pending = std::make_shared<std::size_t>(by_leader.size());
+    auto one_done = [self, q, pending] {
+      if (--*pending > 0) return;
+      if (q->wanted.empty()) return q->finish({}, "");
+      self->retry_query(q);
+    };
+    for (const auto& [leader, tps] : by_leader) {
+      auto conn = self->cluster_->broker(leader);
+      if (!conn) {
+        one_done();
+        continue;
+      }
+      protocol::list_offsets_request req;
+      req.replica_id = -1;
+      req.isolation_level = self->opts_.isolation_level;
+      std::map<std::string, std::size_t> index;
+      for (const auto& tp : tps) {
+        auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+        if (inserted) req.topics.push_back({tp.topic, {}});
+        const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+        req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, q->wanted.at(tp), 1});
+      }
+      conn->send_adjusted(
+          std::move(req),
+          [](protocol::list_offsets_request& r, std::int16_t version) {
+            if (version < 2) r.isolation_level = 0;
+          },
+          [q, one_done](std::error_code ec, const protocol::list_offsets_response& r, const net::response_frame&) {
+            if (ec) {
+              q->last_error = ec;
+              q->last_message = "ListOffsets: " + ec.message();
+            }
+            for (const auto& t : r.topics) {
+              for (const auto& p : t.partitions) {
+                const topic_partition tp{t.name, p.partition_index};
+                if (!q->wanted.count(tp)) continue;
+                if (p.error_code == 0) {
+                  q->got[tp] = {p.offset, p.timestamp};
+                  q->wanted.erase(tp);
+                  continue;
+                }
+                const auto code = static_cast<kafka_errc>(p.error_code);
+                q->last_error = make_error_code(code);
+                q->last_message = "ListOffsets of " + tp.topic + "-" + std::to_string(tp.partition) + ": " +
+                                  kafka_error_name(p.error_code);
+                if (!is_retriable(code)) return q->finish(q->last_error, q->last_message);
+              }
+            }
+            one_done();
+          },
+          timeout);
+    }
+  });
+}
+
 // ---- fetching -------------------------------------------------------------------------------------
 
 void fetcher::send_fetches() {

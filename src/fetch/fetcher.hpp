@@ -91,6 +91,14 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void commit(std::uint64_t id, commit_map offsets);
   /// Reads committed offsets; reports them in a commit_done event with `id`.
   void fetch_committed(std::uint64_t id, std::set<topic_partition> tps);
+  /// Offset (and its timestamp) per partition for `timestamps` (-2 earliest, -1 latest, else the
+  /// first offset with a timestamp at or after it), asked of each partition's leader with the
+  /// consumer's isolation level; metadata and leader errors are retried until `deadline`. -1 for
+  /// a partition without such an offset. `done` runs once, on this thread.
+  using offsets_result = std::map<topic_partition, std::pair<std::int64_t, std::int64_t>>;
+  using offsets_done = std::function<void(std::error_code, const std::string&, offsets_result)>;
+  void query_offsets(std::map<topic_partition, std::int64_t> timestamps,
+                     std::chrono::steady_clock::time_point deadline, offsets_done done);
   /// The user thread freed buffer space.
   void wake();
   void shutdown();
@@ -138,6 +146,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void schedule_retry();
   void maybe_refresh_metadata();
   void no_connection();
+  struct offsets_query;
+  void run_query(std::shared_ptr<offsets_query> q);
+  void retry_query(std::shared_ptr<offsets_query> q);
   void auto_commit();
   void arm_auto_commit();
   std::int64_t reset_timestamp() const;

@@ -161,7 +161,7 @@ void cluster::metadata_try(std::shared_ptr<metadata_attempt> a) {
       [self = shared_from_this(), a](std::error_code ec, const protocol::metadata_response& resp,
                                      const response_frame&) {
         if (!ec) {
-          self->apply_metadata(resp);
+          self->apply_metadata(resp, !a->topics);
           a->done({});
           if (self->on_metadata_ && !self->closed_) self->on_metadata_();
           return;
@@ -193,7 +193,7 @@ void cluster::learn_broker(const broker_address& b) {
   metadata_.brokers[b.node_id] = b;
 }
 
-void cluster::apply_metadata(const protocol::metadata_response& r) {
+void cluster::apply_metadata(const protocol::metadata_response& r, bool all_topics) {
   std::map<std::int32_t, broker_address> seen;
   for (const auto& b : r.brokers) {
     broker_address a{b.node_id, b.host, static_cast<std::uint16_t>(b.port), b.rack};
@@ -230,6 +230,13 @@ void cluster::apply_metadata(const protocol::metadata_response& r) {
     std::sort(tm.partitions.begin(), tm.partitions.end(),
               [](const partition_metadata& x, const partition_metadata& y) { return x.partition < y.partition; });
     metadata_.topics[tm.name] = std::move(tm);
+  }
+  if (all_topics) {
+    // An answer for every topic: those it does not name were deleted (partial answers only
+    // update the topics they name).
+    std::erase_if(metadata_.topics, [&](const auto& t) {
+      return std::none_of(r.topics.begin(), r.topics.end(), [&](const auto& rt) { return rt.name && *rt.name == t.first; });
+    });
   }
   metadata_.updated = clock::now();
   ++metadata_.refreshes;

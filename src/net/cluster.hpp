@@ -126,7 +126,8 @@ class cluster : public std::enable_shared_from_this<cluster> {
 
   void metadata_try(std::shared_ptr<metadata_attempt> a);
   void coordinator_try(std::shared_ptr<coordinator_attempt> a);
-  void apply_metadata(const protocol::metadata_response& r);
+  /// `all_topics`: the answer to a request for every topic (topics it leaves out are forgotten).
+  void apply_metadata(const protocol::metadata_response& r, bool all_topics);
   void learn_broker(const broker_address& b);
   std::chrono::milliseconds backoff_for(int attempt) const;
   void arm_periodic();

@@ -458,3 +458,56 @@ TEST_CASE("auto-commit commits a poll's records only once the application polls 
   (void)second;
   c.close(5s);
 }
+
+TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), and per-call timeouts", "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  mc.produce("t", 200);  // 100 per partition
+  auto cfg = consumer_config(mc, "g-api");
+  cfg.set("max.poll.records", "50");
+  kgroup::Consumer c(cfg);
+  c.assign({{"t", 0}, {"t", 1}});
+  std::vector<kgroup::OwnedRecord> kept;
+  std::size_t polled = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (polled < 60 && std::chrono::steady_clock::now() < deadline) {
+    const auto batch = c.poll(100ms);
+    polled += batch.size();
+    std::size_t by_partition = 0;
+    for (const auto& tp : batch.partitions()) {
+      std::int64_t previous = -1;
+      for (const kgroup::ConsumerRecord& r : batch.records(tp)) {
+        CHECK(r.partition == tp.partition);
+        CHECK(r.offset > previous);  // offset order within the partition
+        previous = r.offset;
+        ++by_partition;
+      }
+    }
+    CHECK(by_partition == batch.size());
+    for (const auto& r : batch) kept.push_back(r.owned());
+  }  // every batch is gone here; the owned copies are not
+  REQUIRE(kept.size() >= 60);
+  for (const auto& r : kept) {
+    const std::string key = kgroup::test::record_key(r.topic, r.partition, r.offset);
+    CHECK(r.key == key);
+    CHECK(r.value == kgroup::test::expected_value(key, 100));
+    CHECK(r.topic == "t");
+  }
+  // Lag: what is left after the position, from the last fetched high watermark (100 each).
+  for (std::int32_t p = 0; p < 2; ++p) {
+    const kgroup::topic_partition tp{"t", p};
+    const auto lag = c.current_lag(tp);
+    if (lag) CHECK(*lag == 100 - c.position(tp));
+  }
+  CHECK_FALSE(c.current_lag({"t", 7}).has_value());  // not owned
+
+  // A per-call timeout bounds a call the coordinator cannot answer (default.api.timeout.ms is 60 s).
+  mc.broker_down(1);  // the only broker: nobody answers
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(c.committed({{"t", 0}}, 500ms), kgroup::error);
+  CHECK_THROWS_AS(c.commit_sync(500ms), kgroup::error);
+  CHECK_THROWS_AS(c.end_offsets({{"t", 0}}, 500ms), kgroup::error);
+  CHECK(std::chrono::steady_clock::now() - started < 20s);
+  mc.broker_up(1);
+  c.close(5s);
+}

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "group_harness.hpp"
+#include "kgroup/consumer.hpp"
 #include "kgroup/types.hpp"
 #include "mock_cluster.hpp"
 
@@ -899,6 +901,45 @@ TEST_CASE("kgroup-consume: --partition consumes exactly the named partitions, wi
     CHECK(std::set<record_id>(lines.begin(), lines.end()) == expected);
     CHECK_THAT(p->stdout_text(), Catch::Contains(R"("event":"assigned","partitions":[{"topic":"orders","partition":1},{"topic":"orders","partition":4}])"));
   }
+}
+
+TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other clients are skipped with a warning",
+          "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  mc.produce("orders", 20);
+  const std::string path = "kgroup-cli-test-" + std::to_string(::getpid()) + ".properties";
+  {
+    std::ofstream out(path);
+    out << "# written for the Java client\n"
+        << "bootstrap.servers=" << mc.bootstrap_servers() << "\n"
+        << "group.id=g-cli-file\n"
+        << "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+        << "session.timeout.ms: 6000\n"
+        << "heartbeat.interval.ms 500\n";
+  }
+  cli_process p({"-F", path, "--max-messages", "20", "--duration-ms", "25000", "orders"});
+  const auto code = p.wait_exit(40s);
+  check_clean_stop(p, code, 20);
+  CHECK(record_lines(p).size() == 20);
+  CHECK_THAT(p.stderr_text(), Catch::Contains("key.deserializer"));
+  // group.id came from the file: the auto-commit on close stored the 20 records there.
+  kgroup::Consumer check(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()}, {"group.id", "g-cli-file"}});
+  std::int64_t committed = 0;
+  for (const auto& [tp, om] : check.committed({{"orders", 0}, {"orders", 1}})) committed += om.offset;
+  CHECK(committed == 20);
+  check.close(5s);
+  std::remove(path.c_str());
+
+  // A file that cannot be read is a configuration error naming it.
+  cli_process bad({"-F", path, "orders"});
+  const auto bad_code = bad.wait_exit(10s);
+  REQUIRE(bad_code);
+  CHECK(*bad_code == 2);
+  const auto ev = bad.events("error");
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].str("code") == "INVALID_CONFIG");
+  CHECK_THAT(ev[0].str("message"), Catch::Contains(path));
 }
 
 TEST_CASE("kgroup-consume: usage", "[cli]") {

@@ -1,5 +1,7 @@
 // Data safety (issue 19): transactions under read_committed, log truncation after an unclean
-// leader election (KIP-320), leader epochs in commits, and positions out of range. No mock cluster
+// leader election (KIP-320), leader epochs in commits, and positions out of range; and the
+// offset queries (beginning/end offsets, offsets by time), which need a leader that keeps
+// timestamps and a log start the mocks do not have. No mock cluster
 // produces these, so a fake leader serves hand-built logs: record batches with producer ids,
 // commit and abort markers, aborted-transaction lists, a last stable offset, and a leader epoch
 // history it answers OffsetForLeaderEpoch from. The consumers use assign() with a group.id
@@ -84,6 +86,9 @@ struct partition_log {
   }
 };
 
+// Every record's timestamp: 1000 + 10 x its offset (for offsets_for_times).
+std::int64_t record_time(std::int64_t offset) { return 1000 + 10 * offset; }
+
 // Appends the wire form of `b` to `out`.
 void encode_batch(const batch_spec& b, proto::bytes& out) {
   std::vector<std::string> values;
@@ -93,8 +98,11 @@ void encode_batch(const batch_spec& b, proto::bytes& out) {
   if (b.type == batch_spec::kind::data) {
     values.reserve(static_cast<std::size_t>(b.count));
     for (std::int32_t i = 0; i < b.count; ++i) values.push_back(b.tag + "-" + std::to_string(b.base + i));
-    for (const auto& v : values)
-      recs.push_back({std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()), 1000, {}, {}});
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto& v = values[i];
+      recs.push_back({std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
+                      record_time(b.base + static_cast<std::int64_t>(i)), {}, {}});
+    }
   } else {
     recs.push_back({proto::byte_view(b.type == batch_spec::kind::commit_marker ? commit_key : abort_key),
                     proto::byte_view(marker_value), 1000, {}, {}});
@@ -135,11 +143,12 @@ class log_leader {
     std::int32_t& leader_epoch;
     std::map<std::int32_t, std::pair<std::int64_t, std::int32_t>>& committed;  // offset, epoch
     int& hide_broker;  // Metadata answers left that list the partitions' leader but not the broker
+    bool& topic_deleted;  // Metadata answers leave topic "t" out
   };
   template <class F>
   void edit(F f) {
     std::lock_guard lock(mutex_);
-    f(state{logs_, leader_epoch_, committed_, hide_broker_});
+    f(state{logs_, leader_epoch_, committed_, hide_broker_, topic_deleted_});
   }
   int metadata_requests() const {
     std::lock_guard lock(mutex_);
@@ -172,6 +181,7 @@ class log_leader {
         ++metadata_requests_;
         for (auto& t : m.topics)
           for (auto& p : t.partitions) p.leader_epoch = leader_epoch_;
+        if (topic_deleted_) m.topics.clear();
         if (hide_broker_ > 0) {
           --hide_broker_;
           m.brokers.clear();  // as for a leader that is down
@@ -219,9 +229,22 @@ class log_leader {
           rt.name = t.name;
           for (const auto& p : t.partitions) {
             const auto& log = logs_[p.partition_index];
-            const std::int64_t off =
-                p.timestamp == -2 ? log.log_start : req.isolation_level == 1 ? log.stable() : log.end();
-            rt.partitions.push_back({p.partition_index, 0, {}, -1, off, leader_epoch_});
+            std::int64_t off = p.timestamp == -2 ? log.log_start : req.isolation_level == 1 ? log.stable() : log.end();
+            std::int64_t ts = -1;
+            if (p.timestamp >= 0) {  // the first data record at or after that time
+              off = -1;
+              for (const auto& b : log.batches) {
+                if (b.type != batch_spec::kind::data || off >= 0) continue;
+                for (auto o = std::max(b.base, log.log_start); o <= b.last(); ++o) {
+                  if (record_time(o) >= p.timestamp) {
+                    off = o;
+                    ts = record_time(o);
+                    break;
+                  }
+                }
+              }
+            }
+            rt.partitions.push_back({p.partition_index, 0, {}, ts, off, leader_epoch_});
           }
         }
         return reply{fake_broker::response(r, resp)};
@@ -309,6 +332,7 @@ class log_leader {
   std::vector<commit_seen> commits_;
   int validations_ = 0;
   int hide_broker_ = 0;
+  bool topic_deleted_ = false;
   int metadata_requests_ = 0;
   fake_broker fb_;  // last: its threads call handle(), which uses the members above
 };
@@ -759,5 +783,61 @@ TEST_CASE("a partition whose leader is missing from the metadata's broker list i
   const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
   CHECK(offsets_of(records, 0) == range(0, 4));
   CHECK(leader.metadata_requests() > 3);
+  c.close(5s);
+}
+
+TEST_CASE("beginning_offsets, end_offsets (LSO under read_committed), offsets_for_times, partitions_for and "
+          "list_topics",
+          "[datasafety]") {
+  log_leader leader(2);
+  leader.edit([](log_leader::state s) {
+    for (auto& [p, log] : s.logs) {
+      log.log_start = 100;  // 0-99 deleted by retention
+      log.batches.push_back({100, 10, 0, -1, batch_spec::kind::data, "kept"});  // 100-109, times 2000-2090
+    }
+    s.logs[1].append(3, 0, "open", 5);  // 110-112: an open transaction
+    s.logs[1].lso = 110;
+  });
+  const std::set<topic_partition> both{t0, t1};
+  for (const std::string& level : std::vector<std::string>{"read_uncommitted", "read_committed"}) {
+    INFO(level);
+    kgroup::Consumer c(config_for(leader, "earliest", level));
+    CHECK(c.beginning_offsets(both) == std::map<topic_partition, std::int64_t>{{t0, 100}, {t1, 100}});
+    const std::int64_t end1 = level == "read_committed" ? 110 : 113;
+    CHECK(c.end_offsets(both, 5s) == std::map<topic_partition, std::int64_t>{{t0, 110}, {t1, end1}});
+    c.close(5s);
+  }
+
+  kgroup::Consumer c(config_for(leader, "earliest"));
+  // Offset 105's record has time 2050: asking for 2045 or 2050 finds it; past the last record, none.
+  const auto found = c.offsets_for_times({{t0, 2045}, {t1, 2050}});
+  REQUIRE(found.at(t0).has_value());
+  CHECK(*found.at(t0) == kgroup::OffsetAndTimestamp{105, 2050});
+  CHECK(*found.at(t1) == kgroup::OffsetAndTimestamp{105, 2050});
+  CHECK_FALSE(c.offsets_for_times({{t0, 999999}}).at(t0).has_value());
+  CHECK_THROWS_AS(c.offsets_for_times({{t0, -5}}), kgroup::error);
+
+  const auto parts = c.partitions_for("t");
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].partition == 0);
+  CHECK(parts[1].leader == 1);
+  CHECK(c.partitions_for("no-such-topic", 2s).empty());
+  const auto topics = c.list_topics();
+  REQUIRE(topics.count("t") == 1);
+  CHECK(topics.at("t").size() == 2);
+  // A topic the cluster no longer names is gone from the next list (the view is not only merged).
+  leader.edit([](log_leader::state s) { s.topic_deleted = true; });
+  CHECK(c.list_topics().count("t") == 0);
+  CHECK(c.partitions_for("t").empty());
+  leader.edit([](log_leader::state s) { s.topic_deleted = false; });
+
+  // A partition that does not exist: retried until the timeout, then its error.
+  try {
+    c.end_offsets({{"t", 9}}, 500ms);
+    FAIL("end_offsets() of a missing partition returned");
+  } catch (const kgroup::error& e) {
+    CHECK(e.code() == make_error_code(kgroup::kafka_errc::unknown_topic_or_partition));
+    CHECK(std::string(e.what()).find("t-9") != std::string::npos);
+  }
   c.close(5s);
 }

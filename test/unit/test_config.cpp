@@ -1,0 +1,131 @@
+// Config: strict keys in code (did-you-mean), case-insensitive booleans and enums, Java assignor
+// class names, Java .properties files (syntax, keys of other clients skipped with one warning,
+// unsupported security refused), and the redacted description logged at startup.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kgroup/config.hpp"
+#include "kgroup/error.hpp"
+
+using kgroup::Config;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kgroup::error& e) {
+    CHECK(e.code() == make_error_code(kgroup::client_errc::invalid_config));
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("config: keys in code are strict, with a did-you-mean for a near miss", "[config]") {
+  Config c;
+  CHECK(error_of([&] { c.set("sesion.timeout.ms", "1000"); }).find("did you mean 'session.timeout.ms'") !=
+        std::string::npos);
+  CHECK(error_of([&] { c.set("key.deserializer", "x"); }).find("unknown configuration key 'key.deserializer'") !=
+        std::string::npos);
+  CHECK(error_of([&] { c.set("session.timeout.ms", "abc"); }).find("not an integer") != std::string::npos);
+}
+
+TEST_CASE("config: booleans and enum values in any case; Java assignor class names map to the built-ins",
+          "[config]") {
+  Config c;
+  c.set("enable.auto.commit", "FALSE");
+  CHECK(c.get("enable.auto.commit") == "false");
+  CHECK_FALSE(c.get_bool("enable.auto.commit"));
+  c.set("auto.offset.reset", "Earliest");
+  CHECK(c.get("auto.offset.reset") == "earliest");
+  c.set("isolation.level", "READ_COMMITTED");
+  CHECK(c.get("isolation.level") == "read_committed");
+  CHECK_FALSE(error_of([&] { c.set("auto.offset.reset", "sometimes"); }).empty());
+  c.set("partition.assignment.strategy",
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor, org.apache.kafka.clients.consumer.RangeAssignor");
+  CHECK(c.get("partition.assignment.strategy") == "cooperative-sticky,range");
+  c.set("partition.assignment.strategy", "RoundRobinAssignor,StickyAssignor,my-own");
+  CHECK(c.get_list("partition.assignment.strategy") == std::vector<std::string>{"roundrobin", "sticky", "my-own"});
+}
+
+TEST_CASE("config: Java .properties syntax", "[config]") {
+  const std::string text =
+      "# a comment\n"
+      "! another comment\n"
+      "   \n"
+      "bootstrap.servers=broker-1:9092,broker-2:9092\n"
+      "group.id : orders \n"
+      "client.id\tbilling\\\n"
+      "    -eu\n"                              // continued: "billing-eu"
+      "group.instance.id = a\\=b\\:c\\ d\\u00e9\r\n"  // escapes, CRLF
+      "client.rack   \r"                       // a key without a value, CR line end
+      "auto.offset.reset earliest";            // no final newline
+  const Config c = Config::from_properties(text);
+  CHECK(c.get("bootstrap.servers") == "broker-1:9092,broker-2:9092");
+  CHECK(c.get("group.id") == "orders ");  // trailing blanks belong to the value, as in Java
+  CHECK(c.get("client.id") == "billing-eu");
+  CHECK(c.get("group.instance.id") == "a=b:c d\xc3\xa9");
+  CHECK(c.is_set("client.rack"));
+  CHECK(c.get("client.rack").empty());
+  CHECK(c.get("auto.offset.reset") == "earliest");
+}
+
+TEST_CASE("config: a properties file of another Kafka client: its keys are skipped, typos and unsupported "
+          "security are refused",
+          "[config]") {
+  std::vector<std::string> ignored;
+  const Config c = Config::from_properties(
+      "bootstrap.servers=localhost:9092\n"
+      "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+      "value.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+      "client.dns.lookup=use_all_dns_ips\n"
+      "acks=all\n"
+      "security.protocol=PLAINTEXT\n"
+      "ssl.endpoint.identification.algorithm=https\n"
+      "group.protocol=classic\n"
+      "enable.auto.commit=False\n",
+      &ignored);
+  CHECK(ignored == std::vector<std::string>{"key.deserializer", "value.deserializer", "client.dns.lookup", "acks",
+                                            "ssl.endpoint.identification.algorithm", "group.protocol"});
+  CHECK(c.get("enable.auto.commit") == "false");
+
+  // A near miss of a kgroup key is a typo, not another client's key.
+  const auto typo = error_of([] { Config::from_properties("bootstrap.servers=x:1\nsession.timout.ms=100\n"); });
+  CHECK(typo.find("line 2") != std::string::npos);
+  CHECK(typo.find("did you mean 'session.timeout.ms'") != std::string::npos);
+  CHECK(error_of([] { Config::from_properties("no.such.key=1\n"); }).find("unknown configuration key") !=
+        std::string::npos);
+  // Security the file asks for is never dropped silently; nor is the KIP-848 protocol.
+  const auto secured = error_of([] {
+    Config::from_properties("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=secret-line\n");
+  });
+  CHECK(secured.find("security.protocol=SASL_SSL") != std::string::npos);
+  CHECK(secured.find("secret-line") == std::string::npos);
+  CHECK(error_of([] { Config::from_properties("group.protocol=consumer\n"); }).find("KIP-848") != std::string::npos);
+  CHECK(error_of([] { Config::from_properties("auto.offset.reset=sometimes\n"); }).find("line 1") !=
+        std::string::npos);
+}
+
+TEST_CASE("config: load() reads a file, and names it when it cannot", "[config]") {
+  const std::string path = "kgroup-test-config.properties";
+  {
+    std::ofstream out(path);
+    out << "bootstrap.servers=localhost:9092\ngroup.id=from-file\n";
+  }
+  const Config c = Config::load(path);
+  CHECK(c.get("group.id") == "from-file");
+  std::remove(path.c_str());
+  CHECK(error_of([&] { Config::load(path); }).find("cannot read the properties file 'kgroup-test-config.properties'") !=
+        std::string::npos);
+}
+
+TEST_CASE("config: to_string() lists what was set, in key order", "[config]") {
+  Config c{{"group.id", "g"}, {"bootstrap.servers", "h:1"}};
+  CHECK(c.to_string() == "bootstrap.servers=h:1, group.id=g");
+}
