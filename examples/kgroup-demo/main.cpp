@@ -24,7 +24,7 @@
 // it (revoke/lost callback returned, the owner was killed, or the owner's poll loop stalled)
 // until an assign callback for it starts on another (or the same) member. The mock's own timers
 // dominate the durations: a first join waits 3 s and every later rebalance waits
-// session.timeout.ms - 1 s (see /work/shared/MOCK-CLUSTER.md), so compare the protocols side by
+// session.timeout.ms - 1 s (librdkafka's mock group coordinator), so compare the protocols side by
 // side (--protocol eager vs cooperative), not against real Kafka.
 //
 // Exit status 0 when the story ran as scripted (every step settled with every partition owned by a
