@@ -101,6 +101,8 @@ class Consumer::impl {
     fo.auto_commit_interval = config_.get_ms("auto.commit.interval.ms");
     fo.retry_backoff = mo.retry_backoff;
     fo.request_timeout = config_.get_ms("request.timeout.ms");
+    fo.client_rack = mo.rack.value_or("");
+    fo.preferred_replica_ttl = config_.get_ms("metadata.max.age.ms");
     auto_commit_ = fo.auto_commit;
     read_committed_ = fo.isolation_level == 1;
     max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
@@ -576,6 +578,7 @@ class Consumer::impl {
       if (auto it = parts_.find(tp); it != parts_.end()) {
         out.position = it->second.position;
         out.high_watermark = it->second.high_watermark;
+        out.replica = it->second.replica;
         out.paused = it->second.paused;
       }
     }
@@ -593,6 +596,7 @@ class Consumer::impl {
     std::int64_t position = -1;        // next offset poll() returns; -1 until known
     std::int32_t epoch = -1;           // leader epoch of the record before `position`; -1 unknown
     std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
+    std::int32_t replica = -1;         // broker the last fetched data came from (metrics)
     bool paused = false;
     bool user_seeked = false;  // a user seek() wins over the initial committed position
   };
@@ -721,6 +725,7 @@ class Consumer::impl {
       // readable yet (Java's records-lag does the same).
       const std::int64_t end = read_committed_ && d.last_stable_offset >= 0 ? d.last_stable_offset : d.high_watermark;
       if (end >= 0) it->second.high_watermark = end;
+      it->second.replica = d.replica;
       pending_bytes_ += static_cast<std::int64_t>(d.bytes);
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;

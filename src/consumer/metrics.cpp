@@ -64,6 +64,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
     pm.partition = tp;
     pm.position = p.position;
     pm.high_watermark = p.high_watermark;
+    pm.read_replica = p.replica;
     pm.paused = p.paused;
     if (auto c = m.committed.find(tp); c != m.committed.end()) pm.committed = c->second;
     if (p.position >= 0 && p.high_watermark >= 0) pm.lag = std::max<std::int64_t>(0, p.high_watermark - p.position);

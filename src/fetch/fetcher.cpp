@@ -737,8 +737,14 @@ void fetcher::send_fetches() {
   std::map<std::int32_t, fetch_set> by_leader;
   bool missing = false;
   bool validate = false;
+  bool backing_off = false;
+  const auto now = std::chrono::steady_clock::now();
   for (auto& [tp, p] : parts_) {
     if (p.state != pstate::ready || p.paused || p.in_flight) continue;
+    if (now < p.backoff_until) {
+      backing_off = true;
+      continue;
+    }
     if (this->missing(tp, p)) {
       missing = true;
       continue;
@@ -753,18 +759,20 @@ void fetcher::send_fetches() {
       continue;
     }
     p.leader_epoch = pi.leader_epoch;
-    if (fetching_nodes_.count(pi.leader)) continue;
+    const auto node = fetch_node(p, pi.leader);
+    if (fetching_nodes_.count(node)) continue;
     partition_fetch pf;
     pf.topic_id = t.topic_id;
     pf.fetch_offset = p.fetch_pos;
     pf.current_leader_epoch = pi.leader_epoch;  // -1 when metadata has none (before Metadata v7)
     pf.max_bytes = opts_.max_partition_fetch_bytes;
-    by_leader[pi.leader].emplace(tp, pf);
+    by_leader[node].emplace(tp, pf);
   }
   if (missing) {
     maybe_refresh_metadata();
     schedule_retry();
   }
+  if (backing_off) schedule_retry();
   if (validate) send_validations();
   for (auto& [leader, wanted] : by_leader) {
     auto conn = cluster_->broker(leader);
@@ -778,6 +786,7 @@ void fetcher::send_fetches() {
     req.min_bytes = opts_.fetch_min_bytes;
     req.max_bytes = opts_.fetch_max_bytes;
     req.isolation_level = opts_.isolation_level;
+    req.rack_id = opts_.client_rack;  // v11+ (KIP-392)
     bool all_ids = true;
     for (const auto& [tp, pf] : wanted) {
       parts_[tp].in_flight = true;
@@ -805,6 +814,24 @@ void fetcher::send_fetches() {
   }
 }
 
+std::int32_t fetcher::fetch_node(part& p, std::int32_t leader) {
+  if (p.preferred_replica < 0) return leader;
+  if (std::chrono::steady_clock::now() >= p.replica_until || !cluster_->metadata().brokers.count(p.preferred_replica)) {
+    // Expired (ask the leader again, as Java does after metadata.max.age.ms) or no longer a
+    // broker of the cluster.
+    p.preferred_replica = -1;
+    return leader;
+  }
+  return p.preferred_replica;
+}
+
+void fetcher::clear_preferred_replica(const topic_partition& tp, part& p, std::string_view why) {
+  if (p.preferred_replica < 0) return;
+  logger()->info("{}-{}: reading from the leader again instead of replica {}: {}", tp.topic, tp.partition,
+                 p.preferred_replica, why);
+  p.preferred_replica = -1;
+}
+
 fetch_session& fetcher::session(std::int32_t node) {
   return sessions_.try_emplace(node, node).first->second;
 }
@@ -819,6 +846,11 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
   if (ec) {
     session(node).on_request_failed();
     logger()->debug("fetch from broker {} failed: {}", node, ec.message());
+    // A replica that cannot be reached is left for the leader (KIP-392).
+    for (const auto& [tp, pf] : sent) {
+      if (auto it = parts_.find(tp); it != parts_.end() && it->second.preferred_replica == node)
+        clear_preferred_replica(tp, it->second, "the replica's connection failed");
+    }
     maybe_refresh_metadata();
     schedule_retry();
     return;
@@ -846,6 +878,33 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     part& p = it->second;
     if (p.state != pstate::ready || p.fetch_pos != s->second.fetch_offset)
       continue;  // seeked or reset meanwhile
+    const bool from_replica = p.preferred_replica == node;
+    if (pd.error_code != 0 && from_replica) {
+      // Any error from a follower (it lags behind the position, it no longer follows, ...) sends
+      // the partition back to its leader, which may name a replica again (KIP-392; Java and
+      // librdkafka do the same). An offset out of range on a follower is not a reset.
+      clear_preferred_replica(tp, p, kafka_error_name(pd.error_code));
+      p.backoff_until = std::chrono::steady_clock::now() + opts_.retry_backoff;
+      schedule_retry();
+      continue;
+    }
+    if (pd.preferred_read_replica >= 0 && pd.preferred_read_replica != node) {
+      // The leader names a replica closer to this client's rack (KIP-392): fetch from it until
+      // it fails or preferred_replica_ttl passes. A broker metadata does not know is ignored.
+      if (cluster_->metadata().brokers.count(pd.preferred_read_replica)) {
+        if (p.preferred_replica != pd.preferred_read_replica)
+          logger()->info("{}-{}: reading from replica {} (preferred by leader {})", tp.topic, tp.partition,
+                         pd.preferred_read_replica, node);
+        p.preferred_replica = pd.preferred_read_replica;
+        p.replica_until = std::chrono::steady_clock::now() + opts_.preferred_replica_ttl;
+      } else {
+        logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader",
+                        tp.topic, tp.partition, pd.preferred_read_replica);
+        p.backoff_until = std::chrono::steady_clock::now() + opts_.retry_backoff;
+        maybe_refresh_metadata();
+        schedule_retry();
+      }
+    }
     if (pd.error_code != 0) {
       if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
@@ -892,6 +951,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
     }
     d.frame = frame.frame;
+    d.replica = node;
     d.bytes = pd.records->data.size();
     pushed_bytes += d.bytes;
     p.fetch_pos = next;

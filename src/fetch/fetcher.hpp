@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -38,6 +39,12 @@ struct fetcher_options {
   std::chrono::milliseconds auto_commit_interval{5000};
   std::chrono::milliseconds retry_backoff{100};
   std::chrono::milliseconds request_timeout{30000};
+  /// client.rack: sent with every Fetch (v11+) so the leader can name a replica in this rack to
+  /// read from (KIP-392). Empty: the leader is always read from.
+  std::string client_rack;
+  /// How long a preferred read replica is followed before asking the leader again (Java: the
+  /// metadata max age).
+  std::chrono::milliseconds preferred_replica_ttl{300000};
   /// A group request (OffsetFetch, OffsetCommit) found no usable coordinator: `failed` is true
   /// when the one it used answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or its connection
   /// failed, false when none was known. Outside a subscription the consumer looks it up again.
@@ -128,7 +135,19 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
     std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
     std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
     bool reported_missing = false;
+    // KIP-392: the replica the leader told this member to read from, until `replica_until`; -1
+    // reads from the leader.
+    std::int32_t preferred_replica = -1;
+    std::chrono::steady_clock::time_point replica_until{};
+    // Not fetched before this time: after a replica failed it, or named a replica this client
+    // cannot use (the leader then sends no data, and asking again at once would spin).
+    std::chrono::steady_clock::time_point backoff_until{};
   };
+  /// The broker to fetch `tp` from: its preferred read replica while that is valid and known to
+  /// metadata, else its leader.
+  std::int32_t fetch_node(part& p, std::int32_t leader);
+  /// Back to the leader for `tp` (an error from the replica, or the replica is gone).
+  void clear_preferred_replica(const topic_partition& tp, part& p, std::string_view why);
   /// True when `tp` is absent from metadata; reports it (manual assignment) once a refresh made
   /// after it went missing still lacks it.
   bool missing(const topic_partition& tp, part& p);

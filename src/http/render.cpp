@@ -363,6 +363,18 @@ std::string render_prometheus(const ConsumerMetrics& m) {
     extra += '"';
     p.sample("kgroup_consumer_fetch_manager_records_lag", extra, n(pm.lag));
   }
+  p.header("kgroup_consumer_fetch_manager_read_replica", "gauge",
+           "The broker id the partition's last records were read from: its leader, or the replica the leader "
+           "named for client.rack (KIP-392).");
+  for (const auto& pm : m.partitions) {
+    if (pm.read_replica < 0) continue;
+    std::string extra = "topic=\"";
+    append_label_value(extra, pm.partition.topic);
+    extra += "\",partition=\"";
+    append_int(extra, pm.partition.partition);
+    extra += '"';
+    p.sample("kgroup_consumer_fetch_manager_read_replica", extra, n(pm.read_replica));
+  }
 
   // consumer-metrics (poll timing)
   p.gauge("kgroup_consumer_time_between_poll_avg_ms",
@@ -413,6 +425,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
         .field("committed", pm.committed)
         .field("high_watermark", pm.high_watermark)
         .field("lag", pm.lag)
+        .field("read_replica", pm.read_replica)
         .field("paused", pm.paused)
         .end_object();
   }

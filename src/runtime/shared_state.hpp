@@ -90,6 +90,7 @@ struct fetched_data {
   std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
   std::shared_ptr<const std::vector<std::uint8_t>> frame;
   std::size_t bytes = 0;
+  std::int32_t replica = -1;  // the broker it was read from (the leader or a KIP-392 replica)
 };
 
 /// The data for ConsumerMetrics, published under shared_state::mutex. Group and commit fields are
@@ -112,6 +113,7 @@ struct metrics_state {
   struct partition {
     std::int64_t position = -1;
     std::int64_t high_watermark = -1;
+    std::int32_t replica = -1;  // broker the last records came from
     bool paused = false;
   };
   std::map<topic_partition, partition> partitions;

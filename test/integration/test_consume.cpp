@@ -511,3 +511,40 @@ TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), an
   mc.broker_up(1);
   c.close(5s);
 }
+
+// KIP-392: with client.rack set, Fetch v11+ carries the rack and the leader may name a replica to
+// read from. librdkafka's mocks name the partition's follower whatever the rack, and serve
+// fetches from it; a follower that stops following answers NOT_LEADER_OR_FOLLOWER.
+TEST_CASE("client.rack: records are read from the replica the leader names, and from the leader when it fails",
+          "[consume]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("t", 1);
+  mc.set_partition_leader("t", 0, 1);
+  mc.set_partition_follower("t", 0, 3);
+  mc.produce("t", 500);
+  auto cfg = consumer_config(mc, "g-rack");
+  cfg.set("client.rack", "rack-3");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"t"});
+  seen_records seen;
+  consume(c, seen, 500, 30s);
+  REQUIRE(seen.total == 500);
+  CHECK(seen.bad_content == 0);
+  const auto read_replica = [&c] {
+    const auto m = c.metrics();
+    return m.partitions.size() == 1 ? m.partitions[0].read_replica : -2;
+  };
+  CHECK(read_replica() == 3);
+
+  // The follower stops following: it answers NOT_LEADER_OR_FOLLOWER and the consumer goes back to
+  // the leader, losing nothing and reading nothing twice.
+  mc.set_partition_follower("t", 0, -1);
+  mc.produce("t", 500);
+  consume(c, seen, 1000, 30s);
+  REQUIRE(seen.total == 1000);
+  CHECK(seen.bad_content == 0);
+  const auto& offs = seen.offsets[{"t", 0}];
+  for (std::size_t i = 0; i < offs.size(); ++i) REQUIRE(offs[i] == static_cast<std::int64_t>(i));
+  CHECK(read_replica() == 1);
+  c.close(5s);
+}

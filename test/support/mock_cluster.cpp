@@ -573,6 +573,14 @@ void mock_cluster::set_partition_leader(const std::string& topic, std::int32_t p
         "leader of " + topic + " [" + std::to_string(partition) + "]");
 }
 
+void mock_cluster::set_partition_follower(const std::string& topic, std::int32_t partition,
+                                          std::int32_t broker_id) {
+  check(call_mock([&] {
+          return rd_kafka_mock_partition_set_follower(cluster_, topic.c_str(), partition, broker_id);
+        }),
+        "follower of " + topic + " [" + std::to_string(partition) + "]");
+}
+
 void mock_cluster::set_topic_error(const std::string& topic, std::int16_t code) {
   call_mock([&] {
     rd_kafka_mock_topic_set_error(cluster_, topic.c_str(), static_cast<rd_kafka_resp_err_t>(code));

@@ -211,6 +211,9 @@ class mock_cluster {
   /// it does not exist.
   void set_partition_leader(const std::string& topic, std::int32_t partition, std::int32_t broker_id);
   /// Metadata responses report `code` for the topic (0 clears it).
+  /// Makes `broker_id` the partition's follower: the leader names it as preferred read replica in
+  /// Fetch v11+ answers (KIP-392) and it serves fetches; -1 removes the follower.
+  void set_partition_follower(const std::string& topic, std::int32_t partition, std::int32_t broker_id);
   void set_topic_error(const std::string& topic, std::int16_t code);
 
  private:
