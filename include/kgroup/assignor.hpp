@@ -11,6 +11,8 @@
 // Metadata response already has) plus one rack per broker.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,14 +33,14 @@ enum class RebalanceProtocol : std::uint8_t {
 };
 
 /// Some partitions of one topic. Used for owned and assigned partitions.
-struct TopicPartitions {
+struct KGROUP_EXPORT TopicPartitions {
   std::string topic;
   std::vector<std::int32_t> partitions;
   bool operator==(const TopicPartitions&) const = default;
 };
 
 /// A topic as the leader's metadata knows it.
-struct TopicMetadata {
+struct KGROUP_EXPORT TopicMetadata {
   std::string topic;
   /// Partitions 0 .. partition_count - 1. Must not be negative.
   std::int32_t partition_count = 0;
@@ -49,13 +51,13 @@ struct TopicMetadata {
 };
 
 /// A broker and its rack (broker.rack), for rack-aware assignment.
-struct BrokerMetadata {
+struct KGROUP_EXPORT BrokerMetadata {
   std::int32_t node_id = -1;
   std::optional<std::string> rack;
 };
 
 /// The cluster as the leader sees it when it assigns.
-struct ClusterMetadata {
+struct KGROUP_EXPORT ClusterMetadata {
   /// Topic names must be unique. Topics nobody subscribes to are ignored.
   std::vector<TopicMetadata> topics;
   /// Only needed for rack-aware assignment; brokers without a rack are ignored.
@@ -64,7 +66,7 @@ struct ClusterMetadata {
 
 /// One member's entry in the group: JoinGroup's member identity plus its decoded consumer-protocol
 /// subscription (ConsumerProtocolSubscription v0-v3).
-struct MemberSubscription {
+struct KGROUP_EXPORT MemberSubscription {
   std::string member_id;
   /// group.instance.id of a static member (KIP-345); orders members before member_id does.
   std::optional<std::string> group_instance_id;
@@ -81,13 +83,13 @@ struct MemberSubscription {
 };
 
 /// The members of one generation, as the leader received them in the JoinGroup response.
-struct GroupSubscription {
+struct KGROUP_EXPORT GroupSubscription {
   /// Member ids must be unique. The order carries no meaning.
   std::vector<MemberSubscription> members;
 };
 
 /// What one member gets (ConsumerProtocolAssignment).
-struct MemberAssignment {
+struct KGROUP_EXPORT MemberAssignment {
   std::string member_id;
   /// Topics in name order, partitions ascending (the built-ins; custom assignors may differ).
   std::vector<TopicPartitions> partitions;
@@ -95,14 +97,14 @@ struct MemberAssignment {
 };
 
 /// The result of assign().
-struct GroupAssignment {
+struct KGROUP_EXPORT GroupAssignment {
   /// The built-ins return exactly one entry per input member, in the input order. A member a
   /// custom assignor leaves out gets an empty assignment.
   std::vector<MemberAssignment> members;
 };
 
 /// What a member knows about itself when it (re)joins; the input of PartitionAssignor::user_data.
-struct MemberState {
+struct KGROUP_EXPORT MemberState {
   std::vector<std::string> topics;
   /// The partitions it owns now (for eager members: owned before it revoked them to rejoin).
   std::vector<TopicPartitions> owned_partitions;
@@ -130,7 +132,7 @@ struct MemberState {
 ///
 /// Exceptions: an exception from assign() or user_data() is caught by the consumer and reported
 /// as a failure of this rebalance; it does not cross into other threads.
-class PartitionAssignor {
+class KGROUP_EXPORT PartitionAssignor {
  public:
   virtual ~PartitionAssignor() = default;
 
@@ -161,24 +163,24 @@ class PartitionAssignor {
 
 /// Kafka's RangeAssignor: per topic, members in order get consecutive ranges of partitions, the
 /// first ones one extra. Rack-aware (KIP-881) when members and replicas have racks. Eager only.
-std::shared_ptr<PartitionAssignor> make_range_assignor();
+KGROUP_EXPORT std::shared_ptr<PartitionAssignor> make_range_assignor();
 
 /// Kafka's RoundRobinAssignor: all partitions in topic order dealt to members in turn, skipping
 /// members not subscribed to the partition's topic. Eager only.
-std::shared_ptr<PartitionAssignor> make_roundrobin_assignor();
+KGROUP_EXPORT std::shared_ptr<PartitionAssignor> make_roundrobin_assignor();
 
 /// Kafka's StickyAssignor ("sticky"): balanced, and moves as few partitions as balance allows.
 /// Ownership travels in the user data (StickyAssignorUserData), as eager members revoke
 /// everything before they rejoin. Rack-aware. Eager only.
-std::shared_ptr<PartitionAssignor> make_sticky_assignor();
+KGROUP_EXPORT std::shared_ptr<PartitionAssignor> make_sticky_assignor();
 
 /// Kafka's CooperativeStickyAssignor ("cooperative-sticky"): the sticky algorithm on the owned
 /// partitions of Subscription v1+, with KIP-429's two-phase hand-over (a partition that changes
 /// owner is left unassigned this round). Rack-aware. Supports cooperative and eager.
-std::shared_ptr<PartitionAssignor> make_cooperative_sticky_assignor();
+KGROUP_EXPORT std::shared_ptr<PartitionAssignor> make_cooperative_sticky_assignor();
 
 /// The built-in assignor with this protocol name ("range", "roundrobin", "sticky",
 /// "cooperative-sticky"), or nullptr for any other name. Does not throw except std::bad_alloc.
-std::shared_ptr<PartitionAssignor> make_assignor(std::string_view name);
+KGROUP_EXPORT std::shared_ptr<PartitionAssignor> make_assignor(std::string_view name);
 
 }  // namespace kgroup

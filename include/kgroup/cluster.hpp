@@ -3,6 +3,8 @@
 // protocol versions will it speak?"); the Consumer keeps its own live view internally.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -14,7 +16,7 @@
 namespace kgroup {
 
 /// One API's version negotiation with one broker.
-struct ApiVersionInfo {
+struct KGROUP_EXPORT ApiVersionInfo {
   std::int16_t api_key = 0;
   std::string name;             // e.g. "JoinGroup"
   std::int16_t broker_min = -1; // -1: the broker does not offer this API
@@ -24,7 +26,7 @@ struct ApiVersionInfo {
   std::int16_t chosen = -1;     // highest common version, -1 if none
 };
 
-struct BrokerInfo {
+struct KGROUP_EXPORT BrokerInfo {
   std::int32_t node_id = -1;
   std::string host;
   std::uint16_t port = 0;
@@ -33,7 +35,7 @@ struct BrokerInfo {
   std::vector<ApiVersionInfo> api_versions;  // the APIs kgroup uses
 };
 
-struct PartitionInfo {
+struct KGROUP_EXPORT PartitionInfo {
   std::int32_t partition = 0;
   std::int32_t leader = -1;
   std::int32_t leader_epoch = -1;
@@ -42,7 +44,7 @@ struct PartitionInfo {
   std::int16_t error_code = 0;
 };
 
-struct TopicInfo {
+struct KGROUP_EXPORT TopicInfo {
   std::string name;
   std::string topic_id;  // base64 form, empty if the broker does not send ids
   std::int16_t error_code = 0;
@@ -50,7 +52,7 @@ struct TopicInfo {
   std::vector<PartitionInfo> partitions;
 };
 
-struct ClusterInfo {
+struct KGROUP_EXPORT ClusterInfo {
   std::string cluster_id;
   std::int32_t controller_id = -1;
   std::vector<BrokerInfo> brokers;
@@ -62,6 +64,6 @@ struct ClusterInfo {
 /// `timeout`. Throws kgroup::error: client_errc::invalid_config for a bad config,
 /// no_brokers_available / request_timed_out when the cluster cannot be reached in time.
 /// Thread-safe: independent calls may run concurrently.
-ClusterInfo describe_cluster(const Config& config, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+KGROUP_EXPORT ClusterInfo describe_cluster(const Config& config, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace kgroup

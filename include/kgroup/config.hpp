@@ -1,6 +1,8 @@
 // Configuration with Kafka's property names, the Java client's defaults and meanings.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -14,7 +16,7 @@
 namespace kgroup {
 
 /// Description of one configuration key (for documentation and validation).
-struct ConfigKey {
+struct KGROUP_EXPORT ConfigKey {
   std::string_view name;
   std::string_view default_value;  // as text; empty means "no default"
   std::string_view type;           // "string", "int", "long", "bool", "list", "enum"
@@ -28,7 +30,7 @@ struct ConfigKey {
 /// "session.timeout.ms", ...). Values are strings, parsed and validated against the key table.
 ///
 /// Thread-safety: a Config is a value; concurrent reads are safe, writes are not.
-class Config {
+class KGROUP_EXPORT Config {
  public:
   Config() = default;
   /// Throws kgroup::error(client_errc::invalid_config) naming the key on an unknown key (with a

@@ -2,6 +2,8 @@
 // partitions it owns.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -27,7 +29,7 @@
 namespace kgroup {
 
 /// Who this consumer is in its group, for transactional producers and diagnostics.
-struct ConsumerGroupMetadata {
+struct KGROUP_EXPORT ConsumerGroupMetadata {
   std::string group_id;
   std::string member_id;       // empty until the first JoinGroup answer
   std::int32_t generation_id = -1;
@@ -39,7 +41,7 @@ enum class TimestampType { none = -1, create_time = 0, log_append_time = 1 };
 
 /// One record header. Views into the fetched data, valid as long as the ConsumerRecords that
 /// returned it.
-struct Header {
+struct KGROUP_EXPORT Header {
   std::string_view key;
   std::optional<std::string_view> value;
 };
@@ -50,7 +52,7 @@ struct OwnedRecord;
 /// (no copy for uncompressed data) and stay valid only as long as the ConsumerRecords batch that
 /// holds them: keeping a ConsumerRecord (or a string_view taken from it) after that batch is
 /// destroyed reads freed memory. To keep a record, take owned(), which copies it.
-struct ConsumerRecord {
+struct KGROUP_EXPORT ConsumerRecord {
   std::string_view topic;
   std::int32_t partition = 0;
   std::int64_t offset = 0;
@@ -66,7 +68,7 @@ struct ConsumerRecord {
 };
 
 /// A record that owns its topic, key, value and headers (ConsumerRecord::owned()).
-struct OwnedRecord {
+struct KGROUP_EXPORT OwnedRecord {
   std::string topic;
   std::int32_t partition = 0;
   std::int64_t offset = 0;
@@ -91,7 +93,7 @@ inline OwnedRecord ConsumerRecord::owned() const {
 
 /// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
 /// records view.
-class ConsumerRecords {
+class KGROUP_EXPORT ConsumerRecords {
  public:
   ConsumerRecords() = default;
   ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners)
@@ -122,7 +124,7 @@ class ConsumerRecords {
 };
 
 /// An offset to commit (the offset of the next record to read) with optional metadata.
-struct OffsetAndMetadata {
+struct KGROUP_EXPORT OffsetAndMetadata {
   std::int64_t offset = -1;
   std::string metadata;
   std::optional<std::int32_t> leader_epoch;
@@ -132,7 +134,7 @@ struct OffsetAndMetadata {
 using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
 
 /// An offset found by time (Consumer::offsets_for_times) and the timestamp of its record.
-struct OffsetAndTimestamp {
+struct KGROUP_EXPORT OffsetAndTimestamp {
   std::int64_t offset = -1;
   std::int64_t timestamp = -1;
   bool operator==(const OffsetAndTimestamp&) const = default;
@@ -145,7 +147,7 @@ struct OffsetAndTimestamp {
 /// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
 /// the divergent offset by itself and logs a warning. A partition whose divergence point the
 /// broker could not tell is absent from the map.
-class log_truncation_error : public error {
+class KGROUP_EXPORT log_truncation_error : public error {
  public:
   log_truncation_error(const std::string& what, OffsetMap divergent)
       : error(make_error_code(client_errc::log_truncation), what), divergent_(std::move(divergent)) {}
@@ -166,7 +168,7 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 /// heartbeats, rebalances and enforces max.poll.interval.ms. All methods are meant to be called
 /// from one user thread, except wakeup(), which may be called from any thread. Listener callbacks
 /// run on the user thread inside poll(), close() and unsubscribe().
-class Consumer {
+class KGROUP_EXPORT Consumer {
  public:
   /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
   /// commits) and starts the background thread. Throws kgroup::error(client_errc::invalid_config) naming the offending keys.

@@ -2,6 +2,8 @@
 // categories, plus the exception type the public API throws on the caller's thread.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -13,16 +15,16 @@ namespace kgroup {
 
 /// Category of Kafka protocol error codes. message() is Kafka's description; the code's
 /// name (e.g. "REBALANCE_IN_PROGRESS") is available from kafka_error_name().
-const std::error_category& kafka_category() noexcept;
+KGROUP_EXPORT const std::error_category& kafka_category() noexcept;
 
 inline std::error_code make_error_code(kafka_errc e) noexcept {
   return {static_cast<int>(e), kafka_category()};
 }
 
 /// Kafka's name for a code ("NOT_COORDINATOR"), or "UNKNOWN_ERROR_<n>" for codes not in the table.
-std::string kafka_error_name(int code);
+KGROUP_EXPORT std::string kafka_error_name(int code);
 /// Whether Kafka clients retry the operation that got this code (Java client's classification).
-bool is_retriable(kafka_errc e) noexcept;
+KGROUP_EXPORT bool is_retriable(kafka_errc e) noexcept;
 
 /// Errors raised by the client itself (not sent by a broker).
 enum class client_errc {
@@ -47,7 +49,7 @@ enum class client_errc {
   corrupt_record,            // record data at the position is corrupt (CRC mismatch, unparsable); seek past it
 };
 
-const std::error_category& client_category() noexcept;
+KGROUP_EXPORT const std::error_category& client_category() noexcept;
 inline std::error_code make_error_code(client_errc e) noexcept {
   return {static_cast<int>(e), client_category()};
 }
@@ -56,10 +58,10 @@ inline std::error_code make_error_code(client_errc e) noexcept {
 /// Kafka code ("REBALANCE_IN_PROGRESS", see kafka_error_name), the client_errc enumerator in upper
 /// case for a client error ("COMMIT_FAILED"), the codec's for a decoding error ("TRUNCATED");
 /// otherwise the category's name and the value ("GENERIC_110"). "NONE" for no error.
-std::string error_name(const std::error_code& ec);
+KGROUP_EXPORT std::string error_name(const std::error_code& ec);
 
 /// Exception thrown by the public API on the caller's thread. code() tells what happened.
-class error : public std::runtime_error {
+class KGROUP_EXPORT error : public std::runtime_error {
  public:
   error(std::error_code ec, const std::string& what) : std::runtime_error(what), code_(ec) {}
   explicit error(std::error_code ec) : std::runtime_error(ec.message()), code_(ec) {}

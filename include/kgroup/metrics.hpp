@@ -4,6 +4,8 @@
 // HTTP endpoint (/metrics, /status, the dashboard).
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,7 +16,7 @@
 namespace kgroup {
 
 /// One owned partition.
-struct PartitionMetrics {
+struct KGROUP_EXPORT PartitionMetrics {
   topic_partition partition;
   std::int64_t position = -1;        // offset of the next record poll() returns; -1 unknown
   std::int64_t committed = -1;       // last offset this consumer committed (or fetched as committed); -1 none
@@ -39,11 +41,11 @@ enum class RebalanceCause {
   cooperative_round, // the second round of a cooperative rebalance (revoked partitions move)
   error,             // a rejected assignment or a group error forced a rejoin
 };
-const char* to_string(RebalanceCause c) noexcept;
+KGROUP_EXPORT const char* to_string(RebalanceCause c) noexcept;
 
 /// One rebalance this member took part in, from the moment it stopped being a stable member (or
 /// first joined) until it was stable again.
-struct RebalanceRecord {
+struct KGROUP_EXPORT RebalanceRecord {
   RebalanceCause cause = RebalanceCause::group_rebalancing;
   std::string detail;                  // human-readable reason
   std::int64_t start_ms = 0;           // wall clock, milliseconds since the Unix epoch
@@ -55,7 +57,7 @@ struct RebalanceRecord {
   std::vector<topic_partition> lost;
 };
 
-struct ConsumerMetrics {
+struct KGROUP_EXPORT ConsumerMetrics {
   std::int64_t timestamp_ms = 0;  // when the snapshot was taken, ms since the Unix epoch
 
   // ---- identity ----

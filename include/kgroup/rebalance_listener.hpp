@@ -1,6 +1,8 @@
 // Callbacks for partition ownership changes in a consumer group.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <vector>
 
 #include "kgroup/types.hpp"
@@ -17,7 +19,7 @@ namespace kgroup {
 /// An exception thrown by a callback does not stall the group: the rebalance completes, every
 /// callback still runs, and the call that ran them (poll(), close(), unsubscribe()) rethrows the
 /// first exception afterwards.
-class ConsumerRebalanceListener {
+class KGROUP_EXPORT ConsumerRebalanceListener {
  public:
   virtual ~ConsumerRebalanceListener() = default;
 

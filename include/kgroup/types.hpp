@@ -1,6 +1,8 @@
 // Small value types shared by the public API.
 #pragma once
 
+#include "kgroup/export.hpp"
+
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -9,14 +11,14 @@
 namespace kgroup {
 
 /// A partition of a topic. Ordered by topic, then partition.
-struct topic_partition {
+struct KGROUP_EXPORT topic_partition {
   std::string topic;
   std::int32_t partition = 0;
   auto operator<=>(const topic_partition&) const = default;
   bool operator==(const topic_partition&) const = default;
 };
 
-struct topic_partition_hash {
+struct KGROUP_EXPORT topic_partition_hash {
   std::size_t operator()(const topic_partition& tp) const noexcept {
     return std::hash<std::string>{}(tp.topic) * 31 + static_cast<std::size_t>(tp.partition);
   }

@@ -19,7 +19,10 @@
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/txn_filter.hpp"
+#include "kgroup_build_config.hpp"
+#if KGROUP_WITH_HTTP
 #include "http/server.hpp"
+#endif
 #include "kgroup/log.hpp"
 #include "net/cluster.hpp"
 #include "net/group_driver.hpp"
@@ -503,6 +506,10 @@ class Consumer::impl {
   void start_http() {
     const std::string listen = config_.get("observability.http.listen");
     if (listen.empty()) return;
+#if !KGROUP_WITH_HTTP
+    throw error(make_error_code(client_errc::invalid_config),
+                "observability.http.listen: this kgroup was built without the HTTP endpoint (KGROUP_HTTP=OFF)");
+#else
     std::string why;
     if (!http::parse_listen_address(listen, why)) {
       throw error(make_error_code(client_errc::invalid_config), "observability.http.listen: " + why);
@@ -521,6 +528,7 @@ class Consumer::impl {
     std::lock_guard lock(shared_.mutex);
     shared_.metrics.http_endpoint = http_->endpoint();
     logger()->info("observability endpoint on http://{}/ (/metrics, /status)", http_->endpoint());
+#endif
   }
 
   // ---- metrics of the user thread ----
@@ -1073,7 +1081,9 @@ class Consumer::impl {
   void stop_thread() {
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
+#if KGROUP_WITH_HTTP
       if (http_) http_->stop();
+#endif
       driver_->shutdown();
       fetcher_->shutdown();
       cluster_->close();
@@ -1320,7 +1330,9 @@ class Consumer::impl {
 
   Config config_;
   asio::io_context io_;
+#if KGROUP_WITH_HTTP
   std::unique_ptr<http::server> http_;  // after io_: destroyed before it
+#endif
   std::shared_ptr<net::cluster> cluster_;
   std::shared_ptr<net::group_driver> driver_;
   mutable detail::shared_state shared_;

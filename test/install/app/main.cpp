@@ -1,11 +1,17 @@
 // Built against the installed package only: public headers, kgroup::kgroup.
+#include <cstring>
 #include <iostream>
 
 #include <kgroup/cluster.hpp>
 #include <kgroup/config.hpp>
 #include <kgroup/error.hpp>
+#include <kgroup/version.hpp>
+
+static_assert(KGROUP_VERSION >= 100, "kgroup/version.hpp defines the version");
 
 int main() {
+  // The headers and the library linked at run time are the same release.
+  if (std::strcmp(kgroup::library_version(), KGROUP_VERSION_STRING) != 0) return 4;
   kgroup::Config cfg{{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g"}};
   cfg.validate();
   try {
@@ -19,7 +25,8 @@ int main() {
     kgroup::describe_cluster(cfg, std::chrono::milliseconds(300));
     return 3;
   } catch (const kgroup::error& e) {
-    std::cout << "config ok; unreachable cluster reported: " << e.code().message() << "\n";
+    std::cout << "config ok (kgroup " << kgroup::library_version() << "); unreachable cluster reported: "
+              << e.code().message() << "\n";
   }
   return 0;
 }
