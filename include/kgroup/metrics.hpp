@@ -22,10 +22,10 @@ struct KGROUP_EXPORT PartitionMetrics {
   std::int64_t committed = -1;       // last offset this consumer committed (or fetched as committed); -1 none
   std::int64_t high_watermark = -1;  // from the last fetch response; -1 unknown
   std::int64_t lag = -1;             // high_watermark - position; -1 unknown
+  bool paused = false;
   /// The broker the last records came from: the leader, or with client.rack set the replica the
   /// leader named (KIP-392). -1 before any record.
   std::int32_t read_replica = -1;
-  bool paused = false;
 };
 
 /// Why a rebalance started, as this member saw it.
