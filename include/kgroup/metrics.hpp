@@ -15,6 +15,14 @@
 
 namespace kgroup {
 
+/// A distribution, as a Prometheus histogram carries it: latencies in seconds, sizes in bytes.
+struct KGROUP_EXPORT Histogram {
+  std::vector<double> bounds;          // upper bounds, ascending; +Inf is implied
+  std::vector<std::uint64_t> buckets;  // observations <= bounds[i] (cumulative), one per bound
+  std::uint64_t count = 0;             // all observations (the +Inf bucket)
+  double sum = 0;
+};
+
 /// One owned partition.
 struct KGROUP_EXPORT PartitionMetrics {
   topic_partition partition;
@@ -26,6 +34,8 @@ struct KGROUP_EXPORT PartitionMetrics {
   /// The broker the last records came from: the leader, or with client.rack set the replica the
   /// leader named (KIP-392). -1 before any record.
   std::int32_t read_replica = -1;
+  std::int64_t log_start_offset = -1;  // from the last fetch response (Fetch v5+); -1 unknown
+  std::int64_t lead = -1;              // position - log_start_offset (Java's records-lead); -1 unknown
 };
 
 /// Why a rebalance started, as this member saw it.
@@ -95,6 +105,20 @@ struct KGROUP_EXPORT ConsumerMetrics {
   double commit_latency_avg_ms = 0;
   double commit_latency_max_ms = 0;
   std::int64_t commit_total = 0;
+  std::int64_t join_total = 0;               // successful JoinGroups
+  std::int64_t sync_total = 0;               // successful SyncGroups
+  double failed_rebalance_rate_per_hour = 0; // failed attempts in the last hour
+  // Distributions (seconds): whole rebalances, JoinGroup and SyncGroup round trips, heartbeat
+  // responses, commits, and the listener's callbacks (Java's partition-assigned/revoked/lost
+  // latency).
+  Histogram rebalance_latency;
+  Histogram join_latency;
+  Histogram sync_latency;
+  Histogram heartbeat_latency;
+  Histogram commit_latency;
+  Histogram partitions_assigned_latency;
+  Histogram partitions_revoked_latency;
+  Histogram partitions_lost_latency;
 
   // ---- fetch-manager and poll metrics ----
   std::int64_t records_consumed_total = 0;   // records returned by poll()
@@ -107,6 +131,11 @@ struct KGROUP_EXPORT ConsumerMetrics {
   std::int64_t offset_validations_total = 0;
   std::int64_t log_truncations_total = 0;
   std::int64_t records_lag_max = -1;         // largest lag of an owned partition, -1 unknown
+  std::int64_t records_lead_min = -1;        // smallest lead of an owned partition, -1 unknown
+  Histogram fetch_latency;                   // seconds from a Fetch request to its answer
+  Histogram fetch_size;                      // record bytes per Fetch answer
+  Histogram fetch_throttle_time;             // seconds the broker throttled a Fetch (throttle_time_ms)
+  Histogram time_between_poll;               // seconds between poll() calls
   double time_between_poll_avg_ms = 0;
   double time_between_poll_max_ms = 0;
   double last_poll_seconds_ago = -1;         // -1: poll() never called

@@ -536,6 +536,7 @@ class Consumer::impl {
   void poll_started(clock::time_point now) {
     if (last_poll_start_) {
       between_polls_.record(now, std::chrono::duration<double, std::milli>(now - *last_poll_start_).count());
+      between_polls_hist_.observe(std::chrono::duration<double>(now - *last_poll_start_).count());
     }
     last_poll_start_ = now;
     std::lock_guard lock(shared_.mutex);
@@ -587,6 +588,7 @@ class Consumer::impl {
         out.position = it->second.position;
         out.high_watermark = it->second.high_watermark;
         out.replica = it->second.replica;
+        out.log_start_offset = it->second.log_start_offset;
         out.paused = it->second.paused;
       }
     }
@@ -596,6 +598,7 @@ class Consumer::impl {
     m.bytes_rate = bytes_window_.rate(now);
     m.between_poll_avg_ms = between_polls_.avg(now);
     m.between_poll_max_ms = between_polls_.max(now);
+    m.between_poll_hist = between_polls_hist_;
     m.idle_ratio_avg = idle_ratio_.avg(now);
   }
 
@@ -605,6 +608,7 @@ class Consumer::impl {
     std::int32_t epoch = -1;           // leader epoch of the record before `position`; -1 unknown
     std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
     std::int32_t replica = -1;         // broker the last fetched data came from (metrics)
+    std::int64_t log_start_offset = -1;  // from the last fetched data (metrics: records-lead)
     bool paused = false;
     bool user_seeked = false;  // a user seek() wins over the initial committed position
   };
@@ -734,6 +738,7 @@ class Consumer::impl {
       const std::int64_t end = read_committed_ && d.last_stable_offset >= 0 ? d.last_stable_offset : d.high_watermark;
       if (end >= 0) it->second.high_watermark = end;
       it->second.replica = d.replica;
+      if (d.log_start_offset >= 0) it->second.log_start_offset = d.log_start_offset;
       pending_bytes_ += static_cast<std::int64_t>(d.bytes);
       protocol::decode_options opts;
       opts.verify_crc = check_crcs_;
@@ -1191,6 +1196,22 @@ class Consumer::impl {
       l = listener_;
     }
     if (!l) return;
+    const auto started = clock::now();
+    // The callback's duration (Java's partition-assigned/revoked/lost latency), thrown or not.
+    struct record_duration {
+      impl& self;
+      group::listener_kind kind;
+      clock::time_point started;
+      ~record_duration() {
+        const double s = std::chrono::duration<double>(clock::now() - started).count();
+        std::lock_guard lock(self.shared_.mutex);
+        auto& m = self.shared_.metrics;
+        (kind == group::listener_kind::assigned  ? m.assigned_hist
+         : kind == group::listener_kind::revoked ? m.revoked_hist
+                                                 : m.lost_hist)
+            .observe(s);
+      }
+    } recorder{*this, call.kind, started};
     try {
       switch (call.kind) {
         case group::listener_kind::revoked:
@@ -1382,6 +1403,7 @@ class Consumer::impl {
   std::optional<clock::time_point> prev_poll_start_;
   clock::time_point last_publish_{};
   detail::window_stat between_polls_;
+  detail::histogram between_polls_hist_;
   detail::window_stat idle_ratio_;
   detail::window_stat records_window_;
   detail::window_stat bytes_window_;

@@ -65,6 +65,11 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
     pm.position = p.position;
     pm.high_watermark = p.high_watermark;
     pm.read_replica = p.replica;
+    pm.log_start_offset = p.log_start_offset;
+    if (p.position >= 0 && p.log_start_offset >= 0) {
+      pm.lead = std::max<std::int64_t>(0, p.position - p.log_start_offset);
+      out.records_lead_min = out.records_lead_min < 0 ? pm.lead : std::min(out.records_lead_min, pm.lead);
+    }
     pm.paused = p.paused;
     if (auto c = m.committed.find(tp); c != m.committed.end()) pm.committed = c->second;
     if (p.position >= 0 && p.high_watermark >= 0) pm.lag = std::max<std::int64_t>(0, p.high_watermark - p.position);
@@ -87,6 +92,22 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.sync_time_avg_ms = g.syncs ? ms_of(g.sync_time_total) / static_cast<double>(g.syncs) : 0;
   out.heartbeat_response_time_max_ms = ms_of(g.heartbeat_rtt_max);
   out.heartbeat_total = g.heartbeats;
+  out.join_total = g.joins;
+  out.sync_total = g.syncs;
+  out.failed_rebalance_rate_per_hour = static_cast<double>(std::count_if(
+      g.failed_at.begin(), g.failed_at.end(), [&](auto t) { return steady_now - t <= hours(1); }));
+  out.rebalance_latency = g.rebalance_hist.snapshot();
+  out.join_latency = g.join_hist.snapshot();
+  out.sync_latency = g.sync_hist.snapshot();
+  out.heartbeat_latency = g.heartbeat_hist.snapshot();
+  out.commit_latency = m.commit_hist.snapshot();
+  out.partitions_assigned_latency = m.assigned_hist.snapshot();
+  out.partitions_revoked_latency = m.revoked_hist.snapshot();
+  out.partitions_lost_latency = m.lost_hist.snapshot();
+  out.fetch_latency = m.fetch_latency_hist.snapshot();
+  out.fetch_size = m.fetch_size_hist.snapshot();
+  out.fetch_throttle_time = m.fetch_throttle_hist.snapshot();
+  out.time_between_poll = m.between_poll_hist.snapshot();
   if (m.wire) {
     out.responses_with_trailing_bytes_total =
         static_cast<std::int64_t>(m.wire->responses_with_trailing_bytes.load(std::memory_order_relaxed));

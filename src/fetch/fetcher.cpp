@@ -806,8 +806,9 @@ void fetcher::send_fetches() {
         [self = shared_from_this(), leader, sent](protocol::fetch_request& r, std::int16_t version) {
           self->session(leader).fill(r, version, *sent);
         },
-        [self = shared_from_this(), leader, sent](std::error_code ec, const protocol::fetch_response& r,
-                                                  const net::response_frame& frame) {
+        [self = shared_from_this(), leader, sent, started = std::chrono::steady_clock::now()](
+            std::error_code ec, const protocol::fetch_response& r, const net::response_frame& frame) {
+          if (!ec) self->record_fetch(std::chrono::steady_clock::now() - started, r);
           self->on_fetch_response(leader, ec, r, frame, *sent);
         },
         opts_.request_timeout + std::chrono::milliseconds(opts_.fetch_max_wait_ms), all_ids ? -1 : 12);
@@ -830,6 +831,18 @@ void fetcher::clear_preferred_replica(const topic_partition& tp, part& p, std::s
   logger()->info("{}-{}: reading from the leader again instead of replica {}: {}", tp.topic, tp.partition,
                  p.preferred_replica, why);
   p.preferred_replica = -1;
+}
+
+void fetcher::record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r) {
+  std::size_t bytes = 0;
+  for (const auto& t : r.responses) {
+    for (const auto& p : t.partitions) bytes += p.records ? p.records->data.size() : 0;
+  }
+  std::lock_guard lock(shared_.mutex);
+  auto& m = shared_.metrics;
+  m.fetch_latency_hist.observe(std::chrono::duration<double>(took).count());
+  m.fetch_size_hist.observe(static_cast<double>(bytes));
+  m.fetch_throttle_hist.observe(r.throttle_time_ms / 1000.0);
 }
 
 fetch_session& fetcher::session(std::int32_t node) {
@@ -946,6 +959,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     d.fetch_offset = p.fetch_pos;
     d.high_watermark = pd.high_watermark;
     d.last_stable_offset = pd.last_stable_offset;
+    d.log_start_offset = pd.log_start_offset;
     d.records = pd.records->data;
     if (pd.aborted_transactions) {
       for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
@@ -1087,6 +1101,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           ++m.commits;
           m.commit_latency_total_ms += took;
           m.commit_latency_max_ms = std::max(m.commit_latency_max_ms, took);
+          m.commit_hist.observe(took / 1000.0);
           for (const auto& [tp, om] : offsets) m.committed[tp] = om.offset;
         }
         report({}, "");

@@ -162,6 +162,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          const net::response_frame& frame, const fetch_set& sent);
   fetch_session& session(std::int32_t node);
+  /// Fetch latency, size and throttle time for the metrics.
+  void record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r);
   void schedule_retry();
   void maybe_refresh_metadata();
   void no_connection();

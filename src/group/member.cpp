@@ -413,7 +413,7 @@ void member::request_failed(time_point now, std::error_code ec) {
     }
     return;
   }
-  if (was == in_flight::join || was == in_flight::sync) rebalance_failed();
+  if (was == in_flight::join || was == in_flight::sync) rebalance_failed(now);
   mark_coordinator_unknown(now, "request failed");
   backoff(now);
   if (was == in_flight::heartbeat) heartbeat_after_backoff();
@@ -444,7 +444,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     return;  // a leave or close overtook it
   }
   const std::int16_t c = r.error_code;
-  if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed();
+  if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed(now);
   if (c == 0 && r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
     // JoinGroup v7+ names the group's protocol type: a group of another kind (Connect, ...)
     // shares the id. Java fails the same way (INCONSISTENT_GROUP_PROTOCOL).
@@ -459,6 +459,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     const auto took = std::chrono::duration_cast<ms>(now - join_sent_);
     stats_.join_time_total += took;
     stats_.join_time_max = std::max(stats_.join_time_max, took);
+    stats_.join_hist.observe(std::chrono::duration<double>(now - join_sent_).count());
     ++stats_.version;
     member_id_ = r.member_id;
     generation_ = r.generation_id;
@@ -518,7 +519,7 @@ void member::assignment_computed(
   // stale (issue 13, item 9).
   if (state_ != member_state::assigning || generation != generation_) return;
   if (ec) {
-    rebalance_failed();
+    rebalance_failed(now);
     actions_.emplace_back(
         report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
     transition(member_state::joining, "assignment failed");
@@ -553,13 +554,14 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     return;
   }
   const std::int16_t c = r.error_code;
-  if (c != 0) rebalance_failed();
+  if (c != 0) rebalance_failed(now);
   if (c == 0) {
     unexpected_in_a_row_.erase("SyncGroup");
     ++stats_.syncs;
     const auto took = std::chrono::duration_cast<ms>(now - sync_sent_);
     stats_.sync_time_total += took;
     stats_.sync_time_max = std::max(stats_.sync_time_max, took);
+    stats_.sync_hist.observe(std::chrono::duration<double>(now - sync_sent_).count());
     ++stats_.version;
     if (r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
       fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
@@ -593,7 +595,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
       actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
       transition(member_state::joining, "assignment rejected");
       rejoin_reason_ = "rejected assignment";
-      rebalance_failed();
+      rebalance_failed(now);
       if (!stats_.history.empty() && !stats_.history.back().end) {
         stats_.history.back().cause = RebalanceCause::error;
         stats_.history.back().detail = why;
@@ -647,6 +649,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   ++stats_.heartbeats;
   stats_.heartbeat_rtt_max =
       std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
+  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - last_heartbeat_sent_).count());
   stats_.last_heartbeat_response = now;
   ++stats_.version;
   const std::int16_t c = r.error_code;
@@ -1104,6 +1107,7 @@ void member::rebalance_ends(time_point now, bool completed) {
     ++stats_.rebalances;
     stats_.rebalance_latency_total += took;
     stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
+    stats_.rebalance_hist.observe(std::chrono::duration<double>(now - e.start).count());
     stats_.completed_at.push_back(now);
     while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
       stats_.completed_at.pop_front();
@@ -1112,8 +1116,10 @@ void member::rebalance_ends(time_point now, bool completed) {
   ++stats_.version;
 }
 
-void member::rebalance_failed() {
+void member::rebalance_failed(time_point now) {
   ++stats_.failed_rebalances;
+  stats_.failed_at.push_back(now);
+  while (!stats_.failed_at.empty() && now - stats_.failed_at.front() > std::chrono::hours(1)) stats_.failed_at.pop_front();
   ++stats_.version;
 }
 

@@ -242,7 +242,7 @@ class member {
   void request_rejoin(RebalanceCause cause, std::string reason);
   void rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail);
   void rebalance_ends(time_point now, bool completed);
-  void rebalance_failed();
+  void rebalance_failed(time_point now);
   bool needs_coordinator() const noexcept;
   bool check_poll_timeout(time_point now);
   /// Whether max.poll.interval.ms is running: the member is in the group, and the application is

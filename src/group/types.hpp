@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "base/histogram.hpp"
 #include "kgroup/metrics.hpp"
 #include "kgroup/types.hpp"
 
@@ -52,6 +53,8 @@ struct member_stats {
   std::int64_t heartbeats = 0;  // heartbeat responses of any outcome
   ms heartbeat_rtt_max{0};
   std::optional<time_point> last_heartbeat_response;
+  std::deque<time_point> failed_at;  // failed attempts of the last hour
+  detail::histogram rebalance_hist, join_hist, sync_hist, heartbeat_hist;  // seconds
   std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
   static constexpr std::size_t history_max = 50;
 };

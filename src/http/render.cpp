@@ -57,11 +57,14 @@ void append_label_value(std::string& out, std::string_view v) {
 
 class prometheus_writer {
  public:
+  // Every series carries who it belongs to (Prometheus joins on these labels).
   explicit prometheus_writer(const ConsumerMetrics& m) {
     labels_ = "client_id=\"";
     append_label_value(labels_, m.client_id);
-    labels_ += "\",group=\"";
+    labels_ += "\",group_id=\"";
     append_label_value(labels_, m.group_id);
+    labels_ += "\",member_id=\"";
+    append_label_value(labels_, m.member_id);
     labels_ += '"';
   }
 
@@ -69,8 +72,26 @@ class prometheus_writer {
   void gauge(std::string_view name, std::string_view help, double value) {
     family(name, "gauge", help, value);
   }
+  // A gauge whose negative value means "unknown" in ConsumerMetrics: the series is left out
+  // instead (no sentinel values in Prometheus).
+  void gauge_if_known(std::string_view name, std::string_view help, double value) {
+    if (value >= 0) family(name, "gauge", help, value);
+  }
   void counter(std::string_view name, std::string_view help, double value) {
     family(name, "counter", help, value);
+  }
+  void histogram(std::string_view name, std::string_view help, const Histogram& h) {
+    header(name, "histogram", help);
+    const std::string bucket = std::string(name) + "_bucket";
+    for (std::size_t i = 0; i < h.bounds.size() && i < h.buckets.size(); ++i) {
+      std::string le = "le=\"";
+      append_number(le, h.bounds[i]);
+      le += '"';
+      sample(bucket, le, static_cast<double>(h.buckets[i]));
+    }
+    sample(bucket, "le=\"+Inf\"", static_cast<double>(h.count));
+    sample(std::string(name) + "_sum", {}, h.sum);
+    sample(std::string(name) + "_count", {}, static_cast<double>(h.count));
   }
 
   void header(std::string_view name, std::string_view type, std::string_view help) {
@@ -110,6 +131,16 @@ class prometheus_writer {
   std::string labels_;
   std::string out_;
 };
+
+// topic="..",partition=".." for per-partition series.
+std::string partition_labels(const topic_partition& tp) {
+  std::string extra = "topic=\"";
+  append_label_value(extra, tp.topic);
+  extra += "\",partition=\"";
+  append_int(extra, tp.partition);
+  extra += '"';
+  return extra;
+}
 
 // ---- JSON ----
 
@@ -283,43 +314,87 @@ constexpr std::size_t max_rebalances = 50;
 
 }  // namespace
 
+// Metric names follow Prometheus conventions (base units, counters end in _total, histograms for
+// latencies and sizes, no sentinel values) and keep the Java client's groups and meanings:
+// kgroup_consumer_coordinator_* (consumer-coordinator-metrics), kgroup_consumer_fetch_manager_*
+// (consumer-fetch-manager-metrics) and kgroup_consumer_* (consumer-metrics).
 std::string render_prometheus(const ConsumerMetrics& m) {
   prometheus_writer p(m);
   const auto n = [](std::int64_t v) { return static_cast<double>(v); };
+  constexpr std::string_view co = "kgroup_consumer_coordinator_";
+  const auto c = [&](std::string_view s) { return std::string(co) + std::string(s); };
 
   // consumer-coordinator-metrics
-  p.gauge("kgroup_consumer_coordinator_rebalance_latency_avg_ms",
-          "The average time taken for a group to complete a rebalance, in milliseconds.",
-          m.rebalance_latency_avg_ms);
-  p.gauge("kgroup_consumer_coordinator_rebalance_latency_max_ms",
-          "The maximum time taken for a group to complete a rebalance, in milliseconds.",
-          m.rebalance_latency_max_ms);
-  p.counter("kgroup_consumer_coordinator_rebalance_latency_total_ms",
-            "The total time this consumer has spent in rebalances, in milliseconds.",
-            m.rebalance_latency_total_ms);
-  p.counter("kgroup_consumer_coordinator_rebalance_total",
-            "The total number of rebalance events this consumer completed.", n(m.rebalance_total));
-  p.gauge("kgroup_consumer_coordinator_rebalance_rate_per_hour",
-          "The number of rebalance events completed in the last hour.", m.rebalance_rate_per_hour);
-  p.counter("kgroup_consumer_coordinator_failed_rebalance_total",
-            "The total number of failed rebalance attempts (JoinGroup or SyncGroup failed).",
+  p.histogram(c("rebalance_latency_seconds"),
+              "Time taken for a group to complete a rebalance, from leaving the stable state to stable again.",
+              m.rebalance_latency);
+  p.counter(c("rebalance_total"), "Rebalances this consumer completed.", n(m.rebalance_total));
+  p.gauge(c("rebalance_rate_per_hour"), "Rebalances completed in the last hour.", m.rebalance_rate_per_hour);
+  p.counter(c("failed_rebalance_total"), "Failed rebalance attempts (JoinGroup or SyncGroup failed).",
             n(m.failed_rebalance_total));
-  p.gauge("kgroup_consumer_coordinator_last_rebalance_seconds_ago",
-          "The number of seconds since the last completed rebalance (-1: none yet).",
-          m.last_rebalance_seconds_ago);
-  p.gauge("kgroup_consumer_coordinator_join_time_avg_ms",
-          "The average time taken for a group rejoin (JoinGroup), in milliseconds.", m.join_time_avg_ms);
-  p.gauge("kgroup_consumer_coordinator_join_time_max_ms",
-          "The maximum time taken for a group rejoin (JoinGroup), in milliseconds.", m.join_time_max_ms);
-  p.gauge("kgroup_consumer_coordinator_sync_time_avg_ms",
-          "The average time taken for a group sync (SyncGroup), in milliseconds.", m.sync_time_avg_ms);
-  p.gauge("kgroup_consumer_coordinator_sync_time_max_ms",
-          "The maximum time taken for a group sync (SyncGroup), in milliseconds.", m.sync_time_max_ms);
-  p.gauge("kgroup_consumer_coordinator_heartbeat_response_time_max_ms",
-          "The maximum time taken to receive a response to a heartbeat request, in milliseconds.",
-          m.heartbeat_response_time_max_ms);
-  p.counter("kgroup_consumer_coordinator_heartbeat_total", "The total number of heartbeats sent.",
-            n(m.heartbeat_total));
+  p.gauge(c("failed_rebalance_rate_per_hour"), "Failed rebalance attempts in the last hour.",
+          m.failed_rebalance_rate_per_hour);
+  p.gauge_if_known(c("last_rebalance_seconds_ago"), "Seconds since the last completed rebalance.",
+                   m.last_rebalance_seconds_ago);
+  p.histogram(c("join_latency_seconds"), "Round trip of successful JoinGroup requests.", m.join_latency);
+  p.counter(c("join_total"), "Successful JoinGroup requests.", n(m.join_total));
+  p.histogram(c("sync_latency_seconds"), "Round trip of successful SyncGroup requests.", m.sync_latency);
+  p.counter(c("sync_total"), "Successful SyncGroup requests.", n(m.sync_total));
+  p.histogram(c("heartbeat_response_time_seconds"), "Time taken to receive a response to a heartbeat request.",
+              m.heartbeat_latency);
+  p.counter(c("heartbeat_total"), "Heartbeat responses received.", n(m.heartbeat_total));
+  p.gauge_if_known(c("last_heartbeat_seconds_ago"), "Seconds since the last heartbeat response.",
+                   m.last_heartbeat_seconds_ago);
+  p.gauge(c("assigned_partitions"), "Partitions currently assigned to this consumer.", n(m.assigned_partitions));
+  p.histogram(c("commit_latency_seconds"), "Time taken for a successful OffsetCommit.", m.commit_latency);
+  p.counter(c("commit_total"), "Successful OffsetCommit requests.", n(m.commit_total));
+  p.histogram(c("partition_assigned_latency_seconds"), "Time taken by the listener's on_partitions_assigned.",
+              m.partitions_assigned_latency);
+  p.histogram(c("partition_revoked_latency_seconds"), "Time taken by the listener's on_partitions_revoked.",
+              m.partitions_revoked_latency);
+  p.histogram(c("partition_lost_latency_seconds"), "Time taken by the listener's on_partitions_lost.",
+              m.partitions_lost_latency);
+
+  // consumer-fetch-manager-metrics
+  constexpr std::string_view fm = "kgroup_consumer_fetch_manager_";
+  const auto f = [&](std::string_view s) { return std::string(fm) + std::string(s); };
+  p.counter(f("records_consumed_total"), "Records returned by poll().", n(m.records_consumed_total));
+  p.counter(f("bytes_consumed_total"), "Record batch bytes returned by poll().", n(m.bytes_consumed_total));
+  p.histogram(f("fetch_latency_seconds"), "Time from a Fetch request to its response.", m.fetch_latency);
+  p.histogram(f("fetch_size_bytes"), "Record bytes in each Fetch response.", m.fetch_size);
+  p.histogram(f("fetch_throttle_time_seconds"), "Time the broker throttled each Fetch request.",
+              m.fetch_throttle_time);
+  p.gauge_if_known(f("records_lag_max"), "The largest lag, in records, of any owned partition.", n(m.records_lag_max));
+  p.gauge_if_known(f("records_lead_min"),
+                   "The smallest lead (position minus log start offset), in records, of any owned partition.",
+                   n(m.records_lead_min));
+  p.header(f("records_lag"), "gauge", "The latest lag of the partition, in records (partitions with a known lag).");
+  for (const auto& pm : m.partitions) {
+    if (pm.lag >= 0) p.sample(f("records_lag"), partition_labels(pm.partition), n(pm.lag));
+  }
+  p.header(f("records_lead"), "gauge",
+           "The latest lead of the partition (position minus log start offset), in records.");
+  for (const auto& pm : m.partitions) {
+    if (pm.lead >= 0) p.sample(f("records_lead"), partition_labels(pm.partition), n(pm.lead));
+  }
+  p.header(f("read_replica"), "gauge",
+           "The broker id the partition's last records were read from: its leader, or the replica the leader "
+           "named for client.rack (KIP-392).");
+  for (const auto& pm : m.partitions) {
+    if (pm.read_replica >= 0) p.sample(f("read_replica"), partition_labels(pm.partition), n(pm.read_replica));
+  }
+
+  // consumer-metrics (poll timing) and kgroup's own
+  p.histogram("kgroup_consumer_time_between_poll_seconds", "Time between invocations of poll().",
+              m.time_between_poll);
+  p.gauge_if_known("kgroup_consumer_last_poll_seconds_ago", "Seconds since the last poll() invocation.",
+                   m.last_poll_seconds_ago);
+  p.gauge("kgroup_consumer_poll_idle_ratio_avg",
+          "The average fraction of time poll() is idle (waiting for records) as opposed to the application "
+          "processing them.",
+          m.poll_idle_ratio_avg);
+  p.gauge("kgroup_consumer_max_poll_interval_seconds", "The configured max.poll.interval.ms, in seconds.",
+          static_cast<double>(m.max_poll_interval_ms) / 1000.0);
   p.counter("kgroup_consumer_offset_validations_total",
             "Positions checked against the partition leader's log (OffsetForLeaderEpoch) after a leader change.",
             n(m.offset_validations_total));
@@ -329,68 +404,6 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
             "Broker responses that decoded completely with bytes left after their last field (accepted).",
             n(m.responses_with_trailing_bytes_total));
-  p.gauge("kgroup_consumer_coordinator_last_heartbeat_seconds_ago",
-          "The number of seconds since the last successful heartbeat (-1: none yet).",
-          m.last_heartbeat_seconds_ago);
-  p.gauge("kgroup_consumer_coordinator_assigned_partitions",
-          "The number of partitions currently assigned to this consumer.", n(m.assigned_partitions));
-  p.gauge("kgroup_consumer_coordinator_commit_latency_avg_ms",
-          "The average time taken for a commit request, in milliseconds.", m.commit_latency_avg_ms);
-  p.gauge("kgroup_consumer_coordinator_commit_latency_max_ms",
-          "The maximum time taken for a commit request, in milliseconds.", m.commit_latency_max_ms);
-  p.counter("kgroup_consumer_coordinator_commit_total", "The total number of commit requests.",
-            n(m.commit_total));
-
-  // consumer-fetch-manager-metrics
-  p.counter("kgroup_consumer_fetch_manager_records_consumed_total",
-            "The total number of records consumed (returned by poll).", n(m.records_consumed_total));
-  p.gauge("kgroup_consumer_fetch_manager_records_consumed_rate",
-          "The average number of records consumed per second (last 30 s).", m.records_consumed_rate);
-  p.counter("kgroup_consumer_fetch_manager_bytes_consumed_total", "The total number of bytes consumed.",
-            n(m.bytes_consumed_total));
-  p.gauge("kgroup_consumer_fetch_manager_bytes_consumed_rate",
-          "The average number of bytes consumed per second (last 30 s).", m.bytes_consumed_rate);
-  p.gauge("kgroup_consumer_fetch_manager_records_lag_max",
-          "The maximum lag in number of records of any owned partition (-1: unknown).", n(m.records_lag_max));
-  p.header("kgroup_consumer_fetch_manager_records_lag", "gauge",
-           "The latest lag of the partition, in records (partitions with a known lag).");
-  for (const auto& pm : m.partitions) {
-    if (pm.lag < 0) continue;
-    std::string extra = "topic=\"";
-    append_label_value(extra, pm.partition.topic);
-    extra += "\",partition=\"";
-    append_int(extra, pm.partition.partition);
-    extra += '"';
-    p.sample("kgroup_consumer_fetch_manager_records_lag", extra, n(pm.lag));
-  }
-  p.header("kgroup_consumer_fetch_manager_read_replica", "gauge",
-           "The broker id the partition's last records were read from: its leader, or the replica the leader "
-           "named for client.rack (KIP-392).");
-  for (const auto& pm : m.partitions) {
-    if (pm.read_replica < 0) continue;
-    std::string extra = "topic=\"";
-    append_label_value(extra, pm.partition.topic);
-    extra += "\",partition=\"";
-    append_int(extra, pm.partition.partition);
-    extra += '"';
-    p.sample("kgroup_consumer_fetch_manager_read_replica", extra, n(pm.read_replica));
-  }
-
-  // consumer-metrics (poll timing)
-  p.gauge("kgroup_consumer_time_between_poll_avg_ms",
-          "The average delay between invocations of poll(), in milliseconds.", m.time_between_poll_avg_ms);
-  p.gauge("kgroup_consumer_time_between_poll_max_ms",
-          "The maximum delay between invocations of poll(), in milliseconds.", m.time_between_poll_max_ms);
-  p.gauge("kgroup_consumer_last_poll_seconds_ago",
-          "The number of seconds since the last poll() invocation (-1: never called).",
-          m.last_poll_seconds_ago);
-  p.gauge(
-      "kgroup_consumer_poll_idle_ratio_avg",
-      "The average fraction of time the consumer's poll() is idle as opposed to waiting for the user code "
-      "to process records.",
-      m.poll_idle_ratio_avg);
-  p.gauge("kgroup_consumer_max_poll_interval_ms", "The configured max.poll.interval.ms.",
-          n(m.max_poll_interval_ms));
   return p.take();
 }
 
@@ -426,6 +439,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
         .field("high_watermark", pm.high_watermark)
         .field("lag", pm.lag)
         .field("read_replica", pm.read_replica)
+        .field("lead", pm.lead)
         .field("paused", pm.paused)
         .end_object();
   }
@@ -465,6 +479,10 @@ std::string render_status_json(const ConsumerMetrics& m) {
   w.field("bytes_consumed_total", m.bytes_consumed_total);
   w.field("bytes_consumed_rate", m.bytes_consumed_rate);
   w.field("records_lag_max", m.records_lag_max);
+  w.field("records_lead_min", m.records_lead_min);
+  w.field("join_total", m.join_total);
+  w.field("sync_total", m.sync_total);
+  w.field("failed_rebalance_rate_per_hour", m.failed_rebalance_rate_per_hour);
   w.end_object();
 
   w.key("rebalances").begin_array();

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/histogram.hpp"
 #include "group/types.hpp"
 #include "kgroup/types.hpp"
 #include "runtime/wire_stats.hpp"
@@ -86,6 +87,7 @@ struct fetched_data {
   std::int64_t fetch_offset = 0;
   std::int64_t high_watermark = -1;
   std::int64_t last_stable_offset = -1;
+  std::int64_t log_start_offset = -1;
   std::span<const std::uint8_t> records;
   std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
   std::shared_ptr<const std::vector<std::uint8_t>> frame;
@@ -106,6 +108,14 @@ struct metrics_state {
   std::int64_t log_truncations = 0;     // of those, logs found truncated below the position
   double commit_latency_total_ms = 0;
   double commit_latency_max_ms = 0;
+  // Distributions: commits and fetches (background thread), listener callbacks (the thread that
+  // runs them), poll intervals (user thread, copied at publish).
+  detail::histogram commit_hist;
+  detail::histogram fetch_latency_hist;
+  detail::histogram fetch_size_hist{detail::size_bounds_bytes};
+  detail::histogram fetch_throttle_hist;
+  detail::histogram assigned_hist, revoked_hist, lost_hist;
+  detail::histogram between_poll_hist;
   std::map<topic_partition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
   std::string http_endpoint;
   std::shared_ptr<const net::wire_stats> wire;  // the connections' counters (atomic, no lock needed)
@@ -114,6 +124,7 @@ struct metrics_state {
     std::int64_t position = -1;
     std::int64_t high_watermark = -1;
     std::int32_t replica = -1;  // broker the last records came from
+    std::int64_t log_start_offset = -1;
     bool paused = false;
   };
   std::map<topic_partition, partition> partitions;

@@ -96,6 +96,14 @@ kgroup::ConsumerMetrics fake_metrics() {
   m.last_poll_seconds_ago = 0.2;
   m.poll_idle_ratio_avg = 0.75;
   m.max_poll_interval_ms = 300000;
+  m.join_total = 3;
+  m.sync_total = 3;
+  m.failed_rebalance_rate_per_hour = 1;
+  m.partitions[0].lead = 100;
+  m.partitions[0].read_replica = 2;
+  // Two rebalances of 0.25 s and 0.12 s, on latency bounds 0.1, 0.25, 0.5.
+  m.rebalance_latency = {{0.1, 0.25, 0.5}, {0, 2, 2}, 2, 0.37};
+  m.fetch_size = {{1024, 4096}, {5, 7}, 9, 20000};
 
   kgroup::RebalanceRecord first;
   first.cause = kgroup::RebalanceCause::member_joined;
@@ -467,7 +475,18 @@ std::vector<prom_sample> parse_prometheus(const std::string& text,
     REQUIRE(std::regex_match(line, m, sample_re));
     prom_sample s;
     s.name = m[1];
-    REQUIRE(types.count(s.name) == 1);  // TYPE comes before the samples
+    // TYPE comes before the samples; a histogram's samples are its family name + _bucket, _sum
+    // or _count.
+    std::string family = s.name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string_view sv(suffix);
+      if (types.count(family) == 0 && family.size() > sv.size() &&
+          family.compare(family.size() - sv.size(), sv.size(), sv) == 0) {
+        const auto base = family.substr(0, family.size() - sv.size());
+        if (types.count(base) == 1 && types.at(base) == "histogram") family = base;
+      }
+    }
+    REQUIRE(types.count(family) == 1);
     const std::string labels = m[2];
     const std::string value = m[3];
     char* vend = nullptr;
@@ -540,35 +559,27 @@ TEST_CASE("http: GET /metrics serves the Prometheus text format with Java's metr
   for (const auto& s : samples) {
     INFO(s.name);
     CHECK(s.labels.at("client_id") == "client-1");
-    CHECK(s.labels.at("group") == "orders-app");
+    CHECK(s.labels.at("group_id") == "orders-app");
+    CHECK(s.labels.at("member_id") == "client-1-5f2c");
   }
   const std::map<std::string, std::pair<std::string, double>> expected = {
-      {"kgroup_consumer_coordinator_rebalance_latency_avg_ms", {"gauge", 185}},
-      {"kgroup_consumer_coordinator_rebalance_latency_max_ms", {"gauge", 250}},
-      {"kgroup_consumer_coordinator_rebalance_latency_total_ms", {"counter", 370}},
       {"kgroup_consumer_coordinator_rebalance_total", {"counter", 2}},
       {"kgroup_consumer_coordinator_rebalance_rate_per_hour", {"gauge", 2}},
       {"kgroup_consumer_coordinator_failed_rebalance_total", {"counter", 1}},
+      {"kgroup_consumer_coordinator_failed_rebalance_rate_per_hour", {"gauge", 1}},
       {"kgroup_consumer_coordinator_last_rebalance_seconds_ago", {"gauge", 29.88}},
-      {"kgroup_consumer_coordinator_join_time_avg_ms", {"gauge", 100.5}},
-      {"kgroup_consumer_coordinator_join_time_max_ms", {"gauge", 150}},
-      {"kgroup_consumer_coordinator_sync_time_avg_ms", {"gauge", 12.25}},
-      {"kgroup_consumer_coordinator_sync_time_max_ms", {"gauge", 20}},
-      {"kgroup_consumer_coordinator_heartbeat_response_time_max_ms", {"gauge", 3}},
+      {"kgroup_consumer_coordinator_join_total", {"counter", 3}},
+      {"kgroup_consumer_coordinator_sync_total", {"counter", 3}},
+      {"kgroup_consumer_coordinator_heartbeat_total", {"counter", 40}},
       {"kgroup_consumer_coordinator_last_heartbeat_seconds_ago", {"gauge", 0.5}},
       {"kgroup_consumer_coordinator_assigned_partitions", {"gauge", 2}},
-      {"kgroup_consumer_coordinator_commit_latency_avg_ms", {"gauge", 4}},
-      {"kgroup_consumer_coordinator_commit_latency_max_ms", {"gauge", 9}},
+      {"kgroup_consumer_coordinator_commit_total", {"counter", 12}},
       {"kgroup_consumer_fetch_manager_records_consumed_total", {"counter", 1234}},
-      {"kgroup_consumer_fetch_manager_records_consumed_rate", {"gauge", 41.5}},
       {"kgroup_consumer_fetch_manager_bytes_consumed_total", {"counter", 56789}},
-      {"kgroup_consumer_fetch_manager_bytes_consumed_rate", {"gauge", 1893}},
       {"kgroup_consumer_fetch_manager_records_lag_max", {"gauge", 42}},
-      {"kgroup_consumer_time_between_poll_avg_ms", {"gauge", 120}},
-      {"kgroup_consumer_time_between_poll_max_ms", {"gauge", 800}},
       {"kgroup_consumer_last_poll_seconds_ago", {"gauge", 0.2}},
       {"kgroup_consumer_poll_idle_ratio_avg", {"gauge", 0.75}},
-      {"kgroup_consumer_max_poll_interval_ms", {"gauge", 300000}},
+      {"kgroup_consumer_max_poll_interval_seconds", {"gauge", 300}},
   };
   for (const auto& [name, tv] : expected) {
     INFO(name);
@@ -578,6 +589,57 @@ TEST_CASE("http: GET /metrics serves the Prometheus text format with Java's metr
     REQUIRE(s != nullptr);
     CHECK(s->value == Approx(tv.second));
   }
+  // Prometheus conventions: every counter ends in _total; no unit but seconds and bytes; no
+  // avg/max gauges; latencies are histograms.
+  for (const auto& [name, type] : types) {
+    INFO(name);
+    if (type == "counter") CHECK(name.size() > 6);
+    if (type == "counter") CHECK(name.substr(name.size() - 6) == "_total");
+    CHECK(name.find("_ms") == std::string::npos);
+    CHECK(name.find("_avg") == (name == "kgroup_consumer_poll_idle_ratio_avg" ? name.size() - 4 : std::string::npos));
+    // (records_lag_max is Java's maximum over partitions, not over time.)
+    if (name != "kgroup_consumer_fetch_manager_records_lag_max")
+      CHECK_FALSE((name.size() > 4 && name.compare(name.size() - 4, 4, "_max") == 0));
+  }
+  for (const char* h : {"kgroup_consumer_coordinator_rebalance_latency_seconds",
+                        "kgroup_consumer_coordinator_join_latency_seconds",
+                        "kgroup_consumer_coordinator_sync_latency_seconds",
+                        "kgroup_consumer_coordinator_heartbeat_response_time_seconds",
+                        "kgroup_consumer_coordinator_commit_latency_seconds",
+                        "kgroup_consumer_coordinator_partition_assigned_latency_seconds",
+                        "kgroup_consumer_coordinator_partition_revoked_latency_seconds",
+                        "kgroup_consumer_coordinator_partition_lost_latency_seconds",
+                        "kgroup_consumer_fetch_manager_fetch_latency_seconds",
+                        "kgroup_consumer_fetch_manager_fetch_size_bytes",
+                        "kgroup_consumer_fetch_manager_fetch_throttle_time_seconds",
+                        "kgroup_consumer_time_between_poll_seconds"}) {
+    INFO(h);
+    REQUIRE(types.count(h) == 1);
+    CHECK(types.at(h) == "histogram");
+    REQUIRE(find_sample(samples, std::string(h) + "_count") != nullptr);
+    REQUIRE(find_sample(samples, std::string(h) + "_bucket", {{"le", "+Inf"}}) != nullptr);
+  }
+  // Buckets are cumulative, +Inf is the count.
+  const std::string rl = "kgroup_consumer_coordinator_rebalance_latency_seconds";
+  CHECK(find_sample(samples, rl + "_bucket", {{"le", "0.1"}})->value == 0);
+  CHECK(find_sample(samples, rl + "_bucket", {{"le", "0.25"}})->value == 2);
+  CHECK(find_sample(samples, rl + "_bucket", {{"le", "0.5"}})->value == 2);
+  CHECK(find_sample(samples, rl + "_bucket", {{"le", "+Inf"}})->value == 2);
+  CHECK(find_sample(samples, rl + "_sum")->value == Approx(0.37));
+  CHECK(find_sample(samples, rl + "_count")->value == 2);
+  CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_fetch_size_bytes_bucket", {{"le", "4096"}})->value == 7);
+  // Unknown values (-1 in ConsumerMetrics) leave their series out: no sentinels.
+  CHECK(types.count("kgroup_consumer_fetch_manager_records_lead_min") == 0);
+  CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_records_lead_min") == nullptr);
+  // Per-partition lead and read replica, only where known.
+  const auto* lead3 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lead",
+                                  {{"topic", "orders"}, {"partition", "3"}});
+  REQUIRE(lead3 != nullptr);
+  CHECK(lead3->value == 100);
+  CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_records_lead", {{"topic", "orders"}, {"partition", "7"}}) ==
+        nullptr);
+  CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_read_replica", {{"topic", "orders"}, {"partition", "3"}})
+            ->value == 2);
   CHECK(types.at("kgroup_consumer_fetch_manager_records_lag") == "gauge");
   const auto* lag3 = find_sample(samples, "kgroup_consumer_fetch_manager_records_lag",
                                  {{"topic", "orders"}, {"partition", "3"}});
@@ -596,7 +658,9 @@ TEST_CASE("http: label values and JSON strings are escaped; non-finite numbers s
   m.client_id = "caf\xc3\xa9 \xff";  // valid UTF-8, then an invalid byte
   m.partitions[0].partition.topic = "a\"b";
   m.rebalances[1].detail = "left: \"shutdown\"\r\n";
-  m.rebalance_latency_avg_ms = std::nan("");
+  m.rebalance_rate_per_hour = std::nan("");
+  m.poll_idle_ratio_avg = HUGE_VAL;
+  m.rebalance_latency_avg_ms = std::nan("");  // /status
   m.join_time_max_ms = HUGE_VAL;
   running_server srv(test_options(), m);
   client c(srv.endpoint());
@@ -604,11 +668,13 @@ TEST_CASE("http: label values and JSON strings are escaped; non-finite numbers s
   const auto metrics = c.get("/metrics");
   std::map<std::string, std::string> types;
   const auto samples = parse_prometheus(metrics.body(), types);
-  CHECK(metrics.body().find(R"(group="we\"ird\\group\nname)") != std::string::npos);
-  for (const auto& s : samples) CHECK(s.labels.at("group") == m.group_id);
+  CHECK(metrics.body().find(R"(group_id="we\"ird\\group\nname)") != std::string::npos);
+  for (const auto& s : samples) CHECK(s.labels.at("group_id") == m.group_id);
   CHECK(find_sample(samples, "kgroup_consumer_fetch_manager_records_lag", {{"topic", "a\"b"}}) != nullptr);
-  CHECK(std::isnan(find_sample(samples, "kgroup_consumer_coordinator_rebalance_latency_avg_ms")->value));
-  CHECK(std::isinf(find_sample(samples, "kgroup_consumer_coordinator_join_time_max_ms")->value));
+  REQUIRE(find_sample(samples, "kgroup_consumer_coordinator_rebalance_rate_per_hour") != nullptr);
+  CHECK(std::isnan(find_sample(samples, "kgroup_consumer_coordinator_rebalance_rate_per_hour")->value));
+  REQUIRE(find_sample(samples, "kgroup_consumer_poll_idle_ratio_avg") != nullptr);
+  CHECK(std::isinf(find_sample(samples, "kgroup_consumer_poll_idle_ratio_avg")->value));
 
   const auto status = c.get("/status");
   CHECK(status.body().find("\\u0001") != std::string::npos);
@@ -1023,12 +1089,26 @@ TEST_CASE("http: a live consumer serves its metrics, status and dashboard", "[ht
   CHECK(status["rebalances"][1]["cause"].str() == "enforce_rebalance");
   CHECK(status["rebalances"][1]["detail"].str() == "enforce_rebalance: live test");
   const auto* records = find_sample(samples, "kgroup_consumer_fetch_manager_records_consumed_total",
-                                    {{"client_id", "live-app"}, {"group", "g-live-http"}});
+                                    {{"client_id", "live-app"}, {"group_id", "g-live-http"}});
   REQUIRE(records != nullptr);
   CHECK(records->value == 200);
   const auto* assigned = find_sample(samples, "kgroup_consumer_coordinator_assigned_partitions");
   REQUIRE(assigned != nullptr);
   CHECK(assigned->value == 4);
+  // The distributions are recorded by a live consumer: two rebalances (each a JoinGroup and a
+  // SyncGroup), fetches, polls; every partition has a lead.
+  const auto value = [&](const std::string& name) {
+    const auto* s = find_sample(samples, name);
+    return s ? s->value : -1.0;
+  };
+  CHECK(value("kgroup_consumer_coordinator_rebalance_latency_seconds_count") >= 2);
+  CHECK(value("kgroup_consumer_coordinator_join_latency_seconds_count") >= 2);
+  CHECK(value("kgroup_consumer_coordinator_join_total") >= 2);
+  CHECK(value("kgroup_consumer_coordinator_sync_latency_seconds_count") >= 2);
+  CHECK(value("kgroup_consumer_fetch_manager_fetch_latency_seconds_count") >= 1);
+  CHECK(value("kgroup_consumer_fetch_manager_fetch_size_bytes_sum") > 0);
+  CHECK(value("kgroup_consumer_time_between_poll_seconds_count") >= 1);
+  CHECK(value("kgroup_consumer_fetch_manager_records_lead_min") >= 0);
   // The rendered page shows the member's four partitions and both rebalances with their causes.
   INFO(dom.substr(0, 4000));
   for (int p = 0; p < 4; ++p) {

@@ -36,6 +36,16 @@ std::int64_t poll_for(kgroup::Consumer& c, std::chrono::milliseconds d) {
 
 }  // namespace
 
+namespace {
+
+// Takes 20 ms in each callback, so the listener-latency histograms have something to measure.
+struct slow_listener : kgroup::ConsumerRebalanceListener {
+  void on_partitions_revoked(const std::vector<kgroup::topic_partition>&) override { std::this_thread::sleep_for(20ms); }
+  void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override { std::this_thread::sleep_for(20ms); }
+};
+
+}  // namespace
+
 TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and rebalances", "[metrics]") {
   kgroup::test::mock_cluster mc(3);
   mc.create_topic("orders", 4);
@@ -47,7 +57,7 @@ TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and
     ++stats_calls;
     last_stats_records = m.records_consumed_total;
   });
-  c1.subscribe({"orders"});
+  c1.subscribe({"orders"}, std::make_shared<slow_listener>());
 
   std::int64_t consumed = 0;
   const auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -80,6 +90,33 @@ TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and
     positions += p.position;
   }
   CHECK(positions == 2000);
+  // Nothing was deleted: the lead of each partition is its position.
+  std::int64_t lead_min = -1;
+  for (const auto& p : m.partitions) {
+    CHECK(p.log_start_offset == 0);
+    CHECK(p.lead == p.position);
+    lead_min = lead_min < 0 ? p.lead : std::min(lead_min, p.lead);
+  }
+  CHECK(m.records_lead_min == lead_min);
+  // Distributions: one per completed rebalance, JoinGroup, SyncGroup, commit; fetches and polls;
+  // the listener's one on_partitions_assigned (20 ms).
+  CHECK(m.rebalance_latency.count == 1);
+  CHECK(m.join_latency.count == static_cast<std::uint64_t>(m.join_total));
+  CHECK(m.join_total >= 1);
+  CHECK(m.sync_latency.count == static_cast<std::uint64_t>(m.sync_total));
+  CHECK(m.sync_total >= 1);
+  CHECK(m.commit_latency.count == static_cast<std::uint64_t>(m.commit_total));
+  CHECK(m.heartbeat_latency.count >= 1);
+  CHECK(m.fetch_latency.count >= 1);
+  CHECK(m.fetch_size.count == m.fetch_latency.count);
+  CHECK(m.fetch_size.sum >= 2000 * 100);
+  CHECK(m.fetch_throttle_time.count == m.fetch_latency.count);
+  CHECK(m.time_between_poll.count >= 1);
+  CHECK(m.partitions_assigned_latency.count == 1);
+  CHECK(m.partitions_assigned_latency.sum >= 0.02);
+  CHECK(m.partitions_revoked_latency.count == 0);
+  REQUIRE(m.rebalance_latency.bounds.size() == m.rebalance_latency.buckets.size());
+  CHECK(m.rebalance_latency.buckets.back() == 1);  // cumulative: the last bound (300 s) holds it
   CHECK(m.records_lag_max == 0);
   CHECK(m.records_consumed_total == 2000);
   CHECK(m.bytes_consumed_total > 2000 * 100);  // 100-byte values plus keys and framing
@@ -129,6 +166,8 @@ TEST_CASE("metrics() reports identity, assignment, lag, consumption, commits and
   CHECK(r.revoked.size() == 4);  // eager: everything goes back first
   CHECK(r.assigned.size() == 2);
   CHECK(m.partitions.size() == 2);
+  CHECK(m.partitions_revoked_latency.count == 1);  // eager: the second rebalance revoked everything
+  CHECK(m.partitions_revoked_latency.sum >= 0.02);
   const auto m2 = c2.metrics();
   CHECK_FALSE(m2.leader);
   CHECK(m2.partitions.size() == 2);
