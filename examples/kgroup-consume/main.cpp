@@ -3,7 +3,7 @@
 // Every event goes to stdout as one JSON object per line (listener and error lines flushed one by
 // one, record lines once per poll() batch), so a script or a test can follow the member's
 // partitions and records as they happen; the library's logs go to stderr. The interface is kept
-// stable on purpose (issue 4): tests and scripts depend on it.
+// stable on purpose (issue 4): tests and scripts depend on it, so fields are only ever added.
 //
 // Signals: SIGINT and SIGTERM are blocked in every thread before the Consumer starts its
 // background thread, and one dedicated thread takes them with sigwait(). That thread is an
@@ -86,9 +86,13 @@ Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch millis
   {"ts_ms":..,"event":"assigned","partitions":[{"topic":"t","partition":0},...]}
   {"ts_ms":..,"event":"revoked","partitions":[...]}     (also "lost"; from the rebalance listener)
                       (with --partition: one "assigned" line with the named partitions at start)
-  {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42}
+  {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42,"timestamp":1700000000000,
+   "timestamp_type":"create_time","key":"k","value":"v","headers":[{"key":"h","value":"1"}]}
   {"ts_ms":..,"event":"error","code":"NAME","message":".."}
   {"ts_ms":..,"event":"closed","reason":"max-messages|duration|signal|error","records":N}
+A key, value, header key or header value that is valid UTF-8 is a JSON string; other bytes are
+written base64 under the name with "_b64" added ("value_b64":"AAEC"); null is null.
+"timestamp_type" is create_time, log_append_time or none (then "timestamp" is -1).
 "code" is Kafka's error name (e.g. REBALANCE_IN_PROGRESS) for broker errors, kgroup's client error
 in upper case (e.g. INVALID_CONFIG) otherwise. A failed commit is an error event and the member
 carries on (its records may be delivered again). "closed" is the last line once the consumer
@@ -175,6 +179,86 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Whether all of `s` is valid UTF-8.
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence_length(s.substr(i));
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Appends valid UTF-8 `s` as a JSON string literal. Record data is the hot path, so runs of bytes
+// that need no escape are appended at once.
+void append_json_text(std::string& out, std::string_view s) {
+  out += '"';
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+        out += buf;
+      }
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
+// Appends `s` as base64 (RFC 4648, with padding) in a JSON string literal.
+void append_json_base64(std::string& out, std::string_view s) {
+  static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto byte = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])); };
+  out += '"';
+  std::size_t i = 0;
+  for (; i + 3 <= s.size(); i += 3) {
+    const std::uint32_t n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    const char quad[4] = {digits[n >> 18], digits[(n >> 12) & 63], digits[(n >> 6) & 63], digits[n & 63]};
+    out.append(quad, 4);
+  }
+  if (const std::size_t rest = s.size() - i; rest > 0) {
+    const std::uint32_t n = byte(i) << 16 | (rest == 2 ? byte(i + 1) << 8 : 0);
+    out += digits[n >> 18];
+    out += digits[(n >> 12) & 63];
+    out += rest == 2 ? digits[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  out += '"';
+}
+
+// Appends "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
+// "name_b64":"<base64>" when they are not (binary), "name":null for null. Both forms are lossless.
+void append_json_bytes(std::string& out, std::string_view name, std::optional<std::string_view> bytes) {
+  out += '"';
+  out += name;
+  if (!bytes) {
+    out += "\":null";
+  } else if (valid_utf8(*bytes)) {
+    out += "\":";
+    append_json_text(out, *bytes);
+  } else {
+    out += "_b64\":";
+    append_json_base64(out, *bytes);
+  }
+}
+
 // Listener callbacks may run on the background thread (-X rebalance.listener.thread=heartbeat)
 // while the main thread prints records, so whole lines are written under one lock.
 std::mutex stdout_mutex;
@@ -230,6 +314,15 @@ class json_line {
   std::string out_;
 };
 
+const char* timestamp_type_name(kgroup::TimestampType t) {
+  switch (t) {
+    case kgroup::TimestampType::create_time: return "create_time";
+    case kgroup::TimestampType::log_append_time: return "log_append_time";
+    case kgroup::TimestampType::none: break;
+  }
+  return "none";
+}
+
 // Record lines, the hot path (benchmarked against a librdkafka program printing the same lines):
 // each line is formatted with std::to_chars into one reusable buffer, and the buffer goes out
 // with one fwrite and one fflush per poll() batch (per line with --process-ms, so a reader sees a
@@ -251,16 +344,31 @@ class record_printer {
       append_json_string(prefix_, topic_);
       prefix_ += ",\"partition\":";
     }
-    // The partition (at most 11 characters), ",\"offset\":", the offset (at most 20) and "}\n".
-    char tail[64];
+    // The partition (at most 11 characters), the offset and the timestamp (at most 20 each), the
+    // timestamp type (at most 15) and the keys between them: well under 128.
+    char tail[128];
     char* p = std::to_chars(tail, tail + 12, r.partition).ptr;
-    constexpr std::string_view offset_key = ",\"offset\":";
-    p = std::copy(offset_key.begin(), offset_key.end(), p);
+    p = put(p, ",\"offset\":");
     p = std::to_chars(p, p + 21, r.offset).ptr;
-    *p++ = '}';
-    *p++ = '\n';
+    p = put(p, ",\"timestamp\":");
+    p = std::to_chars(p, p + 21, r.timestamp).ptr;
+    p = put(p, ",\"timestamp_type\":\"");
+    p = put(p, timestamp_type_name(r.timestamp_type));
+    p = put(p, "\",");
     out_.append(prefix_);
     out_.append(tail, static_cast<std::size_t>(p - tail));
+    append_json_bytes(out_, "key", r.key);
+    out_ += ',';
+    append_json_bytes(out_, "value", r.value);
+    out_ += ",\"headers\":[";
+    for (std::size_t i = 0; i < r.headers.size(); ++i) {
+      out_ += i == 0 ? "{" : ",{";
+      append_json_bytes(out_, "key", r.headers[i].key);
+      out_ += ',';
+      append_json_bytes(out_, "value", r.headers[i].value);
+      out_ += '}';
+    }
+    out_ += "]}\n";
   }
 
   // Writes what was added since the last flush, under the lock listener lines take too.
@@ -275,6 +383,8 @@ class record_printer {
   }
 
  private:
+  static char* put(char* p, std::string_view s) { return std::copy(s.begin(), s.end(), p); }
+
   std::string out_;
   std::string prefix_;  // {"ts_ms":T,"event":"record","topic":"...","partition":
   std::string topic_;   // the topic prefix_ was built for
