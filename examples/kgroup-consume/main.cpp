@@ -3,7 +3,9 @@
 // Every event goes to stdout as one JSON object per line (listener and error lines flushed one by
 // one, record lines once per poll() batch), so a script or a test can follow the member's
 // partitions and records as they happen; the library's logs go to stderr. The interface is kept
-// stable on purpose (issue 4): tests and scripts depend on it.
+// stable on purpose (issue 4): tests and scripts depend on it, so fields are only ever added. With
+// kcat's -f the records are printed in the user's format instead and the events go to stderr, so
+// stdout holds nothing but records.
 //
 // Signals: SIGINT and SIGTERM are blocked in every thread before the Consumer starts its
 // background thread, and one dedicated thread takes them with sigwait(). That thread is an
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,20 +40,23 @@
 #include "kgroup/config.hpp"
 #include "kgroup/consumer.hpp"
 #include "kgroup/error.hpp"
+#include "kgroup/log.hpp"
 #include "kgroup/rebalance_listener.hpp"
 #include "kgroup/types.hpp"
 
 namespace {
 
 constexpr const char* usage_text =
-    R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-F FILE] [-X key=value]... [--max-messages N]
-                      [--duration-ms N] [--process-ms N] [--commit auto|sync|async|none] TOPIC...
+    R"(usage: kgroup-consume -b BOOTSTRAP -g GROUP [-F FILE] [-X key=value]... [-o START] [-e] [-f FORMAT]
+                      [-q] [-c|--max-messages N] [--duration-ms N] [--process-ms N]
+                      [--commit auto|sync|async|none] TOPIC...
        kgroup-consume -b BOOTSTRAP [-g GROUP] --partition TOPIC:N [--partition TOPIC:N]... [...]
        kgroup-consume -F FILE [...] TOPIC...   (bootstrap.servers and group.id from FILE)
 
 Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines. With
 --partition it consumes exactly the named partitions instead (manual assignment: no group is
-joined, no rebalances); -g is then optional and only used for commits.
+joined, no rebalances); -g is then optional and only used for commits. The one-letter flags are
+kcat's (-b -g -F -X -o -e -f -q -c).
 
   -b BOOTSTRAP        bootstrap.servers (host:port[,host:port...])
   -g GROUP            group.id
@@ -60,14 +67,40 @@ joined, no rebalances); -g is then optional and only used for commits.
                       producer keys, ...) are skipped with one warning on stderr.
   -X key=value        any consumer property (repeatable; applied in order, after -F, -b and -g).
                       auto.offset.reset is earliest unless -F or -X sets it.
-  --max-messages N    exit after N records (N >= 1)
+  -o START            where every assigned partition starts, instead of its committed offset:
+                        beginning     the first offset
+                        end           the end (only records written from now on)
+                        OFFSET        that offset (outside the log: per auto.offset.reset)
+                        -N            N records before the end (not before the first offset)
+                        s@TIMESTAMP   the first record at or after TIMESTAMP (Unix epoch ms), or
+                                      the end if there is none
+                        stored        the committed offset (the same as no -o)
+                      In a group it applies to every assignment (kcat does the same): committed
+                      offsets are ignored for those partitions, and a partition that comes back
+                      in a rebalance starts over at START. Needs
+                      rebalance.listener.thread=poll (the default).
+  -e                  exit once every assigned partition has reached its end (the high watermark,
+                      or the last stable offset under read_committed), with an "eof" event for
+                      each; closed reason "eof". It waits while nothing is assigned. With
+                      --partition, a partition the cluster does not have is an error.
+  -f FORMAT           print each record in FORMAT (raw bytes, no newline added) instead of JSON:
+                        %t topic  %p partition  %o offset  %k key  %s value  %T timestamp (ms)
+                        %h headers (k=v,k2=v2)  %K key length  %S value length  %% a %
+                        \n \t \r \\ escapes
+                      A null key or value prints as nothing and has length -1. stdout then
+                      carries only the records: every other event goes to stderr as JSON.
+  -q                  quiet: no informational lines on stderr (with -f: no events but "error"),
+                      and the library logs errors only (so no warning about skipped -F keys)
+  -c N, --max-messages N
+                      exit after N records (N >= 1)
   --duration-ms N     exit after N milliseconds (N >= 1)
   --process-ms N      sleep N milliseconds after each record, as slow processing would
   --commit MODE       how processed records are committed (at-least-once in every mode but none):
                       auto   enable.auto.commit=true: the consumer commits in the background every
                              auto.commit.interval.ms, before giving partitions up and on close
                              (the default, unless -X enable.auto.commit=false, which means none)
-                      sync   commit_sync() after each poll() batch is printed (waits for the answer)
+                      sync   commit_sync() after each poll() batch is printed (waits for the
+                             answer); if the last one failed, once more before closing
                       async  commit_async() after each batch (failures are printed as error events
                              when their answer arrives), and a last commit_sync() before closing
                       none   never commit; a restart in the same group starts over
@@ -75,28 +108,35 @@ joined, no rebalances); -g is then optional and only used for commits.
                       -X enable.auto.commit is a usage error.
   -h, --help          print this text
 
-Without --max-messages or --duration-ms it runs until SIGINT or SIGTERM. Both signals make it
-close the consumer cleanly (revoking its partitions and leaving the group) and exit 0. Records that
-poll() returned but that were not printed when it stopped (the rest of a batch after
+Without -c, --max-messages, --duration-ms or -e it runs until SIGINT or SIGTERM. Both signals make
+it close the consumer cleanly (revoking its partitions and leaving the group) and exit 0. Records
+that poll() returned but that were not printed when it stopped (the rest of a batch after
 --max-messages, a signal or --duration-ms during --process-ms) are not committed: the next member
 of the group reads them.
 
-Output: one JSON object per line on stdout, each with "ts_ms" (Unix epoch milliseconds) and
-"event":
+Output: one JSON object per line on stdout (stderr with -f, see there), each with "ts_ms" (Unix
+epoch milliseconds) and "event":
   {"ts_ms":..,"event":"assigned","partitions":[{"topic":"t","partition":0},...]}
   {"ts_ms":..,"event":"revoked","partitions":[...]}     (also "lost"; from the rebalance listener)
                       (with --partition: one "assigned" line with the named partitions at start)
-  {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42}
+  {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42,"timestamp":1700000000000,
+   "timestamp_type":"create_time","key":"k","value":"v","headers":[{"key":"h","value":"1"}]}
+  {"ts_ms":..,"event":"eof","topic":"t","partition":0,"offset":43}      (with -e)
   {"ts_ms":..,"event":"error","code":"NAME","message":".."}
-  {"ts_ms":..,"event":"closed","reason":"max-messages|duration|signal|error","records":N}
+  {"ts_ms":..,"event":"closed","reason":"max-messages|duration|eof|signal|error","records":N}
+A key, value, header key or header value that is valid UTF-8 is a JSON string; other bytes are
+written base64 under the name with "_b64" added ("value_b64":"AAEC"); null is null.
+"timestamp_type" is create_time, log_append_time or none (then "timestamp" is -1).
 "code" is Kafka's error name (e.g. REBALANCE_IN_PROGRESS) for broker errors, kgroup's client error
 in upper case (e.g. INVALID_CONFIG) otherwise. A failed commit is an error event and the member
 carries on (its records may be delivered again). "closed" is the last line once the consumer
 closed. Record lines are written (and flushed) once per poll() batch, or one by one with
 --process-ms. Library logs go to stderr.
 
-Exit status: 0 after a clean close (limit reached or signal), 1 after a runtime error,
-2 for bad usage (message on stderr) or an invalid configuration (an error event on stdout).
+Exit status: 0 after a clean close (limit reached, -e, or signal), 1 after a runtime error (an
+error that ended the run, such as a fatal poll() error, a failed -o or -e offset query, or a
+failed last commit; closed reason "error"), 2 for bad usage (message on stderr) or an invalid
+configuration (an error event).
 )";
 
 // ---- JSON output -----------------------------------------------------------------------------
@@ -175,14 +215,104 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Whether all of `s` is valid UTF-8.
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence_length(s.substr(i));
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Appends valid UTF-8 `s` as a JSON string literal. Record data is the hot path, so runs of bytes
+// that need no escape are appended at once.
+void append_json_text(std::string& out, std::string_view s) {
+  out += '"';
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+        out += buf;
+      }
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
+// Appends `s` as base64 (RFC 4648, with padding) in a JSON string literal.
+void append_json_base64(std::string& out, std::string_view s) {
+  static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto byte = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])); };
+  out += '"';
+  std::size_t i = 0;
+  for (; i + 3 <= s.size(); i += 3) {
+    const std::uint32_t n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    const char quad[4] = {digits[n >> 18], digits[(n >> 12) & 63], digits[(n >> 6) & 63], digits[n & 63]};
+    out.append(quad, 4);
+  }
+  if (const std::size_t rest = s.size() - i; rest > 0) {
+    const std::uint32_t n = byte(i) << 16 | (rest == 2 ? byte(i + 1) << 8 : 0);
+    out += digits[n >> 18];
+    out += digits[(n >> 12) & 63];
+    out += rest == 2 ? digits[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  out += '"';
+}
+
+// Appends "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
+// "name_b64":"<base64>" when they are not (binary), "name":null for null. Both forms are lossless.
+void append_json_bytes(std::string& out, std::string_view name, std::optional<std::string_view> bytes) {
+  out += '"';
+  out += name;
+  if (!bytes) {
+    out += "\":null";
+  } else if (valid_utf8(*bytes)) {
+    out += "\":";
+    append_json_text(out, *bytes);
+  } else {
+    out += "_b64\":";
+    append_json_base64(out, *bytes);
+  }
+}
+
 // Listener callbacks may run on the background thread (-X rebalance.listener.thread=heartbeat)
-// while the main thread prints records, so whole lines are written under one lock.
+// while the main thread prints records, so whole lines are written under one lock (stdout's and
+// stderr's alike).
 std::mutex stdout_mutex;
+
+// Where event lines go. JSON mode: every line on stdout. With -f, stdout carries only the
+// formatted records and the events go to stderr, where -q drops the informational ones (all but
+// "error").
+struct event_output {
+  std::FILE* stream = stdout;
+  bool quiet = false;
+};
+event_output events;
 
 // One output line: {"ts_ms":..,"event":..,...}. The timestamp is taken when the line is started.
 class json_line {
  public:
-  explicit json_line(std::string_view event) {
+  explicit json_line(std::string_view event) : error_(event == "error") {
     out_ = "{\"ts_ms\":" + std::to_string(now_ms()) + ",\"event\":";
     append_json_string(out_, event);
   }
@@ -214,10 +344,11 @@ class json_line {
 
   // Writes the line and flushes, so a reader sees each event when it happens.
   void emit() {
+    if (events.quiet && events.stream != stdout && !error_) return;
     out_ += "}\n";
     std::lock_guard lock(stdout_mutex);
-    std::fwrite(out_.data(), 1, out_.size(), stdout);
-    std::fflush(stdout);
+    std::fwrite(out_.data(), 1, out_.size(), events.stream);
+    std::fflush(events.stream);
   }
 
  private:
@@ -228,15 +359,35 @@ class json_line {
   }
 
   std::string out_;
+  bool error_;
 };
+
+// -f FORMAT, parsed: literal text and kcat's tokens.
+struct format_part {
+  enum class kind { text, topic, partition, offset, key, value, timestamp, headers, key_length, value_length };
+  kind what = kind::text;
+  std::string text;  // for kind::text, escapes already resolved
+};
+
+const char* timestamp_type_name(kgroup::TimestampType t) {
+  switch (t) {
+    case kgroup::TimestampType::create_time: return "create_time";
+    case kgroup::TimestampType::log_append_time: return "log_append_time";
+    case kgroup::TimestampType::none: break;
+  }
+  return "none";
+}
 
 // Record lines, the hot path (benchmarked against a librdkafka program printing the same lines):
 // each line is formatted with std::to_chars into one reusable buffer, and the buffer goes out
 // with one fwrite and one fflush per poll() batch (per line with --process-ms, so a reader sees a
-// record before its processing time passes). The part of the line before "partition" is kept
-// between records and rebuilt only when the timestamp or the topic changes.
+// record before its processing time passes). The part of a JSON line before "partition" is kept
+// between records and rebuilt only when the timestamp or the topic changes. With -f the records
+// are written in that format instead (raw bytes, as kcat writes them).
 class record_printer {
  public:
+  explicit record_printer(const std::vector<format_part>* format) : format_(format) {}
+
   // The timestamp of the lines that follow; one per batch (or per record with --process-ms).
   void set_time(std::int64_t ts_ms) {
     if (ts_ms == ts_ms_ && !prefix_.empty()) return;
@@ -245,22 +396,41 @@ class record_printer {
   }
 
   void add(const kgroup::ConsumerRecord& r) {
+    if (format_ != nullptr) {
+      add_formatted(r);
+      return;
+    }
     if (prefix_.empty() || r.topic != topic_) {
       topic_.assign(r.topic);
       prefix_ = "{\"ts_ms\":" + std::to_string(ts_ms_) + ",\"event\":\"record\",\"topic\":";
       append_json_string(prefix_, topic_);
       prefix_ += ",\"partition\":";
     }
-    // The partition (at most 11 characters), ",\"offset\":", the offset (at most 20) and "}\n".
-    char tail[64];
+    // The partition (at most 11 characters), the offset and the timestamp (at most 20 each), the
+    // timestamp type (at most 15) and the keys between them: well under 128.
+    char tail[128];
     char* p = std::to_chars(tail, tail + 12, r.partition).ptr;
-    constexpr std::string_view offset_key = ",\"offset\":";
-    p = std::copy(offset_key.begin(), offset_key.end(), p);
+    p = put(p, ",\"offset\":");
     p = std::to_chars(p, p + 21, r.offset).ptr;
-    *p++ = '}';
-    *p++ = '\n';
+    p = put(p, ",\"timestamp\":");
+    p = std::to_chars(p, p + 21, r.timestamp).ptr;
+    p = put(p, ",\"timestamp_type\":\"");
+    p = put(p, timestamp_type_name(r.timestamp_type));
+    p = put(p, "\",");
     out_.append(prefix_);
     out_.append(tail, static_cast<std::size_t>(p - tail));
+    append_json_bytes(out_, "key", r.key);
+    out_ += ',';
+    append_json_bytes(out_, "value", r.value);
+    out_ += ",\"headers\":[";
+    for (std::size_t i = 0; i < r.headers.size(); ++i) {
+      out_ += i == 0 ? "{" : ",{";
+      append_json_bytes(out_, "key", r.headers[i].key);
+      out_ += ',';
+      append_json_bytes(out_, "value", r.headers[i].value);
+      out_ += '}';
+    }
+    out_ += "]}\n";
   }
 
   // Writes what was added since the last flush, under the lock listener lines take too.
@@ -275,6 +445,41 @@ class record_printer {
   }
 
  private:
+  static char* put(char* p, std::string_view s) { return std::copy(s.begin(), s.end(), p); }
+
+  void number(std::int64_t v) {
+    char buf[24];
+    out_.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  }
+
+  // kcat's rules: null key or value print as nothing and have length -1; headers as k=v,k2=v2
+  // (a null header value as k=).
+  void add_formatted(const kgroup::ConsumerRecord& r) {
+    using kind = format_part::kind;
+    for (const auto& part : *format_) {
+      switch (part.what) {
+        case kind::text: out_ += part.text; break;
+        case kind::topic: out_ += r.topic; break;
+        case kind::partition: number(r.partition); break;
+        case kind::offset: number(r.offset); break;
+        case kind::key: out_ += r.key.value_or(std::string_view()); break;
+        case kind::value: out_ += r.value.value_or(std::string_view()); break;
+        case kind::timestamp: number(r.timestamp); break;
+        case kind::key_length: number(r.key ? static_cast<std::int64_t>(r.key->size()) : -1); break;
+        case kind::value_length: number(r.value ? static_cast<std::int64_t>(r.value->size()) : -1); break;
+        case kind::headers:
+          for (std::size_t i = 0; i < r.headers.size(); ++i) {
+            if (i > 0) out_ += ',';
+            out_ += r.headers[i].key;
+            out_ += '=';
+            out_ += r.headers[i].value.value_or(std::string_view());
+          }
+          break;
+      }
+    }
+  }
+
+  const std::vector<format_part>* format_;  // null: JSON lines
   std::string out_;
   std::string prefix_;  // {"ts_ms":T,"event":"record","topic":"...","partition":
   std::string topic_;   // the topic prefix_ was built for
@@ -299,6 +504,13 @@ bool is_invalid_config(const kgroup::error& e) {
 
 enum class commit_mode { auto_commit, sync, async, none };
 
+// -o: where each assigned partition starts.
+struct start_offset {
+  enum class kind { beginning, end, absolute, from_end, time };
+  kind what = kind::beginning;
+  std::int64_t value = 0;  // the offset, N of -N, or the timestamp of s@
+};
+
 struct options {
   std::string bootstrap;
   std::string group;
@@ -310,9 +522,12 @@ struct options {
   std::optional<commit_mode> commit;
   std::vector<std::string> topics;
   std::set<kgroup::topic_partition> partitions;  // --partition: manual assignment
+  std::optional<std::vector<format_part>> format;  // -f
+  std::optional<start_offset> start;               // -o (absent: committed offset / auto.offset.reset)
+  bool exit_at_end = false;                        // -e
+  bool quiet = false;                              // -q
   bool help = false;
 };
-
 
 struct usage_error {
   std::string message;
@@ -341,6 +556,68 @@ std::int64_t parse_count(std::string_view option, std::string_view text, std::in
     throw usage_error{std::string(option) + ": '" + std::string(text) + "' is not an integer >= " + std::to_string(min)};
   }
   return v;
+}
+
+// -o VALUE, as kcat takes it. "stored" (kcat's default in a group) means no -o.
+std::optional<start_offset> parse_start(const std::string& text) {
+  using kind = start_offset::kind;
+  if (text == "beginning") return start_offset{kind::beginning, 0};
+  if (text == "end") return start_offset{kind::end, 0};
+  if (text == "stored") return std::nullopt;
+  if (text.starts_with("s@")) return start_offset{kind::time, parse_count("-o s@", std::string_view(text).substr(2), 0)};
+  if (text.starts_with("-") && text.size() > 1) {
+    return start_offset{kind::from_end, parse_count("-o -N", std::string_view(text).substr(1), 1)};
+  }
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0) {
+    throw usage_error{"-o: '" + text + "' is not beginning, end, stored, OFFSET, -N or s@TIMESTAMP"};
+  }
+  return start_offset{kind::absolute, v};
+}
+
+// -f FORMAT: kcat's tokens and the escapes \n \t \r \\. Anything else after % or \ is a usage
+// error rather than a silent difference from kcat.
+std::vector<format_part> parse_format(std::string_view f) {
+  using kind = format_part::kind;
+  std::vector<format_part> parts;
+  auto text = [&](char c) {
+    if (parts.empty() || parts.back().what != kind::text) parts.push_back({kind::text, {}});
+    parts.back().text += c;
+  };
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const char c = f[i];
+    if (c != '%' && c != '\\') {
+      text(c);
+      continue;
+    }
+    if (i + 1 == f.size()) throw usage_error{std::string("-f: '") + c + "' at the end of the format"};
+    const char t = f[++i];
+    if (c == '\\') {
+      switch (t) {
+        case 'n': text('\n'); break;
+        case 't': text('\t'); break;
+        case 'r': text('\r'); break;
+        case '\\': text('\\'); break;
+        default: throw usage_error{std::string("-f: unsupported escape '\\") + t + "' (\\n \\t \\r \\\\ are)"};
+      }
+      continue;
+    }
+    switch (t) {
+      case '%': text('%'); break;
+      case 't': parts.push_back({kind::topic, {}}); break;
+      case 'p': parts.push_back({kind::partition, {}}); break;
+      case 'o': parts.push_back({kind::offset, {}}); break;
+      case 'k': parts.push_back({kind::key, {}}); break;
+      case 's': parts.push_back({kind::value, {}}); break;
+      case 'T': parts.push_back({kind::timestamp, {}}); break;
+      case 'h': parts.push_back({kind::headers, {}}); break;
+      case 'K': parts.push_back({kind::key_length, {}}); break;
+      case 'S': parts.push_back({kind::value_length, {}}); break;
+      default: throw usage_error{std::string("-f: unsupported token '%") + t + "' (%t %p %o %k %s %T %h %K %S %% are)"};
+    }
+  }
+  return parts;
 }
 
 options parse_args(int argc, char** argv) {
@@ -395,8 +672,18 @@ options parse_args(int argc, char** argv) {
       o.properties.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else if (name == "--partition") {
       o.partitions.insert(parse_partition(value_of(name, glued)));
-    } else if (name == "--max-messages") {
+    } else if (name == "--max-messages" || name == "-c") {
       o.max_messages = parse_count(name, value_of(name, glued), 1);
+    } else if (name == "-f") {
+      o.format = parse_format(value_of(name, glued));
+    } else if (name == "-o") {
+      o.start = parse_start(value_of(name, glued));
+    } else if (name == "-e" || name == "-q") {
+      // Value-less flags combine as getopt lets kcat's: -eq.
+      for (const char f : a.substr(1)) {
+        if (f != 'e' && f != 'q') throw usage_error{"unknown option '" + std::string(a) + "'"};
+        (f == 'e' ? o.exit_at_end : o.quiet) = true;
+      }
     } else if (name == "--duration-ms") {
       o.duration_ms = parse_count(name, value_of(name, glued), 1);
     } else if (name == "--process-ms") {
@@ -450,6 +737,14 @@ kgroup::Config make_config(options& o) {
       throw usage_error{"--commit needs -g GROUP (commits are stored in a group)"};
     }
     o.commit = commit_mode::none;
+  }
+  // -o seeks inside on_partitions_assigned, which may call seek() and the offset queries only
+  // when it runs on the polling thread.
+  std::string listener_thread = c.get("rebalance.listener.thread");
+  std::transform(listener_thread.begin(), listener_thread.end(), listener_thread.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (o.start && o.partitions.empty() && listener_thread == "heartbeat") {
+    throw usage_error{"-o needs rebalance.listener.thread=poll (it seeks in on_partitions_assigned)"};
   }
   if (o.commit) {
     // auto leaves commits to the consumer; sync and async commit from the poll loop (run()), and
@@ -524,10 +819,84 @@ class signal_thread {
 
 // ---- the consumer ----------------------------------------------------------------------------
 
+using partition_set = std::set<kgroup::topic_partition>;
+
+// -o: moves just-assigned partitions to their start before poll() returns any of their records.
+// Runs inside on_partitions_assigned (group mode) or right after assign() (--partition). A failed
+// offset query throws, and the run ends with an error.
+void seek_to_start(kgroup::Consumer& c, const start_offset& s, const partition_set& parts) {
+  using kind = start_offset::kind;
+  // First wait until the consumer has settled where the partitions start by itself (committed
+  // offset or auto.offset.reset). A reset answer that arrives after a seek overrides it (kgroup
+  // 0.1): seek_to_end() right after assign() read from the beginning, and seek() could leave the
+  // partition stalled. With auto.offset.reset=none and nothing committed there is no start of
+  // its own, and the seek below gives it one.
+  for (const auto& tp : parts) {
+    try {
+      (void)c.position(tp);
+    } catch (const kgroup::error& e) {
+      if (e.code() != make_error_code(kgroup::client_errc::offset_out_of_range)) throw;
+    }
+  }
+  switch (s.what) {
+    case kind::beginning:
+      c.seek_to_beginning(parts);
+      break;
+    case kind::end:
+      c.seek_to_end(parts);
+      break;
+    case kind::absolute:
+      // An offset outside the log is then reset per auto.offset.reset, as librdkafka does for kcat.
+      for (const auto& tp : parts) c.seek(tp, s.value);
+      break;
+    case kind::from_end: {
+      const auto first = c.beginning_offsets(parts);
+      const auto end = c.end_offsets(parts);
+      for (const auto& tp : parts) c.seek(tp, std::max(first.at(tp), end.at(tp) - s.value));
+      break;
+    }
+    case kind::time: {
+      std::map<kgroup::topic_partition, std::int64_t> when;
+      for (const auto& tp : parts) when[tp] = s.value;
+      // No record that recent: the partition starts at its end (it waits for new records).
+      partition_set none = parts;
+      for (const auto& [tp, found] : c.offsets_for_times(when)) {
+        if (!found) continue;
+        c.seek(tp, found->offset);
+        none.erase(tp);
+      }
+      if (!none.empty()) c.seek_to_end(none);
+      break;
+    }
+  }
+}
+
+// --partition with -o or -e: a partition the cluster does not have would never get a position or
+// an end offset, so it is an error at the start rather than a wait without end.
+void check_partitions_exist(kgroup::Consumer& c, const partition_set& parts) {
+  std::map<std::string, std::set<std::int32_t>> known;
+  for (const auto& tp : parts) {
+    auto [it, fresh] = known.try_emplace(tp.topic);
+    if (fresh) {
+      for (const auto& info : c.partitions_for(tp.topic)) it->second.insert(info.partition);
+    }
+    if (it->second.count(tp.partition) == 0) {
+      throw kgroup::error(make_error_code(kgroup::kafka_errc::unknown_topic_or_partition),
+                          "--partition " + tp.topic + ":" + std::to_string(tp.partition) +
+                              ": the cluster has no such partition");
+    }
+  }
+}
+
 class printing_listener : public kgroup::ConsumerRebalanceListener {
  public:
+  // `on_assigned` (may be empty) runs after the "assigned" line, for the -o seeks.
+  explicit printing_listener(std::function<void(const partition_set&)> on_assigned)
+      : on_assigned_(std::move(on_assigned)) {}
+
   void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
     json_line("assigned").partitions(p).emit();
+    if (on_assigned_ && !p.empty()) on_assigned_({p.begin(), p.end()});
   }
   void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
     json_line("revoked").partitions(p).emit();
@@ -535,6 +904,61 @@ class printing_listener : public kgroup::ConsumerRebalanceListener {
   void on_partitions_lost(const std::vector<kgroup::topic_partition>& p) override {
     json_line("lost").partitions(p).emit();
   }
+
+ private:
+  std::function<void(const partition_set&)> on_assigned_;
+};
+
+// -e: tells when every assigned partition has reached its end, printing an "eof" event for each
+// as it does. A partition is at its end when its position is at or past its end offset (the high
+// watermark, or the last stable offset under read_committed) as last asked; the end offsets are
+// asked again only for partitions whose position reached the last known end, so a partition
+// still being read costs no request. Once at its end a partition stays there (records that
+// arrive later are still printed until the run ends), as kcat counts it; one that is revoked and
+// assigned again starts over.
+class end_watch {
+ public:
+  // True once every partition of a nonempty assignment has reached its end.
+  bool all_at_end(kgroup::Consumer& c) {
+    const auto assigned = c.assignment();
+    std::erase_if(ends_, [&](const auto& e) { return assigned.count(e.first) == 0; });
+    std::erase_if(reached_, [&](const auto& tp) { return assigned.count(tp) == 0; });
+    if (assigned.empty()) return false;
+
+    std::map<kgroup::topic_partition, std::int64_t> due;  // position of each partition to check
+    for (const auto& tp : assigned) {
+      if (reached_.count(tp) != 0) continue;
+      std::int64_t pos = 0;
+      try {
+        pos = c.position(tp, std::chrono::milliseconds(0));
+      } catch (const kgroup::error& e) {
+        // Not known yet (committed offset or reset pending), or given up since assignment().
+        if (e.code() == make_error_code(kgroup::client_errc::request_timed_out) ||
+            e.code() == make_error_code(kgroup::client_errc::illegal_state)) {
+          continue;
+        }
+        throw;
+      }
+      const auto known = ends_.find(tp);
+      if (known == ends_.end() || pos >= known->second) due[tp] = pos;
+    }
+    if (!due.empty()) {
+      partition_set ask;
+      for (const auto& [tp, pos] : due) ask.insert(tp);
+      for (const auto& [tp, end] : c.end_offsets(ask)) {
+        ends_[tp] = end;
+        const auto d = due.find(tp);
+        if (d == due.end() || d->second < end) continue;
+        reached_.insert(tp);
+        json_line("eof").str("topic", tp.topic).num("partition", tp.partition).num("offset", d->second).emit();
+      }
+    }
+    return std::all_of(assigned.begin(), assigned.end(), [&](const auto& tp) { return reached_.count(tp) != 0; });
+  }
+
+ private:
+  std::map<kgroup::topic_partition, std::int64_t> ends_;  // last end offset asked, per partition
+  partition_set reached_;
 };
 
 // The batch was cut short after `printed` records: moves each partition with unprinted records
@@ -554,13 +978,15 @@ void rewind_unprinted(kgroup::Consumer& consumer, const kgroup::ConsumerRecords&
 // on: the records stay uncommitted and are delivered again (at least once). `last`: the loop
 // ended; an async member then commits once synchronously, so the final positions are stored
 // before close() gives up the partitions (as Java's commitAsync-in-the-loop, commitSync-at-the-end
-// pattern does). Callbacks of earlier async commits run inside poll() or close().
-void commit_processed(kgroup::Consumer& consumer, const options& o, bool last) {
-  if (!o.commit) return;
+// pattern does), and a sync member whose last commit (`last_failed`) failed tries once more.
+// Callbacks of earlier async commits run inside poll() or close(). Returns false when the commit
+// failed.
+bool commit_processed(kgroup::Consumer& consumer, const options& o, bool last, bool last_failed = false) {
+  if (!o.commit) return true;
   try {
     switch (*o.commit) {
       case commit_mode::sync:
-        if (!last) consumer.commit_sync();
+        if (!last || last_failed) consumer.commit_sync();
         break;
       case commit_mode::async:
         if (last) {
@@ -579,15 +1005,27 @@ void commit_processed(kgroup::Consumer& consumer, const options& o, bool last) {
     }
   } catch (const kgroup::error& e) {
     emit_error(e);
+    return false;
   }
+  return true;
 }
 
 constexpr auto close_timeout = std::chrono::seconds(30);
 // Without --duration-ms poll() still returns now and then; wakeup() ends it early on a signal,
 // so this only bounds how often an idle loop turns.
 constexpr auto idle_poll = std::chrono::milliseconds(1000);
+// With -e an idle poll() usually means the partitions are at their end, so it is checked sooner.
+constexpr auto idle_poll_at_end = std::chrono::milliseconds(200);
 
 int run(options o) {
+  if (o.format) events.stream = stderr;
+  events.quiet = o.quiet;
+  if (o.quiet) {
+    // Errors only (from here on, so also none of Config::load's warnings); a stricter
+    // KGROUP_LOG_LEVEL stays.
+    const auto log = kgroup::logger();
+    if (log->level() < spdlog::level::err) log->set_level(spdlog::level::err);
+  }
   kgroup::Config config;
   try {
     config = make_config(o);
@@ -633,14 +1071,21 @@ int run(options o) {
       consumer->wakeup();
     });
 
+    bool commit_ok = true;
     try {
+      kgroup::Consumer& c = *consumer;
       if (o.partitions.empty()) {
-        consumer->subscribe(o.topics, std::make_shared<printing_listener>());
+        std::function<void(const partition_set&)> on_assigned;
+        if (o.start) on_assigned = [&c, start = *o.start](const partition_set& p) { seek_to_start(c, start, p); };
+        c.subscribe(o.topics, std::make_shared<printing_listener>(std::move(on_assigned)));
       } else {
-        consumer->assign(o.partitions);
+        if (o.start || o.exit_at_end) check_partitions_exist(c, o.partitions);
+        c.assign(o.partitions);
         json_line("assigned").partitions({o.partitions.begin(), o.partitions.end()}).emit();
+        if (o.start) seek_to_start(c, *o.start, o.partitions);
       }
-      record_printer printer;
+      record_printer printer(o.format ? &*o.format : nullptr);
+      end_watch at_end;
       for (;;) {
         if (stop.requested()) {
           reason = "signal";
@@ -650,7 +1095,7 @@ int run(options o) {
           reason = "max-messages";
           break;
         }
-        auto timeout = idle_poll;
+        auto timeout = o.exit_at_end ? idle_poll_at_end : idle_poll;
         if (deadline) {
           const auto now = std::chrono::steady_clock::now();
           if (now >= *deadline) {
@@ -659,10 +1104,14 @@ int run(options o) {
           }
           timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now));
         }
+        if (o.exit_at_end && at_end.all_at_end(c)) {
+          reason = "eof";
+          break;
+        }
 
         kgroup::ConsumerRecords batch;
         try {
-          batch = consumer->poll(timeout);
+          batch = c.poll(timeout);
         } catch (const kgroup::error& e) {
           // The signal thread's wakeup(): the loop head sees the stop request.
           if (e.code() == make_error_code(kgroup::client_errc::woken_up)) continue;
@@ -691,10 +1140,14 @@ int run(options o) {
         }
         printer.flush();
         // The loop stops after this batch; what it did not print must not count as consumed.
-        if (printed < batch.size()) rewind_unprinted(*consumer, batch, printed);
-        commit_processed(*consumer, o, /*last=*/false);
+        if (printed < batch.size()) rewind_unprinted(c, batch, printed);
+        commit_ok = commit_processed(c, o, /*last=*/false);
       }
-      commit_processed(*consumer, o, /*last=*/true);
+      // The run ends with what it printed uncommitted: an error, though the loop ended cleanly.
+      if (!commit_processed(c, o, /*last=*/true, /*last_failed=*/!commit_ok)) {
+        exit_code = 1;
+        reason = "error";
+      }
     } catch (const kgroup::error& e) {
       emit_error(e);
       exit_code = is_invalid_config(e) ? 2 : 1;

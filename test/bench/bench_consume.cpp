@@ -325,7 +325,9 @@ run_result run_librdkafka(const run_spec& spec) {
 
 // The librdkafka side of --cli: the record lines kgroup-consume prints, written the way a small C
 // program would write them (fprintf per record into stdio's buffer, flushed when idle and at the
-// end). Topic names of the benchmark need no JSON escaping.
+// end). The benchmark's topic names, keys and values are ASCII letters, digits, '-' and ':', so
+// they need no JSON escaping (kgroup-consume still checks them for UTF-8 and escapes), and its
+// records have no headers.
 int run_librdkafka_print(const run_spec& spec) {
   rd_consumer c(spec, "bench-librdkafka-print");
   std::int64_t records = 0;
@@ -350,8 +352,17 @@ int run_librdkafka_print(const run_spec& spec) {
     const long long ts = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-    std::fprintf(stdout, "{\"ts_ms\":%lld,\"event\":\"record\",\"topic\":\"%s\",\"partition\":%d,\"offset\":%lld}\n",
-                 ts, rd_kafka_topic_name(m->rkt), static_cast<int>(m->partition), static_cast<long long>(m->offset));
+    rd_kafka_timestamp_type_t ts_type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+    const long long record_ts = rd_kafka_message_timestamp(m, &ts_type);
+    const char* ts_type_name = ts_type == RD_KAFKA_TIMESTAMP_CREATE_TIME       ? "create_time"
+                               : ts_type == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? "log_append_time"
+                                                                               : "none";
+    std::fprintf(stdout,
+                 "{\"ts_ms\":%lld,\"event\":\"record\",\"topic\":\"%s\",\"partition\":%d,\"offset\":%lld,"
+                 "\"timestamp\":%lld,\"timestamp_type\":\"%s\",\"key\":\"%.*s\",\"value\":\"%.*s\",\"headers\":[]}\n",
+                 ts, rd_kafka_topic_name(m->rkt), static_cast<int>(m->partition), static_cast<long long>(m->offset),
+                 record_ts, ts_type_name, static_cast<int>(m->key_len), static_cast<const char*>(m->key),
+                 static_cast<int>(m->len), static_cast<const char*>(m->payload));
     ++records;
     rd_kafka_message_destroy(m);
   }

@@ -19,11 +19,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,10 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include "fake_broker.hpp"
 #include "group_harness.hpp"
 #include "kgroup/consumer.hpp"
 #include "kgroup/types.hpp"
 #include "mock_cluster.hpp"
+#include "protocol/records.hpp"
 
 extern char** environ;
 
@@ -709,12 +713,16 @@ std::vector<std::string> reader_args(const kgroup::test::mock_cluster& mc, const
 
 using record_id = std::pair<std::int32_t, std::int64_t>;  // partition, offset
 
+// The fields of a record line whose key and value are text, in their order.
+const std::vector<std::string> text_record_keys = {"ts_ms",     "event",          "topic", "partition", "offset",
+                                                   "timestamp", "timestamp_type", "key",   "value",     "headers"};
+
 // The (partition, offset) of every record line, in output order; every line has exactly the
-// fields the issue specifies, in its order.
+// fields of a record with a text key and value (what produce() writes), in their order.
 std::vector<record_id> record_lines(const cli_process& p, const std::string& topic = "orders") {
   std::vector<record_id> out;
   for (const auto& e : p.events("record")) {
-    CHECK(e.keys == std::vector<std::string>{"ts_ms", "event", "topic", "partition", "offset"});
+    CHECK(e.keys == text_record_keys);
     CHECK(e.str("topic") == topic);
     REQUIRE(e.num("partition"));
     REQUIRE(e.num("offset"));
@@ -969,6 +977,16 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
       {{"-b", "127.0.0.1:1", "--partition", "orders:x"}, "partition number"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--partition", "orders:0", "audit"}, "exclude each other"},
       {{"-b", "127.0.0.1:1", "--partition", "orders:0", "--commit", "sync"}, "needs -g"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-c", "0", "orders"}, "-c"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-o", "middle", "orders"}, "s@TIMESTAMP"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-o", "s@soon", "orders"}, "s@"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-o", "-0", "orders"}, "-N"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-o", "end", "-X", "rebalance.listener.thread=heartbeat", "orders"},
+       "rebalance.listener.thread=poll"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s %x", "orders"}, "'%x'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s%", "orders"}, "at the end"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s\\x41", "orders"}, "escape"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-eqx", "orders"}, "-eqx"},
   };
   for (const auto& [args, mention] : bad) {
     std::string line;
@@ -980,6 +998,409 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
     CHECK(*code == 2);
     CHECK(p.stdout_text().empty());
     CHECK_THAT(p.stderr_text(), Catch::Contains(mention));
+  }
+}
+
+// ---- kcat's flags: record contents, -f, -o, -e, -q, exit status ---------------------------------
+
+namespace {
+
+using seed_record = kgroup::test::mock_cluster::seed_record;
+
+// One record of each form the output has: text with characters JSON escapes, binary (base64),
+// null key, null value, empty key and value; headers with a null value and a binary key and value.
+const std::vector<seed_record> varied_records = {
+    {"k0", "h\xc3\xa9llo \"w\"\n\tend", {{"h1", "v1"}, {"h2", std::nullopt}}, 1700000000001},
+    {std::nullopt, std::string("\x00\x01\xff\xfe" "abc", 7), {{"bin", "\xff"}, {"\xfe", "x"}}, 1700000000002},
+    {"k2", std::nullopt, {}, 1700000000003},
+    {"", "", {}, 1700000000004},
+};
+
+// The JSON event lines on stderr (with -f), in order; library log lines are skipped.
+std::vector<json> stderr_events(const cli_process& p) {
+  std::vector<json> out;
+  std::istringstream lines(p.stderr_text());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = json_reader(line).document();
+    if (j && j->type == json::kind::object && j->num("ts_ms")) out.push_back(std::move(*j));
+  }
+  return out;
+}
+
+std::vector<std::string> event_names(const std::vector<json>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.str("event"));
+  return out;
+}
+
+// Exited 0 after -e: the last event is "closed" with reason "eof" and `records` records.
+void check_eof_stop(const std::vector<json>& events, std::optional<int> code, std::int64_t records) {
+  REQUIRE(code);
+  CHECK(*code == 0);
+  REQUIRE(!events.empty());
+  CHECK(events.back().str("event") == "closed");
+  CHECK(events.back().str("reason") == "eof");
+  CHECK(events.back().num("records") == records);
+}
+
+// The "eof" events as partition -> offset; each partition once.
+std::map<std::int32_t, std::int64_t> eof_offsets(const std::vector<json>& events) {
+  std::map<std::int32_t, std::int64_t> out;
+  for (const auto& e : events) {
+    if (e.str("event") != "eof") continue;
+    CHECK(e.keys == std::vector<std::string>{"ts_ms", "event", "topic", "partition", "offset"});
+    const auto [it, fresh] = out.emplace(static_cast<std::int32_t>(e.num("partition").value_or(-1)), e.num("offset").value_or(-1));
+    CHECK(fresh);
+  }
+  return out;
+}
+
+// A fake leader of topic "t" whose records have timestamps it can look up: the mocks' ListOffsets
+// answers no offset for any time. Partition p holds sizes[p] records; the one at offset o has
+// value "v<o>" and CreateTime 1000 + 10 * o.
+class timed_leader {
+ public:
+  explicit timed_leader(std::vector<std::int64_t> sizes)
+      : sizes_(std::move(sizes)),
+        fb_([this](const fake_request& r) { return handle(r); }, {{"t", static_cast<std::int32_t>(sizes_.size())}}) {}
+  std::string bootstrap() const { return fb_.bootstrap(); }
+
+ private:
+  using fake_request = kgroup::test::fake_broker::request;
+  using fake_reply = kgroup::test::fake_broker::reply;
+
+  static std::int64_t time_of(std::int64_t offset) { return 1000 + 10 * offset; }
+
+  std::optional<fake_reply> handle(const fake_request& r) {
+    namespace proto = kgroup::protocol;
+    using kgroup::test::fake_broker;
+    switch (r.api_key) {
+      case proto::list_offsets_request::api_key: {
+        proto::list_offsets_request req;
+        if (!r.decode(req)) return std::nullopt;
+        proto::list_offsets_response resp;
+        for (const auto& t : req.topics) {
+          auto& rt = resp.topics.emplace_back();
+          rt.name = t.name;
+          for (const auto& p : t.partitions) {
+            const std::int64_t size = sizes_.at(static_cast<std::size_t>(p.partition_index));
+            std::int64_t offset = p.timestamp == -2 ? 0 : size;
+            std::int64_t ts = -1;
+            if (p.timestamp >= 0) {
+              offset = -1;
+              for (std::int64_t o = 0; o < size && offset < 0; ++o) {
+                if (time_of(o) >= p.timestamp) {
+                  offset = o;
+                  ts = time_of(o);
+                }
+              }
+            }
+            rt.partitions.push_back({p.partition_index, 0, {}, ts, offset, 0});
+          }
+        }
+        return fake_reply{fake_broker::response(r, resp)};
+      }
+      case proto::offset_for_leader_epoch_request::api_key: {
+        proto::offset_for_leader_epoch_request req;
+        if (!r.decode(req)) return std::nullopt;
+        proto::offset_for_leader_epoch_response resp;
+        for (const auto& t : req.topics) {
+          auto& rt = resp.topics.emplace_back();
+          rt.topic = t.topic;
+          for (const auto& p : t.partitions) {
+            auto& e = rt.partitions.emplace_back();
+            e.partition = p.partition;
+            e.leader_epoch = 0;  // one epoch, the whole log
+            e.end_offset = sizes_.at(static_cast<std::size_t>(p.partition));
+          }
+        }
+        return fake_reply{fake_broker::response(r, resp)};
+      }
+      case proto::fetch_request::api_key: {
+        proto::fetch_request req;
+        if (!r.decode(req)) return std::nullopt;
+        proto::fetch_response resp;
+        std::deque<proto::bytes> data;  // stable addresses for the records views
+        bool any = false;
+        for (const auto& t : req.topics) {
+          auto& rt = resp.responses.emplace_back();
+          rt.topic = t.topic;
+          for (const auto& p : t.partitions) {
+            const std::int64_t size = sizes_.at(static_cast<std::size_t>(p.partition));
+            auto& rp = rt.partitions.emplace_back();
+            rp.partition_index = p.partition;
+            rp.records = proto::records_view{};
+            rp.high_watermark = size;
+            rp.last_stable_offset = size;
+            rp.log_start_offset = 0;
+            if (p.fetch_offset < 0 || p.fetch_offset > size) {
+              rp.error_code = 1;  // OFFSET_OUT_OF_RANGE
+              continue;
+            }
+            if (p.fetch_offset == size) continue;
+            std::vector<std::string> values;
+            for (std::int64_t o = p.fetch_offset; o < size; ++o) values.push_back("v" + std::to_string(o));
+            std::vector<proto::record_input> recs;
+            for (std::size_t i = 0; i < values.size(); ++i) {
+              recs.push_back({std::nullopt,
+                              proto::byte_view(reinterpret_cast<const std::uint8_t*>(values[i].data()), values[i].size()),
+                              time_of(p.fetch_offset + static_cast<std::int64_t>(i)), {}, {}});
+            }
+            proto::batch_encode_options o;
+            o.base_offset = p.fetch_offset;
+            o.partition_leader_epoch = 0;
+            auto& bytes = data.emplace_back();
+            if (proto::encode_record_batch(recs, o, bytes)) return std::nullopt;
+            rp.records = proto::records_view{bytes};
+            any = true;
+          }
+        }
+        // An empty answer waits a little, as a broker waits fetch.max.wait.ms.
+        return fake_reply{fake_broker::response(r, resp), false, any ? 0ms : 50ms};
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  std::vector<std::int64_t> sizes_;
+  kgroup::test::fake_broker fb_;  // last: its threads call handle()
+};
+
+}  // namespace
+
+TEST_CASE("kgroup-consume: records carry timestamp, key, value and headers; -f prints kcat's tokens", "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 1);
+  mc.produce_records("orders", 0, varied_records);
+  const std::vector<std::string> base = {"-b", mc.bootstrap_servers(), "--partition", "orders:0", "-e", "--duration-ms", "20000"};
+
+  SECTION("JSON: text as strings, binary as base64, null as null") {
+    cli_process p(base);
+    const auto code = p.wait_exit(30s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    CHECK(p.bad_lines().empty());
+    check_eof_stop(p.events(), code, 4);
+    CHECK(event_names(p.events()) == std::vector<std::string>{"assigned", "record", "record", "record", "record", "eof", "closed"});
+    CHECK(eof_offsets(p.events()) == std::map<std::int32_t, std::int64_t>{{0, 4}});
+    const auto r = p.events("record");
+    REQUIRE(r.size() == 4);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      CHECK(r[i].num("offset") == static_cast<std::int64_t>(i));
+      CHECK(r[i].num("timestamp") == 1700000000001 + static_cast<std::int64_t>(i));
+      CHECK(r[i].str("timestamp_type") == "create_time");
+    }
+
+    CHECK(r[0].keys == text_record_keys);
+    CHECK(r[0].str("key") == "k0");
+    CHECK(r[0].str("value") == *varied_records[0].value);
+    CHECK_THAT(p.stdout_text(), Catch::Contains(R"("value":"h)" "\xc3\xa9" R"(llo \"w\"\n\tend")"));
+    CHECK_THAT(p.stdout_text(), Catch::Contains(R"("headers":[{"key":"h1","value":"v1"},{"key":"h2","value":null}]})"));
+
+    CHECK(r[1].keys == std::vector<std::string>{"ts_ms", "event", "topic", "partition", "offset", "timestamp",
+                                                "timestamp_type", "key", "value_b64", "headers"});
+    REQUIRE(r[1].find("key") != nullptr);
+    CHECK(r[1].find("key")->type == json::kind::null);
+    CHECK(r[1].str("value_b64") == "AAH//mFiYw==");
+    CHECK_THAT(p.stdout_text(), Catch::Contains(R"("headers":[{"key":"bin","value_b64":"/w=="},{"key_b64":"/g==","value":"x"}]})"));
+
+    CHECK(r[2].str("key") == "k2");
+    REQUIRE(r[2].find("value") != nullptr);
+    CHECK(r[2].find("value")->type == json::kind::null);
+    REQUIRE(r[2].find("headers") != nullptr);
+    CHECK(r[2].find("headers")->items.empty());
+
+    // Empty is not null.
+    REQUIRE(r[3].find("key") != nullptr);
+    CHECK(r[3].find("key")->type == json::kind::string);
+    CHECK(r[3].str("key").empty());
+    REQUIRE(r[3].find("value") != nullptr);
+    CHECK(r[3].find("value")->type == json::kind::string);
+  }
+
+  SECTION("-f: every token and escape; stdout has only the records, the events go to stderr") {
+    auto args = base;
+    args.insert(args.end(), {"-f", R"(%t %p %o [%k] [%s] %T {%h} %K %S %%\t\\\r\n)"});
+    cli_process p(args);
+    const auto code = p.wait_exit(30s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    const std::string tail = " %\t\\\r\n";
+    CHECK(p.stdout_text() == "orders 0 0 [k0] [h\xc3\xa9llo \"w\"\n\tend] 1700000000001 {h1=v1,h2=} 2 15" + tail +
+                                 "orders 0 1 [] [" + std::string("\x00\x01\xff\xfe" "abc", 7) +
+                                 "] 1700000000002 {bin=\xff,\xfe=x} -1 7" + tail +
+                                 "orders 0 2 [k2] [] 1700000000003 {} 2 -1" + tail +
+                                 "orders 0 3 [] [] 1700000000004 {} 0 0" + tail);
+    const auto ev = stderr_events(p);
+    check_eof_stop(ev, code, 4);
+    CHECK(event_names(ev) == std::vector<std::string>{"assigned", "eof", "closed"});
+    CHECK(eof_offsets(ev) == std::map<std::int32_t, std::int64_t>{{0, 4}});
+  }
+
+  SECTION("-f with -q: nothing on stderr") {
+    auto args = base;
+    args.insert(args.end(), {"-q", "-f", "%o:%s\\n"});
+    cli_process p(args);
+    const auto code = p.wait_exit(30s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    REQUIRE(code);
+    CHECK(*code == 0);
+    CHECK(p.stdout_text() == "0:h\xc3\xa9llo \"w\"\n\tend\n1:" + std::string("\x00\x01\xff\xfe" "abc", 7) + "\n2:\n3:\n");
+    CHECK(p.stderr_text().empty());
+  }
+}
+
+TEST_CASE("kgroup-consume: -o picks where each partition starts", "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  mc.produce("orders", 10, "none", 0);
+  mc.produce("orders", 6, "none", 1);
+  const std::vector<std::int64_t> ends = {10, 6};
+  // Both partitions from -o to the end (-e).
+  auto run = [&](const std::string& start, const std::vector<std::int64_t>& from) {
+    INFO("-o " << start);
+    cli_process p({"-b", mc.bootstrap_servers(), "--partition", "orders:0", "--partition", "orders:1", "-o", start,
+                   "-e", "--duration-ms", "20000"});
+    const auto code = p.wait_exit(30s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    CHECK(p.bad_lines().empty());
+    std::int64_t want = 0;
+    for (std::size_t i = 0; i < ends.size(); ++i) want += ends[i] - from[i];
+    check_eof_stop(p.events(), code, want);
+    const auto lines = record_lines(p);
+    CHECK(lines.size() == static_cast<std::size_t>(want));
+    CHECK(std::set<record_id>(lines.begin(), lines.end()) == offset_ranges(from, ends));
+    CHECK(eof_offsets(p.events()) == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 6}});
+  };
+
+  SECTION("beginning, and -c stops early") {
+    run("beginning", {0, 0});
+    cli_process p({"-b", mc.bootstrap_servers(), "--partition", "orders:0", "-o", "beginning", "-c", "3", "--duration-ms", "20000"});
+    const auto code = p.wait_exit(30s);
+    check_clean_stop(p, code, 3);
+    const auto lines = record_lines(p);
+    CHECK(lines == std::vector<record_id>{{0, 0}, {0, 1}, {0, 2}});
+  }
+  SECTION("end") { run("end", {10, 6}); }
+  SECTION("an absolute offset") { run("4", {4, 4}); }
+  SECTION("-N: N before the end, not before the beginning") {
+    run("-3", {7, 3});
+    run("-8", {2, 0});
+  }
+
+  SECTION("s@TIMESTAMP: the first record at or after it, or the end") {
+    // 10 and 5 records with times 1000, 1010, ...: 1065 finds offset 7 in partition 0 and nothing
+    // in partition 1 (its last record is from 1040), which therefore starts at its end.
+    timed_leader leader({10, 5});
+    cli_process p({"-b", leader.bootstrap(), "--partition", "t:0", "--partition", "t:1", "-o", "s@1065", "-e",
+                   "-X", "fetch.max.wait.ms=50", "-X", "retry.backoff.ms=20", "--duration-ms", "20000"});
+    const auto code = p.wait_exit(30s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    CHECK(p.bad_lines().empty());
+    check_eof_stop(p.events(), code, 3);
+    const auto r = p.events("record");
+    REQUIRE(r.size() == 3);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      CHECK(r[i].num("partition") == 0);
+      CHECK(r[i].num("offset") == 7 + static_cast<std::int64_t>(i));
+      CHECK(r[i].num("timestamp") == 1070 + 10 * static_cast<std::int64_t>(i));
+      CHECK(r[i].str("value") == "v" + std::to_string(7 + i));
+      REQUIRE(r[i].find("key") != nullptr);
+      CHECK(r[i].find("key")->type == json::kind::null);
+    }
+    CHECK(eof_offsets(p.events()) == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 5}});
+  }
+}
+
+TEST_CASE("kgroup-consume: -e in a group stops after exactly the seeded records; -o there ignores committed "
+          "offsets; -q keeps stderr empty",
+          "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 3);
+  mc.produce("orders", 10, "none", 0);
+  mc.produce("orders", 6, "none", 1);  // partition 2 stays empty
+  const std::vector<std::int64_t> ends = {10, 6, 0};
+
+  // Everything, committed as it goes. (member_args() ends with the topic: flags go before it.)
+  auto args = member_args(mc, "g-cli-eof", 30000);
+  args.insert(args.end() - 1, {"-e", "--commit", "sync"});
+  {
+    cli_process p(args);
+    const auto code = p.wait_exit(40s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    CHECK(p.bad_lines().empty());
+    CHECK(p.events("error").empty());
+    check_eof_stop(p.events(), code, 16);
+    const auto lines = record_lines(p);
+    CHECK(lines.size() == 16);
+    CHECK(std::set<record_id>(lines.begin(), lines.end()) == offset_ranges({}, ends));
+    CHECK(eof_offsets(p.events()) == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 6}, {2, 0}});
+    // Each partition's eof comes after its last record.
+    check_records_while_owned(p);
+    const auto ev = p.events();
+    std::map<std::int32_t, std::size_t> last_record, eof_at;
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      const auto part = static_cast<std::int32_t>(ev[i].num("partition").value_or(-1));
+      if (ev[i].str("event") == "record") last_record[part] = i;
+      if (ev[i].str("event") == "eof") eof_at[part] = i;
+    }
+    for (const auto& [part, i] : last_record) CHECK(eof_at[part] > i);
+  }
+
+  // Committed offsets are at the end; -o -2 starts 2 before it all the same.
+  args.insert(args.end() - 1, {"-o", "-2", "-q"});
+  cli_process p(args);
+  const auto code = p.wait_exit(40s);
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  check_eof_stop(p.events(), code, 4);
+  const auto lines = record_lines(p);
+  CHECK(std::set<record_id>(lines.begin(), lines.end()) == offset_ranges({8, 4, 0}, ends));
+  CHECK(p.stderr_text().empty());
+}
+
+TEST_CASE("kgroup-consume: a runtime error ends the run with exit status 1", "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 2);
+  mc.produce("orders", 6, "none", 0);
+
+  auto check_error_exit = [](const cli_process& p, std::optional<int> code, const std::string& error_code) {
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    REQUIRE(code);
+    CHECK(*code == 1);
+    CHECK(p.bad_lines().empty());
+    const auto errors = p.events("error");
+    CHECK(std::any_of(errors.begin(), errors.end(), [&](const json& e) { return e.str("code") == error_code; }));
+    const auto ev = p.events();
+    CHECK(ev.back().str("event") == "closed");
+    CHECK(ev.back().str("reason") == "error");
+  };
+
+  SECTION("-e with a partition the cluster does not have") {
+    cli_process p({"-b", mc.bootstrap_servers(), "--partition", "orders:0", "--partition", "orders:5", "-e"});
+    const auto code = p.wait_exit(30s);
+    check_error_exit(p, code, "UNKNOWN_TOPIC_OR_PARTITION");
+    REQUIRE(!p.events("error").empty());
+    CHECK_THAT(p.events("error").front().str("message"), Catch::Contains("orders:5"));
+    CHECK(p.events("record").empty());
+  }
+
+  SECTION("a fatal error from poll()") {
+    mc.push_request_errors(11, {30});  // JoinGroup: GROUP_AUTHORIZATION_FAILED
+    cli_process p(member_args(mc, "g-cli-fatal", 30000));
+    const auto code = p.wait_exit(40s);
+    check_error_exit(p, code, "GROUP_AUTHORIZATION_FAILED");
+  }
+
+  SECTION("a failed last commit") {
+    // Every commit fails (OFFSET_METADATA_TOO_LARGE is not retried): the one after the batch,
+    // and the retry before closing.
+    mc.push_request_errors(8, std::vector<std::int16_t>(10, 12));  // OffsetCommit
+    cli_process p(reader_args(mc, "g-cli-commit-fails", 6, {"--commit", "sync"}));
+    const auto code = p.wait_exit(40s);
+    check_error_exit(p, code, "OFFSET_METADATA_TOO_LARGE");
+    CHECK(p.events("error").size() >= 2);
+    CHECK(record_lines(p).size() == 6);
+    CHECK(p.events().back().num("records") == 6);
   }
 }
 

@@ -150,6 +150,28 @@ void on_delivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* msg, void* opaque
   }
 }
 
+// Flushes `producer` and throws unless all `count` records were acknowledged.
+void wait_for_delivery(rd_kafka_t* producer, const delivery_state& delivery, std::int64_t count,
+                       const std::string& topic) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(message_timeout_ms + 10'000);
+  while (rd_kafka_outq_len(producer) > 0 && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_flush(producer, 500);
+  }
+  if (rd_kafka_outq_len(producer) > 0) {
+    throw std::runtime_error("produce to " + topic + ": records still undelivered after " +
+                             std::to_string(message_timeout_ms / 1000 + 10) + " s");
+  }
+  if (delivery.failed > 0) {
+    throw std::runtime_error("produce to " + topic + ": " + std::to_string(delivery.failed) + " of " +
+                             std::to_string(count) + " records failed; first: " + delivery.first_error);
+  }
+  if (delivery.delivered != count) {
+    throw std::runtime_error("produce to " + topic + ": " + std::to_string(delivery.delivered) + " of " +
+                             std::to_string(count) + " records acknowledged");
+  }
+}
+
 // Ports of "127.0.0.1:P1,127.0.0.1:P2,...", which the mock lists in broker id order.
 std::vector<std::uint16_t> ports_of(const std::string& bootstrap_servers) {
   std::vector<std::uint16_t> ports;
@@ -496,24 +518,70 @@ std::vector<std::int64_t> mock_cluster::produce_impl(const std::string& topic, s
     if ((i & 0x3fff) == 0) rd_kafka_poll(producer.get(), 0);
   }
 
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(message_timeout_ms + 10'000);
-  while (rd_kafka_outq_len(producer.get()) > 0 && std::chrono::steady_clock::now() < deadline) {
-    rd_kafka_flush(producer.get(), 500);
-  }
-  if (rd_kafka_outq_len(producer.get()) > 0) {
-    throw std::runtime_error("produce to " + topic + ": records still undelivered after " +
-                             std::to_string(message_timeout_ms / 1000 + 10) + " s");
-  }
-  if (delivery.failed > 0) {
-    throw std::runtime_error("produce to " + topic + ": " + std::to_string(delivery.failed) + " of " +
-                             std::to_string(count) + " records failed; first: " + delivery.first_error);
-  }
-  if (delivery.delivered != count) {
-    throw std::runtime_error("produce to " + topic + ": " + std::to_string(delivery.delivered) + " of " +
-                             std::to_string(count) + " records acknowledged");
-  }
+  wait_for_delivery(producer.get(), delivery, count, topic);
   return written;
+}
+
+void mock_cluster::produce_records(const std::string& topic, std::int32_t partition,
+                                   const std::vector<seed_record>& records) {
+  delivery_state delivery;
+  conf_ptr conf(rd_kafka_conf_new());
+  apply_log_settings(conf.get());
+  set_config(conf.get(), "bootstrap.servers", bootstrap_servers_);
+  set_config(conf.get(), "client.id", "kgroup-mock-seeder");
+  set_config(conf.get(), "enable.idempotence", "true");  // in order, once
+  set_config(conf.get(), "linger.ms", "5");
+  set_config(conf.get(), "message.timeout.ms", std::to_string(message_timeout_ms));
+  set_config(conf.get(), "allow.auto.create.topics", "false");
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), on_delivery);
+  rd_kafka_conf_set_opaque(conf.get(), &delivery);
+  const client_ptr producer = make_client(RD_KAFKA_PRODUCER, std::move(conf));
+
+  const int partitions = topic_partitions(*fetch_metadata(producer.get()), topic);
+  if (partition < 0 || partition >= partitions) {
+    throw std::invalid_argument("produce_records: topic " + topic + " has no partition " + std::to_string(partition));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    auto& next = next_seq_[topic];
+    if (next.size() < static_cast<std::size_t>(partitions)) next.resize(static_cast<std::size_t>(partitions), 0);
+    next[static_cast<std::size_t>(partition)] += static_cast<std::int64_t>(records.size());
+  }
+
+  for (const auto& r : records) {
+    std::vector<rd_kafka_vu_t> vus(6 + r.headers.size());
+    std::size_t n = 0;
+    vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vus[n++].u.cstr = topic.c_str();
+    vus[n].vtype = RD_KAFKA_VTYPE_PARTITION;
+    vus[n++].u.i32 = partition;
+    // A null pointer is a null key or value; an empty string is an empty one.
+    vus[n].vtype = RD_KAFKA_VTYPE_KEY;
+    vus[n].u.mem.ptr = r.key ? const_cast<char*>(r.key->data()) : nullptr;
+    vus[n++].u.mem.size = r.key ? r.key->size() : 0;
+    vus[n].vtype = RD_KAFKA_VTYPE_VALUE;
+    vus[n].u.mem.ptr = r.value ? const_cast<char*>(r.value->data()) : nullptr;
+    vus[n++].u.mem.size = r.value ? r.value->size() : 0;
+    vus[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vus[n++].u.i = RD_KAFKA_MSG_F_COPY;
+    for (const auto& [name, value] : r.headers) {
+      vus[n].vtype = RD_KAFKA_VTYPE_HEADER;
+      vus[n].u.header.name = name.c_str();
+      vus[n].u.header.val = value ? value->data() : nullptr;
+      vus[n++].u.header.size = value ? static_cast<ssize_t>(value->size()) : -1;
+    }
+    if (r.timestamp > 0) {
+      vus[n].vtype = RD_KAFKA_VTYPE_TIMESTAMP;
+      vus[n++].u.i64 = r.timestamp;
+    }
+    rd_kafka_error_t* error = rd_kafka_produceva(producer.get(), vus.data(), n);
+    if (error != nullptr) {
+      const std::string message = rd_kafka_error_string(error);
+      rd_kafka_error_destroy(error);
+      throw std::runtime_error("produce_records to " + topic + " [" + std::to_string(partition) + "]: " + message);
+    }
+  }
+  wait_for_delivery(producer.get(), delivery, static_cast<std::int64_t>(records.size()), topic);
 }
 
 void mock_cluster::push_request_errors(std::int16_t api_key, const std::vector<std::int16_t>& codes) {

@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -175,6 +176,19 @@ class mock_cluster {
   std::vector<std::int64_t> produce_with_headers(const std::string& topic, std::int64_t count,
                                                  const std::string& compression = "none",
                                                  std::int32_t partition = -1, std::size_t value_size = 100);
+
+  /// A record for produce_records(); std::nullopt is a null key, value or header value.
+  struct seed_record {
+    std::optional<std::string> key;
+    std::optional<std::string> value;
+    std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+    std::int64_t timestamp = 0;  // CreateTime, epoch ms; 0: the producer's clock
+  };
+
+  /// Produces `records`, in order and uncompressed, to one partition of an existing topic, and
+  /// returns once every one is acknowledged. They count towards the partition's n (see the top of
+  /// this file), so produce() afterwards keeps n equal to the offset. Throws like produce().
+  void produce_records(const std::string& topic, std::int32_t partition, const std::vector<seed_record>& records);
 
   // ---- fault injection -----------------------------------------------------------------------
 
