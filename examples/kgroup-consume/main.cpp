@@ -826,18 +826,8 @@ using partition_set = std::set<kgroup::topic_partition>;
 // offset query throws, and the run ends with an error.
 void seek_to_start(kgroup::Consumer& c, const start_offset& s, const partition_set& parts) {
   using kind = start_offset::kind;
-  // First wait until the consumer has settled where the partitions start by itself (committed
-  // offset or auto.offset.reset). A reset answer that arrives after a seek overrides it (kgroup
-  // 0.1): seek_to_end() right after assign() read from the beginning, and seek() could leave the
-  // partition stalled. With auto.offset.reset=none and nothing committed there is no start of
-  // its own, and the seek below gives it one.
-  for (const auto& tp : parts) {
-    try {
-      (void)c.position(tp);
-    } catch (const kgroup::error& e) {
-      if (e.code() != make_error_code(kgroup::client_errc::offset_out_of_range)) throw;
-    }
-  }
+  // (A seek wins over the consumer's own start, committed offset or auto.offset.reset, even while
+  // that is still being looked up.)
   switch (s.what) {
     case kind::beginning:
       c.seek_to_beginning(parts);

@@ -370,6 +370,7 @@ class Consumer::impl {
     p.position = offset;
     p.epoch = epoch;
     p.user_seeked = true;
+    ++p.seeks_in_flight;
     drop_current(tp);
     {
       // What auto-commit commits is the seek target from now on (Java's allConsumed(): the
@@ -388,6 +389,7 @@ class Consumer::impl {
       p.position = -1;
       p.epoch = -1;
       p.user_seeked = false;
+      ++p.seeks_in_flight;
       drop_current(tp);
     }
     post([this, tps, beginning] { fetcher_->seek_to(tps, beginning); });
@@ -611,6 +613,9 @@ class Consumer::impl {
     std::int64_t log_start_offset = -1;  // from the last fetched data (metrics: records-lead)
     bool paused = false;
     bool user_seeked = false;  // a user seek() wins over the initial committed position
+    // seek()/seek_to_*() calls the fetcher has not applied yet: position events until then were
+    // computed before them (a reset answer in flight) and are ignored.
+    int seeks_in_flight = 0;
   };
 
   // The fetched data poll() is reading through, one partition's response at a time.
@@ -1292,6 +1297,12 @@ class Consumer::impl {
         std::lock_guard lock(shared_.mutex);
         shared_.fatal = *f;
       } else if (auto* pe = std::get_if<detail::position_event>(&e)) {
+        if (pe->seek_applied) {
+          if (auto it = parts_.find(pe->tp); it != parts_.end() && it->second.seeks_in_flight > 0)
+            --it->second.seeks_in_flight;
+          continue;
+        }
+        if (auto it = parts_.find(pe->tp); it != parts_.end() && it->second.seeks_in_flight > 0) continue;
         bool owned;
         {
           std::lock_guard lock(shared_.mutex);

@@ -171,6 +171,7 @@ void fetcher::assign(const std::set<topic_partition>& owned, bool manual) {
 }
 
 void fetcher::seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch) {
+  shared_.push(detail::position_event{tp, offset, false, epoch, true});
   auto it = parts_.find(tp);
   if (it == parts_.end()) return;
   it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
@@ -189,6 +190,7 @@ void fetcher::refetch(const topic_partition& tp, std::int64_t offset, std::int32
 
 void fetcher::seek_to(const std::set<topic_partition>& tps, bool beginning) {
   for (const auto& tp : tps) {
+    shared_.push(detail::position_event{tp, -1, false, -1, true});
     auto it = parts_.find(tp);
     if (it == parts_.end()) continue;
     it->second.state = pstate::needs_reset;
@@ -390,9 +392,13 @@ void fetcher::send_list_offsets() {
     req.replica_id = -1;
     req.isolation_level = opts_.isolation_level;
     std::map<std::string, std::size_t> index;
+    // Each request's answer applies only while it is the partition's latest: a seek_to_*() can
+    // start a new reset while an older one is in flight (the older answer is then stale).
+    std::map<topic_partition, std::uint64_t> seqs;
     for (const auto& tp : tps) {
       auto& p = parts_[tp];
       p.state = pstate::resetting;
+      seqs[tp] = ++p.reset_seq;
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
       // current_leader_epoch travels from v4 on (the leader fences a stale one).
@@ -404,16 +410,24 @@ void fetcher::send_list_offsets() {
         [](protocol::list_offsets_request& r, std::int16_t version) {
           if (version < 2) r.isolation_level = 0;
         },
-        [self = shared_from_this(), tps](std::error_code ec, const protocol::list_offsets_response& r,
-                                         const net::response_frame&) {
+        [self = shared_from_this(), tps, seqs](std::error_code ec, const protocol::list_offsets_response& r,
+                                               const net::response_frame&) {
           if (self->stopped_) return;
+          const auto current = [&](const topic_partition& tp) -> part* {
+            auto it = self->parts_.find(tp);
+            const auto s = seqs.find(tp);
+            if (it == self->parts_.end() || s == seqs.end() || it->second.state != pstate::resetting ||
+                it->second.reset_seq != s->second)
+              return nullptr;
+            return &it->second;
+          };
           std::set<topic_partition> answered;
           if (!ec) {
             for (const auto& t : r.topics) {
               for (const auto& p : t.partitions) {
                 topic_partition tp{t.name, p.partition_index};
                 auto it = self->parts_.find(tp);
-                if (it == self->parts_.end() || it->second.state != pstate::resetting) continue;
+                if (!current(tp)) continue;
                 if (p.error_code != 0 || p.offset < 0) {
                   if (refresh_worthy(p.error_code)) self->maybe_refresh_metadata();
                   continue;
@@ -430,9 +444,7 @@ void fetcher::send_list_offsets() {
           }
           for (const auto& tp : tps) {
             if (answered.count(tp)) continue;
-            auto it = self->parts_.find(tp);
-            if (it != self->parts_.end() && it->second.state == pstate::resetting)
-              it->second.state = pstate::needs_reset;
+            if (auto* p = current(tp)) p->state = pstate::needs_reset;
           }
           if (answered.size() != tps.size()) self->schedule_retry();
           self->pump();

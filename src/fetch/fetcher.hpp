@@ -133,6 +133,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
     bool in_flight = false;
     bool reset_forced = false;          // announce the reset position as forced (seek_to_*, out of range)
     std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
+    std::uint64_t reset_seq = 0;        // ListOffsets requests sent for resets (the last one counts)
     std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
     bool reported_missing = false;
     // KIP-392: the replica the leader told this member to read from, until `replica_until`; -1

@@ -46,6 +46,9 @@ struct position_event {
   std::int64_t offset = 0;
   bool forced = false;
   std::int32_t epoch = -1;  // leader epoch of the record before `offset`; -1 unknown
+  // Not a position: the fetcher applied one of the user's seeks here. Position events of the
+  // partition queued before it were computed before that seek and are stale.
+  bool seek_applied = false;
 };
 /// A per-partition data-path error for poll() to raise (offset out of range with reset none,
 /// partition gone from metadata, log truncation with reset none).

@@ -548,3 +548,43 @@ TEST_CASE("client.rack: records are read from the replica the leader names, and 
   CHECK(read_replica() == 1);
   c.close(5s);
 }
+
+// A seek made while the consumer is still finding its starting position (the auto.offset.reset
+// ListOffsets in flight) wins: the answer of the older request neither moves the fetcher nor the
+// position poll() reads from. Found by kgroup-consume -o end, which read from the beginning, and
+// -o N, which stalled. The delays sweep the window in which the first ListOffsets is in flight.
+TEST_CASE("a seek while the initial offset reset is in flight wins over the reset's answer", "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 1);
+  mc.produce("t", 100);
+  mc.set_rtt(-1, 150);
+  const kgroup::topic_partition tp{"t", 0};
+  for (const int delay_ms : {0, 50, 150, 300, 450, 600}) {
+    for (const bool to_end : {true, false}) {
+      INFO("seek " << (to_end ? "to end" : "to 60") << " " << delay_ms << " ms after assign()");
+      auto cfg = consumer_config(mc, "");
+      kgroup::Consumer c(cfg);
+      c.assign({tp});
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      if (to_end) {
+        c.seek_to_end({tp});
+      } else {
+        c.seek(tp, 60);
+      }
+      std::vector<std::int64_t> got;
+      const auto deadline = std::chrono::steady_clock::now() + (to_end ? 1500ms : 5s);
+      while (std::chrono::steady_clock::now() < deadline && got.size() < 40) {
+        for (const auto& r : c.poll(50ms)) got.push_back(r.offset);
+      }
+      if (to_end) {
+        CHECK(got.empty());
+        CHECK(c.position(tp) == 100);
+      } else {
+        REQUIRE(got.size() == 40);
+        CHECK(got.front() == 60);
+        CHECK(got.back() == 99);
+      }
+      c.close(2s);
+    }
+  }
+}
