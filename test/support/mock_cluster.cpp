@@ -150,6 +150,30 @@ void on_delivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* msg, void* opaque
   }
 }
 
+// The idempotent producer every seeding call uses: idempotence keeps each partition's records in
+// order and free of duplicates across retries, which is what makes n equal the offset. With
+// `compression` (produce()): sized for large seeds (the whole seed fits in the queue, full
+// batches); without (produce_records()): defaults.
+client_ptr make_seed_producer(const std::string& bootstrap, delivery_state& delivery, const std::string* compression) {
+  conf_ptr conf(rd_kafka_conf_new());
+  apply_log_settings(conf.get());
+  set_config(conf.get(), "bootstrap.servers", bootstrap);
+  set_config(conf.get(), "client.id", "kgroup-mock-seeder");
+  set_config(conf.get(), "enable.idempotence", "true");
+  if (compression) {
+    set_config(conf.get(), "compression.codec", *compression);
+    set_config(conf.get(), "queue.buffering.max.messages", "2000000");
+    set_config(conf.get(), "queue.buffering.max.kbytes", "2097152");
+    set_config(conf.get(), "batch.num.messages", "10000");
+  }
+  set_config(conf.get(), "linger.ms", "5");
+  set_config(conf.get(), "message.timeout.ms", std::to_string(message_timeout_ms));
+  set_config(conf.get(), "allow.auto.create.topics", "false");
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), on_delivery);
+  rd_kafka_conf_set_opaque(conf.get(), &delivery);
+  return make_client(RD_KAFKA_PRODUCER, std::move(conf));
+}
+
 // Flushes `producer` and throws unless all `count` records were acknowledged.
 void wait_for_delivery(rd_kafka_t* producer, const delivery_state& delivery, std::int64_t count,
                        const std::string& topic) {
@@ -419,24 +443,7 @@ std::vector<std::int64_t> mock_cluster::produce_impl(const std::string& topic, s
   if (count < 0) throw std::invalid_argument("produce: negative count");
 
   delivery_state delivery;
-  conf_ptr conf(rd_kafka_conf_new());
-  apply_log_settings(conf.get());
-  set_config(conf.get(), "bootstrap.servers", bootstrap_servers_);
-  set_config(conf.get(), "client.id", "kgroup-mock-seeder");
-  set_config(conf.get(), "compression.codec", compression);
-  // Idempotence keeps each partition's records in order and free of duplicates across retries,
-  // which is what makes n equal the offset.
-  set_config(conf.get(), "enable.idempotence", "true");
-  // Large seeds: room for the whole seed in the queue, full batches, little lingering.
-  set_config(conf.get(), "queue.buffering.max.messages", "2000000");
-  set_config(conf.get(), "queue.buffering.max.kbytes", "2097152");
-  set_config(conf.get(), "linger.ms", "5");
-  set_config(conf.get(), "batch.num.messages", "10000");
-  set_config(conf.get(), "message.timeout.ms", std::to_string(message_timeout_ms));
-  set_config(conf.get(), "allow.auto.create.topics", "false");
-  rd_kafka_conf_set_dr_msg_cb(conf.get(), on_delivery);
-  rd_kafka_conf_set_opaque(conf.get(), &delivery);
-  const client_ptr producer = make_client(RD_KAFKA_PRODUCER, std::move(conf));
+  const client_ptr producer = make_seed_producer(bootstrap_servers_, delivery, &compression);
 
   const int partitions = topic_partitions(*fetch_metadata(producer.get()), topic);
   if (partitions < 1) throw std::runtime_error("topic " + topic + " has no partitions");
@@ -525,17 +532,7 @@ std::vector<std::int64_t> mock_cluster::produce_impl(const std::string& topic, s
 void mock_cluster::produce_records(const std::string& topic, std::int32_t partition,
                                    const std::vector<seed_record>& records) {
   delivery_state delivery;
-  conf_ptr conf(rd_kafka_conf_new());
-  apply_log_settings(conf.get());
-  set_config(conf.get(), "bootstrap.servers", bootstrap_servers_);
-  set_config(conf.get(), "client.id", "kgroup-mock-seeder");
-  set_config(conf.get(), "enable.idempotence", "true");  // in order, once
-  set_config(conf.get(), "linger.ms", "5");
-  set_config(conf.get(), "message.timeout.ms", std::to_string(message_timeout_ms));
-  set_config(conf.get(), "allow.auto.create.topics", "false");
-  rd_kafka_conf_set_dr_msg_cb(conf.get(), on_delivery);
-  rd_kafka_conf_set_opaque(conf.get(), &delivery);
-  const client_ptr producer = make_client(RD_KAFKA_PRODUCER, std::move(conf));
+  const client_ptr producer = make_seed_producer(bootstrap_servers_, delivery, nullptr);
 
   const int partitions = topic_partitions(*fetch_metadata(producer.get()), topic);
   if (partition < 0 || partition >= partitions) {
