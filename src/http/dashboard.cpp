@@ -490,8 +490,9 @@ async function refreshGroup() {
     if (!res.ok) throw new Error("HTTP " + res.status);
     const g = await res.json();
     drawGroup(g);
-    // The first request after a quiet spell starts the gathering: ask again soon.
-    return g.age_ms === null;
+    // The first request after a quiet spell starts the gathering: ask again soon (unless it
+    // failed: then the regular pace is enough to see it recover).
+    return g.age_ms === null && !g.error;
   } catch (e) {
     $("group-summary").textContent = "group view unavailable (" + e.message + ")";
     return false;
