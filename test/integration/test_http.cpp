@@ -31,8 +31,10 @@
 #include <boost/beast/http/write.hpp>
 #include <catch2/catch.hpp>
 
+#include "assign/consumer_protocol.hpp"
 #include "base/group_view.hpp"
 #include "browser.hpp"
+#include "fetch/group_observer.hpp"
 #include "group_harness.hpp"
 #include "group_proxy.hpp"
 #include "kgroup/consumer.hpp"
@@ -535,6 +537,10 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
   return n;
+}
+
+std::string render_json_error(const json& j) {
+  return j["error"].is_null() ? std::string("error: null") : "error: " + j["error"].str();
 }
 
 // Three members (one whose assignment bytes did not decode), two topics, one unowned partition,
@@ -1143,6 +1149,64 @@ TEST_CASE("http: GET /group serves the group view and the dashboard draws it as 
     CHECK(j["partitions"][3]["end_offset"].num() == 10);
   }
 
+  SECTION("the view of a DescribeGroups answer: bad bytes, another protocol type, double claims, unowned") {
+    using described = kgroup::protocol::describe_groups_response::described_group;
+    const auto assignment = [](std::vector<kgroup::TopicPartitions> parts) {
+      kgroup::MemberAssignment a;
+      a.partitions = std::move(parts);
+      kgroup::protocol::bytes out;
+      REQUIRE_FALSE(kgroup::assign::encode_assignment(a, 1, out));
+      return out;
+    };
+    kgroup::MemberSubscription sub;
+    sub.topics = {"orders", "audit"};
+    kgroup::protocol::bytes sub_bytes;
+    REQUIRE_FALSE(kgroup::assign::encode_subscription(sub, 1, sub_bytes));
+    described g;
+    g.group_id = "orders-app";
+    g.group_state = "Stable";
+    g.protocol_type = "consumer";
+    g.protocol_data = "range";
+    g.members.push_back({"a", std::nullopt, "app-a", "/10.0.0.1", sub_bytes, assignment({{"orders", {1, 0}}})});
+    // Version 0, then a topic count far beyond the bytes: must be this member's error only.
+    g.members.push_back({"b", "pod-b", "app-b", "/10.0.0.2", {0xff}, {0x00, 0x00, 0x7f, 0xff, 0xff, 0xff}});
+    g.members.push_back({"c", std::nullopt, "app-c", "/10.0.0.3", {}, {}});  // left out by the leader: empty
+    g.members.push_back({"d", std::nullopt, "app-d", "/10.0.0.4", sub_bytes, assignment({{"orders", {1, 2}}})});
+    kgroup::base::group_view v;
+    kgroup::fetch::build_members(g, {{"orders", 4}, {"audit", 2}, {"other", 9}}, v);
+    REQUIRE(v.members.size() == 4);
+    CHECK(v.members[0].partitions == std::vector<kgroup::topic_partition>{{"orders", 0}, {"orders", 1}});
+    CHECK(v.members[0].error.empty());
+    CHECK(v.members[1].partitions.empty());
+    CHECK(v.members[1].error.find("6 bytes does not decode") != std::string::npos);
+    CHECK(v.members[1].instance_id == "pod-b");
+    CHECK(v.members[2].partitions.empty());
+    CHECK(v.members[2].error.empty());
+    CHECK(v.members[3].partitions == std::vector<kgroup::topic_partition>{{"orders", 1}, {"orders", 2}});
+    std::vector<std::pair<std::string, std::string>> owners;  // "topic-p", owner
+    for (const auto& p : v.partitions) {
+      owners.emplace_back(p.partition.topic + "-" + std::to_string(p.partition.partition), p.owner);
+      CHECK(p.committed == -1);
+      CHECK(p.lag == -1);
+    }
+    // Subscribed topics' partitions nobody owns are listed too; "other" is nobody's subscription.
+    CHECK(owners == std::vector<std::pair<std::string, std::string>>{{"audit-0", ""},
+                                                                      {"audit-1", ""},
+                                                                      {"orders-0", "a"},
+                                                                      {"orders-1", "a"},
+                                                                      {"orders-2", "d"},
+                                                                      {"orders-3", ""}});
+    // Another protocol's bytes are not read at all.
+    g.protocol_type = "connect";
+    kgroup::fetch::build_members(g, {{"orders", 4}}, v);
+    REQUIRE(v.members.size() == 4);
+    for (const auto& m : v.members) {
+      CHECK(m.partitions.empty());
+      CHECK(m.error.find("not the consumer protocol") != std::string::npos);
+    }
+    CHECK(v.partitions.empty());
+  }
+
   SECTION("without a group view (no provider) /group is 404 and the page hides its group section") {
     running_server plain(test_options());
     client cl(plain.endpoint());
@@ -1216,10 +1280,27 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   for (int p = 0; p < 6; ++p) committed[{"orders", p}] = p + 1;
   committed[{"audit", 0}] = 4;
   {
-    kgroup::Consumer seeder({{"bootstrap.servers", bootstrap}, {"group.id", group}, {"client.id", "seeder"}});
+    // The seeder talks to the mock directly: without the proxy nobody can describe the group, and
+    // its view says so (found through its own coordinator lookup: it is not a member).
+    kgroup::Consumer seeder({{"bootstrap.servers", mc.bootstrap_servers()},
+                             {"group.id", group},
+                             {"client.id", "seeder"},
+                             {"observability.http.listen", "127.0.0.1:0"}});
     kgroup::OffsetMap offsets;
     for (const auto& [tp, off] : committed) offsets[tp].offset = off;
     seeder.commit_sync(offsets, 30s);
+    json j;
+    CHECK(eventually(
+        [&] {
+          client cl(seeder.http_endpoint());
+          j = parse_json(cl.get("/group").body());
+          return !j["error"].is_null();
+        },
+        20s, 100ms));
+    INFO(render_json_error(j));
+    CHECK(j["error"].str().find("the coordinator cannot describe groups") == 0);
+    CHECK(j["age_ms"].is_null());
+    CHECK(j["members"].size() == 0);
     seeder.close(5s);
   }
   const auto end_offset = [](const kgroup::topic_partition& tp) { return tp.topic == "orders" ? 20 : 10; };
@@ -1293,7 +1374,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
       return !v["age_ms"].is_null() && v["members"].size() == 2 && v["partitions"].size() == all.size() &&
              v["error"].is_null() && members_by_id(v).count(a_id) && members_by_id(v).count(b_id);
     });
-    INFO((j["error"].is_null() ? std::string("no error") : j["error"].str()));
+    INFO(render_json_error(j));
     CHECK(j["group"].str() == group);
     CHECK(j["state"].str() == "Stable");
     CHECK(j["protocol_type"].str() == "consumer");
