@@ -61,7 +61,7 @@ const std::vector<ConfigKey> key_table = {
     {"rebalance.listener.thread", "poll", "enum", 0, 0, "poll,heartbeat", "where rebalance listener callbacks run"},
     // kgroup's own keys (librdkafka has statistics.interval.ms with the same meaning).
     {"statistics.interval.ms", "0", "int", 0, 86400000, "", "interval of the statistics callback (Consumer::set_statistics_callback); 0 = off"},
-    {"observability.http.listen", "", "string", 0, 0, "", "host:port of the embedded HTTP endpoint (/metrics, /status, dashboard); empty = off, port 0 = any free port"},
+    {"observability.http.listen", "", "string", 0, 0, "", "host:port of the embedded HTTP endpoint (/metrics, /status, /group, dashboard); empty = off, port 0 = any free port"},
 };
 
 const ConfigKey* find_key(std::string_view name) {

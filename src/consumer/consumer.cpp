@@ -18,6 +18,7 @@
 #include "consumer/make_metrics.hpp"
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
+#include "fetch/group_observer.hpp"
 #include "fetch/txn_filter.hpp"
 #include "kgroup_build_config.hpp"
 #if KGROUP_WITH_HTTP
@@ -518,6 +519,13 @@ class Consumer::impl {
     }
     http::server_options so;
     so.listen = listen;
+    // GET /group: the whole group's view, gathered on this thread only while it is asked for.
+    fetch::group_observer_options go;
+    go.group_id = config_.get("group.id");
+    go.request_timeout = std::min(config_.get_ms("request.timeout.ms"), std::chrono::milliseconds(5000));
+    group_observer_ =
+        std::make_shared<fetch::group_observer>(io_, cluster_, fetcher_, go, [this] { return identity(); });
+    so.group_view = [o = group_observer_] { return o->view(); };
     http_ = std::make_unique<http::server>(io_, so, [this] {
       std::lock_guard lock(shared_.mutex);
       return detail::make_metrics(shared_, metrics_id_, clock::now(), std::chrono::system_clock::now());
@@ -529,7 +537,7 @@ class Consumer::impl {
     }
     std::lock_guard lock(shared_.mutex);
     shared_.metrics.http_endpoint = http_->endpoint();
-    logger()->info("observability endpoint on http://{}/ (/metrics, /status)", http_->endpoint());
+    logger()->info("observability endpoint on http://{}/ (/metrics, /status, /group)", http_->endpoint());
 #endif
   }
 
@@ -1093,6 +1101,7 @@ class Consumer::impl {
     asio::post(io_, [this] {
 #if KGROUP_WITH_HTTP
       if (http_) http_->stop();
+      if (group_observer_) group_observer_->shutdown();
 #endif
       driver_->shutdown();
       fetcher_->shutdown();
@@ -1364,6 +1373,7 @@ class Consumer::impl {
   asio::io_context io_;
 #if KGROUP_WITH_HTTP
   std::unique_ptr<http::server> http_;  // after io_: destroyed before it
+  std::shared_ptr<fetch::group_observer> group_observer_;  // what GET /group shows; with http_ only
 #endif
   std::shared_ptr<net::cluster> cluster_;
   std::shared_ptr<net::group_driver> driver_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fetch/offset_fetch.hpp"
 #include "kgroup/log.hpp"
 
 namespace kgroup::fetch {
@@ -36,37 +37,6 @@ bool refresh_worthy(std::int16_t code) {
       return true;
     default:
       return false;
-  }
-}
-
-// OffsetFetch v8+ moved the group and its topics into a groups array (KIP-709); require_stable
-// exists from v7.
-void adjust_offset_fetch(protocol::offset_fetch_request& r, std::int16_t version) {
-  if (version >= 8) {
-    protocol::offset_fetch_request::offset_fetch_request_group g;
-    g.group_id = r.group_id;
-    g.topics.emplace();
-    for (auto& t : *r.topics) g.topics->push_back({t.name, t.partition_indexes});
-    r.groups = {std::move(g)};
-    r.group_id.clear();
-    r.topics->clear();
-  }
-  if (version < 7) r.require_stable = false;
-}
-
-// Calls fn(topic, partition, offset, metadata, epoch, error) for every partition of an OffsetFetch
-// answer, whichever layout (v0-7 topics, v8+ groups) it has.
-template <class Fn>
-void for_each_committed(const protocol::offset_fetch_response& r, Fn&& fn) {
-  for (const auto& t : r.topics) {
-    for (const auto& p : t.partitions)
-      fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.committed_leader_epoch, p.error_code);
-  }
-  for (const auto& g : r.groups) {
-    for (const auto& t : g.topics) {
-      for (const auto& p : t.partitions)
-        fn(t.name, p.partition_index, p.committed_offset, p.metadata, p.committed_leader_epoch, p.error_code);
-    }
   }
 }
 

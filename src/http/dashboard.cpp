@@ -4,7 +4,10 @@
 //
 // Stable hooks for tests and scripts: every timeline row is `g.partition-row[data-partition=
 // "topic-N"]` with the name as its text; every rebalance is `g.rebalance-marker[data-cause]` with
-// the cause as its text; the poll gauge is `#poll-gauge`. All server strings go through
+// the cause as its text; the poll gauge is `#poll-gauge`. The group map (`table#group-map`, from
+// polling `group` every 2 s) has one `tr.group-member[data-member="<member id>"]` per member
+// (`data-self="true"` on this consumer's), and in it one `td.group-cell[data-partition="topic-N"]`
+// per partition, `data-owned="true"` with the lag as its text where that member owns it. All server strings go through
 // textContent (never innerHTML), so a hostile group or topic name cannot inject markup.
 #include <string_view>
 
@@ -55,6 +58,23 @@ svg .muted { fill:var(--muted); }
 select { font:inherit; font-size:12px; }
 #gauge-text { text-align:center; color:var(--muted); font-size:12px; }
 .empty { color:var(--muted); font-style:italic; }
+.map-wrap { overflow-x:auto; }
+#group-map { width:auto; border-collapse:separate; border-spacing:2px; font-size:11px; }
+#group-map th, #group-map td { border:0; padding:0 2px; }
+#group-map th.topic { text-align:center; color:var(--fg); border-bottom:2px solid var(--line); }
+#group-map th.pnum { text-align:center; min-width:30px; }
+#group-map th.member { text-align:left; padding-right:10px; white-space:nowrap; color:var(--fg); font-weight:500;
+                       max-width:260px; overflow:hidden; text-overflow:ellipsis; }
+#group-map tr[data-self="true"] th.member { color:var(--accent); font-weight:700; }
+#group-map tr[data-self="true"] th.member::before { content:"\25B6  "; }
+#group-map tr[data-self="true"] td.group-cell { box-shadow:inset 0 0 0 1px var(--accent); }
+#group-map td.group-cell { min-width:30px; height:20px; text-align:center; border-radius:3px; background:var(--bg);
+                           font-variant-numeric:tabular-nums; }
+#group-map td.group-cell[data-owned="true"] { color:#fff; font-weight:600; }
+#group-map td.note { color:var(--muted); white-space:nowrap; padding-left:8px; }
+#group-map td.note.bad { color:var(--bad); }
+#group-error { color:var(--bad); font-size:13px; margin-bottom:6px; }
+#group-error:empty { display:none; }
 @media (max-width: 800px) { main { grid-template-columns:1fr; } }
 </style>
 </head>
@@ -66,6 +86,11 @@ select { font:inherit; font-size:12px; }
 </header>
 <main>
   <section class="card wide"><div class="stats" id="stats"></div></section>
+  <section class="card wide" id="group-card">
+    <div class="tl-head"><h2>Group: members &times; partitions (lag)</h2><div class="ident" id="group-summary">gathering the group view…</div></div>
+    <div id="group-error"></div>
+    <div class="map-wrap"><table id="group-map"></table></div>
+  </section>
   <section class="card">
     <div class="tl-head"><h2>Partitions of this member over time</h2>
       <label class="ident">window
@@ -359,10 +384,130 @@ async function refresh() {
     $("live").className = "";
   }
 }
+// ---- the group map: members (rows) x partitions (columns, grouped by topic) ----
+
+const fmtLag = (v) => v === null || v === undefined ? "?" : v < 1000 ? String(v) :
+  v < 1e6 ? (v / 1e3).toFixed(v < 1e4 ? 1 : 0) + "k" : (v / 1e6).toFixed(v < 1e7 ? 1 : 0) + "M";
+// Colour of an owned cell: green when caught up, amber to red as the lag grows (log scale against
+// the largest lag in the group), grey when the lag is unknown.
+function lagColor(lag, maxLag) {
+  if (lag === null || lag === undefined) return "#8a93a3";
+  if (lag === 0) return "hsl(145,50%,40%)";
+  const f = maxLag > 0 ? Math.log1p(lag) / Math.log1p(maxLag) : 1;
+  return "hsl(" + Math.round(42 - 42 * f) + ",80%," + Math.round(52 - 14 * f) + "%)";
+}
+
+function drawGroup(g) {
+  const map = $("group-map"), parts = g.partitions || [], members = g.members || [];
+  const owned = parts.filter((p) => p.owner !== null);
+  const lags = parts.map((p) => p.lag).filter((v) => v !== null);
+  const maxLag = lags.length ? Math.max(...lags) : 0;
+  const summary = [g.state || "state unknown", g.protocol || null, members.length + " member" + (members.length === 1 ? "" : "s"),
+    parts.length + " partition" + (parts.length === 1 ? "" : "s"), lags.length ? "total lag " + lags.reduce((a, b) => a + b, 0) : null,
+    g.generation !== null ? "generation " + g.generation : null,
+    g.age_ms === null ? (g.refreshing ? "gathering…" : "not gathered yet") : "updated " + fmtDur(g.age_ms) + " ago"];
+  $("group-summary").textContent = summary.filter((x) => x !== null).join(" · ");
+  $("group-error").textContent = g.error ? "\u26A0 " + g.error : "";
+  map.replaceChildren();
+  if (!members.length && !parts.length) {
+    if (g.age_ms !== null) { const tr = h("tr"); tr.appendChild(h("td", "no members", "empty")); map.appendChild(tr); }
+    return;
+  }
+  const byPart = new Map(parts.map((p) => [pname(p), p]));
+  // A line before the first partition of every topic but the first keeps the topics apart.
+  const topicStart = new Set(parts.filter((p, i) => i > 0 && parts[i - 1].topic !== p.topic).map(pname));
+  // Columns: every partition of the view, grouped by topic (the server sends them sorted).
+  const thead = h("thead"), topics = h("tr"), nums = h("tr");
+  topics.appendChild(h("th"));
+  nums.appendChild(h("th", "member", "member"));
+  let prev = null, span = null;
+  for (const p of parts) {
+    if (p.topic !== prev) {
+      span = h("th", p.topic, "topic");
+      span.colSpan = 0;
+      if (prev !== null) span.style.borderLeft = "2px solid var(--muted)";
+      topics.appendChild(span);
+      prev = p.topic;
+    }
+    span.colSpan += 1;
+    const th = h("th", String(p.partition), "pnum");
+    th.setAttribute("data-partition", pname(p));
+    if (topicStart.has(pname(p))) th.style.borderLeft = "2px solid var(--muted)";
+    nums.appendChild(th);
+  }
+  thead.appendChild(topics);
+  thead.appendChild(nums);
+  map.appendChild(thead);
+  const tbody = h("tbody");
+  const row = (id, label, title, self) => {
+    const tr = h("tr", undefined, "group-member");
+    tr.setAttribute("data-member", id);
+    tr.setAttribute("data-self", self ? "true" : "false");
+    const th = h("th", label, "member");
+    th.title = title;
+    tr.appendChild(th);
+    return tr;
+  };
+  const cell = (tr, p, mine, ownerLabel) => {
+    const td = h("td", mine ? fmtLag(p.lag) : "", "group-cell");
+    td.setAttribute("data-partition", pname(p));
+    td.setAttribute("data-owned", mine ? "true" : "false");
+    if (topicStart.has(pname(p))) td.style.borderLeft = "2px solid var(--muted)";
+    if (mine) {
+      td.style.background = lagColor(p.lag, maxLag);
+      td.title = pname(p) + " · " + ownerLabel + "\ncommitted " + (p.committed ?? "none") + " · end " +
+        (p.end_offset ?? "?") + " · lag " + (p.lag ?? "unknown");
+    }
+    tr.appendChild(td);
+  };
+  for (const m of members) {
+    const label = (m.client_id || "?") + " · " + m.member_id.slice(-6);
+    const title = "member " + m.member_id + "\nclient " + m.client_id + "\nhost " + m.host +
+      (m.instance_id ? "\ninstance " + m.instance_id : "") + (m.error ? "\n" + m.error : "");
+    const tr = row(m.member_id, label, title, m.member_id === g.member_id && g.member_id !== "");
+    const mine = new Set(m.partitions.map(pname));
+    for (const p of parts) cell(tr, p, mine.has(pname(p)) && p.owner === m.member_id, m.client_id || m.member_id);
+    let lag = 0, known = false;
+    for (const n of mine) { const p = byPart.get(n); if (p && p.lag !== null) { lag += p.lag; known = true; } }
+    const note = m.error ? h("td", "\u26A0 " + m.error, "note bad")
+                         : h("td", m.partitions.length + " partition" + (m.partitions.length === 1 ? "" : "s") + (known ? " · lag " + lag : ""), "note");
+    tr.appendChild(note);
+    tbody.appendChild(tr);
+  }
+  if (owned.length < parts.length) {
+    const tr = row("", "no owner", "partitions of the subscribed topics that no member owns", false);
+    for (const p of parts) cell(tr, p, p.owner === null, "no owner");
+    tr.appendChild(h("td", (parts.length - owned.length) + " unowned", "note bad"));
+    tbody.appendChild(tr);
+  }
+  map.appendChild(tbody);
+}
+
+async function refreshGroup() {
+  try {
+    const res = await fetch("group", { cache: "no-store" });
+    if (res.status === 404) { $("group-card").style.display = "none"; return null; }  // no group view here
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    const g = await res.json();
+    drawGroup(g);
+    // The first request after a quiet spell starts the gathering: ask again soon (unless it
+    // failed: then the regular pace is enough to see it recover).
+    return g.age_ms === null && !g.error;
+  } catch (e) {
+    $("group-summary").textContent = "group view unavailable (" + e.message + ")";
+    return false;
+  }
+}
+async function pollGroup() {
+  const again = await refreshGroup();
+  if (again !== null) setTimeout(pollGroup, again ? 300 : 2000);
+}
+
 $("window").addEventListener("change", () => last && render(last));
 window.addEventListener("resize", () => last && render(last));
 refresh();
 setInterval(refresh, 1000);
+pollGroup();
 </script>
 </body>
 </html>

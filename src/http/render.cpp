@@ -506,4 +506,76 @@ std::string render_status_json(const ConsumerMetrics& m) {
   return w.take();
 }
 
+
+// ---- GET /group ----
+// Kept apart from the /metrics and /status renderers above: it reads the group view, not a
+// metrics snapshot.
+
+namespace {
+
+void optional_int(json_writer& w, std::string_view k, std::int64_t v) {
+  w.key(k);
+  if (v >= 0) {
+    w.value(v);
+  } else {
+    w.null();
+  }
+}
+
+void optional_string(json_writer& w, std::string_view k, const std::string& v) {
+  w.key(k);
+  if (v.empty()) {
+    w.null();
+  } else {
+    w.value(v);
+  }
+}
+
+}  // namespace
+
+std::string render_group_json(const base::group_view& v) {
+  json_writer w;
+  w.begin_object();
+  w.field("group", v.group_id);
+  w.field("member_id", v.member_id);
+  w.field("state", v.state);
+  w.field("protocol_type", v.protocol_type);
+  w.field("protocol", v.protocol);
+  optional_int(w, "generation", v.generation);
+  optional_int(w, "age_ms", v.age_ms);
+  optional_string(w, "error", v.error);
+  w.field("refreshing", v.refreshing);
+  w.key("members").begin_array();
+  for (const auto& m : v.members) {
+    w.begin_object();
+    w.field("member_id", m.member_id);
+    w.field("client_id", m.client_id);
+    w.field("host", m.host);
+    w.key("instance_id");
+    if (m.instance_id) {
+      w.value(*m.instance_id);
+    } else {
+      w.null();
+    }
+    write_partitions(w, "partitions", m.partitions);
+    optional_string(w, "error", m.error);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("partitions").begin_array();
+  for (const auto& p : v.partitions) {
+    w.begin_object();
+    w.field("topic", p.partition.topic);
+    w.field("partition", p.partition.partition);
+    optional_string(w, "owner", p.owner);
+    optional_int(w, "committed", p.committed);
+    optional_int(w, "end_offset", p.end_offset);
+    optional_int(w, "lag", p.lag);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.take();
+}
+
 }  // namespace kgroup::http

@@ -1,11 +1,12 @@
 // What the embedded HTTP endpoint serves, as pure functions of a metrics snapshot (no Beast, no
 // Asio): the Prometheus text exposition for GET /metrics, the JSON document for GET /status and
-// the dashboard page for GET /.
+// the dashboard page for GET /; and the group view's JSON for GET /group.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "base/group_view.hpp"
 #include "kgroup/metrics.hpp"
 
 namespace kgroup::http {
@@ -20,6 +21,11 @@ std::string render_prometheus(const ConsumerMetrics& m);
 /// strings escaped (control characters as \u00XX, invalid UTF-8 replaced by U+FFFD), non-finite
 /// numbers as null.
 std::string render_status_json(const ConsumerMetrics& m);
+
+/// The /group document: the group's state and protocol, its members with their partitions, and
+/// per partition its owner, committed offset, end offset and lag (null where unknown), with the
+/// view's age and the latest refresh's error. Same escaping rules as /status.
+std::string render_group_json(const base::group_view& v);
 
 /// The self-contained dashboard page (inline CSS, JS and SVG; no external resources). It polls
 /// /status every second. Defined in dashboard.cpp.

@@ -208,6 +208,10 @@ class connection : public std::enable_shared_from_this<connection> {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "application/json");
         res->body() = render_status_json(owner_->snapshot());
+      } else if (target == "/group" && owner_->opts.group_view) {
+        res->result(bhttp::status::ok);
+        res->set(bhttp::field::content_type, "application/json");
+        res->body() = render_group_json(owner_->opts.group_view());
       } else if (target == "/") {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/html; charset=utf-8");
@@ -215,7 +219,8 @@ class connection : public std::enable_shared_from_this<connection> {
       } else {
         res->result(bhttp::status::not_found);
         res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
-        res->body() = "not found; try /, /metrics or /status\n";
+        res->body() = owner_->opts.group_view ? "not found; try /, /metrics, /status or /group\n"
+                                              : "not found; try /, /metrics or /status\n";
       }
     } catch (const std::exception& e) {
       logger()->warn("http: building the response to {} failed: {}", std::string(target), e.what());

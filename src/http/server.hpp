@@ -1,5 +1,5 @@
 // The embedded, read-only HTTP endpoint (issue 6): GET /metrics (Prometheus text), GET /status
-// (JSON) and GET / (the dashboard). It runs on the consumer's background ("heartbeat") thread's
+// (JSON), GET /group (the group view, JSON) and GET / (the dashboard). It runs on the consumer's background ("heartbeat") thread's
 // io_context and reads only snapshots (the `snapshot` function is called there, once per
 // request), so a slow or hostile client never blocks the group: every connection is bounded in
 // request bytes, header count and time, and the number of connections is capped.
@@ -22,6 +22,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "base/group_view.hpp"
 #include "kgroup/metrics.hpp"
 
 namespace boost::asio {
@@ -36,6 +37,10 @@ struct server_options {
   std::size_t max_header_count = 64;
   std::chrono::milliseconds request_timeout{5000};  // for a whole request, and for writing a response
   std::size_t max_connections = 16;
+  /// GET /group: returns the latest group view. Called on the server's thread once per request,
+  /// so it must not wait for anything (the consumer hands out its cached view and marks it
+  /// wanted). Empty: /group answers 404.
+  std::function<base::group_view()> group_view;
 };
 
 /// A parsed listen address. `host` is an IP literal (IPv6 without brackets).

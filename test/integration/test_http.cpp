@@ -31,9 +31,15 @@
 #include <boost/beast/http/write.hpp>
 #include <catch2/catch.hpp>
 
+#include "assign/consumer_protocol.hpp"
+#include "base/group_view.hpp"
 #include "browser.hpp"
+#include "fetch/group_observer.hpp"
+#include "group_harness.hpp"
+#include "group_proxy.hpp"
 #include "kgroup/consumer.hpp"
 #include "mock_cluster.hpp"
+#include "rdkafka_member.hpp"
 #include "http/render.hpp"
 #include "http/server.hpp"
 #include "kgroup/error.hpp"
@@ -536,6 +542,49 @@ bool element_contains(const std::string& dom, const std::string& opening, const 
   if (start == std::string::npos) return false;
   const auto end = dom.find(close, start);
   return end != std::string::npos && dom.substr(start, end - start).find(text) != std::string::npos;
+}
+
+// The part of `dom` from `opening` to the first `close` after it; empty when `opening` is absent.
+std::string element_of(const std::string& dom, const std::string& opening, const std::string& close) {
+  const auto start = dom.find(opening);
+  if (start == std::string::npos) return {};
+  const auto end = dom.find(close, start);
+  return dom.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+std::string render_json_error(const json& j) {
+  return j["error"].is_null() ? std::string("error: null") : "error: " + j["error"].str();
+}
+
+// Three members (one whose assignment bytes did not decode), two topics, one unowned partition,
+// one partition without a committed offset.
+kgroup::base::group_view fake_group_view() {
+  kgroup::base::group_view v;
+  v.group_id = "orders-app";
+  v.member_id = "app-1-aaaa";
+  v.state = "Stable";
+  v.protocol_type = "consumer";
+  v.protocol = "range";
+  v.generation = 7;
+  v.age_ms = 1500;
+  v.members = {
+      {"app-1-aaaa", "app-1", "/10.0.0.1", std::nullopt, {{"audit", 0}, {"orders", 0}, {"orders", 1}}, ""},
+      {"app-2-bbbb", "app-2 \"blue\"\n", "/10.0.0.2", "pod-2", {{"orders", 2}, {"orders", 3}}, ""},
+      {"rdkafka-cccc", "rdkafka-x", "/10.0.0.3", std::nullopt, {},
+       "assignment of 5 bytes does not decode: truncated input"},
+  };
+  v.partitions = {
+      {{"audit", 0}, "app-1-aaaa", 7, 9, 2},       {{"audit", 1}, "", 3, 40, 37},
+      {{"orders", 0}, "app-1-aaaa", 90, 142, 52}, {{"orders", 1}, "app-1-aaaa", -1, 10, -1},
+      {{"orders", 2}, "app-2-bbbb", 5, 5, 0},     {{"orders", 3}, "app-2-bbbb", 0, 1000000, 1000000},
+  };
+  return v;
 }
 
 kgroup::http::server_options test_options() {
@@ -1122,4 +1171,420 @@ TEST_CASE("http: a live consumer serves its metrics, status and dashboard", "[ht
                            std::string(">") + cause + "</text>"));
   }
   c.close(5s);
+}
+
+TEST_CASE("http: GET /group serves the group view and the dashboard draws it as a member x partition map",
+          "[http][browser]") {
+  auto opts = test_options();
+  std::atomic<int> asked{0};
+  opts.group_view = [&asked] {
+    ++asked;
+    return fake_group_view();
+  };
+  running_server srv(opts);
+
+  SECTION("GET /group: members with their partitions, per partition owner, offsets and lag; unknown is null") {
+    client cl(srv.endpoint());
+    const auto res = cl.get("/group");
+    REQUIRE(res.result_int() == 200);
+    CHECK(res[bhttp::field::content_type] == "application/json");
+    CHECK(res[bhttp::field::cache_control] == "no-store");
+    CHECK(asked.load() == 1);
+    const auto j = parse_json(res.body());
+    CHECK(j["group"].str() == "orders-app");
+    CHECK(j["member_id"].str() == "app-1-aaaa");
+    CHECK(j["state"].str() == "Stable");
+    CHECK(j["protocol_type"].str() == "consumer");
+    CHECK(j["protocol"].str() == "range");
+    CHECK(j["generation"].num() == 7);
+    CHECK(j["age_ms"].num() == 1500);
+    CHECK(j["error"].is_null());
+    REQUIRE(j["members"].size() == 3);
+    const auto& m1 = j["members"][0];
+    CHECK(m1["member_id"].str() == "app-1-aaaa");
+    CHECK(m1["client_id"].str() == "app-1");
+    CHECK(m1["host"].str() == "/10.0.0.1");
+    CHECK(m1["instance_id"].is_null());
+    CHECK(m1["error"].is_null());
+    REQUIRE(m1["partitions"].size() == 3);
+    CHECK(m1["partitions"][0]["topic"].str() == "audit");
+    CHECK(m1["partitions"][2]["partition"].num() == 1);
+    CHECK(j["members"][1]["client_id"].str() == "app-2 \"blue\"\n");  // escaped in the document
+    CHECK(j["members"][1]["instance_id"].str() == "pod-2");
+    CHECK(j["members"][2]["partitions"].size() == 0);
+    CHECK(j["members"][2]["error"].str().find("does not decode") != std::string::npos);
+    REQUIRE(j["partitions"].size() == 6);
+    const auto& unowned = j["partitions"][1];
+    CHECK(unowned["topic"].str() == "audit");
+    CHECK(unowned["partition"].num() == 1);
+    CHECK(unowned["owner"].is_null());
+    CHECK(unowned["lag"].num() == 37);
+    const auto& o0 = j["partitions"][2];
+    CHECK(o0["owner"].str() == "app-1-aaaa");
+    CHECK(o0["committed"].num() == 90);
+    CHECK(o0["end_offset"].num() == 142);
+    CHECK(o0["lag"].num() == 52);
+    CHECK(j["partitions"][3]["committed"].is_null());
+    CHECK(j["partitions"][3]["lag"].is_null());
+    CHECK(j["partitions"][3]["end_offset"].num() == 10);
+  }
+
+  SECTION("the view of a DescribeGroups answer: bad bytes, another protocol type, double claims, unowned") {
+    using described = kgroup::protocol::describe_groups_response::described_group;
+    const auto assignment = [](std::vector<kgroup::TopicPartitions> parts) {
+      kgroup::MemberAssignment a;
+      a.partitions = std::move(parts);
+      kgroup::protocol::bytes out;
+      REQUIRE_FALSE(kgroup::assign::encode_assignment(a, 1, out));
+      return out;
+    };
+    kgroup::MemberSubscription sub;
+    sub.topics = {"orders", "audit"};
+    kgroup::protocol::bytes sub_bytes;
+    REQUIRE_FALSE(kgroup::assign::encode_subscription(sub, 1, sub_bytes));
+    described g;
+    g.group_id = "orders-app";
+    g.group_state = "Stable";
+    g.protocol_type = "consumer";
+    g.protocol_data = "range";
+    g.members.push_back({"a", std::nullopt, "app-a", "/10.0.0.1", sub_bytes, assignment({{"orders", {1, 0}}})});
+    // Version 0, then a topic count far beyond the bytes: must be this member's error only.
+    g.members.push_back({"b", "pod-b", "app-b", "/10.0.0.2", {0xff}, {0x00, 0x00, 0x7f, 0xff, 0xff, 0xff}});
+    g.members.push_back({"c", std::nullopt, "app-c", "/10.0.0.3", {}, {}});  // left out by the leader: empty
+    g.members.push_back({"d", std::nullopt, "app-d", "/10.0.0.4", sub_bytes, assignment({{"orders", {1, 2}}})});
+    kgroup::base::group_view v;
+    kgroup::fetch::build_members(g, {{"orders", 4}, {"audit", 2}, {"other", 9}}, v);
+    REQUIRE(v.members.size() == 4);
+    CHECK(v.members[0].partitions == std::vector<kgroup::topic_partition>{{"orders", 0}, {"orders", 1}});
+    CHECK(v.members[0].error.empty());
+    CHECK(v.members[1].partitions.empty());
+    CHECK(v.members[1].error.find("6 bytes does not decode") != std::string::npos);
+    CHECK(v.members[1].instance_id == "pod-b");
+    CHECK(v.members[2].partitions.empty());
+    CHECK(v.members[2].error.empty());
+    CHECK(v.members[3].partitions == std::vector<kgroup::topic_partition>{{"orders", 1}, {"orders", 2}});
+    std::vector<std::pair<std::string, std::string>> owners;  // "topic-p", owner
+    for (const auto& p : v.partitions) {
+      owners.emplace_back(p.partition.topic + "-" + std::to_string(p.partition.partition), p.owner);
+      CHECK(p.committed == -1);
+      CHECK(p.lag == -1);
+    }
+    // Subscribed topics' partitions nobody owns are listed too; "other" is nobody's subscription.
+    CHECK(owners == std::vector<std::pair<std::string, std::string>>{{"audit-0", ""},
+                                                                      {"audit-1", ""},
+                                                                      {"orders-0", "a"},
+                                                                      {"orders-1", "a"},
+                                                                      {"orders-2", "d"},
+                                                                      {"orders-3", ""}});
+    // Another protocol's bytes are not read at all.
+    g.protocol_type = "connect";
+    kgroup::fetch::build_members(g, {{"orders", 4}}, v);
+    REQUIRE(v.members.size() == 4);
+    for (const auto& m : v.members) {
+      CHECK(m.partitions.empty());
+      CHECK(m.error.find("not the consumer protocol") != std::string::npos);
+    }
+    CHECK(v.partitions.empty());
+  }
+
+  SECTION("without a group view (no provider) /group is 404 and the page hides its group section") {
+    running_server plain(test_options());
+    client cl(plain.endpoint());
+    CHECK(cl.get("/group").result_int() == 404);
+  }
+
+  SECTION("headless chromium: one row per member, one cell per partition, the owner's cell filled with its lag") {
+    std::string dom;
+    try {
+      dom = kgroup::test::dump_dom("http://" + srv.endpoint() + "/");
+    } catch (const std::exception& e) {
+      FAIL(e.what());
+    }
+    const auto map = element_of(dom, "<table id=\"group-map\"", "</table>");
+    INFO(map.substr(0, 6000));
+    CHECK(asked.load() >= 1);  // the page asked for /group
+    // Columns: a header cell per partition, grouped under its topic.
+    for (const char* p : {"audit-0", "audit-1", "orders-0", "orders-1", "orders-2", "orders-3"}) {
+      CHECK(map.find(std::string("<th class=\"pnum\" data-partition=\"") + p + "\"") != std::string::npos);
+    }
+    CHECK(map.find(">orders</th>") != std::string::npos);
+    // Rows: the three members and one for the unowned partition.
+    CHECK(count_of(map, "<tr class=\"group-member\"") == 4);
+    const std::map<std::string, std::set<std::string>> owned = {
+        {"app-1-aaaa", {"audit-0", "orders-0", "orders-1"}},
+        {"app-2-bbbb", {"orders-2", "orders-3"}},
+        {"rdkafka-cccc", {}},
+        {"", {"audit-1"}},
+    };
+    const std::map<std::string, std::string> lag_text = {{"audit-0", "2"},  {"audit-1", "37"}, {"orders-0", "52"},
+                                                         {"orders-1", "?"}, {"orders-2", "0"}, {"orders-3", "1.0M"}};
+    for (const auto& [member, parts] : owned) {
+      INFO("member " << member);
+      const auto row = element_of(map, "<tr class=\"group-member\" data-member=\"" + member + "\"", "</tr>");
+      REQUIRE_FALSE(row.empty());
+      CHECK(row.find(std::string("data-self=\"") + (member == "app-1-aaaa" ? "true" : "false") + "\"") !=
+            std::string::npos);
+      CHECK(count_of(row, "<td class=\"group-cell\"") == 6);
+      for (const auto& [p, text] : lag_text) {
+        INFO(p);
+        const std::regex cell("<td class=\"group-cell\" data-partition=\"" + p + "\" data-owned=\"(true|false)\"[^>]*>([^<]*)</td>");
+        std::smatch m;
+        REQUIRE(std::regex_search(row, m, cell));
+        CHECK((m[1] == "true") == (parts.count(p) == 1));
+        CHECK(m[2] == (parts.count(p) ? text : ""));
+      }
+    }
+    // The member whose assignment could not be read says so; the summary names state and assignor.
+    CHECK(element_contains(map, "<tr class=\"group-member\" data-member=\"rdkafka-cccc\"", "does not decode", "</tr>"));
+    CHECK(element_contains(dom, "<div class=\"ident\" id=\"group-summary\"", "Stable · range · 3 members · 6 partitions",
+                           "</div>"));
+  }
+}
+
+// The mocks cannot describe groups: group_proxy relays everything to them and answers
+// DescribeGroups from the JoinGroup and SyncGroup traffic it relayed (see group_proxy.hpp).
+TEST_CASE("http: /group of a live mixed group lists every member, owner and lag; bad bytes are reported per member",
+          "[http][live][browser]") {
+  using kgroup::test::eventually;
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders", 6);
+  mc.create_topic("audit", 2);
+  mc.produce("orders", 6 * 20);  // 20 records per partition
+  mc.produce("audit", 2 * 10);   // 10
+  kgroup::test::group_proxy proxy(mc);
+  const std::string group = "g-group-view";
+  const std::string bootstrap = proxy.bootstrap_servers();
+
+  // Committed offsets before anyone joins: orders-p at p + 1, audit-0 at 4, nothing for audit-1.
+  std::map<kgroup::topic_partition, std::int64_t> committed;
+  for (int p = 0; p < 6; ++p) committed[{"orders", p}] = p + 1;
+  committed[{"audit", 0}] = 4;
+  {
+    // The seeder talks to the mock directly: without the proxy nobody can describe the group, and
+    // its view says so (found through its own coordinator lookup: it is not a member).
+    kgroup::Consumer seeder({{"bootstrap.servers", mc.bootstrap_servers()},
+                             {"group.id", group},
+                             {"client.id", "seeder"},
+                             {"observability.http.listen", "127.0.0.1:0"}});
+    kgroup::OffsetMap offsets;
+    for (const auto& [tp, off] : committed) offsets[tp].offset = off;
+    seeder.commit_sync(offsets, 30s);
+    json j;
+    CHECK(eventually(
+        [&] {
+          client cl(seeder.http_endpoint());
+          j = parse_json(cl.get("/group").body());
+          return !j["error"].is_null();
+        },
+        20s, 100ms));
+    INFO(render_json_error(j));
+    CHECK(j["error"].str().find("the coordinator cannot describe groups") == 0);
+    CHECK(j["age_ms"].is_null());
+    CHECK(j["members"].size() == 0);
+    seeder.close(5s);
+  }
+  const auto end_offset = [](const kgroup::topic_partition& tp) { return tp.topic == "orders" ? 20 : 10; };
+  std::set<kgroup::topic_partition> all = kgroup::test::all_partitions("orders", 6);
+  for (const auto& tp : kgroup::test::all_partitions("audit", 2)) all.insert(tp);
+
+  const auto config = [&](const std::string& client_id) {
+    return kgroup::Config({{"bootstrap.servers", bootstrap},
+                           {"group.id", group},
+                           {"client.id", client_id},
+                           {"session.timeout.ms", "6000"},
+                           {"heartbeat.interval.ms", "500"},
+                           {"enable.auto.commit", "false"},
+                           {"auto.offset.reset", "earliest"},
+                           {"partition.assignment.strategy", "range"},
+                           {"observability.http.listen", "127.0.0.1:0"}});
+  };
+  kgroup::test::timeline tl;
+  kgroup::test::polling_member a("a", config("app-a"), {"orders", "audit"}, tl);
+  kgroup::test::polling_member b("b", config("app-b"), {"orders", "audit"}, tl);
+  const auto union_owned = [&](std::set<kgroup::topic_partition> extra = {}) {
+    for (auto* m : {&a, &b}) {
+      const auto o = m->listener().owned();
+      extra.insert(o.begin(), o.end());
+    }
+    return extra;
+  };
+  REQUIRE(eventually([&] { return !a.listener().owned().empty() && !b.listener().owned().empty() && union_owned() == all; },
+                     60s));
+
+  // Polls `m`'s /group until `done(view)` holds (each request keeps the view wanted).
+  const auto group_of = [](kgroup::test::polling_member& m, const std::function<bool(const json&)>& done) {
+    json j;
+    eventually(
+        [&] {
+          client cl(m.consumer().http_endpoint());
+          j = parse_json(cl.get("/group").body());
+          return done(j);
+        },
+        30s, 200ms);
+    return j;
+  };
+  const auto members_by_id = [](const json& j) {
+    std::map<std::string, const json*> out;
+    for (std::size_t i = 0; i < j["members"].size(); ++i) out[j["members"][i]["member_id"].str()] = &j["members"][i];
+    return out;
+  };
+  const auto partitions_of = [](const json& member) {
+    std::set<kgroup::topic_partition> out;
+    for (std::size_t i = 0; i < member["partitions"].size(); ++i) {
+      const auto& p = member["partitions"][i];
+      out.insert({p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())});
+    }
+    return out;
+  };
+  const auto owner_in = [](const json& j) {
+    std::map<kgroup::topic_partition, std::string> out;
+    for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
+      const auto& p = j["partitions"][i];
+      out[{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())}] =
+          p["owner"].is_null() ? std::string() : p["owner"].str();
+    }
+    return out;
+  };
+
+  // Two kgroup members: every member and partition, owners as each member's assignment, lag.
+  {
+    const auto a_id = a.consumer().group_metadata().member_id;
+    const auto b_id = b.consumer().group_metadata().member_id;
+    const auto j = group_of(a, [&](const json& v) {
+      return !v["age_ms"].is_null() && v["members"].size() == 2 && v["partitions"].size() == all.size() &&
+             v["error"].is_null() && members_by_id(v).count(a_id) && members_by_id(v).count(b_id);
+    });
+    INFO(render_json_error(j));
+    CHECK(j["group"].str() == group);
+    CHECK(j["state"].str() == "Stable");
+    CHECK(j["protocol_type"].str() == "consumer");
+    CHECK(j["protocol"].str() == "range");
+    CHECK(j["member_id"].str() == a_id);
+    CHECK(j["generation"].num() == a.consumer().group_metadata().generation_id);
+    const auto members = members_by_id(j);
+    REQUIRE(members.size() == 2);
+    for (auto* m : {&a, &b}) {
+      const auto id = m->consumer().group_metadata().member_id;
+      REQUIRE(members.count(id));
+      const auto& e = *members.at(id);
+      CHECK(e["client_id"].str() == (m == &a ? "app-a" : "app-b"));
+      CHECK(e["host"].str() == "/127.0.0.1");
+      CHECK(e["instance_id"].is_null());
+      CHECK(e["error"].is_null());
+      CHECK(partitions_of(e) == m->listener().owned());
+    }
+    REQUIRE(j["partitions"].size() == all.size());
+    for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
+      const auto& p = j["partitions"][i];
+      const kgroup::topic_partition tp{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())};
+      INFO(tp.topic << "-" << tp.partition);
+      REQUIRE_FALSE(p["owner"].is_null());
+      CHECK(p["owner"].str() == (a.listener().owned().count(tp) ? a_id : b_id));
+      CHECK(p["end_offset"].num() == end_offset(tp));
+      if (committed.count(tp)) {
+        CHECK(p["committed"].num() == committed.at(tp));
+        CHECK(p["lag"].num() == end_offset(tp) - committed.at(tp));
+      } else {
+        CHECK(p["committed"].is_null());
+        CHECK(p["lag"].is_null());
+      }
+    }
+  }
+
+  // A librdkafka member joins: it shows with its partitions, on the other member's view too.
+  kgroup::test::rdkafka_member c("c", bootstrap, group, "range", {"orders", "audit"}, tl);
+  REQUIRE(eventually(
+      [&] {
+        return c.stable() && !c.owned().empty() && !a.listener().owned().empty() && !b.listener().owned().empty() &&
+               union_owned(c.owned()) == all;
+      },
+      60s));
+  const auto c_id = c.member_id();
+  {
+    const auto j = group_of(b, [&](const json& v) {
+      const auto members = members_by_id(v);
+      return v["members"].size() == 3 && members.count(c_id) && partitions_of(*members.at(c_id)) == c.owned() &&
+             v["error"].is_null();
+    });
+    const auto members = members_by_id(j);
+    REQUIRE(members.count(c_id));
+    CHECK((*members.at(c_id))["client_id"].str() == "rdkafka-c");
+    CHECK((*members.at(c_id))["error"].is_null());
+    CHECK(partitions_of(*members.at(c_id)) == c.owned());
+    CHECK(j["member_id"].str() == b.consumer().group_metadata().member_id);
+    const auto owners = owner_in(j);
+    for (const auto& tp : c.owned()) CHECK(owners.at(tp) == c_id);
+
+    // The same map in a's dashboard: a row per member (a's marked as this member), a cell per
+    // partition, filled where that member owns it. (a's view is brought up to date first: the
+    // page's polls run on virtual time and would all see an older view.)
+    group_of(a, [&](const json& v) { return v["members"].size() == 3 && members_by_id(v).count(c_id); });
+    std::string dom;
+    try {
+      dom = kgroup::test::dump_dom("http://" + a.consumer().http_endpoint() + "/");
+    } catch (const std::exception& e) {
+      FAIL(e.what());
+    }
+    const auto map = element_of(dom, "<table id=\"group-map\"", "</table>");
+    INFO(map.substr(0, 6000));
+    const std::map<std::string, std::set<kgroup::topic_partition>> rows = {
+        {a.consumer().group_metadata().member_id, a.listener().owned()},
+        {b.consumer().group_metadata().member_id, b.listener().owned()},
+        {c_id, c.owned()}};
+    CHECK(count_of(map, "<tr class=\"group-member\"") == 3);
+    for (const auto& [id, parts] : rows) {
+      const auto row = element_of(map, "<tr class=\"group-member\" data-member=\"" + id + "\"", "</tr>");
+      INFO(id);
+      REQUIRE_FALSE(row.empty());
+      CHECK(row.find(std::string("data-self=\"") + (id == a.consumer().group_metadata().member_id ? "true" : "false")) !=
+            std::string::npos);
+      CHECK(count_of(row, "<td class=\"group-cell\"") == all.size());
+      CHECK(count_of(row, "data-owned=\"true\"") == parts.size());
+      for (const auto& tp : parts) {
+        CHECK(row.find("data-partition=\"" + tp.topic + "-" + std::to_string(tp.partition) + "\" data-owned=\"true\"") !=
+              std::string::npos);
+      }
+    }
+  }
+
+  // Garbage assignment bytes for the librdkafka member: it is reported with an error, its
+  // partitions lose their owner, everybody else is intact.
+  proxy.set_tamper([&](kgroup::test::group_proxy::described_group& d) {
+    for (auto& m : d.members) {
+      if (m.member_id == c_id) m.member_assignment = {0x00, 0x00, 0x00, 0x00, 0x7f, 0xff};
+    }
+  });
+  {
+    const auto j = group_of(a, [&](const json& v) {
+      const auto members = members_by_id(v);
+      return members.count(c_id) && !(*members.at(c_id))["error"].is_null();
+    });
+    const auto members = members_by_id(j);
+    REQUIRE(members.size() == 3);
+    CHECK((*members.at(c_id))["error"].str().find("does not decode") != std::string::npos);
+    CHECK((*members.at(c_id))["partitions"].size() == 0);
+    const auto owners = owner_in(j);
+    CHECK(owners.size() == all.size());  // its partitions still listed (the subscriptions name the topics)
+    for (const auto& tp : c.owned()) CHECK(owners.at(tp).empty());
+    CHECK(partitions_of(*members.at(a.consumer().group_metadata().member_id)) == a.listener().owned());
+  }
+
+  // A rebalancing group: the last map stays, the state and the reason are shown.
+  proxy.set_tamper([](kgroup::test::group_proxy::described_group& d) {
+    d.group_state = "PreparingRebalance";
+    d.members.clear();
+  });
+  {
+    const auto j = group_of(a, [&](const json& v) { return v["state"].str() == "PreparingRebalance"; });
+    REQUIRE_FALSE(j["error"].is_null());
+    CHECK(j["error"].str() == "group is rebalancing: state PreparingRebalance");
+    CHECK(j["members"].size() == 3);
+  }
+  proxy.set_tamper(nullptr);
+  CHECK(proxy.describe_requests() > 0);
+  c.stop();
+  a.stop();
+  b.stop();
+  CHECK_FALSE(a.poll_error());
+  CHECK_FALSE(b.poll_error());
 }
