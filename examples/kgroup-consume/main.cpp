@@ -176,6 +176,29 @@ std::size_t utf8_sequence_length(std::string_view s) {
   return len;
 }
 
+// An ASCII byte that JSON strings must (or, for DEL, should) escape.
+bool needs_json_escape(unsigned char c) {
+  return c < 0x20 || c == '"' || c == '\\' || c == 0x7F;
+}
+
+// Appends the escape sequence of such a byte.
+void append_json_escape(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    case '\b': out += "\\b"; break;
+    case '\f': out += "\\f"; break;
+    default: {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    }
+  }
+}
+
 // Appends `s` as a JSON string literal. Error messages may quote user input (a -X key) or broker
 // text, so bytes that are not valid UTF-8 become U+FFFD: every line stays valid JSON.
 void append_json_string(std::string& out, std::string_view s) {
@@ -193,22 +216,10 @@ void append_json_string(std::string& out, std::string_view s) {
       }
       continue;
     }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+    if (needs_json_escape(c)) {
+      append_json_escape(out, c);
+    } else {
+      out += static_cast<char>(c);
     }
     s.remove_prefix(1);
   }
@@ -236,23 +247,10 @@ void append_json_text(std::string& out, std::string_view s) {
   std::size_t run = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) continue;
+    if (!needs_json_escape(c)) continue;
     out.append(s.data() + run, i - run);
     run = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default: {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-        out += buf;
-      }
-    }
+    append_json_escape(out, c);
   }
   out.append(s.data() + run, s.size() - run);
   out += '"';
