@@ -63,6 +63,7 @@
 #include <fmt/format.h>
 
 #include "demo.hpp"
+#include "group_proxy.hpp"
 #include "mock_cluster.hpp"
 
 extern char** environ;
@@ -826,9 +827,11 @@ struct options {
 
 class story {
  public:
-  story(const options& opt, kgroup::test::mock_cluster& cluster, const std::string& log_dir)
+  /// Members connect to `member_bootstrap`: the group proxy in front of `cluster`.
+  story(const options& opt, kgroup::test::mock_cluster& cluster, const std::string& member_bootstrap,
+        const std::string& log_dir)
       : opt_(opt), cluster_(cluster), log_dir_(log_dir), state_(steady::now()) {
-    base_.bootstrap = cluster.bootstrap_servers();
+    base_.bootstrap = member_bootstrap;
     base_.group = "kgroup-demo";
     base_.strategy = opt.protocol == "eager" ? "range" : "cooperative-sticky";
     base_.session_timeout_ms = 6000;
@@ -1196,10 +1199,14 @@ int main(int argc, char** argv) {
     // the leader's, which forces another rebalance; 10 ms on every response keeps the leader's
     // SyncGroup (it fetches metadata first) behind the followers', as the benchmarks do.
     cluster.set_rtt(-1, 10);
-    fmt::print("kgroup-demo: mock Kafka cluster of {} brokers at {}, topic '{}' with {} partitions\n", broker_count,
-               cluster.bootstrap_servers(), topic_name, partition_count);
+    // The mocks cannot describe groups (DescribeGroups), which every member's dashboard needs for
+    // its group map: the members reach the cluster through a proxy that answers DescribeGroups
+    // from the JoinGroup/SyncGroup traffic it relays (test/support/group_proxy.hpp).
+    kgroup::test::group_proxy proxy(cluster);
+    fmt::print("kgroup-demo: mock Kafka cluster of {} brokers at {} (members use {}), topic '{}' with {} partitions\n",
+               broker_count, cluster.bootstrap_servers(), proxy.bootstrap_servers(), topic_name, partition_count);
 
-    story s(opt, cluster, log_dir);
+    story s(opt, cluster, proxy.bootstrap_servers(), log_dir);
     failures = s.run();
     const auto more = s.finish();
     failures.insert(failures.end(), more.begin(), more.end());
