@@ -3,7 +3,7 @@
 // Every event goes to stdout as one JSON object per line (listener and error lines flushed one by
 // one, record lines once per poll() batch), so a script or a test can follow the member's
 // partitions and records as they happen; the library's logs go to stderr. The interface is kept
-// stable on purpose (issue 4): tests and scripts depend on it, so fields are only ever added. With
+// stable on purpose: tests and scripts depend on it, so fields are only ever added. With
 // kcat's -f the records are printed in the user's format instead and the events go to stderr, so
 // stdout holds nothing but records.
 //
