@@ -5,6 +5,7 @@ find_dependency(Threads)
 find_dependency(fmt)
 find_dependency(spdlog)
 find_dependency(ZLIB)
+find_dependency(OpenSSL)
 
 foreach(_kgroup_dep IN ITEMS lz4 zstd snappy)
   if(NOT TARGET kgroup_dep::${_kgroup_dep})

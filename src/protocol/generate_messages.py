@@ -29,6 +29,8 @@ MESSAGES = [
     ("Fetch", 4, 17),
     ("OffsetForLeaderEpoch", 2, 4),
     ("DescribeGroups", 0, 5),
+    ("SaslHandshake", 0, 1),
+    ("SaslAuthenticate", 0, 2),
 ]
 DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
 

@@ -148,6 +148,14 @@ void encode_describe_groups_response__described_group(writer& w, const describe_
 void decode_describe_groups_response__described_group(reader& r, describe_groups_response::described_group& m, std::int16_t v);
 void encode_describe_groups_response__described_group__described_group_member(writer& w, const describe_groups_response::described_group::described_group_member& m, std::int16_t v);
 void decode_describe_groups_response__described_group__described_group_member(reader& r, describe_groups_response::described_group::described_group_member& m, std::int16_t v);
+void encode_sasl_handshake_request(writer& w, const sasl_handshake_request& m, std::int16_t v);
+void decode_sasl_handshake_request(reader& r, sasl_handshake_request& m, std::int16_t v);
+void encode_sasl_handshake_response(writer& w, const sasl_handshake_response& m, std::int16_t v);
+void decode_sasl_handshake_response(reader& r, sasl_handshake_response& m, std::int16_t v);
+void encode_sasl_authenticate_request(writer& w, const sasl_authenticate_request& m, std::int16_t v);
+void decode_sasl_authenticate_request(reader& r, sasl_authenticate_request& m, std::int16_t v);
+void encode_sasl_authenticate_response(writer& w, const sasl_authenticate_response& m, std::int16_t v);
+void decode_sasl_authenticate_response(reader& r, sasl_authenticate_response& m, std::int16_t v);
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v);
 void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscription& m, std::int16_t v);
 void encode_consumer_protocol_subscription__topic_partition(writer& w, const consumer_protocol_subscription::topic_partition& m, std::int16_t v);
@@ -4387,6 +4395,148 @@ void decode_describe_groups_response__described_group__described_group_member(re
   (void)v;
 }
 
+void encode_sasl_handshake_request(writer& w, const sasl_handshake_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = false;
+  if (true) {
+    w.write_string(m.mechanism, flex);
+  } else if (!(m.mechanism.empty())) {
+    w.fail(codec_errc::field_not_supported, "SaslHandshakeRequest.Mechanism");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_sasl_handshake_request(reader& r, sasl_handshake_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = false;
+  if (true) {
+    m.mechanism = r.read_string(flex);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_sasl_handshake_response(writer& w, const sasl_handshake_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = false;
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "SaslHandshakeResponse.ErrorCode");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.mechanisms.size()), flex);
+    for (const auto& e : m.mechanisms) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.mechanisms.empty())) {
+    w.fail(codec_errc::field_not_supported, "SaslHandshakeResponse.Mechanisms");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_sasl_handshake_response(reader& r, sasl_handshake_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = false;
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.mechanisms;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_sasl_authenticate_request(writer& w, const sasl_authenticate_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = v >= 2;
+  if (true) {
+    w.write_bytes(m.auth_bytes, flex);
+  } else if (!(m.auth_bytes.empty())) {
+    w.fail(codec_errc::field_not_supported, "SaslAuthenticateRequest.AuthBytes");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_sasl_authenticate_request(reader& r, sasl_authenticate_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = v >= 2;
+  if (true) {
+    m.auth_bytes = r.read_bytes(flex);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_sasl_authenticate_response(writer& w, const sasl_authenticate_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = v >= 2;
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "SaslAuthenticateResponse.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!((m.error_message.has_value() && m.error_message->empty()))) {
+    w.fail(codec_errc::field_not_supported, "SaslAuthenticateResponse.ErrorMessage");
+  }
+  if (true) {
+    w.write_bytes(m.auth_bytes, flex);
+  } else if (!(m.auth_bytes.empty())) {
+    w.fail(codec_errc::field_not_supported, "SaslAuthenticateResponse.AuthBytes");
+  }
+  if (v >= 1) {
+    w.write_int64(m.session_lifetime_ms);
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_sasl_authenticate_response(reader& r, sasl_authenticate_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = v >= 2;
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.auth_bytes = r.read_bytes(flex);
+  }
+  if (v >= 1) {
+    m.session_lifetime_ms = r.read_int64();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v) {
   [[maybe_unused]] const bool flex = false;
   if (true) {
@@ -5151,6 +5301,90 @@ std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, d
   reader r(in);
   m = describe_groups_response{};
   decode_describe_groups_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const sasl_handshake_request& m, std::int16_t version, bytes& out) {
+  if (version < sasl_handshake_request::lowest_version || version > sasl_handshake_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_sasl_handshake_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_handshake_request& m,
+                       std::size_t* trailing) {
+  if (version < sasl_handshake_request::lowest_version || version > sasl_handshake_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = sasl_handshake_request{};
+  decode_sasl_handshake_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const sasl_handshake_response& m, std::int16_t version, bytes& out) {
+  if (version < sasl_handshake_response::lowest_version || version > sasl_handshake_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_sasl_handshake_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_handshake_response& m,
+                       std::size_t* trailing) {
+  if (version < sasl_handshake_response::lowest_version || version > sasl_handshake_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = sasl_handshake_response{};
+  decode_sasl_handshake_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const sasl_authenticate_request& m, std::int16_t version, bytes& out) {
+  if (version < sasl_authenticate_request::lowest_version || version > sasl_authenticate_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_sasl_authenticate_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_authenticate_request& m,
+                       std::size_t* trailing) {
+  if (version < sasl_authenticate_request::lowest_version || version > sasl_authenticate_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = sasl_authenticate_request{};
+  decode_sasl_authenticate_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const sasl_authenticate_response& m, std::int16_t version, bytes& out) {
+  if (version < sasl_authenticate_response::lowest_version || version > sasl_authenticate_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_sasl_authenticate_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_authenticate_response& m,
+                       std::size_t* trailing) {
+  if (version < sasl_authenticate_response::lowest_version || version > sasl_authenticate_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = sasl_authenticate_response{};
+  decode_sasl_authenticate_response(r, m, version);
   if (!r.ok()) return r.error();
   if (trailing != nullptr) *trailing = r.remaining();
   else if (r.remaining() != 0) return codec_errc::trailing_bytes;

@@ -41,6 +41,10 @@ struct offset_for_leader_epoch_request;
 struct offset_for_leader_epoch_response;
 struct describe_groups_request;
 struct describe_groups_response;
+struct sasl_handshake_request;
+struct sasl_handshake_response;
+struct sasl_authenticate_request;
+struct sasl_authenticate_response;
 
 struct api_versions_request {
   static constexpr std::int16_t api_key = 18;
@@ -732,6 +736,56 @@ struct describe_groups_response {
   bool operator==(const describe_groups_response&) const = default;
 };
 
+struct sasl_handshake_request {
+  static constexpr std::int16_t api_key = 17;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = -1;
+  static constexpr const char* name = "SaslHandshakeRequest";
+  using response_type = sasl_handshake_response;
+  std::string mechanism{};
+  bool operator==(const sasl_handshake_request&) const = default;
+};
+
+struct sasl_handshake_response {
+  static constexpr std::int16_t api_key = 17;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = -1;
+  static constexpr const char* name = "SaslHandshakeResponse";
+  std::int16_t error_code = 0;
+  std::vector<std::string> mechanisms{};
+  bool operator==(const sasl_handshake_response&) const = default;
+};
+
+struct sasl_authenticate_request {
+  static constexpr std::int16_t api_key = 36;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 2;
+  static constexpr const char* name = "SaslAuthenticateRequest";
+  using response_type = sasl_authenticate_response;
+  bytes auth_bytes{};
+  bool operator==(const sasl_authenticate_request&) const = default;
+};
+
+struct sasl_authenticate_response {
+  static constexpr std::int16_t api_key = 36;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 2;
+  static constexpr const char* name = "SaslAuthenticateResponse";
+  std::int16_t error_code = 0;
+  std::optional<std::string> error_message = std::string{};
+  bytes auth_bytes{};
+  std::int64_t session_lifetime_ms = 0;
+  bool operator==(const sasl_authenticate_response&) const = default;
+};
+
 struct consumer_protocol_subscription {
   static constexpr std::int16_t lowest_version = 0;
   static constexpr std::int16_t highest_version = 3;
@@ -948,6 +1002,34 @@ std::error_code encode(const describe_groups_response& m, std::int16_t version, 
 /// given: then they are accepted and counted there (Kafka's own readers stop after the
 /// last field too).
 std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, describe_groups_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const sasl_handshake_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_handshake_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const sasl_handshake_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_handshake_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const sasl_authenticate_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_authenticate_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const sasl_authenticate_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_authenticate_response& m,
                        std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_subscription& m, std::int16_t version, bytes& out);

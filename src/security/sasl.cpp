@@ -1,0 +1,82 @@
+#include "security/sasl.hpp"
+
+#include "kgroup/error.hpp"
+#include "kgroup/kafka_errc.hpp"
+
+namespace kgroup::security {
+
+namespace {
+
+protocol::bytes to_bytes(const std::string& s) {
+  return protocol::bytes(s.begin(), s.end());
+}
+
+std::string to_string(const protocol::bytes& b) {
+  return std::string(b.begin(), b.end());
+}
+
+}  // namespace
+
+sasl_session::sasl_session(sasl_credentials creds) : creds_(std::move(creds)) {
+  scram_hash h{};
+  if (scram_hash_from_mechanism(creds_.mechanism, h))
+    scram_ = std::make_unique<scram_client>(h, creds_.username, creds_.password, creds_.scram_nonce);
+}
+
+bool sasl_session::supported(const std::string& mechanism, std::string& why) {
+  if (mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512") return true;
+  why = "sasl.mechanism '" + mechanism + "' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)";
+  return false;
+}
+
+protocol::sasl_handshake_request sasl_session::handshake() const {
+  protocol::sasl_handshake_request r;
+  r.mechanism = creds_.mechanism;
+  return r;
+}
+
+bool sasl_session::on_handshake(const protocol::sasl_handshake_response& r, std::string& error) {
+  if (r.error_code == 0) return true;
+  std::string list;
+  for (const auto& m : r.mechanisms) list += (list.empty() ? "" : ", ") + m;
+  error = "the broker does not enable sasl.mechanism " + creds_.mechanism + " (" + kafka_error_name(r.error_code) +
+          "); it offers: " + (list.empty() ? "none" : list);
+  return false;
+}
+
+protocol::bytes sasl_session::next() {
+  ++round_;
+  if (!scram_) {
+    // PLAIN (RFC 4616): authzid (empty), authcid, password, NUL-separated.
+    std::string msg;
+    msg += '\0';
+    msg += creds_.username;
+    msg += '\0';
+    msg += creds_.password;
+    return to_bytes(msg);
+  }
+  if (round_ == 1) return to_bytes(scram_->client_first());
+  return pending_;  // client-final, computed from the server-first answer
+}
+
+sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenticate_response& r,
+                                                   std::string& error) {
+  if (r.error_code != 0) {
+    error = "SASL " + creds_.mechanism + " authentication failed (" + kafka_error_name(r.error_code) + ")";
+    if (r.error_message && !r.error_message->empty()) error += ": " + *r.error_message;
+    return status::failed;
+  }
+  session_lifetime_ms_ = r.session_lifetime_ms;
+  if (!scram_) return status::done;
+  if (round_ == 1) {
+    // The answer to client-first is server-first; the next request carries client-final.
+    std::string final_msg;
+    if (!scram_->client_final(to_string(r.auth_bytes), final_msg, error)) return status::failed;
+    pending_ = to_bytes(final_msg);
+    return status::more;
+  }
+  if (!scram_->verify_server_final(to_string(r.auth_bytes), error)) return status::failed;
+  return status::done;
+}
+
+}  // namespace kgroup::security

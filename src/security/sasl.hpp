@@ -1,0 +1,56 @@
+// One SASL authentication on one broker connection, sans I/O: what to send in SaslHandshake and
+// each SaslAuthenticate, and what the answers mean. The connection driver sends the requests
+// (after ApiVersions, before anything else) and feeds the answers back.
+//
+//   handshake() -> on_handshake() -> [ next() -> on_authenticate() ]... -> done | failed
+//
+// PLAIN is one round; SCRAM-SHA-256/512 two (client-first, client-final), and the second answer
+// is checked for the server's signature.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "protocol/messages.hpp"
+#include "security/scram.hpp"
+
+namespace kgroup::security {
+
+struct sasl_credentials {
+  std::string mechanism;  // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+  std::string username;
+  std::string password;
+  std::string scram_nonce;  // tests only: a fixed SCRAM client nonce
+};
+
+class sasl_session {
+ public:
+  enum class status { more, done, failed };
+
+  explicit sasl_session(sasl_credentials creds);
+
+  /// False with a reason if the mechanism is not one this client implements.
+  static bool supported(const std::string& mechanism, std::string& why);
+
+  protocol::sasl_handshake_request handshake() const;
+  /// False when the broker refuses the mechanism: `error` names the broker's enabled mechanisms.
+  bool on_handshake(const protocol::sasl_handshake_response& r, std::string& error);
+  /// The auth_bytes of the next SaslAuthenticate request.
+  protocol::bytes next();
+  /// done: authenticated (session_lifetime_ms() says for how long; 0: no limit); more: call
+  /// next() again; failed: `error` says why (the broker's message for
+  /// SASL_AUTHENTICATION_FAILED; never the password).
+  status on_authenticate(const protocol::sasl_authenticate_response& r, std::string& error);
+  std::int64_t session_lifetime_ms() const noexcept { return session_lifetime_ms_; }
+
+ private:
+  sasl_credentials creds_;
+  std::unique_ptr<scram_client> scram_;
+  protocol::bytes pending_;  // the next SCRAM message
+  int round_ = 0;
+  std::int64_t session_lifetime_ms_ = 0;
+};
+
+}  // namespace kgroup::security
