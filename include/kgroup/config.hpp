@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,6 +27,21 @@ struct KGROUP_EXPORT ConfigKey {
   std::string_view allowed;        // for enum: comma-separated allowed values
   std::string_view doc;
 };
+
+/// An OAuth 2 bearer token for `sasl.mechanism=OAUTHBEARER`, as a token provider returns it.
+struct KGROUP_EXPORT OAuthBearerToken {
+  std::string value;  // the token sent to brokers (secret: never logged)
+  std::chrono::system_clock::time_point expires_at{};
+  std::string principal;                          // who the token is for (logs only)
+  std::map<std::string, std::string> extensions;  // SASL extensions (KIP-342), e.g. logicalCluster
+};
+
+/// Returns a fresh token. Called on the Consumer's background thread whenever a connection needs
+/// a token and the last one is past its refresh time (sasl.login.refresh.window.factor of its
+/// lifetime), so it should be quick (return a token fetched in advance if getting one is slow).
+/// Throwing (any exception) fails that connection attempt; it is retried with backoff, and the
+/// exception's message is logged.
+using OAuthBearerTokenProvider = std::function<OAuthBearerToken()>;
 
 /// A set of configuration properties. Keys are Kafka's names ("bootstrap.servers",
 /// "session.timeout.ms", ...). Values are strings, parsed and validated against the key table.
@@ -76,8 +93,14 @@ class KGROUP_EXPORT Config {
   /// All keys kgroup knows, with defaults, ranges and meaning.
   static const std::vector<ConfigKey>& keys();
 
+  /// The token provider for sasl.mechanism=OAUTHBEARER with sasl.oauthbearer.method=default (a
+  /// Config copy shares it). Without one, sasl.oauthbearer.config's unsecured token is used.
+  Config& set_oauthbearer_token_provider(OAuthBearerTokenProvider provider);
+  const OAuthBearerTokenProvider* oauthbearer_token_provider() const noexcept { return token_provider_.get(); }
+
  private:
   std::map<std::string, std::string, std::less<>> values_;
+  std::shared_ptr<const OAuthBearerTokenProvider> token_provider_;
 };
 
 }  // namespace kgroup

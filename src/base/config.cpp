@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -61,6 +62,28 @@ const std::vector<ConfigKey> key_table = {
     {"rebalance.listener.thread", "poll", "enum", 0, 0, "poll,heartbeat", "where rebalance listener callbacks run"},
     // kgroup's own keys (librdkafka has statistics.interval.ms with the same meaning).
     {"statistics.interval.ms", "0", "int", 0, 86400000, "", "interval of the statistics callback (Consumer::set_statistics_callback); 0 = off"},
+    // Security (issue 15): Java's names and defaults; librdkafka's where Java has none.
+    {"security.protocol", "PLAINTEXT", "enum", 0, 0, "PLAINTEXT,SSL,SASL_PLAINTEXT,SASL_SSL", "how connections to brokers are secured"},
+    {"ssl.ca.location", "", "string", 0, 0, "", "CA certificate file or directory that signs the brokers' certificates; empty = the system trust store"},
+    {"ssl.ca.pem", "", "string", 0, 0, "", "CA certificate(s) as PEM text (instead of ssl.ca.location)"},
+    {"ssl.certificate.location", "", "string", 0, 0, "", "client certificate (chain) file, PEM, for mutual TLS"},
+    {"ssl.certificate.pem", "", "string", 0, 0, "", "client certificate (chain) as PEM text"},
+    {"ssl.key.location", "", "string", 0, 0, "", "client private key file, PEM"},
+    {"ssl.key.pem", "", "string", 0, 0, "", "client private key as PEM text"},
+    {"ssl.key.password", "", "string", 0, 0, "", "password of an encrypted client private key"},
+    {"ssl.endpoint.identification.algorithm", "https", "enum", 0, 0, "https,none", "https: the broker's certificate must name the address connected to; none: not checked"},
+    {"sasl.mechanism", "GSSAPI", "enum", 0, 0, "GSSAPI,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "SASL mechanism (GSSAPI, Java's default, is not implemented: choose another)"},
+    {"sasl.username", "", "string", 0, 0, "", "SASL user for PLAIN and SCRAM"},
+    {"sasl.password", "", "string", 0, 0, "", "SASL password for PLAIN and SCRAM"},
+    {"sasl.jaas.config", "", "string", 0, 0, "", "Java's JAAS line: PlainLoginModule/ScramLoginModule username and password, OAuthBearerLoginModule options"},
+    {"sasl.oauthbearer.method", "default", "enum", 0, 0, "default,oidc", "default: token provider callback or an unsecured token (sasl.oauthbearer.config); oidc: client credentials from the token endpoint"},
+    {"sasl.oauthbearer.config", "", "string", 0, 0, "", "unsecured token for tests: principal=NAME [scope=S] [lifeSeconds=N] [extension_K=V]"},
+    {"sasl.oauthbearer.token.endpoint.url", "", "string", 0, 0, "", "OIDC token endpoint (https://...)"},
+    {"sasl.oauthbearer.client.id", "", "string", 0, 0, "", "OIDC client id"},
+    {"sasl.oauthbearer.client.secret", "", "string", 0, 0, "", "OIDC client secret"},
+    {"sasl.oauthbearer.scope", "", "string", 0, 0, "", "OIDC scope requested"},
+    {"sasl.oauthbearer.extensions", "", "string", 0, 0, "", "SASL extensions sent with the token: key=value,..."},
+    {"sasl.login.refresh.window.factor", "0.8", "string", 0, 0, "", "a token is refreshed after this fraction of its lifetime (0.5 to 1.0)"},
     {"observability.http.listen", "", "string", 0, 0, "", "host:port of the embedded HTTP endpoint (/metrics, /status, /group, dashboard); empty = off, port 0 = any free port"},
 };
 
@@ -187,7 +210,9 @@ bool foreign_key(std::string_view key) {
 }
 
 bool secret_key(std::string_view key) {
-  static const std::string_view marks[] = {"password", "secret", "token", "jaas", "credential"};
+  // ssl.key.pem is a private key; sasl.oauthbearer.config may carry extensions with secrets.
+  static const std::string_view marks[] = {"password", "secret", "token", "jaas", "credential", "key.pem",
+                                           "oauthbearer.config", "oauthbearer.extensions"};
   return std::any_of(std::begin(marks), std::end(marks),
                      [&](std::string_view m) { return key.find(m) != std::string_view::npos; });
 }
@@ -343,16 +368,17 @@ Config Config::from_properties(std::string_view text, std::vector<std::string>* 
   const auto props = parse_properties(text);
   std::string security = "PLAINTEXT";
   for (const auto& p : props) {
-    if (p.key == "security.protocol") security = p.value;
+    if (p.key == "security.protocol") security = lower(p.value);
   }
   for (const auto& p : props) {
-    if (p.key == "security.protocol") {
-      if (lower(p.value) != "plaintext") {
-        invalid(fmt::format("line {}: security.protocol={}: kgroup speaks PLAINTEXT only for now (TLS and SASL "
-                            "are planned); not connecting without the security this file asks for",
-                            p.line, p.value));
-      }
-      continue;
+    // Java's key and trust stores (JKS, PKCS12) are not read: a secured connection without the
+    // trust or identity the file asks for must not start, so they are an error, with the keys to
+    // use instead.
+    if (security != "plaintext" && find_key(p.key) == nullptr &&
+        (p.key.rfind("ssl.truststore.", 0) == 0 || p.key.rfind("ssl.keystore.", 0) == 0)) {
+      invalid(fmt::format("line {}: {}: Java key and trust stores are not supported; use ssl.ca.location "
+                          "(trusted CAs, PEM) and ssl.certificate.location + ssl.key.location (client identity, PEM)",
+                          p.line, p.key));
     }
     if (p.key == "group.protocol" && lower(p.value) == "consumer") {
       invalid(fmt::format("line {}: group.protocol=consumer (KIP-848) is not supported yet; kgroup uses the classic "
@@ -443,8 +469,34 @@ void Config::validate() const {
   if (get_int("retry.backoff.ms") > get_int("retry.backoff.max.ms")) {
     invalid("retry.backoff.ms must not exceed retry.backoff.max.ms");
   }
+  {
+    const std::string f = get("sasl.login.refresh.window.factor");
+    char* end = nullptr;
+    const double v = std::strtod(f.c_str(), &end);
+    if (f.empty() || end != f.c_str() + f.size() || !(v >= 0.5 && v <= 1.0)) {
+      invalid(fmt::format("sasl.login.refresh.window.factor: '{}' is not a number in [0.5, 1.0]", f));
+    }
+  }
+  const std::string protocol = get("security.protocol");
+  if (protocol == "SASL_PLAINTEXT" || protocol == "SASL_SSL") {
+    const std::string mechanism = get("sasl.mechanism");
+    if (mechanism == "GSSAPI") {
+      invalid(fmt::format("sasl.mechanism=GSSAPI{}: Kerberos is not supported; set sasl.mechanism to PLAIN, "
+                          "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                          is_set("sasl.mechanism") ? "" : " (the default)"));
+    }
+  }
 }
 
 const std::vector<ConfigKey>& Config::keys() { return key_table; }
+
+Config& Config::set_oauthbearer_token_provider(OAuthBearerTokenProvider provider) {
+  if (provider) {
+    token_provider_ = std::make_shared<const OAuthBearerTokenProvider>(std::move(provider));
+  } else {
+    token_provider_.reset();
+  }
+  return *this;
+}
 
 }  // namespace kgroup

@@ -90,6 +90,12 @@ class Consumer::impl {
     }
     auto copts = net::cluster_options::from_config(config_);
     shared_.metrics.wire = copts.connection.wire;
+    if (copts.connection.security) {
+      // Refused credentials and untrusted brokers are fatal: poll() raises them.
+      copts.connection.security->on_fatal = [this](std::error_code ec, const std::string& what) {
+        shared_.push(detail::fatal_error{ec, what});
+      };
+    }
     cluster_ = std::make_shared<net::cluster>(io_, std::move(copts));
 
     fetch::fetcher_options fo;

@@ -38,6 +38,7 @@ cluster_options cluster_options::from_config(const Config& cfg) {
   o.connection.reconnect_backoff = cfg.get_ms("reconnect.backoff.ms");
   o.connection.reconnect_backoff_max = cfg.get_ms("reconnect.backoff.max.ms");
   o.connection.max_response_size = static_cast<std::size_t>(cfg.get_int("receive.message.max.bytes"));
+  o.connection.security = make_transport_security(cfg);
   o.retry_backoff = cfg.get_ms("retry.backoff.ms");
   o.retry_backoff_max = cfg.get_ms("retry.backoff.max.ms");
   o.metadata_max_age = cfg.get_ms("metadata.max.age.ms");

@@ -1,9 +1,18 @@
 #include "net/connection.hpp"
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <algorithm>
+#include <optional>
+#include <random>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
 
 #include <fmt/ranges.h>
@@ -14,6 +23,40 @@ namespace kgroup::net {
 
 namespace asio = boost::asio;
 using clock = std::chrono::steady_clock;
+
+struct connection_transport {
+  explicit connection_transport(asio::io_context& io) : socket(io) {}
+  asio::ip::tcp::socket socket;
+  std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls;
+};
+
+namespace {
+
+template <class Buffers, class Handler>
+void read_exact(connection_transport& t, const Buffers& b, Handler&& h) {
+  if (t.tls) {
+    asio::async_read(*t.tls, b, std::forward<Handler>(h));
+  } else {
+    asio::async_read(t.socket, b, std::forward<Handler>(h));
+  }
+}
+
+template <class Buffers, class Handler>
+void write_all(connection_transport& t, const Buffers& b, Handler&& h) {
+  if (t.tls) {
+    asio::async_write(*t.tls, b, std::forward<Handler>(h));
+  } else {
+    asio::async_write(t.socket, b, std::forward<Handler>(h));
+  }
+}
+
+bool is_ip_literal(const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+}  // namespace
 
 namespace {
 constexpr std::int16_t api_versions_highest = protocol::api_versions_request::highest_version;
@@ -40,8 +83,14 @@ const char* connection::to_string(state s) noexcept {
       return "resolving";
     case state::connecting:
       return "connecting";
+    case state::tls_handshaking:
+      return "tls_handshaking";
     case state::handshaking:
       return "handshaking";
+    case state::authenticating:
+      return "authenticating";
+    case state::failed:
+      return "failed";
     case state::ready:
       return "ready";
     case state::backoff:
@@ -60,7 +109,6 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       port_(port),
       opts_(std::move(opts)),
       resolver_(io),
-      socket_(io),
       timer_(io),
       // 20% jitter either way, so many clients do not reconnect in lockstep.
       reconnect_backoff_(opts_.reconnect_backoff, opts_.reconnect_backoff_max, 0.2) {}
@@ -74,7 +122,14 @@ void connection::logger_mismatch(const std::string& what) {
 void connection::when_ready(std::function<void(std::error_code)> cb) {
   switch (state_) {
     case state::ready:
+      if (reauthenticating_) {
+        waiters_.push_back(std::move(cb));  // sent once re-authenticated
+        return;
+      }
       cb({});
+      return;
+    case state::failed:
+      asio::post(io_, [cb = std::move(cb), ec = fatal_ec_] { cb(ec); });
       return;
     case state::closed:
       asio::post(io_, [cb = std::move(cb)] { cb(make_error_code(client_errc::shutting_down)); });
@@ -90,7 +145,9 @@ void connection::when_ready(std::function<void(std::error_code)> cb) {
       return;
     case state::resolving:
     case state::connecting:
+    case state::tls_handshaking:
     case state::handshaking:
+    case state::authenticating:
       waiters_.push_back(std::move(cb));
       return;
   }
@@ -98,6 +155,10 @@ void connection::when_ready(std::function<void(std::error_code)> cb) {
 
 void connection::close() {
   if (state_ == state::closed) return;
+  if (state_ == state::failed) {
+    state_ = state::closed;
+    return;
+  }
   fail(make_error_code(client_errc::shutting_down), "closed by client");
   state_ = state::closed;
   timer_.cancel();
@@ -106,7 +167,7 @@ void connection::close() {
 }
 
 void connection::abort_requests(const char* why) {
-  if (state_ == state::closed) return;
+  if (state_ == state::closed || state_ == state::failed) return;
   fail(make_error_code(client_errc::connection_closed), why);
 }
 
@@ -125,9 +186,10 @@ void connection::start_connect() {
           return;
         }
         self->state_ = state::connecting;
+        self->tr_ = std::make_shared<connection_transport>(self->io_);
         asio::async_connect(
-            self->socket_, results,
-            [self, gen](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
+            self->tr_->socket, results,
+            [self, gen, tr = self->tr_](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
               if (gen != self->generation_) return;
               if (cec) {
                 self->fail(make_error_code(client_errc::connection_failed), "connect failed");
@@ -140,7 +202,71 @@ void connection::start_connect() {
 
 void connection::on_connected() {
   boost::system::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  tr_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  const auto& sec = opts_.security;
+  if (!sec || !sec->tls) {
+    begin_protocol();
+    return;
+  }
+  state_ = state::tls_handshaking;
+  tr_->tls.emplace(tr_->socket, *sec->tls);
+  SSL* ssl = tr_->tls->native_handle();
+  const bool ip = is_ip_literal(host_);
+  if (!ip) SSL_set_tlsext_host_name(ssl, host_.c_str());  // SNI
+  if (sec->verify_hostname) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
+    }
+  }
+  tr_->tls->async_handshake(asio::ssl::stream_base::client,
+                            [self = shared_from_this(), gen = generation_, tr = tr_](const boost::system::error_code& ec) {
+                              if (gen != self->generation_) return;
+                              self->on_tls_handshake(ec);
+                            });
+}
+
+void connection::on_tls_handshake(const boost::system::error_code& ec) {
+  if (ec) {
+    tls_failure(ec, "TLS handshake");
+    return;
+  }
+  logger()->debug("broker {} ({}:{}): TLS {} established ({})", node_id_, host_, port_,
+                  SSL_get_version(tr_->tls->native_handle()), SSL_get_cipher_name(tr_->tls->native_handle()));
+  begin_protocol();
+}
+
+void connection::tls_failure(const boost::system::error_code& ec, const char* during) {
+  const bool tls_error = ec.category() == asio::error::get_ssl_category();  // not stream_truncated (its own category)
+  if (!tls_error) {
+    // The peer went away (or the network failed) mid-handshake: retried with backoff.
+    fail(make_error_code(client_errc::connection_failed), "connection lost during the TLS handshake");
+    return;
+  }
+  const long verify = tr_ && tr_->tls ? SSL_get_verify_result(tr_->tls->native_handle()) : X509_V_OK;
+  std::string what;
+  if (verify != X509_V_OK) {
+    const char* hint = "check ssl.ca.location (the CA that signs the brokers' certificates)";
+    if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+      hint = "the certificate does not name the address connected to: check bootstrap.servers and the "
+             "brokers' advertised listeners (ssl.endpoint.identification.algorithm=none turns the check off)";
+    } else if (verify == X509_V_ERR_CERT_HAS_EXPIRED || verify == X509_V_ERR_CERT_NOT_YET_VALID) {
+      hint = "the broker's certificate is outside its validity period (or this machine's clock is wrong)";
+    }
+    what = fmt::format("{} failed: the broker's certificate is not trusted: {}; {}", during,
+                       X509_verify_cert_error_string(verify), hint);
+  } else {
+    what = fmt::format("{} failed: {}; check that the listener speaks TLS (security.protocol), and the client "
+                       "certificate if the broker requires one (ssl.certificate.location, ssl.key.location)",
+                       during, ec.message());
+  }
+  fatal(make_error_code(client_errc::tls_failed), what);
+}
+
+void connection::begin_protocol() {
   state_ = state::handshaking;
   start_read();
   start_handshake(api_versions_highest);
@@ -204,15 +330,150 @@ void connection::start_handshake(std::int16_t version) {
           return {};
         }
         versions_.assign(resp);
-        state_ = state::ready;
-        reconnect_backoff_.reset();
-        ++connects_;
-        logger()->debug("broker {} ({}:{}): ready (ApiVersions v{}, {} APIs)", node_id_, host_, port_,
-                        version, resp.api_keys.size());
-        arm_timer();
-        flush_waiters({});
+        logger()->debug("broker {} ({}:{}): ApiVersions v{}, {} APIs", node_id_, host_, port_, version,
+                        resp.api_keys.size());
+        if (opts_.security && opts_.security->sasl) {
+          asio::post(io_, [self = shared_from_this(), gen = generation_] {
+            if (gen == self->generation_) self->start_sasl(/*reauth=*/false);
+          });
+        } else {
+          become_ready();
+        }
         return {};
       });
+}
+
+void connection::become_ready() {
+  state_ = state::ready;
+  reconnect_backoff_.reset();
+  ++connects_;
+  logger()->debug("broker {} ({}:{}): ready", node_id_, host_, port_);
+  arm_timer();
+  flush_waiters({});
+}
+
+void connection::start_sasl(bool reauth) {
+  if (!reauth) state_ = state::authenticating;
+  reauthenticating_ = reauth;
+  const auto& sec = *opts_.security;
+  std::int16_t v = 0;
+  if (versions_.pick<protocol::sasl_authenticate_request>(v) || versions_.pick<protocol::sasl_handshake_request>(v) ||
+      v < 1) {
+    fatal(make_error_code(client_errc::no_compatible_version),
+          "the broker does not offer SaslHandshake v1 and SaslAuthenticate (Kafka 1.0 or later), which SASL needs; "
+          "check security.protocol");
+    return;
+  }
+  if (!sec.tokens) {
+    sasl_ = std::make_unique<security::sasl_session>(sec.credentials);
+    sasl_handshake(reauth);
+    return;
+  }
+  sec.tokens->get([self = shared_from_this(), gen = generation_, reauth](const std::string& err,
+                                                                         const security::oauth_token& token) {
+    if (gen != self->generation_ || self->state_ == state::closed) return;
+    if (!err.empty()) {
+      // The provider may recover (a token endpoint that is down): retried with backoff.
+      self->fail(make_error_code(client_errc::connection_failed), "no OAUTHBEARER token");
+      return;
+    }
+    auto creds = self->opts_.security->credentials;
+    creds.token = token;
+    self->sasl_ = std::make_unique<security::sasl_session>(std::move(creds));
+    self->sasl_handshake(reauth);
+  });
+}
+
+void connection::sasl_handshake(bool reauth) {
+  send_now(
+      sasl_->handshake(), [](protocol::sasl_handshake_request&, std::int16_t) {},
+      [self = shared_from_this(), gen = generation_, reauth](std::error_code ec,
+                                                             const protocol::sasl_handshake_response& r,
+                                                             const response_frame&) {
+        if (ec || gen != self->generation_) return;  // a lost connection is handled by fail()
+        std::string error;
+        if (!self->sasl_->on_handshake(r, error)) {
+          const auto code = r.error_code != 0 ? make_error_code(static_cast<kafka_errc>(r.error_code))
+                                              : make_error_code(kafka_errc::unsupported_sasl_mechanism);
+          asio::post(self->io_, [self, gen, code, error = error + "; check sasl.mechanism"] {
+            if (gen == self->generation_) self->fatal(code, error);
+          });
+          return;
+        }
+        self->sasl_authenticate(reauth);
+      },
+      {}, /*max_version=*/1);
+}
+
+void connection::sasl_authenticate(bool reauth) {
+  protocol::sasl_authenticate_request req;
+  req.auth_bytes = sasl_->next();
+  send_now(
+      std::move(req), [](protocol::sasl_authenticate_request&, std::int16_t) {},
+      [self = shared_from_this(), gen = generation_, reauth](std::error_code ec,
+                                                             const protocol::sasl_authenticate_response& r,
+                                                             const response_frame&) {
+        if (ec || gen != self->generation_) return;
+        std::string error;
+        switch (self->sasl_->on_authenticate(r, error)) {
+          case security::sasl_session::status::more:
+            self->sasl_authenticate(reauth);
+            return;
+          case security::sasl_session::status::done:
+            self->sasl_done(reauth);
+            return;
+          case security::sasl_session::status::failed: {
+            const auto code = r.error_code != 0 ? make_error_code(static_cast<kafka_errc>(r.error_code))
+                                                : make_error_code(kafka_errc::sasl_authentication_failed);
+            const char* key = self->opts_.security->credentials.mechanism == "OAUTHBEARER"
+                                  ? "the OAUTHBEARER token"
+                                  : "sasl.username and sasl.password";
+            asio::post(self->io_, [self, gen, code, error = fmt::format("{}; check {}", error, key)] {
+              if (gen == self->generation_) self->fatal(code, error);
+            });
+            return;
+          }
+        }
+      },
+      {}, /*max_version=*/-1);
+}
+
+void connection::sasl_done(bool reauth) {
+  const std::int64_t lifetime = sasl_->session_lifetime_ms();
+  sasl_.reset();
+  if (lifetime > 0) {
+    // KIP-368: re-authenticate at 85-95% of the session, as the Java client does.
+    static thread_local std::mt19937 rng{std::random_device{}()};
+    const double at = std::uniform_real_distribution<double>(0.85, 0.95)(rng);
+    reauth_at_ = clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(lifetime) * at));
+  } else {
+    reauth_at_ = clock::time_point::max();
+  }
+  if (opts_.wire) ++(reauth ? opts_.wire->reauthentications : opts_.wire->authentications);
+  logger()->debug("broker {} ({}:{}): SASL {} {}authenticated{}", node_id_, host_, port_,
+                  opts_.security->credentials.mechanism, reauth ? "re-" : "",
+                  lifetime > 0 ? fmt::format(" for {} ms", lifetime) : std::string());
+  if (!reauth) {
+    become_ready();
+    return;
+  }
+  ++reauthentications_;
+  reauthenticating_ = false;
+  arm_timer();
+  flush_waiters({});
+}
+
+void connection::fatal(std::error_code ec, const std::string& what) {
+  if (state_ == state::closed || state_ == state::failed) return;
+  fatal_message_ = fmt::format("broker {} ({}:{}): {}", node_id_, host_, port_, what);
+  fatal_ec_ = ec;
+  logger()->error("{}", fatal_message_);
+  if (opts_.wire) ++opts_.wire->authentication_failures;
+  if (opts_.security && opts_.security->on_fatal) opts_.security->on_fatal(ec, fatal_message_);
+  fail(ec, "authentication failed");
+  state_ = state::failed;
+  timer_.cancel();
+  flush_waiters(ec);
 }
 
 void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc,
@@ -238,9 +499,9 @@ void connection::write_next() {
   if (writing_ || write_queue_.empty()) return;
   writing_ = true;
   auto frame = write_queue_.front();
-  asio::async_write(socket_, asio::buffer(*frame),
-                    [self = shared_from_this(), frame, gen = generation_](const boost::system::error_code& ec,
-                                                                          std::size_t) {
+  write_all(*tr_, asio::buffer(*frame),
+            [self = shared_from_this(), frame, gen = generation_, tr = tr_](const boost::system::error_code& ec,
+                                                                            std::size_t) {
                       if (gen != self->generation_) return;
                       self->writing_ = false;
                       if (ec) {
@@ -257,10 +518,15 @@ constexpr std::size_t initial_frame_buffer = std::size_t{1} << 20;
 }  // namespace
 
 void connection::start_read() {
-  asio::async_read(
-      socket_, asio::buffer(size_buf_),
-      [self = shared_from_this(), gen = generation_](const boost::system::error_code& ec, std::size_t) {
+  read_exact(
+      *tr_, asio::buffer(size_buf_),
+      [self = shared_from_this(), gen = generation_, tr = tr_](const boost::system::error_code& ec, std::size_t) {
         if (gen != self->generation_) return;
+        if (ec && tr->tls && self->state_ == state::handshaking) {
+          // TLS 1.3 reports a refused client certificate on the first read.
+          self->tls_failure(ec, "TLS session");
+          return;
+        }
         if (ec) {
           self->fail(make_error_code(client_errc::connection_closed),
                      ec == asio::error::eof ? "closed by broker" : "read failed");
@@ -285,10 +551,10 @@ void connection::start_read() {
 
 void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have) {
   auto chunk = asio::buffer(frame->data() + have, frame->size() - have);
-  asio::async_read(
-      socket_, chunk,
-      [self = shared_from_this(), frame, size, have, gen = generation_](const boost::system::error_code& rec,
-                                                                        std::size_t got) {
+  read_exact(
+      *tr_, chunk,
+      [self = shared_from_this(), frame, size, have, gen = generation_, tr = tr_](const boost::system::error_code& rec,
+                                                                                  std::size_t got) {
         if (gen != self->generation_) return;
         const std::size_t now_have = have + got;
         if (rec) {
@@ -350,12 +616,19 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
   if (gen == generation_) arm_timer();
 }
 
+namespace {
+bool setting_up(connection::state s) {
+  using st = connection::state;
+  return s == st::resolving || s == st::connecting || s == st::tls_handshaking || s == st::handshaking ||
+         s == st::authenticating;
+}
+}  // namespace
+
 void connection::arm_timer() {
-  if (state_ == state::closed) return;
+  if (state_ == state::closed || state_ == state::failed) return;
   clock::time_point when = clock::time_point::max();
-  if (state_ == state::resolving || state_ == state::connecting || state_ == state::handshaking) {
-    when = std::min(when, connect_deadline_);
-  }
+  if (setting_up(state_)) when = std::min(when, connect_deadline_);
+  if (state_ == state::ready && !reauthenticating_) when = std::min(when, reauth_at_);
   for (const auto& r : in_flight_) when = std::min(when, r.deadline);
   if (state_ == state::backoff && !waiters_.empty()) when = std::min(when, backoff_until_);
   if (when == clock::time_point::max()) {
@@ -371,9 +644,14 @@ void connection::arm_timer() {
 
 void connection::on_timer() {
   const auto now = clock::now();
-  if ((state_ == state::resolving || state_ == state::connecting || state_ == state::handshaking) &&
-      now >= connect_deadline_) {
+  if (setting_up(state_) && now >= connect_deadline_) {
     fail(make_error_code(client_errc::connection_failed), "connection setup timed out");
+    return;
+  }
+  if (state_ == state::ready && !reauthenticating_ && now >= reauth_at_) {
+    logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
+    start_sasl(/*reauth=*/true);
+    arm_timer();
     return;
   }
   auto expired = std::find_if(in_flight_.begin(), in_flight_.end(),
@@ -396,12 +674,16 @@ void connection::on_timer() {
 }
 
 void connection::fail(std::error_code ec, const char* why) {
-  if (state_ == state::closed) return;
+  if (state_ == state::closed || state_ == state::failed) return;
   const bool was_ready = state_ == state::ready;
   ++generation_;
   boost::system::error_code ignored;
   resolver_.cancel();
-  socket_.close(ignored);
+  if (tr_) tr_->socket.close(ignored);
+  tr_.reset();  // pending operations keep it alive until they complete
+  sasl_.reset();
+  reauthenticating_ = false;
+  reauth_at_ = clock::time_point::max();
   writing_ = false;
   write_queue_.clear();
   auto in_flight = std::move(in_flight_);

@@ -1,6 +1,7 @@
 // One TCP connection to one Kafka broker, on the background thread's io_context.
 //
-// Lifecycle: idle -> resolving -> connecting -> handshaking (ApiVersions) -> ready; any failure
+// Lifecycle: idle -> resolving -> connecting [-> tls_handshaking] -> handshaking (ApiVersions)
+// [-> authenticating (SaslHandshake, SaslAuthenticate)] -> ready; any failure
 // goes to backoff (exponential with jitter) and back to idle when the backoff expires; the next
 // request reconnects. Requests made before `ready` wait in a queue and are sent once the versions
 // are known. Several requests are in flight at once; Kafka answers them in order, so the response
@@ -24,6 +25,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "base/backoff.hpp"
+#include "net/security.hpp"
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
 #include "runtime/wire_stats.hpp"
@@ -41,7 +43,13 @@ struct connection_options {
   std::size_t max_response_size = 100'000'000;
   /// Shared by the connections of one client (may be null: then nothing is counted).
   std::shared_ptr<wire_stats> wire;
+  /// TLS and SASL; null for PLAINTEXT.
+  std::shared_ptr<transport_security> security;
 };
+
+/// The socket and, with TLS, the stream over it: one per connection attempt, kept alive by the
+/// asynchronous operations that use it.
+struct connection_transport;
 
 /// A received response: the whole frame (kept alive by the shared_ptr, so views into it such as
 /// records stay valid) and where the body starts.
@@ -56,11 +64,14 @@ class connection : public std::enable_shared_from_this<connection> {
   enum class state {
     idle,         // not connected; the next request starts a connect
     resolving,    // DNS lookup in progress
-    connecting,   // TCP connect in progress
-    handshaking,  // ApiVersions sent, waiting for the broker's version ranges
-    ready,        // requests flow
-    backoff,      // a failure happened; waiting before the next attempt is allowed
-    closed,       // close() was called; terminal
+    connecting,       // TCP connect in progress
+    tls_handshaking,  // TLS handshake in progress
+    handshaking,      // ApiVersions sent, waiting for the broker's version ranges
+    authenticating,   // SASL exchange in progress
+    ready,            // requests flow
+    backoff,          // a failure happened; waiting before the next attempt is allowed
+    closed,           // close() was called; terminal
+    failed,           // authentication or TLS trust failed; terminal (see fatal_error())
   };
 
   /// Raw completion: an error, or the response frame. Returning an error (e.g. the body did not
@@ -95,6 +106,12 @@ class connection : public std::enable_shared_from_this<connection> {
   template <class Request, class Adjust, class Handler>
   void send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout = {},
                      std::int16_t max_version = -1);
+
+  /// Why the connection is `failed` (empty otherwise): the broker's or TLS's message, the
+  /// broker's address and the key to check.
+  const std::string& fatal_error() const noexcept { return fatal_message_; }
+  /// Completed re-authentications (KIP-368) on this connection.
+  std::uint64_t reauthentications() const noexcept { return reauthentications_; }
 
   /// Runs `cb` once the connection is ready (connecting first if needed), or with the error that
   /// prevented it.
@@ -142,9 +159,24 @@ class connection : public std::enable_shared_from_this<connection> {
   /// hold it for the whole rebalance timeout).
   void send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
                 raw_handler handler, std::chrono::milliseconds timeout = {});
+  /// send_adjusted() without waiting for `ready` (the SASL exchange runs before it).
+  template <class Request, class Adjust, class Handler>
+  void send_now(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout, std::int16_t max_version);
+
   void start_connect();
   void on_connected();
+  void on_tls_handshake(const boost::system::error_code& ec);
+  void begin_protocol();
   void start_handshake(std::int16_t version);
+  void become_ready();
+  void start_sasl(bool reauth);
+  void sasl_handshake(bool reauth);
+  void sasl_authenticate(bool reauth);
+  void sasl_done(bool reauth);
+  /// Ends the connection for good with an error retrying cannot fix (see `failed`).
+  void fatal(std::error_code ec, const std::string& what);
+  /// A TLS error: fatal when the peer cannot be trusted or refused us, a plain failure otherwise.
+  void tls_failure(const boost::system::error_code& ec, const char* during);
   void start_read();
   void read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have);
   void on_frame(std::shared_ptr<protocol::bytes> frame);
@@ -160,7 +192,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint16_t port_;
   connection_options opts_;
   boost::asio::ip::tcp::resolver resolver_;
-  boost::asio::ip::tcp::socket socket_;
+  std::shared_ptr<connection_transport> tr_;
   boost::asio::steady_timer timer_;  // request deadlines, connect deadline, backoff expiry
   state state_ = state::idle;
   std::chrono::steady_clock::time_point backoff_until_{};
@@ -175,6 +207,12 @@ class connection : public std::enable_shared_from_this<connection> {
   std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
+  std::unique_ptr<security::sasl_session> sasl_;
+  bool reauthenticating_ = false;
+  std::chrono::steady_clock::time_point reauth_at_ = std::chrono::steady_clock::time_point::max();
+  std::uint64_t reauthentications_ = 0;
+  std::error_code fatal_ec_;
+  std::string fatal_message_;
 };
 
 template <class Request, class Adjust, class Handler>
@@ -187,40 +225,47 @@ void connection::send_adjusted(Request req, Adjust adjust, Handler done, std::ch
       done(ec, response{}, response_frame{});
       return;
     }
-    std::int16_t version = 0;
-    if (auto vec = self->versions_.pick<Request>(version)) {
-      logger_mismatch(self->versions_.mismatch<Request>());
-      done(vec, response{}, response_frame{});
-      return;
-    }
-    if (max_version >= Request::lowest_version && version > max_version) version = max_version;
-    adjust(req, version);
-    self->send_raw(
-        Request::api_key, version,
-        [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
-          return protocol::encode_request(req, version, corr, cid, out);
-        },
-        response_header_flexible<Request>(version),
-        [self, done = std::move(done), version](std::error_code ec,
-                                                const response_frame& f) mutable -> std::error_code {
-          response resp;
-          if (ec) {
-            done(ec, resp, f);
-            return {};
-          }
-          // Bytes after a complete response are tolerated (counted, logged once per broker and
-          // API); a truncated or inconsistent one is a protocol violation.
-          std::size_t trailing = 0;
-          if (auto dec = protocol::decode(f.body(), version, resp, &trailing)) {
-            done(make_error_code(client_errc::protocol_violation), response{}, response_frame{});
-            return dec;
-          }
-          if (trailing != 0) self->note_trailing_bytes(Request::api_key, response::name, version, trailing);
-          done(std::error_code{}, resp, f);
-          return {};
-        },
-        timeout);
+    self->send_now(std::move(req), std::move(adjust), std::move(done), timeout, max_version);
   });
+}
+
+template <class Request, class Adjust, class Handler>
+void connection::send_now(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout,
+                          std::int16_t max_version) {
+  using response = typename Request::response_type;
+  std::int16_t version = 0;
+  if (auto vec = versions_.pick<Request>(version)) {
+    logger_mismatch(versions_.mismatch<Request>());
+    done(vec, response{}, response_frame{});
+    return;
+  }
+  if (max_version >= Request::lowest_version && version > max_version) version = max_version;
+  adjust(req, version);
+  send_raw(
+      Request::api_key, version,
+      [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
+        return protocol::encode_request(req, version, corr, cid, out);
+      },
+      response_header_flexible<Request>(version),
+      [self = shared_from_this(), done = std::move(done), version](std::error_code ec,
+                                                                   const response_frame& f) mutable -> std::error_code {
+        response resp;
+        if (ec) {
+          done(ec, resp, f);
+          return {};
+        }
+        // Bytes after a complete response are tolerated (counted, logged once per broker and
+        // API); a truncated or inconsistent one is a protocol violation.
+        std::size_t trailing = 0;
+        if (auto dec = protocol::decode(f.body(), version, resp, &trailing)) {
+          done(make_error_code(client_errc::protocol_violation), response{}, response_frame{});
+          return dec;
+        }
+        if (trailing != 0) self->note_trailing_bytes(Request::api_key, response::name, version, trailing);
+        done(std::error_code{}, resp, f);
+        return {};
+      },
+      timeout);
 }
 
 }  // namespace kgroup::net

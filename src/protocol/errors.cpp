@@ -59,6 +59,7 @@ class client_category_impl final : public std::error_category {
       case client_errc::invalid_argument: return "invalid argument";
       case client_errc::log_truncation: return "log truncation detected";
       case client_errc::corrupt_record: return "corrupt record data";
+      case client_errc::tls_failed: return "TLS handshake failed";
     }
     return "unknown client error";
   }
@@ -104,6 +105,7 @@ const char* client_error_name(client_errc e) noexcept {
     case client_errc::invalid_argument: return "INVALID_ARGUMENT";
     case client_errc::log_truncation: return "LOG_TRUNCATION";
     case client_errc::corrupt_record: return "CORRUPT_RECORD";
+    case client_errc::tls_failed: return "TLS_FAILED";
   }
   return nullptr;
 }

@@ -14,6 +14,11 @@ struct wire_stats {
   /// Responses that decoded completely and had bytes left after their last field. Accepted, as
   /// Java's and librdkafka's readers stop after the last field; logged once per broker and API.
   std::atomic<std::uint64_t> responses_with_trailing_bytes{0};
+  /// SASL authentications completed, re-authentications (KIP-368), and connections that ended
+  /// for good because credentials were refused or the TLS peer was not trusted.
+  std::atomic<std::uint64_t> authentications{0};
+  std::atomic<std::uint64_t> reauthentications{0};
+  std::atomic<std::uint64_t> authentication_failures{0};
 
   /// True the first time (broker, api) is seen: the caller logs then.
   bool first_trailing(std::int32_t node, std::int16_t api_key) {

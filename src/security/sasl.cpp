@@ -24,8 +24,10 @@ sasl_session::sasl_session(sasl_credentials creds) : creds_(std::move(creds)) {
 }
 
 bool sasl_session::supported(const std::string& mechanism, std::string& why) {
-  if (mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512") return true;
-  why = "sasl.mechanism '" + mechanism + "' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)";
+  if (mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512" ||
+      mechanism == "OAUTHBEARER")
+    return true;
+  why = "sasl.mechanism '" + mechanism + "' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)";
   return false;
 }
 
@@ -46,6 +48,7 @@ bool sasl_session::on_handshake(const protocol::sasl_handshake_response& r, std:
 
 protocol::bytes sasl_session::next() {
   ++round_;
+  if (creds_.mechanism == "OAUTHBEARER") return to_bytes(oauthbearer_client_message(creds_.token));
   if (!scram_) {
     // PLAIN (RFC 4616): authzid (empty), authcid, password, NUL-separated.
     std::string msg;

@@ -4,7 +4,7 @@
 //
 //   handshake() -> on_handshake() -> [ next() -> on_authenticate() ]... -> done | failed
 //
-// PLAIN is one round; SCRAM-SHA-256/512 two (client-first, client-final), and the second answer
+// PLAIN and OAUTHBEARER are one round; SCRAM-SHA-256/512 two (client-first, client-final), and the second answer
 // is checked for the server's signature.
 #pragma once
 
@@ -14,15 +14,17 @@
 #include <string>
 
 #include "protocol/messages.hpp"
+#include "security/oauth.hpp"
 #include "security/scram.hpp"
 
 namespace kgroup::security {
 
 struct sasl_credentials {
-  std::string mechanism;  // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+  std::string mechanism;  // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
   std::string username;
   std::string password;
   std::string scram_nonce;  // tests only: a fixed SCRAM client nonce
+  oauth_token token;        // OAUTHBEARER: the token to present
 };
 
 class sasl_session {

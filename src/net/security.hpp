@@ -1,0 +1,69 @@
+// How a client's connections are secured (issue 15): the TLS context, the SASL mechanism and
+// credentials, and the OAUTHBEARER token cache, built once per client from its Config and shared
+// by all its connections. The connection (net/connection.cpp) runs the handshakes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "kgroup/config.hpp"
+#include "security/sasl.hpp"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace kgroup::net {
+
+/// OAUTHBEARER tokens for every connection of a client: the provider is asked for a new one
+/// when none is cached or the cached one is past its refresh time. Background thread only.
+class token_cache {
+ public:
+  /// Gets a token: `done(error)` with an empty error and the token, or with why there is none
+  /// (never the token).
+  using fetch_done = std::function<void(const std::string& error, const security::oauth_token& token)>;
+  using fetcher = std::function<void(fetch_done)>;
+
+  token_cache(fetcher fetch, double refresh_factor) : fetch_(std::move(fetch)), factor_(refresh_factor) {}
+
+  /// Calls `done` with the current token, fetching a new one first if needed (callers that ask
+  /// while a fetch runs wait for it).
+  void get(fetch_done done);
+  /// Tokens obtained so far.
+  std::uint64_t fetches() const noexcept { return fetches_; }
+
+ private:
+  fetcher fetch_;
+  double factor_;
+  std::optional<security::oauth_token> token_;
+  std::chrono::system_clock::time_point refresh_at_{};
+  std::vector<fetch_done> waiting_;
+  bool fetching_ = false;
+  std::uint64_t fetches_ = 0;
+};
+
+struct transport_security {
+  std::string protocol;  // SSL, SASL_PLAINTEXT, SASL_SSL
+  /// Null without TLS.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  bool verify_hostname = true;
+  bool sasl = false;
+  /// mechanism, username and password (the OAUTHBEARER token comes from `tokens`).
+  security::sasl_credentials credentials;
+  std::shared_ptr<token_cache> tokens;
+  /// Called (background thread) when a broker refuses the credentials or the TLS peer cannot be
+  /// trusted: errors retrying cannot fix. The consumer makes them fatal.
+  std::function<void(std::error_code, const std::string&)> on_fatal;
+};
+
+/// Null for PLAINTEXT. Throws kgroup::error(invalid_config) naming the key when a file cannot be
+/// read, a PEM does not parse, a key does not match its certificate, or credentials are missing;
+/// messages never contain a secret.
+std::shared_ptr<transport_security> make_transport_security(const Config& cfg);
+
+}  // namespace kgroup::net

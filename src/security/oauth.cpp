@@ -1,0 +1,252 @@
+#include "security/oauth.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <vector>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include "security/scram.hpp"
+
+namespace kgroup::security {
+
+namespace {
+
+std::string base64url(std::string_view text) {
+  std::string s = base64_encode(std::vector<std::uint8_t>(text.begin(), text.end()));
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  std::replace(s.begin(), s.end(), '+', '-');
+  std::replace(s.begin(), s.end(), '/', '_');
+  return s;
+}
+
+bool base64url_decode(std::string_view text, std::string& out) {
+  std::string s(text);
+  if (s.find_first_of("+/=") != std::string::npos) return false;
+  std::replace(s.begin(), s.end(), '-', '+');
+  std::replace(s.begin(), s.end(), '_', '/');
+  if (s.size() % 4 == 1) return false;
+  while (s.size() % 4 != 0) s += '=';
+  std::vector<std::uint8_t> bytes;
+  if (!base64_decode(s, bytes)) return false;
+  out.assign(bytes.begin(), bytes.end());
+  return true;
+}
+
+// A JSON string literal (the claims written here are names and scopes: escape the few
+// characters JSON requires).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[(c >> 4) & 0xf];
+      out += hex[c & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+bool alpha_key(std::string_view k) {
+  return !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, std::string& error) {
+  out = {};
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i >= text.size()) break;
+    std::size_t end = i;
+    while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))) ++end;
+    const std::string_view part = text.substr(i, end - i);
+    i = end;
+    const auto eq = part.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      error = "sasl.oauthbearer.config: expected key=value parts (principal=..., scope=..., lifeSeconds=..., "
+              "extension_NAME=...)";
+      return false;
+    }
+    const std::string_view key = part.substr(0, eq);
+    const std::string_view value = part.substr(eq + 1);
+    if (key == "principal") {
+      out.principal = std::string(value);
+    } else if (key == "scope") {
+      out.scope = std::string(value);
+    } else if (key == "lifeSeconds") {
+      std::int64_t n = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || p != value.data() + value.size() || n <= 0) {
+        error = "sasl.oauthbearer.config: lifeSeconds must be a positive number of seconds";
+        return false;
+      }
+      out.life_seconds = n;
+    } else if (key.rfind("extension_", 0) == 0 && alpha_key(key.substr(10)) && key.substr(10) != "auth") {
+      out.extensions[std::string(key.substr(10))] = std::string(value);
+    } else {
+      error = "sasl.oauthbearer.config: unknown part '" + std::string(key) + "'";
+      return false;
+    }
+  }
+  if (out.principal.empty()) {
+    error = "sasl.oauthbearer.config: principal=NAME is required";
+    return false;
+  }
+  return true;
+}
+
+oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono::system_clock::time_point now) {
+  const std::int64_t iat = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const std::int64_t exp = iat + cfg.life_seconds;
+  std::string payload = "{\"sub\":" + json_string(cfg.principal) + ",\"iat\":" + std::to_string(iat) +
+                        ",\"exp\":" + std::to_string(exp);
+  if (!cfg.scope.empty()) payload += ",\"scope\":" + json_string(cfg.scope);
+  payload += "}";
+  oauth_token t;
+  t.value = base64url("{\"alg\":\"none\"}") + "." + base64url(payload) + ".";
+  t.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
+  t.principal = cfg.principal;
+  t.extensions = cfg.extensions;
+  return t;
+}
+
+bool parse_extensions(std::string_view text, std::map<std::string, std::string>& out, std::string& error) {
+  out.clear();
+  while (!trim(text).empty()) {
+    const auto comma = text.find(',');
+    const std::string_view part = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (part.empty()) continue;
+    const auto eq = part.find('=');
+    const std::string_view key = eq == std::string_view::npos ? part : part.substr(0, eq);
+    if (eq == std::string_view::npos || !alpha_key(key) || key == "auth") {
+      error = "sasl.oauthbearer.extensions: each extension is NAME=VALUE with an alphabetic NAME other than auth";
+      return false;
+    }
+    out[std::string(key)] = std::string(part.substr(eq + 1));
+  }
+  return true;
+}
+
+std::string oauthbearer_client_message(const oauth_token& token) {
+  std::string m = "n,,\x01" "auth=Bearer " + token.value + "\x01";
+  for (const auto& [k, v] : token.extensions) m += k + "=" + v + "\x01";
+  return m + "\x01";
+}
+
+bool parse_jaas(std::string_view text, jaas_config& out, std::string& error) {
+  out = {};
+  text = trim(text);
+  std::size_t i = 0;
+  const auto skip_space = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  const auto word = [&] {
+    const std::size_t start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])) && text[i] != '=' && text[i] != ';') ++i;
+    return text.substr(start, i - start);
+  };
+  out.login_module = std::string(word());
+  skip_space();
+  const std::string_view flag = word();
+  if (out.login_module.empty() ||
+      (flag != "required" && flag != "requisite" && flag != "sufficient" && flag != "optional")) {
+    error = "sasl.jaas.config: expected '<LoginModule class> required key=\"value\" ...;'";
+    return false;
+  }
+  for (;;) {
+    skip_space();
+    if (i >= text.size()) break;
+    if (text[i] == ';') {
+      ++i;
+      skip_space();
+      if (i != text.size()) {
+        error = "sasl.jaas.config: only one login module is supported";
+        return false;
+      }
+      break;
+    }
+    const std::string key(word());
+    skip_space();
+    if (key.empty() || i >= text.size() || text[i] != '=') {
+      error = "sasl.jaas.config: expected key=value after the control flag";
+      return false;
+    }
+    ++i;
+    skip_space();
+    std::string value;
+    if (i < text.size() && text[i] == '"') {
+      ++i;
+      bool closed = false;
+      while (i < text.size()) {
+        const char c = text[i++];
+        if (c == '\\' && i < text.size()) {
+          value += text[i++];
+        } else if (c == '"') {
+          closed = true;
+          break;
+        } else {
+          value += c;
+        }
+      }
+      if (!closed) {
+        error = "sasl.jaas.config: unterminated quoted value of option '" + key + "'";
+        return false;
+      }
+    } else {
+      value = std::string(word());
+    }
+    out.options[key] = std::move(value);
+  }
+  return true;
+}
+
+std::chrono::system_clock::time_point refresh_time(std::chrono::system_clock::time_point obtained,
+                                                   std::chrono::system_clock::time_point expires, double factor,
+                                                   double jitter) {
+  using namespace std::chrono;
+  const auto life = duration_cast<milliseconds>(expires - obtained);
+  auto at = obtained + milliseconds(static_cast<std::int64_t>(static_cast<double>(life.count()) *
+                                                              (factor + 0.05 * jitter)));
+  at = std::min(at, expires - seconds(10));
+  return std::max(at, obtained + seconds(1));
+}
+
+bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp) {
+  sub.clear();
+  exp = 0;
+  const auto dot1 = jwt.find('.');
+  const auto dot2 = dot1 == std::string_view::npos ? dot1 : jwt.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos) return false;
+  std::string payload;
+  if (!base64url_decode(jwt.substr(dot1 + 1, dot2 - dot1 - 1), payload)) return false;
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(payload, ec);
+  if (ec || !v.is_object()) return false;
+  const auto& o = v.get_object();
+  if (const auto* s = o.if_contains("sub"); s != nullptr && s->is_string()) sub = std::string(s->get_string());
+  if (const auto* e = o.if_contains("exp"); e != nullptr) {
+    if (e->is_int64()) exp = e->get_int64();
+    else if (e->is_uint64()) exp = static_cast<std::int64_t>(e->get_uint64());
+    else if (e->is_double()) exp = static_cast<std::int64_t>(e->get_double());
+  }
+  return true;
+}
+
+}  // namespace kgroup::security

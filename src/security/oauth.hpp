@@ -1,0 +1,60 @@
+// OAUTHBEARER pieces that need no I/O: the unsecured token of `sasl.oauthbearer.config` (for
+// tests and local clusters, like Java's unsecured login module), SASL extensions, the client's
+// message (RFC 7628), Java JAAS lines, and when a token is refreshed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace kgroup::security {
+
+/// A token and what the client needs to know about it. `value` is secret: never logged.
+struct oauth_token {
+  std::string value;
+  std::chrono::system_clock::time_point expires_at{};
+  std::string principal;  // for logs
+  std::map<std::string, std::string> extensions;
+};
+
+/// `sasl.oauthbearer.config`: "principal=NAME [scope=S1,S2] [lifeSeconds=N] [extension_K=V]...",
+/// space-separated. False with a reason (naming the bad part, never a value) when malformed.
+struct unsecured_token_config {
+  std::string principal;
+  std::string scope;
+  std::int64_t life_seconds = 3600;
+  std::map<std::string, std::string> extensions;
+};
+bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, std::string& error);
+
+/// An unsecured JWT (header {"alg":"none"}, no signature) with sub, iat, exp and scope.
+oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono::system_clock::time_point now);
+
+/// "key=value,key=value" (sasl.oauthbearer.extensions). Keys must be alphabetic and not "auth"
+/// (RFC 7628 3.1); false with a reason otherwise.
+bool parse_extensions(std::string_view text, std::map<std::string, std::string>& out, std::string& error);
+
+/// The client's first and only message: "n,,\x01auth=Bearer <token>\x01[key=value\x01]...\x01".
+std::string oauthbearer_client_message(const oauth_token& token);
+
+/// Java's `sasl.jaas.config`: "<LoginModule class> required key="value" key=value ...;".
+struct jaas_config {
+  std::string login_module;  // the class name as written
+  std::map<std::string, std::string> options;
+};
+bool parse_jaas(std::string_view text, jaas_config& out, std::string& error);
+
+/// When a token obtained at `obtained` and expiring at `expires` is refreshed: after `factor` of
+/// its lifetime plus up to 5% jitter (`jitter` in [0, 1)), as Java's refreshing login does, but
+/// never later than 10 s before it expires and never earlier than `obtained` + 1 s.
+std::chrono::system_clock::time_point refresh_time(std::chrono::system_clock::time_point obtained,
+                                                   std::chrono::system_clock::time_point expires, double factor,
+                                                   double jitter);
+
+/// The claims of a JWT payload kgroup reads (for logs and refresh times): sub, exp (seconds since
+/// the epoch; 0 if absent). False if `jwt` is not three base64url parts with a JSON payload.
+bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp);
+
+}  // namespace kgroup::security

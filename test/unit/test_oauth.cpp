@@ -1,0 +1,187 @@
+// OAUTHBEARER pieces (unsecured tokens, extensions, the client message, JAAS lines, refresh
+// times) and the security settings a Config turns into (net/security.hpp): what is accepted,
+// what is refused and how, and that no refusal shows a secret.
+#include <catch2/catch.hpp>
+
+#include "kgroup/config.hpp"
+#include "kgroup/error.hpp"
+#include "net/security.hpp"
+#include "security/oauth.hpp"
+#include "security/sasl.hpp"
+
+using namespace kgroup::security;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string config_error(const kgroup::Config& c) {
+  try {
+    c.validate();
+    (void)kgroup::net::make_transport_security(c);
+  } catch (const kgroup::error& e) {
+    CHECK(e.code() == make_error_code(kgroup::client_errc::invalid_config));
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("oauth: an unsecured token from sasl.oauthbearer.config carries its claims and extensions", "[oauth]") {
+  unsecured_token_config cfg;
+  std::string error;
+  REQUIRE(parse_unsecured_config("principal=alice scope=read,write lifeSeconds=600 extension_logicalCluster=lkc-1",
+                                 cfg, error));
+  CHECK(cfg.principal == "alice");
+  CHECK(cfg.life_seconds == 600);
+  const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  const oauth_token t = make_unsecured_token(cfg, now);
+  CHECK(t.expires_at == now + 600s);
+  CHECK(t.value.rfind("eyJhbGciOiJub25lIn0.", 0) == 0);  // {"alg":"none"}
+  CHECK(t.value.back() == '.');                           // no signature
+  std::string sub;
+  std::int64_t exp = 0;
+  REQUIRE(read_jwt_claims(t.value, sub, exp));
+  CHECK(sub == "alice");
+  CHECK(exp == 1'700'000'600);
+  CHECK(oauthbearer_client_message(t) ==
+        "n,,\x01" "auth=Bearer " + t.value + "\x01logicalCluster=lkc-1\x01\x01");
+
+  CHECK_FALSE(parse_unsecured_config("scope=x", cfg, error));
+  CHECK(error.find("principal") != std::string::npos);
+  CHECK_FALSE(parse_unsecured_config("principal=a lifeSeconds=-3", cfg, error));
+  CHECK_FALSE(parse_unsecured_config("principal=a extension_auth=x", cfg, error));
+  CHECK_FALSE(read_jwt_claims("not-a-jwt", sub, exp));
+  CHECK_FALSE(read_jwt_claims("a.%%%.b", sub, exp));
+}
+
+TEST_CASE("oauth: extensions and JAAS lines parse as Java writes them", "[oauth]") {
+  std::map<std::string, std::string> ext;
+  std::string error;
+  REQUIRE(parse_extensions("logicalCluster=lkc-1, identityPoolId=pool-2", ext, error));
+  CHECK(ext == std::map<std::string, std::string>{{"identityPoolId", "pool-2"}, {"logicalCluster", "lkc-1"}});
+  CHECK_FALSE(parse_extensions("auth=x", ext, error));
+  CHECK_FALSE(parse_extensions("bad-name=x", ext, error));
+
+  jaas_config j;
+  REQUIRE(parse_jaas("org.apache.kafka.common.security.scram.ScramLoginModule required\n  username=\"bob\" "
+                     "password=\"p\\\"w;d\" tokenauth=true;",
+                     j, error));
+  CHECK(j.login_module == "org.apache.kafka.common.security.scram.ScramLoginModule");
+  CHECK(j.options.at("username") == "bob");
+  CHECK(j.options.at("password") == "p\"w;d");
+  CHECK(j.options.at("tokenauth") == "true");
+  CHECK_FALSE(parse_jaas("PlainLoginModule username=\"x\";", j, error));  // no control flag
+  CHECK_FALSE(parse_jaas("M required password=\"unterminated;", j, error));
+  CHECK(error.find("unterminated") != std::string::npos);
+  CHECK(error.find("unterminated;") == std::string::npos);  // the value itself is not shown
+}
+
+TEST_CASE("oauth: a token is refreshed after the window factor of its life, before it expires", "[oauth]") {
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  CHECK(refresh_time(t0, t0 + 1000s, 0.8, 0.0) == t0 + 800s);
+  CHECK(refresh_time(t0, t0 + 1000s, 0.8, 1.0) == t0 + 850s);
+  CHECK(refresh_time(t0, t0 + 1000s, 1.0, 1.0) == t0 + 990s);  // at least 10 s before expiry
+  CHECK(refresh_time(t0, t0 + 5s, 0.8, 0.0) == t0 + 1s);       // never sooner than 1 s
+}
+
+TEST_CASE("oauth: OAUTHBEARER is one SaslAuthenticate round with the token", "[oauth]") {
+  sasl_credentials c;
+  c.mechanism = "OAUTHBEARER";
+  c.token.value = "tok.en.";
+  sasl_session s(c);
+  std::string error;
+  REQUIRE(s.on_handshake({}, error));
+  const auto msg = s.next();
+  CHECK(std::string(msg.begin(), msg.end()) == "n,,\x01" "auth=Bearer tok.en.\x01\x01");
+  kgroup::protocol::sasl_authenticate_response ok;
+  ok.session_lifetime_ms = 1000;
+  CHECK(s.on_authenticate(ok, error) == sasl_session::status::done);
+}
+
+TEST_CASE("security config: what each protocol needs, refused with the key to fix and never a secret",
+          "[oauth][config]") {
+  using kgroup::Config;
+  const Config plain{{"bootstrap.servers", "h:1"}};
+  CHECK(kgroup::net::make_transport_security(plain) == nullptr);
+
+  // GSSAPI (Java's default mechanism) is not implemented.
+  const auto gssapi = config_error(Config{{"bootstrap.servers", "h:1"}, {"security.protocol", "SASL_SSL"}});
+  CHECK(gssapi.find("sasl.mechanism=GSSAPI (the default)") != std::string::npos);
+
+  const auto no_password = config_error(Config{{"bootstrap.servers", "h:1"},
+                                               {"security.protocol", "SASL_PLAINTEXT"},
+                                               {"sasl.mechanism", "SCRAM-SHA-256"},
+                                               {"sasl.username", "u"}});
+  CHECK(no_password.find("sasl.password") != std::string::npos);
+
+  // Credentials from a JAAS line, as a Java properties file gives them.
+  Config jaas{{"bootstrap.servers", "h:1"},
+              {"security.protocol", "SASL_PLAINTEXT"},
+              {"sasl.mechanism", "PLAIN"},
+              {"sasl.jaas.config",
+               "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"hunter2\";"}};
+  const auto sec = kgroup::net::make_transport_security(jaas);
+  REQUIRE(sec);
+  CHECK(sec->sasl);
+  CHECK(sec->tls == nullptr);
+  CHECK(sec->credentials.username == "u");
+  CHECK(sec->credentials.password == "hunter2");
+  CHECK(jaas.to_string().find("hunter2") == std::string::npos);
+
+  const auto no_token = config_error(Config{{"bootstrap.servers", "h:1"},
+                                            {"security.protocol", "SASL_SSL"},
+                                            {"sasl.mechanism", "OAUTHBEARER"}});
+  CHECK(no_token.find("set_oauthbearer_token_provider") != std::string::npos);
+
+  const auto missing_ca = config_error(Config{{"bootstrap.servers", "h:1"},
+                                              {"security.protocol", "SSL"},
+                                              {"ssl.ca.location", "/nonexistent/ca.pem"}});
+  CHECK(missing_ca.find("ssl.ca.location") != std::string::npos);
+  CHECK(missing_ca.find("/nonexistent/ca.pem") != std::string::npos);
+
+  const auto bad_key = config_error(Config{{"bootstrap.servers", "h:1"},
+                                           {"security.protocol", "SSL"},
+                                           {"ssl.key.pem", "-----BEGIN PRIVATE KEY-----\nsecretbytes\n"},
+                                           {"ssl.key.password", "topsecret"}});
+  CHECK(bad_key.find("ssl.key.pem") != std::string::npos);
+  CHECK(bad_key.find("secretbytes") == std::string::npos);
+  CHECK(bad_key.find("topsecret") == std::string::npos);
+
+  const auto factor = config_error(Config{{"bootstrap.servers", "h:1"}, {"sasl.login.refresh.window.factor", "2"}});
+  CHECK(factor.find("sasl.login.refresh.window.factor") != std::string::npos);
+}
+
+TEST_CASE("security config: a token provider's tokens are cached until their refresh time", "[oauth]") {
+  kgroup::Config c{{"bootstrap.servers", "h:1"}, {"security.protocol", "SASL_PLAINTEXT"}, {"sasl.mechanism", "OAUTHBEARER"},
+                   {"sasl.oauthbearer.extensions", "logicalCluster=lkc-9"}};
+  int calls = 0;
+  c.set_oauthbearer_token_provider([&calls] {
+    ++calls;
+    kgroup::OAuthBearerToken t;
+    t.value = "token-" + std::to_string(calls);
+    t.principal = "svc";
+    t.expires_at = std::chrono::system_clock::now() + 1h;
+    return t;
+  });
+  const auto sec = kgroup::net::make_transport_security(c);
+  REQUIRE(sec);
+  REQUIRE(sec->tokens);
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    sec->tokens->get([&](const std::string& err, const oauth_token& t) {
+      CHECK(err.empty());
+      got.push_back(t.value);
+      CHECK(t.extensions.at("logicalCluster") == "lkc-9");
+    });
+  }
+  CHECK(got == std::vector<std::string>{"token-1", "token-1", "token-1"});
+  CHECK(calls == 1);
+
+  kgroup::Config failing = c;
+  failing.set_oauthbearer_token_provider([]() -> kgroup::OAuthBearerToken { throw std::runtime_error("idp down"); });
+  std::string error;
+  kgroup::net::make_transport_security(failing)->tokens->get(
+      [&](const std::string& err, const oauth_token&) { error = err; });
+  CHECK(error.find("idp down") != std::string::npos);
+}
