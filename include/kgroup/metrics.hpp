@@ -147,6 +147,11 @@ struct KGROUP_EXPORT ConsumerMetrics {
   // does), logged once per broker and API. Non-zero means a broker (or proxy) writes more than
   // the protocol defines.
   std::int64_t responses_with_trailing_bytes_total = 0;
+  // SASL: authentications completed, re-authentications (KIP-368), and connections ended for good
+  // because a broker refused the credentials or its TLS certificate was not trusted.
+  std::int64_t authentications_total = 0;
+  std::int64_t reauthentications_total = 0;
+  std::int64_t authentication_failures_total = 0;
 
   // ---- history ----
   std::vector<RebalanceRecord> rebalances;   // the last 50, oldest first (the last may be in progress)

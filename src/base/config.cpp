@@ -82,6 +82,7 @@ const std::vector<ConfigKey> key_table = {
     {"sasl.oauthbearer.client.id", "", "string", 0, 0, "", "OIDC client id"},
     {"sasl.oauthbearer.client.secret", "", "string", 0, 0, "", "OIDC client secret"},
     {"sasl.oauthbearer.scope", "", "string", 0, 0, "", "OIDC scope requested"},
+    {"https.ca.location", "", "string", 0, 0, "", "CA file for the OIDC token endpoint's certificate; empty = the system trust store"},
     {"sasl.oauthbearer.extensions", "", "string", 0, 0, "", "SASL extensions sent with the token: key=value,..."},
     {"sasl.login.refresh.window.factor", "0.8", "string", 0, 0, "", "a token is refreshed after this fraction of its lifetime (0.5 to 1.0)"},
     {"observability.http.listen", "", "string", 0, 0, "", "host:port of the embedded HTTP endpoint (/metrics, /status, /group, dashboard); empty = off, port 0 = any free port"},

@@ -111,6 +111,11 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   if (m.wire) {
     out.responses_with_trailing_bytes_total =
         static_cast<std::int64_t>(m.wire->responses_with_trailing_bytes.load(std::memory_order_relaxed));
+    out.authentications_total = static_cast<std::int64_t>(m.wire->authentications.load(std::memory_order_relaxed));
+    out.reauthentications_total =
+        static_cast<std::int64_t>(m.wire->reauthentications.load(std::memory_order_relaxed));
+    out.authentication_failures_total =
+        static_cast<std::int64_t>(m.wire->authentication_failures.load(std::memory_order_relaxed));
   }
   if (g.last_heartbeat_response) out.last_heartbeat_seconds_ago = seconds_between(*g.last_heartbeat_response, steady_now);
   out.commit_total = m.commits;

@@ -404,6 +404,13 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
             "Broker responses that decoded completely with bytes left after their last field (accepted).",
             n(m.responses_with_trailing_bytes_total));
+  p.counter("kgroup_consumer_authentications_total", "SASL authentications completed on broker connections.",
+            n(m.authentications_total));
+  p.counter("kgroup_consumer_reauthentications_total", "SASL re-authentications (KIP-368) on live connections.",
+            n(m.reauthentications_total));
+  p.counter("kgroup_consumer_authentication_failures_total",
+            "Connections ended because a broker refused the credentials or its certificate was not trusted.",
+            n(m.authentication_failures_total));
   return p.take();
 }
 
@@ -469,6 +476,9 @@ std::string render_status_json(const ConsumerMetrics& m) {
   w.field("heartbeat_total", m.heartbeat_total);
   w.field("last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago);
   w.field("responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total);
+  w.field("authentications_total", m.authentications_total);
+  w.field("reauthentications_total", m.reauthentications_total);
+  w.field("authentication_failures_total", m.authentication_failures_total);
   w.field("offset_validations_total", m.offset_validations_total);
   w.field("log_truncations_total", m.log_truncations_total);
   w.field("commit_latency_avg_ms", m.commit_latency_avg_ms);

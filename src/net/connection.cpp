@@ -369,7 +369,7 @@ void connection::start_sasl(bool reauth) {
     sasl_handshake(reauth);
     return;
   }
-  sec.tokens->get([self = shared_from_this(), gen = generation_, reauth](const std::string& err,
+  sec.tokens->get(io_, [self = shared_from_this(), gen = generation_, reauth](const std::string& err,
                                                                          const security::oauth_token& token) {
     if (gen != self->generation_ || self->state_ == state::closed) return;
     if (!err.empty()) {

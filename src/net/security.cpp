@@ -11,6 +11,7 @@
 
 #include "kgroup/error.hpp"
 #include "kgroup/log.hpp"
+#include "net/oidc.hpp"
 
 namespace kgroup::net {
 
@@ -112,11 +113,43 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
     return t;
   };
   if (cfg.get("sasl.oauthbearer.method") == "oidc") {
-    invalid("sasl.oauthbearer.method=oidc: not implemented yet; use a token provider "
-            "(Config::set_oauthbearer_token_provider)");
+    oidc_options o;
+    o.url = cfg.get("sasl.oauthbearer.token.endpoint.url");
+    o.client_id = cfg.get("sasl.oauthbearer.client.id");
+    o.client_secret = cfg.get("sasl.oauthbearer.client.secret");
+    o.scope = cfg.get("sasl.oauthbearer.scope");
+    if (jaas != nullptr) {  // Java's OAuthBearerLoginModule options
+      const auto opt = [&](const char* name, std::string& into) {
+        if (auto it = jaas->options.find(name); into.empty() && it != jaas->options.end()) into = it->second;
+      };
+      opt("clientId", o.client_id);
+      opt("clientSecret", o.client_secret);
+      opt("scope", o.scope);
+    }
+    std::string host, port, target, why;
+    if (!security::parse_https_url(o.url, host, port, target, why)) invalid(why);
+    if (o.client_id.empty() || o.client_secret.empty()) {
+      invalid("sasl.oauthbearer.method=oidc needs sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret");
+    }
+    o.timeout = cfg.get_ms("request.timeout.ms");
+    o.tls = std::make_shared<ssl::context>(ssl::context::tls_client);
+    SSL_CTX_set_min_proto_version(o.tls->native_handle(), TLS1_2_VERSION);
+    o.tls->set_verify_mode(ssl::verify_peer);
+    const std::string ca = cfg.get("https.ca.location");
+    if (ca.empty()) {
+      load("https.ca.location", "the system trust store", [&] { o.tls->set_default_verify_paths(); });
+    } else {
+      load("https.ca.location", "the CA file '" + ca + "'", [&] { o.tls->load_verify_file(ca); });
+    }
+    return [oidc = make_oidc_fetcher(std::move(o)), with_extensions](boost::asio::io_context& io,
+                                                                      const token_cache::fetch_done& done) {
+      oidc(io, [done, with_extensions](const std::string& err, const security::oauth_token& t) {
+        done(err, err.empty() ? with_extensions(t) : t);
+      });
+    };
   }
   if (const auto* provider = cfg.oauthbearer_token_provider()) {
-    return [p = *provider, with_extensions](const token_cache::fetch_done& done) {
+    return [p = *provider, with_extensions](boost::asio::io_context&, const token_cache::fetch_done& done) {
       security::oauth_token t;
       try {
         t = with_extensions(from_public(p()));
@@ -152,14 +185,14 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
     invalid("sasl.mechanism=OAUTHBEARER needs a token: a token provider (Config::set_oauthbearer_token_provider), "
             "sasl.oauthbearer.method=oidc, or an unsecured token for tests (sasl.oauthbearer.config=principal=NAME)");
   }
-  return [unsecured, with_extensions](const token_cache::fetch_done& done) {
+  return [unsecured, with_extensions](boost::asio::io_context&, const token_cache::fetch_done& done) {
     done({}, with_extensions(security::make_unsecured_token(unsecured, std::chrono::system_clock::now())));
   };
 }
 
 }  // namespace
 
-void token_cache::get(fetch_done done) {
+void token_cache::get(boost::asio::io_context& io, fetch_done done) {
   const auto now = std::chrono::system_clock::now();
   if (token_ && now < refresh_at_) {
     done({}, *token_);
@@ -168,7 +201,7 @@ void token_cache::get(fetch_done done) {
   waiting_.push_back(std::move(done));
   if (fetching_) return;
   fetching_ = true;
-  fetch_([this](const std::string& err, const security::oauth_token& token) {
+  fetch_(io, [this, keep = shared_from_this()](const std::string& err, const security::oauth_token& token) {
     fetching_ = false;
     if (err.empty()) {
       ++fetches_;

@@ -14,26 +14,30 @@
 #include "kgroup/config.hpp"
 #include "security/sasl.hpp"
 
-namespace boost::asio::ssl {
+namespace boost::asio {
+class io_context;
+namespace ssl {
 class context;
 }
+}  // namespace boost::asio
 
 namespace kgroup::net {
 
 /// OAUTHBEARER tokens for every connection of a client: the provider is asked for a new one
 /// when none is cached or the cached one is past its refresh time. Background thread only.
-class token_cache {
+class token_cache : public std::enable_shared_from_this<token_cache> {
  public:
   /// Gets a token: `done(error)` with an empty error and the token, or with why there is none
   /// (never the token).
   using fetch_done = std::function<void(const std::string& error, const security::oauth_token& token)>;
-  using fetcher = std::function<void(fetch_done)>;
+  /// Obtains a token, possibly asynchronously on `io`, and calls `done` once.
+  using fetcher = std::function<void(boost::asio::io_context& io, fetch_done done)>;
 
   token_cache(fetcher fetch, double refresh_factor) : fetch_(std::move(fetch)), factor_(refresh_factor) {}
 
   /// Calls `done` with the current token, fetching a new one first if needed (callers that ask
   /// while a fetch runs wait for it).
-  void get(fetch_done done);
+  void get(boost::asio::io_context& io, fetch_done done);
   /// Tokens obtained so far.
   std::uint64_t fetches() const noexcept { return fetches_; }
 

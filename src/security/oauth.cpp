@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <vector>
 
 #include <boost/json/parse.hpp>
@@ -247,6 +248,96 @@ bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp) 
     else if (e->is_double()) exp = static_cast<std::int64_t>(e->get_double());
   }
   return true;
+}
+
+bool parse_https_url(const std::string& url, std::string& host, std::string& port, std::string& target,
+                     std::string& error) {
+  const std::string scheme = "https://";
+  if (url.rfind(scheme, 0) != 0) {
+    error = "sasl.oauthbearer.token.endpoint.url must be an https:// URL";
+    return false;
+  }
+  const std::string rest = url.substr(scheme.size());
+  const auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  target = slash == std::string::npos ? "/" : rest.substr(slash);
+  if (authority.find('@') != std::string::npos) {
+    error = "sasl.oauthbearer.token.endpoint.url must not carry credentials (use sasl.oauthbearer.client.id/secret)";
+    return false;
+  }
+  port = "443";
+  if (!authority.empty() && authority.front() == '[') {  // [IPv6]:port
+    const auto close = authority.find(']');
+    if (close == std::string::npos) {
+      error = "sasl.oauthbearer.token.endpoint.url: unterminated [IPv6 address]";
+      return false;
+    }
+    if (close + 1 < authority.size() && authority[close + 1] == ':') port = authority.substr(close + 2);
+    host = authority.substr(1, close - 1);
+  } else {
+    const auto colon = authority.rfind(':');
+    if (colon != std::string::npos) {
+      port = authority.substr(colon + 1);
+      authority.resize(colon);
+    }
+    host = authority;
+  }
+  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos) {
+    error = "sasl.oauthbearer.token.endpoint.url: expected https://host[:port]/path";
+    return false;
+  }
+  return true;
+}
+
+bool parse_token_response(const std::string& body, const std::string& client_id,
+                          std::chrono::system_clock::time_point now, security::oauth_token& out, std::string& error) {
+  boost::system::error_code ec;
+  const auto v = boost::json::parse(body, ec);
+  if (ec || !v.is_object()) {
+    error = "the token endpoint's answer is not a JSON object";
+    return false;
+  }
+  const auto& o = v.get_object();
+  const auto* token = o.if_contains("access_token");
+  if (token == nullptr || !token->is_string() || token->get_string().empty()) {
+    error = "the token endpoint's answer has no access_token";
+    return false;
+  }
+  out = {};
+  out.value = std::string(token->get_string());
+  std::string sub;
+  std::int64_t exp = 0;
+  (void)read_jwt_claims(out.value, sub, exp);  // opaque tokens are fine too
+  std::int64_t expires_in = 0;
+  if (const auto* e = o.if_contains("expires_in"); e != nullptr) {
+    if (e->is_int64()) expires_in = e->get_int64();
+    else if (e->is_uint64()) expires_in = static_cast<std::int64_t>(e->get_uint64());
+    else if (e->is_double()) expires_in = static_cast<std::int64_t>(e->get_double());
+    else if (e->is_string()) expires_in = std::atoll(std::string(e->get_string()).c_str());
+  }
+  if (expires_in > 0) {
+    out.expires_at = now + std::chrono::seconds(expires_in);
+  } else if (exp > 0) {
+    out.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
+  } else {
+    error = "the token endpoint's answer says neither expires_in nor an exp claim: the token's lifetime is unknown";
+    return false;
+  }
+  out.principal = sub.empty() ? client_id : sub;
+  return true;
+}
+
+std::string token_error_reason(const std::string& body) {
+  std::string why;
+  boost::system::error_code ec;
+  const auto v = boost::json::parse(body, ec);
+  if (ec || !v.is_object()) return why;
+  const auto& o = v.get_object();
+  if (const auto* e = o.if_contains("error"); e != nullptr && e->is_string()) why = std::string(e->get_string());
+  if (const auto* d = o.if_contains("error_description"); d != nullptr && d->is_string()) {
+    why += (why.empty() ? "" : ": ") + std::string(d->get_string());
+  }
+  return why.substr(0, 200);
 }
 
 }  // namespace kgroup::security

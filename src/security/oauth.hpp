@@ -57,4 +57,18 @@ std::chrono::system_clock::time_point refresh_time(std::chrono::system_clock::ti
 /// the epoch; 0 if absent). False if `jwt` is not three base64url parts with a JSON payload.
 bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp);
 
+/// Splits an https URL; false (with the reason) for anything else.
+bool parse_https_url(const std::string& url, std::string& host, std::string& port, std::string& target,
+                     std::string& error);
+
+/// The body of a token response: access_token, and its lifetime from expires_in or the JWT's
+/// exp claim; the principal is the JWT's sub claim, else `client_id`. False with the reason
+/// (never the token) otherwise.
+bool parse_token_response(const std::string& body, const std::string& client_id,
+                          std::chrono::system_clock::time_point now, security::oauth_token& out, std::string& error);
+
+/// The error and error_description of a token endpoint's error answer (RFC 6749 5.2), at most
+/// 200 characters; empty when the body is not such an answer.
+std::string token_error_reason(const std::string& body);
+
 }  // namespace kgroup::security

@@ -48,7 +48,10 @@ bool sasl_session::on_handshake(const protocol::sasl_handshake_response& r, std:
 
 protocol::bytes sasl_session::next() {
   ++round_;
-  if (creds_.mechanism == "OAUTHBEARER") return to_bytes(oauthbearer_client_message(creds_.token));
+  if (creds_.mechanism == "OAUTHBEARER") {
+    // After the server's error challenge, RFC 7628 3.2.3: a single 0x01 ends the exchange.
+    return round_ == 1 ? to_bytes(oauthbearer_client_message(creds_.token)) : protocol::bytes{0x01};
+  }
   if (!scram_) {
     // PLAIN (RFC 4616): authzid (empty), authcid, password, NUL-separated.
     std::string msg;
@@ -67,9 +70,23 @@ sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenti
   if (r.error_code != 0) {
     error = "SASL " + creds_.mechanism + " authentication failed (" + kafka_error_name(r.error_code) + ")";
     if (r.error_message && !r.error_message->empty()) error += ": " + *r.error_message;
+    if (!oauth_challenge_.empty()) error += " (the broker's challenge: " + oauth_challenge_ + ")";
     return status::failed;
   }
   session_lifetime_ms_ = r.session_lifetime_ms;
+  if (creds_.mechanism == "OAUTHBEARER") {
+    if (round_ == 1 && !r.auth_bytes.empty()) {
+      // An error challenge (RFC 7628 3.2.2: JSON with status, scope): the broker wants the
+      // client's 0x01, then answers SASL_AUTHENTICATION_FAILED.
+      oauth_challenge_ = to_string(r.auth_bytes).substr(0, 200);
+      return status::more;
+    }
+    if (round_ > 1) {
+      error = "SASL OAUTHBEARER authentication failed: the broker's challenge: " + oauth_challenge_;
+      return status::failed;
+    }
+    return status::done;
+  }
   if (!scram_) return status::done;
   if (round_ == 1) {
     // The answer to client-first is server-first; the next request carries client-final.

@@ -52,6 +52,7 @@ class sasl_session {
   std::unique_ptr<scram_client> scram_;
   protocol::bytes pending_;  // the next SCRAM message
   int round_ = 0;
+  std::string oauth_challenge_;  // OAUTHBEARER: the server's error challenge, if any
   std::int64_t session_lifetime_ms_ = 0;
 };
 

@@ -5,7 +5,10 @@
 
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
+#include "net/oidc.hpp"
 #include "net/security.hpp"
+
+#include <boost/asio/io_context.hpp>
 #include "security/oauth.hpp"
 #include "security/sasl.hpp"
 
@@ -97,6 +100,23 @@ TEST_CASE("oauth: OAUTHBEARER is one SaslAuthenticate round with the token", "[o
   kgroup::protocol::sasl_authenticate_response ok;
   ok.session_lifetime_ms = 1000;
   CHECK(s.on_authenticate(ok, error) == sasl_session::status::done);
+  CHECK(s.session_lifetime_ms() == 1000);
+
+  // A refused token: the broker's error challenge, the client's 0x01, then the failure.
+  sasl_session refused(c);
+  REQUIRE(refused.on_handshake({}, error));
+  (void)refused.next();
+  kgroup::protocol::sasl_authenticate_response challenge;
+  const std::string json = R"({"status":"invalid_token"})";
+  challenge.auth_bytes.assign(json.begin(), json.end());
+  REQUIRE(refused.on_authenticate(challenge, error) == sasl_session::status::more);
+  CHECK(refused.next() == kgroup::protocol::bytes{0x01});
+  kgroup::protocol::sasl_authenticate_response failed;
+  failed.error_code = 58;
+  failed.error_message = "Authentication failed";
+  CHECK(refused.on_authenticate(failed, error) == sasl_session::status::failed);
+  CHECK(error.find("invalid_token") != std::string::npos);
+  CHECK(error.find("tok.en.") == std::string::npos);
 }
 
 TEST_CASE("security config: what each protocol needs, refused with the key to fix and never a secret",
@@ -168,8 +188,9 @@ TEST_CASE("security config: a token provider's tokens are cached until their ref
   REQUIRE(sec);
   REQUIRE(sec->tokens);
   std::vector<std::string> got;
+  boost::asio::io_context io;
   for (int i = 0; i < 3; ++i) {
-    sec->tokens->get([&](const std::string& err, const oauth_token& t) {
+    sec->tokens->get(io, [&](const std::string& err, const oauth_token& t) {
       CHECK(err.empty());
       got.push_back(t.value);
       CHECK(t.extensions.at("logicalCluster") == "lkc-9");
@@ -182,6 +203,41 @@ TEST_CASE("security config: a token provider's tokens are cached until their ref
   failing.set_oauthbearer_token_provider([]() -> kgroup::OAuthBearerToken { throw std::runtime_error("idp down"); });
   std::string error;
   kgroup::net::make_transport_security(failing)->tokens->get(
-      [&](const std::string& err, const oauth_token&) { error = err; });
+      io, [&](const std::string& err, const oauth_token&) { error = err; });
   CHECK(error.find("idp down") != std::string::npos);
+}
+
+TEST_CASE("oidc: endpoint URLs and token answers", "[oauth]") {
+  std::string host, port, target, error;
+  REQUIRE(parse_https_url("https://idp.example.com/oauth2/token", host, port, target, error));
+  CHECK(host == "idp.example.com");
+  CHECK(port == "443");
+  CHECK(target == "/oauth2/token");
+  REQUIRE(parse_https_url("https://127.0.0.1:8443", host, port, target, error));
+  CHECK(port == "8443");
+  CHECK(target == "/");
+  REQUIRE(parse_https_url("https://[::1]:9/t", host, port, target, error));
+  CHECK(host == "::1");
+  CHECK_FALSE(parse_https_url("http://idp/token", host, port, target, error));
+  CHECK_FALSE(parse_https_url("https://user:pw@idp/token", host, port, target, error));
+  CHECK(error.find("pw") == std::string::npos);
+
+  const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  unsecured_token_config cfg;
+  cfg.principal = "svc-a";
+  const auto jwt = make_unsecured_token(cfg, now).value;
+  oauth_token t;
+  REQUIRE(parse_token_response(R"({"access_token":")" + jwt + R"(","token_type":"Bearer","expires_in":300})",
+                                            "client-1", now, t, error));
+  CHECK(t.value == jwt);
+  CHECK(t.principal == "svc-a");
+  CHECK(t.expires_at == now + 300s);
+  // Without expires_in the JWT's exp claim gives the lifetime; an opaque token needs expires_in.
+  REQUIRE(parse_token_response(R"({"access_token":")" + jwt + R"("})", "client-1", now, t, error));
+  CHECK(t.expires_at == now + 3600s);
+  REQUIRE(parse_token_response(R"({"access_token":"opaque","expires_in":"60"})", "client-1", now, t, error));
+  CHECK(t.principal == "client-1");
+  CHECK_FALSE(parse_token_response(R"({"access_token":"opaque"})", "c", now, t, error));
+  CHECK_FALSE(parse_token_response(R"({"token_type":"Bearer"})", "c", now, t, error));
+  CHECK_FALSE(parse_token_response("<html>", "c", now, t, error));
 }
