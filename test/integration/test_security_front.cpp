@@ -11,8 +11,14 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include "kafka_relay.hpp"
 #include "mock_cluster.hpp"
 #include "oidc_token_endpoint.hpp"
 #include "secure_front.hpp"
@@ -381,4 +387,133 @@ TEST_CASE("security front: kafka-python consumes and commits over SASL_SSL", "[s
   CHECK(n.authentications >= 2);
   CHECK(n.authentications_by_mechanism.at(mechanism) == n.authentications);
   CHECK(n.unauthenticated_requests == 0);
+}
+
+// KIP-368 and the fault option, which neither librdkafka 2.0.2 nor kafka-python 2.0.2 exercise
+// (neither re-authenticates): a raw client on kgroup's codec, SASL_PLAINTEXT with PLAIN.
+namespace {
+
+struct raw_client {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket s{io};
+  std::int32_t next_correlation = 1;
+
+  explicit raw_client(std::uint16_t port) { s.connect({boost::asio::ip::make_address("127.0.0.1"), port}); }
+
+  template <class Msg>
+  std::int32_t send(const Msg& m, std::int16_t version) {
+    kgroup::protocol::bytes frame;
+    const std::int32_t corr = next_correlation++;
+    REQUIRE(!kgroup::protocol::encode_request(m, version, corr, std::string("raw-client"), frame));
+    boost::asio::write(s, boost::asio::buffer(frame));
+    return corr;
+  }
+
+  // The next answer as Msg; false if the connection closed.
+  template <class Msg>
+  bool receive(std::int16_t version, std::int32_t& corr, Msg& out) {
+    kgroup::protocol::bytes frame;
+    if (!kgroup::test::kafka_relay::read_frame(s, frame)) return false;
+    kgroup::protocol::response_header h;
+    REQUIRE(kgroup::test::kafka_relay::decode_response(frame, version, h, out));
+    corr = h.correlation_id;
+    return true;
+  }
+
+  bool closed_by_peer() {
+    kgroup::protocol::bytes frame;
+    return !kgroup::test::kafka_relay::read_frame(s, frame);
+  }
+};
+
+kgroup::protocol::sasl_authenticate_request plain_token(const std::string& user, const std::string& password) {
+  kgroup::protocol::sasl_authenticate_request req;
+  const std::string token = std::string(1, '\0') + user + '\0' + password;
+  req.auth_bytes.assign(token.begin(), token.end());
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("security front: KIP-368 session lifetime, re-authentication with requests in flight, expiry", "[security]") {
+  using namespace kgroup::protocol;
+  mock_cluster mc(1);
+  secure_front_options o;
+  o.sasl_mechanisms = {"PLAIN"};
+  o.users = {{"alice", "alice-secret"}, {"bob", "bob-secret"}};
+  o.session_lifetime_ms = 1000;
+  secure_front front(mc, o);
+  raw_client c(front.port_of(1));
+
+  std::int32_t corr = 0;
+  sasl_handshake_response hs;
+  sasl_authenticate_response auth;
+  api_versions_response av;
+  c.send(sasl_handshake_request{"PLAIN"}, 1);
+  REQUIRE(c.receive(1, corr, hs));
+  CHECK(hs.error_code == 0);
+  CHECK(hs.mechanisms == std::vector<std::string>{"PLAIN"});
+  c.send(plain_token("alice", "alice-secret"), 1);
+  REQUIRE(c.receive(1, corr, auth));
+  CHECK(auth.error_code == 0);
+  CHECK(auth.session_lifetime_ms == 1000);
+
+  // Re-authenticate behind a relayed request: the answers come back in request order.
+  const std::int32_t c1 = c.send(api_versions_request{}, 0);
+  const std::int32_t c2 = c.send(sasl_handshake_request{"PLAIN"}, 1);
+  const std::int32_t c3 = c.send(plain_token("alice", "alice-secret"), 1);
+  REQUIRE(c.receive(0, corr, av));
+  CHECK(corr == c1);
+  CHECK(av.error_code == 0);
+  REQUIRE(c.receive(1, corr, hs));
+  CHECK(corr == c2);
+  REQUIRE(c.receive(1, corr, auth));
+  CHECK(corr == c3);
+  CHECK(auth.error_code == 0);
+  CHECK(front.counters().reauthentications == 1);
+
+  SECTION("another principal may not take over the connection") {
+    c.send(sasl_handshake_request{"PLAIN"}, 1);
+    REQUIRE(c.receive(1, corr, hs));
+    c.send(plain_token("bob", "bob-secret"), 1);
+    REQUIRE(c.receive(1, corr, auth));
+    CHECK(auth.error_code == 58);
+    CHECK(auth.error_message.value_or("").find("Cannot change principals") != std::string::npos);
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("once the lifetime has passed, the next request closes the connection") {
+    std::this_thread::sleep_for(1100ms);
+    c.send(api_versions_request{}, 0);
+    CHECK(c.closed_by_peer());
+    CHECK(front.counters().expired_sessions == 1);
+  }
+}
+
+TEST_CASE("security front: cuts the first connections in the middle of the SASL exchange", "[security]") {
+  using namespace kgroup::protocol;
+  mock_cluster mc(1);
+  secure_front_options o;
+  o.sasl_mechanisms = {"PLAIN"};
+  o.users = {{"alice", "alice-secret"}};
+  o.cut_handshake_connections = 1;
+  secure_front front(mc, o);
+  std::int32_t corr = 0;
+  {
+    raw_client first(front.port_of(1));
+    first.send(sasl_handshake_request{"PLAIN"}, 1);
+    CHECK(first.closed_by_peer());
+  }
+  CHECK(front.counters().cut_handshakes == 1);
+  raw_client second(front.port_of(1));
+  second.send(sasl_handshake_request{"PLAIN"}, 1);
+  sasl_handshake_response hs;
+  REQUIRE(second.receive(1, corr, hs));
+  CHECK(hs.error_code == 0);
+  // A request before authentication completes closes the connection.
+  second.send(api_versions_request{}, 0);  // allowed before authentication
+  api_versions_response av;
+  REQUIRE(second.receive(0, corr, av));
+  second.send(metadata_request{}, 1);
+  CHECK(second.closed_by_peer());
+  CHECK(front.counters().unauthenticated_requests == 1);
 }
