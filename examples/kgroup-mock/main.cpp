@@ -1,10 +1,14 @@
 // kgroup-mock: a librdkafka mock cluster on loopback for local development and scripted tests.
 //
 // It creates the brokers and topics, seeds records, prints "bootstrap.servers=..." as its first
-// stdout line once everything is ready, then takes one command per stdin line and answers each
+// stdout line once everything is ready (with --security-protocol SSL or SASL_SSL followed by
+// "ssl.ca.location=PATH": the brokers are then served through test/support/secure_front.hpp),
+// then takes one command per stdin line and answers each
 // with exactly one stdout line starting with "ok" or "error:" (so a script can wait for it).
 // librdkafka's own logs go to stderr. SIGINT and SIGTERM shut the cluster down cleanly.
 #include "mock_cluster.hpp"
+#include "secure_front.hpp"
+#include "test_pki.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +24,7 @@
 #include <exception>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -33,6 +38,9 @@ using kgroup::test::mock_cluster;
 
 constexpr const char* usage_text =
     R"(usage: kgroup-mock [--brokers N] [--topic NAME:PARTITIONS[:RECORDS[:CODEC]]]... [--no-stdin]
+                   [--security-protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL]
+                   [--sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER]
+                   [--sasl-user USER --sasl-password PASSWORD]
 
 Starts a librdkafka mock Kafka cluster on 127.0.0.1 for local development.
 
@@ -41,19 +49,35 @@ Starts a librdkafka mock Kafka cluster on 127.0.0.1 for local development.
                   (default 0) compressed with CODEC (none, gzip, snappy, lz4, zstd; default
                   none); repeatable
   --no-stdin      ignore stdin; run until SIGINT or SIGTERM
+  --security-protocol P
+                  serve the brokers through a test security front (default PLAINTEXT:
+                  the mock brokers themselves): SSL terminates TLS with a certificate for
+                  localhost and 127.0.0.1 from a CA generated at start-up; SASL_PLAINTEXT
+                  and SASL_SSL also require SASL authentication
+  --sasl-mechanism M
+                  the mechanism the front enables (default PLAIN); OAUTHBEARER accepts
+                  unsecured JWTs (alg none) with "sub" and a future "exp"
+  --sasl-user U, --sasl-password P
+                  the one user the front knows (default user "kgroup", password
+                  "kgroup-secret")
   --help          print this text
 
 Once the topics are created and seeded it prints one line on stdout,
   bootstrap.servers=127.0.0.1:PORT,...
-then reads commands from stdin until "quit" or end of input (type "help" for the list).
+and, with SSL or SASL_SSL, a second line
+  ssl.ca.location=PATH
+naming the generated CA certificate (removed at exit), then reads commands from stdin until
+"quit" or end of input (type "help" for the list).
 Each command is answered by one stdout line starting with "ok" or "error:".
 Seeded records have key "<topic>-<partition>-<n>" and a 100-byte value that starts with
 "<key>:" (see test/support/mock_cluster.hpp). librdkafka logs go to stderr: errors only by
 default; KGROUP_MOCK_LOG_LEVEL=0..7 sets the level and KGROUP_MOCK_DEBUG=CONTEXTS (e.g.
 "broker,protocol" or "all") turns on librdkafka's debug contexts.
 
-example:
+examples:
   kgroup-mock --brokers 3 --topic orders:12:10000 --topic audit:3:500:zstd
+  kgroup-mock --topic orders:12:1000 --security-protocol SASL_SSL --sasl-mechanism SCRAM-SHA-256 \
+      --sasl-user alice --sasl-password alice-secret
 )";
 
 constexpr const char* commands_text =
@@ -86,6 +110,10 @@ struct options {
   int brokers = 3;
   std::vector<topic_spec> topics;
   bool read_stdin = true;
+  std::string security_protocol = "PLAINTEXT";
+  std::string sasl_mechanism = "PLAIN";
+  std::string sasl_user = "kgroup";
+  std::string sasl_password = "kgroup-secret";
 };
 
 // Thrown for input the user can fix; main() prints it with a hint.
@@ -184,8 +212,11 @@ std::optional<options> parse_options(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
-    const bool takes_value = arg == "--brokers" || arg == "--topic" || arg.rfind("--brokers=", 0) == 0 ||
-                             arg.rfind("--topic=", 0) == 0;
+    static constexpr std::string_view valued[] = {"--brokers", "--topic", "--security-protocol", "--sasl-mechanism",
+                                                  "--sasl-user", "--sasl-password"};
+    const bool takes_value = std::any_of(std::begin(valued), std::end(valued), [&](std::string_view v) {
+      return arg == v || arg.rfind(std::string(v) + "=", 0) == 0;
+    });
     if (takes_value) {
       if (const auto eq = arg.find('='); eq != std::string::npos) {
         value = arg.substr(eq + 1);
@@ -204,6 +235,22 @@ std::optional<options> parse_options(int argc, char** argv) {
       opts.topics.push_back(parse_topic_spec(value));
     } else if (arg == "--no-stdin") {
       opts.read_stdin = false;
+    } else if (arg == "--security-protocol") {
+      static constexpr std::string_view protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
+      if (std::find(std::begin(protocols), std::end(protocols), value) == std::end(protocols)) {
+        throw usage_error("--security-protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, not \"" + value + "\"");
+      }
+      opts.security_protocol = value;
+    } else if (arg == "--sasl-mechanism") {
+      static constexpr std::string_view mechanisms[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
+      if (std::find(std::begin(mechanisms), std::end(mechanisms), value) == std::end(mechanisms)) {
+        throw usage_error("--sasl-mechanism must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, not \"" + value + "\"");
+      }
+      opts.sasl_mechanism = value;
+    } else if (arg == "--sasl-user") {
+      opts.sasl_user = value;
+    } else if (arg == "--sasl-password") {
+      opts.sasl_password = value;
     } else {
       throw usage_error("unknown option \"" + arg + "\"");
     }
@@ -416,7 +463,24 @@ int main(int argc, char** argv) {
       std::cerr << "kgroup-mock: topic " << topic.name << ": " << topic.partitions << " partitions, "
                 << topic.records << " records (" << topic.codec << ")\n";
     }
-    std::cout << "bootstrap.servers=" << cluster.bootstrap_servers() << '\n' << std::flush;
+    // The front (if any) is destroyed before the cluster: it relays to the cluster's brokers.
+    std::unique_ptr<kgroup::test::secure_front> front;
+    const std::string& protocol = opts->security_protocol;
+    if (protocol != "PLAINTEXT") {
+      kgroup::test::secure_front_options fo;
+      fo.tls = protocol == "SSL" || protocol == "SASL_SSL";
+      if (protocol.rfind("SASL_", 0) == 0) {
+        fo.sasl_mechanisms = {opts->sasl_mechanism};
+        fo.users = {{opts->sasl_user, opts->sasl_password}};
+      }
+      front = std::make_unique<kgroup::test::secure_front>(cluster, fo);
+      std::cerr << "kgroup-mock: brokers served through a " << protocol << " front"
+                << (fo.sasl_mechanisms.empty() ? std::string() : " (" + opts->sasl_mechanism + ", user " + opts->sasl_user + ")")
+                << "; the mock brokers themselves are at " << cluster.bootstrap_servers() << '\n';
+    }
+    std::cout << "bootstrap.servers=" << (front ? front->bootstrap_servers() : cluster.bootstrap_servers()) << '\n';
+    if (front && front->options().tls) std::cout << "ssl.ca.location=" << kgroup::test::test_pki::get().ca.cert_path << '\n';
+    std::cout << std::flush;
     status = serve(cluster, opts->read_stdin, signal_fd);
   } catch (const std::exception& e) {
     std::cerr << "kgroup-mock: " << e.what() << '\n';

@@ -37,6 +37,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include "kafka_relay.hpp"
 #include "mock_cluster.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
@@ -103,7 +104,7 @@ class group_proxy {
   }
 
  private:
-  using bytes = protocol::bytes;
+  using bytes = kafka_relay::bytes;
   using tcp = boost::asio::ip::tcp;
 
   struct listener {
@@ -158,66 +159,6 @@ class group_proxy {
     std::map<std::string, bytes> subscriptions;  // as the leader's JoinGroup answer listed them
   };
 
-  template <class Msg>
-  static bool flexible(std::int16_t version) {
-    return Msg::first_flexible_version >= 0 && version >= Msg::first_flexible_version;
-  }
-
-  static bool read_frame(tcp::socket& s, bytes& frame) {
-    std::uint8_t size_buf[4];
-    boost::system::error_code ec;
-    boost::asio::read(s, boost::asio::buffer(size_buf), ec);
-    if (ec) return false;
-    const std::uint32_t size = (std::uint32_t{size_buf[0]} << 24) | (std::uint32_t{size_buf[1]} << 16) |
-                               (std::uint32_t{size_buf[2]} << 8) | size_buf[3];
-    if (size > 200'000'000) return false;
-    frame.resize(size);
-    boost::asio::read(s, boost::asio::buffer(frame), ec);
-    return !ec;
-  }
-
-  static bool write_frame(tcp::socket& s, const bytes& frame) {
-    const auto size = static_cast<std::uint32_t>(frame.size());
-    const std::uint8_t size_buf[4] = {static_cast<std::uint8_t>(size >> 24), static_cast<std::uint8_t>(size >> 16),
-                                      static_cast<std::uint8_t>(size >> 8), static_cast<std::uint8_t>(size)};
-    boost::system::error_code ec;
-    boost::asio::write(s, std::array{boost::asio::buffer(size_buf), boost::asio::buffer(frame)}, ec);
-    return !ec;
-  }
-
-  // Decodes a request body (after its header) as Msg; false if it does not decode.
-  template <class Msg>
-  static bool decode_request(const bytes& frame, std::int16_t version, Msg& out) {
-    protocol::reader r(frame);
-    protocol::request_header h;
-    protocol::decode_request_header(r, h, protocol::request_header_version(flexible<Msg>(version)));
-    if (!r.ok()) return false;
-    const std::span<const std::uint8_t> body(frame.data() + (frame.size() - r.remaining()), r.remaining());
-    std::size_t trailing = 0;
-    return !protocol::decode(body, version, out, &trailing);
-  }
-
-  template <class Msg>
-  static bool decode_response(const bytes& frame, std::int16_t version, protocol::response_header& h, Msg& out) {
-    protocol::reader r(frame);
-    protocol::decode_response_header(r, h, protocol::response_header_version(Msg::api_key, flexible<Msg>(version)));
-    if (!r.ok()) return false;
-    const std::span<const std::uint8_t> body(frame.data() + (frame.size() - r.remaining()), r.remaining());
-    std::size_t trailing = 0;
-    return !protocol::decode(body, version, out, &trailing);
-  }
-
-  // A response frame (without its size) for Msg at `version`; empty if it cannot be encoded.
-  template <class Msg>
-  static bytes encode_response(const Msg& m, std::int16_t version, std::int32_t correlation_id) {
-    bytes out;
-    protocol::writer w(out);
-    protocol::encode_response_header(w, {correlation_id},
-                                     protocol::response_header_version(Msg::api_key, flexible<Msg>(version)));
-    if (protocol::encode(m, version, out)) return {};
-    return out;
-  }
-
   std::int32_t proxy_port(std::int32_t port) const {
     auto it = port_map_.find(static_cast<std::uint16_t>(port));
     return it == port_map_.end() ? port : it->second;
@@ -243,32 +184,27 @@ class group_proxy {
   // Client -> broker: relays requests, notes what their answers will tell, answers DescribeGroups.
   void upstream(relay& r) {
     bytes frame;
-    while (read_frame(r.client, frame)) {
-      if (frame.size() < 8) break;
+    while (kafka_relay::read_frame(r.client, frame)) {
+      kafka_relay::request_start start;
+      if (!kafka_relay::peek_request(frame, start)) break;
       pending p;
-      p.api_key = static_cast<std::int16_t>((frame[0] << 8) | frame[1]);
-      p.version = static_cast<std::int16_t>((frame[2] << 8) | frame[3]);
-      const std::int32_t corr = static_cast<std::int32_t>((std::uint32_t{frame[4]} << 24) | (std::uint32_t{frame[5]} << 16) |
-                                                          (std::uint32_t{frame[6]} << 8) | frame[7]);
-      {
-        protocol::reader hr(frame);
-        protocol::request_header h;
-        protocol::decode_request_header(hr, h, 1);
-        if (hr.ok() && h.client_id) p.client_id = *h.client_id;
-      }
+      p.api_key = start.api_key;
+      p.version = start.version;
+      const std::int32_t corr = start.correlation_id;
+      p.client_id = kafka_relay::client_id_of(frame);
       if (p.api_key == protocol::describe_groups_request::api_key) {
         protocol::describe_groups_request req;
-        if (decode_request(frame, p.version, req)) p.answer = describe(req, p.version, corr);
+        if (kafka_relay::decode_request(frame, p.version, req)) p.answer = describe(req, p.version, corr);
         ++describes_;
       } else if (p.api_key == protocol::join_group_request::api_key) {
         protocol::join_group_request req;
-        if (decode_request(frame, p.version, req)) {
+        if (kafka_relay::decode_request(frame, p.version, req)) {
           p.group = req.group_id;
           p.instance_id = req.group_instance_id;
         }
       } else if (p.api_key == protocol::sync_group_request::api_key) {
         protocol::sync_group_request req;
-        if (decode_request(frame, p.version, req)) {
+        if (kafka_relay::decode_request(frame, p.version, req)) {
           p.group = req.group_id;
           p.member_id = req.member_id;
           p.instance_id = req.group_instance_id;
@@ -276,7 +212,7 @@ class group_proxy {
         }
       } else if (p.api_key == protocol::leave_group_request::api_key) {
         protocol::leave_group_request req;
-        if (decode_request(frame, p.version, req)) {
+        if (kafka_relay::decode_request(frame, p.version, req)) {
           std::lock_guard lock(state_mutex_);
           auto& g = groups_[req.group_id];
           g.members.erase(req.member_id);
@@ -289,7 +225,7 @@ class group_proxy {
         r.queue.push_back(std::move(p));
       }
       r.cv.notify_all();
-      if (!answered && !write_frame(r.broker, frame)) break;
+      if (!answered && !kafka_relay::write_frame(r.broker, frame)) break;
     }
     r.shut();
   }
@@ -307,12 +243,12 @@ class group_proxy {
         r.queue.pop_front();
       }
       if (p.answer) {
-        if (!write_frame(r.client, *p.answer)) break;
+        if (!kafka_relay::write_frame(r.client, *p.answer)) break;
         continue;
       }
-      if (!read_frame(r.broker, frame)) break;
+      if (!kafka_relay::read_frame(r.broker, frame)) break;
       rewrite(r, p, frame);
-      if (!write_frame(r.client, frame)) break;
+      if (!kafka_relay::write_frame(r.client, frame)) break;
     }
     r.shut();
   }
@@ -321,24 +257,16 @@ class group_proxy {
     protocol::response_header h;
     if (p.api_key == protocol::api_versions_response::api_key) {
       protocol::api_versions_response m;
-      if (!decode_response(frame, p.version, h, m) || m.error_code != 0) return;
+      if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0) return;
       std::erase_if(m.api_keys, [](const auto& k) { return k.api_key == protocol::describe_groups_request::api_key; });
       m.api_keys.push_back({protocol::describe_groups_request::api_key, 0, 5});
-      if (auto out = encode_response(m, p.version, h.correlation_id); !out.empty()) frame = std::move(out);
-    } else if (p.api_key == protocol::metadata_response::api_key) {
-      protocol::metadata_response m;
-      if (!decode_response(frame, p.version, h, m)) return;
-      for (auto& b : m.brokers) b.port = proxy_port(b.port);
-      if (auto out = encode_response(m, p.version, h.correlation_id); !out.empty()) frame = std::move(out);
-    } else if (p.api_key == protocol::find_coordinator_response::api_key) {
-      protocol::find_coordinator_response m;
-      if (!decode_response(frame, p.version, h, m)) return;
-      m.port = proxy_port(m.port);
-      for (auto& c : m.coordinators) c.port = proxy_port(c.port);
-      if (auto out = encode_response(m, p.version, h.correlation_id); !out.empty()) frame = std::move(out);
+      if (auto out = kafka_relay::encode_response(m, p.version, h.correlation_id); !out.empty()) frame = std::move(out);
+    } else if (p.api_key == protocol::metadata_response::api_key ||
+               p.api_key == protocol::find_coordinator_response::api_key) {
+      kafka_relay::rewrite_broker_addresses(p.api_key, p.version, frame, [this](std::int32_t port) { return proxy_port(port); });
     } else if (p.api_key == protocol::join_group_response::api_key) {
       protocol::join_group_response m;
-      if (!decode_response(frame, p.version, h, m) || m.error_code != 0) return;
+      if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0) return;
       std::lock_guard lock(state_mutex_);
       auto& g = groups_[p.group];
       g.generation = m.generation_id;
@@ -353,7 +281,7 @@ class group_proxy {
       }
     } else if (p.api_key == protocol::sync_group_response::api_key) {
       protocol::sync_group_response m;
-      if (!decode_response(frame, p.version, h, m) || m.error_code != 0) return;
+      if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0) return;
       std::lock_guard lock(state_mutex_);
       auto& rec = groups_[p.group].members[p.member_id];
       rec.client_id = p.client_id;
@@ -393,7 +321,7 @@ class group_proxy {
       if (tamper_) tamper_(d);
       resp.groups.push_back(std::move(d));
     }
-    return encode_response(resp, version, corr);
+    return kafka_relay::encode_response(resp, version, corr);
   }
 
   boost::asio::io_context io_;  // only for constructing sockets; all I/O is blocking
