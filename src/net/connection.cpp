@@ -369,9 +369,13 @@ void connection::start_sasl(bool reauth) {
     sasl_handshake(reauth);
     return;
   }
-  sec.tokens->get(io_, [self = shared_from_this(), gen = generation_, reauth](const std::string& err,
-                                                                         const security::oauth_token& token) {
+  sec.tokens->get(io_, [self = shared_from_this(), gen = generation_, reauth](
+                           const std::string& err, bool permanent, const security::oauth_token& token) {
     if (gen != self->generation_ || self->state_ == state::closed) return;
+    if (!err.empty() && permanent) {
+      self->fatal(make_error_code(kafka_errc::sasl_authentication_failed), err);
+      return;
+    }
     if (!err.empty()) {
       // The provider may recover (a token endpoint that is down): retried with backoff.
       self->fail(make_error_code(client_errc::connection_failed), "no OAUTHBEARER token");

@@ -117,9 +117,12 @@ class oidc_request : public std::enable_shared_from_this<oidc_request> {
     if (res_.result() != bhttp::status::ok) {
       // The error and its description (RFC 6749 5.2) say why; they never carry the secret.
       const std::string why = security::token_error_reason(res_.body());
+      // 4xx: the endpoint refuses this client (RFC 6749 5.2): retrying cannot help. 5xx: it may recover.
+      const bool refused = res_.result_int() >= 400 && res_.result_int() < 500;
       return finish(fmt::format("the token endpoint answered HTTP {}{}{}; check sasl.oauthbearer.client.id and "
                                 "sasl.oauthbearer.client.secret",
-                                res_.result_int(), why.empty() ? "" : ": ", why));
+                                res_.result_int(), why.empty() ? "" : ": ", why),
+                    refused);
     }
     security::oauth_token token;
     std::string error;
@@ -129,14 +132,14 @@ class oidc_request : public std::enable_shared_from_this<oidc_request> {
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
     auto done = std::move(done_);
-    done({}, token);
+    done({}, false, token);
   }
 
-  void finish(const std::string& error) {
+  void finish(const std::string& error, bool permanent = false) {
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
     auto done = std::move(done_);
-    if (done) done("OIDC token request to " + host_ + ": " + error, {});
+    if (done) done("OIDC token request to " + host_ + ": " + error, permanent, {});
   }
 
   oidc_options opts_;

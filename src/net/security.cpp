@@ -143,8 +143,8 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
     }
     return [oidc = make_oidc_fetcher(std::move(o)), with_extensions](boost::asio::io_context& io,
                                                                       const token_cache::fetch_done& done) {
-      oidc(io, [done, with_extensions](const std::string& err, const security::oauth_token& t) {
-        done(err, err.empty() ? with_extensions(t) : t);
+      oidc(io, [done, with_extensions](const std::string& err, bool permanent, const security::oauth_token& t) {
+        done(err, permanent, err.empty() ? with_extensions(t) : t);
       });
     };
   }
@@ -154,14 +154,14 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
       try {
         t = with_extensions(from_public(p()));
       } catch (const std::exception& e) {
-        done(std::string("the OAUTHBEARER token provider failed: ") + e.what(), {});
+        done(std::string("the OAUTHBEARER token provider failed: ") + e.what(), false, {});
         return;
       }
       if (t.value.empty()) {
-        done("the OAUTHBEARER token provider returned an empty token", {});
+        done("the OAUTHBEARER token provider returned an empty token", false, {});
         return;
       }
-      done({}, t);
+      done({}, false, t);
     };
   }
   security::unsecured_token_config unsecured;
@@ -186,7 +186,7 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
             "sasl.oauthbearer.method=oidc, or an unsecured token for tests (sasl.oauthbearer.config=principal=NAME)");
   }
   return [unsecured, with_extensions](boost::asio::io_context&, const token_cache::fetch_done& done) {
-    done({}, with_extensions(security::make_unsecured_token(unsecured, std::chrono::system_clock::now())));
+    done({}, false, with_extensions(security::make_unsecured_token(unsecured, std::chrono::system_clock::now())));
   };
 }
 
@@ -195,13 +195,14 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
 void token_cache::get(boost::asio::io_context& io, fetch_done done) {
   const auto now = std::chrono::system_clock::now();
   if (token_ && now < refresh_at_) {
-    done({}, *token_);
+    done({}, false, *token_);
     return;
   }
   waiting_.push_back(std::move(done));
   if (fetching_) return;
   fetching_ = true;
-  fetch_(io, [this, keep = shared_from_this()](const std::string& err, const security::oauth_token& token) {
+  fetch_(io, [this, keep = shared_from_this()](const std::string& err, bool permanent,
+                                               const security::oauth_token& token) {
     fetching_ = false;
     if (err.empty()) {
       ++fetches_;
@@ -220,7 +221,7 @@ void token_cache::get(boost::asio::io_context& io, fetch_done done) {
     }
     auto waiting = std::move(waiting_);
     waiting_.clear();
-    for (auto& w : waiting) w(err, err.empty() ? *token_ : security::oauth_token{});
+    for (auto& w : waiting) w(err, permanent, err.empty() ? *token_ : security::oauth_token{});
   });
 }
 

@@ -27,9 +27,11 @@ namespace kgroup::net {
 /// when none is cached or the cached one is past its refresh time. Background thread only.
 class token_cache : public std::enable_shared_from_this<token_cache> {
  public:
-  /// Gets a token: `done(error)` with an empty error and the token, or with why there is none
-  /// (never the token).
-  using fetch_done = std::function<void(const std::string& error, const security::oauth_token& token)>;
+  /// Gets a token: `done(error, permanent, token)` with an empty error and the token, or with why
+  /// there is none (never the token); `permanent` when retrying cannot help (the token endpoint
+  /// refused the client's credentials).
+  using fetch_done =
+      std::function<void(const std::string& error, bool permanent, const security::oauth_token& token)>;
   /// Obtains a token, possibly asynchronously on `io`, and calls `done` once.
   using fetcher = std::function<void(boost::asio::io_context& io, fetch_done done)>;
 

@@ -523,8 +523,12 @@ struct secure_front::impl::connection : std::enable_shared_from_this<connection>
       if (c.tls()) {
         try {
           co_await c.stream.async_handshake(asio::ssl::stream_base::server, use_awaitable);
-        } catch (const std::exception&) {
-          c.front.count([](auto& n) { ++n.tls_handshake_failures; });
+        } catch (const boost::system::system_error& e) {
+          // A TLS error (an alert, a refused certificate) counts; a client that merely went away
+          // mid-handshake (EOF, truncated stream: librdkafka closing a spare connection) does not.
+          if (e.code().category() == asio::error::get_ssl_category()) {
+            c.front.count([](auto& n) { ++n.tls_handshake_failures; });
+          }
           c.close();
           co_return;
         }

@@ -190,7 +190,7 @@ TEST_CASE("security config: a token provider's tokens are cached until their ref
   std::vector<std::string> got;
   boost::asio::io_context io;
   for (int i = 0; i < 3; ++i) {
-    sec->tokens->get(io, [&](const std::string& err, const oauth_token& t) {
+    sec->tokens->get(io, [&](const std::string& err, bool, const oauth_token& t) {
       CHECK(err.empty());
       got.push_back(t.value);
       CHECK(t.extensions.at("logicalCluster") == "lkc-9");
@@ -203,7 +203,10 @@ TEST_CASE("security config: a token provider's tokens are cached until their ref
   failing.set_oauthbearer_token_provider([]() -> kgroup::OAuthBearerToken { throw std::runtime_error("idp down"); });
   std::string error;
   kgroup::net::make_transport_security(failing)->tokens->get(
-      io, [&](const std::string& err, const oauth_token&) { error = err; });
+      io, [&](const std::string& err, bool permanent, const oauth_token&) {
+        error = err;
+        CHECK_FALSE(permanent);  // a provider may recover: retried
+      });
   CHECK(error.find("idp down") != std::string::npos);
 }
 
