@@ -695,7 +695,8 @@ void connection::fail(std::error_code ec, const char* why) {
   state_ = state::backoff;
   const auto wait = reconnect_backoff_.next();
   backoff_until_ = clock::now() + wait;
-  if (ec == make_error_code(client_errc::shutting_down)) {
+  if (ec == make_error_code(client_errc::shutting_down) || !fatal_message_.empty()) {
+    // (A fatal failure was logged as an error already, and is not retried.)
     logger()->debug("broker {} ({}:{}): {}", node_id_, host_, port_, why);
   } else {
     logger()->warn("broker {} ({}:{}): {} ({}); {} request(s) failed, reconnect allowed in {} ms", node_id_,

@@ -180,6 +180,9 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
       } catch (const std::exception&) {
         invalid("sasl.jaas.config: unsecuredLoginLifetimeSeconds is not a number");
       }
+      if (unsecured.life_seconds <= 0 || unsecured.life_seconds > 10LL * 366 * 24 * 3600) {
+        invalid("sasl.jaas.config: unsecuredLoginLifetimeSeconds must be between 1 s and ten years");
+      }
     }
   } else {
     invalid("sasl.mechanism=OAUTHBEARER needs a token: a token provider (Config::set_oauthbearer_token_provider), "

@@ -60,6 +60,27 @@ bool alpha_key(std::string_view k) {
   return !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
 }
 
+// A number of seconds from JSON (integer, float or numeric string), within [0, 10^12]: larger
+// values (and garbage) cannot overflow what is computed from them.
+std::int64_t json_seconds(const boost::json::value& v) {
+  constexpr std::int64_t cap = 1'000'000'000'000;
+  if (v.is_int64()) return std::clamp<std::int64_t>(v.get_int64(), 0, cap);
+  if (v.is_uint64()) return static_cast<std::int64_t>(std::min<std::uint64_t>(v.get_uint64(), cap));
+  if (v.is_double()) {
+    const double d = v.get_double();
+    return d > 0 && d < static_cast<double>(cap) ? static_cast<std::int64_t>(d) : (d >= static_cast<double>(cap) ? cap : 0);
+  }
+  if (v.is_string()) {
+    std::int64_t n = 0;
+    const auto str = v.get_string();
+    const auto [p, ec] = std::from_chars(str.data(), str.data() + str.size(), n);
+    if (ec == std::errc::result_out_of_range) return cap;
+    if (ec != std::errc{} || p != str.data() + str.size()) return 0;
+    return std::clamp<std::int64_t>(n, 0, cap);
+  }
+  return 0;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -93,8 +114,8 @@ bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, 
     } else if (key == "lifeSeconds") {
       std::int64_t n = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc{} || p != value.data() + value.size() || n <= 0) {
-        error = "sasl.oauthbearer.config: lifeSeconds must be a positive number of seconds";
+      if (ec != std::errc{} || p != value.data() + value.size() || n <= 0 || n > 10LL * 366 * 24 * 3600) {
+        error = "sasl.oauthbearer.config: lifeSeconds must be a positive number of seconds (at most ten years)";
         return false;
       }
       out.life_seconds = n;
@@ -107,6 +128,14 @@ bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, 
   }
   if (out.principal.empty()) {
     error = "sasl.oauthbearer.config: principal=NAME is required";
+    return false;
+  }
+  // The claims go into JSON as they are: printable ASCII only (a test token's names).
+  const auto printable = [](const std::string& v) {
+    return std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  };
+  if (!printable(out.principal) || !printable(out.scope)) {
+    error = "sasl.oauthbearer.config: principal and scope must be printable ASCII";
     return false;
   }
   return true;
@@ -242,11 +271,7 @@ bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp) 
   if (ec || !v.is_object()) return false;
   const auto& o = v.get_object();
   if (const auto* s = o.if_contains("sub"); s != nullptr && s->is_string()) sub = std::string(s->get_string());
-  if (const auto* e = o.if_contains("exp"); e != nullptr) {
-    if (e->is_int64()) exp = e->get_int64();
-    else if (e->is_uint64()) exp = static_cast<std::int64_t>(e->get_uint64());
-    else if (e->is_double()) exp = static_cast<std::int64_t>(e->get_double());
-  }
+  if (const auto* e = o.if_contains("exp"); e != nullptr) exp = json_seconds(*e);
   return true;
 }
 
@@ -309,16 +334,14 @@ bool parse_token_response(const std::string& body, const std::string& client_id,
   std::int64_t exp = 0;
   (void)read_jwt_claims(out.value, sub, exp);  // opaque tokens are fine too
   std::int64_t expires_in = 0;
-  if (const auto* e = o.if_contains("expires_in"); e != nullptr) {
-    if (e->is_int64()) expires_in = e->get_int64();
-    else if (e->is_uint64()) expires_in = static_cast<std::int64_t>(e->get_uint64());
-    else if (e->is_double()) expires_in = static_cast<std::int64_t>(e->get_double());
-    else if (e->is_string()) expires_in = std::atoll(std::string(e->get_string()).c_str());
-  }
+  if (const auto* e = o.if_contains("expires_in"); e != nullptr) expires_in = json_seconds(*e);
+  // Lifetimes beyond ten years are read as ten years (and cannot overflow the clock).
+  constexpr std::int64_t ten_years_s = 10LL * 366 * 24 * 3600;
+  const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   if (expires_in > 0) {
-    out.expires_at = now + std::chrono::seconds(expires_in);
+    out.expires_at = now + std::chrono::seconds(std::min(expires_in, ten_years_s));
   } else if (exp > 0) {
-    out.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
+    out.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(std::min(exp, now_s + ten_years_s)));
   } else {
     error = "the token endpoint's answer says neither expires_in nor an exp claim: the token's lifetime is unknown";
     return false;

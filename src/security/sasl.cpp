@@ -15,7 +15,26 @@ std::string to_string(const protocol::bytes& b) {
   return std::string(b.begin(), b.end());
 }
 
+// A broker (or a proxy) may echo what it got: its messages are scrubbed of the secrets.
+void scrub(std::string& text, const std::string& secret) {
+  if (secret.empty()) return;
+  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+    text.replace(at, secret.size(), "[redacted]");
+    at += 10;
+  }
+}
+
 }  // namespace
+
+sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenticate_response& r,
+                                                   std::string& error) {
+  const status st = step(r, error);
+  if (st == status::failed) {
+    scrub(error, creds_.password);
+    scrub(error, creds_.token.value);
+  }
+  return st;
+}
 
 sasl_session::sasl_session(sasl_credentials creds) : creds_(std::move(creds)) {
   scram_hash h{};
@@ -65,8 +84,7 @@ protocol::bytes sasl_session::next() {
   return pending_;  // client-final, computed from the server-first answer
 }
 
-sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenticate_response& r,
-                                                   std::string& error) {
+sasl_session::status sasl_session::step(const protocol::sasl_authenticate_response& r, std::string& error) {
   if (r.error_code != 0) {
     error = "SASL " + creds_.mechanism + " authentication failed (" + kafka_error_name(r.error_code) + ")";
     if (r.error_message && !r.error_message->empty()) error += ": " + *r.error_message;

@@ -48,6 +48,8 @@ class sasl_session {
   std::int64_t session_lifetime_ms() const noexcept { return session_lifetime_ms_; }
 
  private:
+  status step(const protocol::sasl_authenticate_response& r, std::string& error);
+
   sasl_credentials creds_;
   std::unique_ptr<scram_client> scram_;
   protocol::bytes pending_;  // the next SCRAM message

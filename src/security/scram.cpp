@@ -141,6 +141,8 @@ bool base64_decode(std::string_view text, bytes& out) {
       }
       n = n << 6 | static_cast<std::uint32_t>(v);
     }
+    // Canonical only: the bits padding leaves unused must be zero (RFC 4648 3.5).
+    if ((pad == 1 && (n & 0xFF) != 0) || (pad == 2 && (n & 0xFFFF) != 0)) return false;
     out.push_back(static_cast<std::uint8_t>(n >> 16));
     if (pad < 2) out.push_back(static_cast<std::uint8_t>(n >> 8));
     if (pad < 1) out.push_back(static_cast<std::uint8_t>(n));

@@ -41,6 +41,8 @@
 #include "kgroup/types.hpp"
 #include "mock_cluster.hpp"
 #include "protocol/records.hpp"
+#include "secure_front.hpp"
+#include "test_pki.hpp"
 
 extern char** environ;
 
@@ -1405,3 +1407,41 @@ TEST_CASE("kgroup-consume: a runtime error ends the run with exit status 1", "[c
 }
 
 #endif  // KGROUP_CONSUME_PATH
+
+TEST_CASE("kgroup-consume over SASL_SSL with -X keys; a wrong password is an error event and exit code 1",
+          "[cli][security]") {
+  kgroup::test::mock_cluster mc(2);
+  mc.create_topic("orders", 3);
+  mc.produce("orders", 30);
+  kgroup::test::secure_front_options fo;
+  fo.tls = true;
+  fo.sasl_mechanisms = {"SCRAM-SHA-512"};
+  fo.users = {{"cli-user", "cli-password"}};
+  kgroup::test::secure_front front(mc, fo);
+  const auto args = [&](const std::string& password) {
+    return std::vector<std::string>{"-b", front.bootstrap_servers(), "-g", "g-cli-secure-" + std::to_string(password.size()), "-e",
+                                    "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=SCRAM-SHA-512",
+                                    "-X", "sasl.username=cli-user", "-X", "sasl.password=" + password,
+                                    "-X", "ssl.ca.location=" + kgroup::test::test_pki::get().ca.cert_path,
+                                    "-X", "retry.backoff.ms=50", "orders"};
+  };
+  {
+    cli_process p(args("cli-password"));
+    const auto code = p.wait_exit(40s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    CHECK(code == 0);
+    CHECK(record_lines(p).size() == 30);
+    CHECK(p.events("error").empty());
+    CHECK(front.counters().authentications_by_principal.at("cli-user") >= 2);
+  }
+  cli_process p(args("not-the-password"));
+  const auto code = p.wait_exit(40s);
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  CHECK(code == 1);
+  const auto errors = p.events("error");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].str("code") == "SASL_AUTHENTICATION_FAILED");
+  CHECK(errors[0].str("message").find("sasl.username and sasl.password") != std::string::npos);
+  CHECK(p.stdout_text().find("not-the-password") == std::string::npos);
+  CHECK(p.stderr_text().find("not-the-password") == std::string::npos);
+}

@@ -106,7 +106,7 @@ std::string text(const kgroup::protocol::bytes& b) {
 }  // namespace
 
 TEST_CASE("sasl: PLAIN is one round with the NUL-separated credentials", "[scram]") {
-  sasl_session s({"PLAIN", "alice", "alice-secret", {}});
+  sasl_session s({"PLAIN", "alice", "alice-secret", {}, {}});
   CHECK(s.handshake().mechanism == "PLAIN");
   std::string error;
   kgroup::protocol::sasl_handshake_response hs;
@@ -119,7 +119,7 @@ TEST_CASE("sasl: PLAIN is one round with the NUL-separated credentials", "[scram
 }
 
 TEST_CASE("sasl: SCRAM-SHA-256 runs the RFC 7677 exchange over SaslAuthenticate", "[scram]") {
-  sasl_session s({"SCRAM-SHA-256", "user", "pencil", "rOprNGfwEbeRWgbNEkqO"});
+  sasl_session s({"SCRAM-SHA-256", "user", "pencil", "rOprNGfwEbeRWgbNEkqO", {}});
   std::string error;
   REQUIRE(s.on_handshake({}, error));
   CHECK(text(s.next()) == "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
@@ -134,7 +134,7 @@ TEST_CASE("sasl: SCRAM-SHA-256 runs the RFC 7677 exchange over SaslAuthenticate"
 
 TEST_CASE("sasl: a refused mechanism names the broker's list; a failed authentication its message", "[scram]") {
   std::string error;
-  sasl_session s({"SCRAM-SHA-512", "u", "p4ssw0rd", {}});
+  sasl_session s({"SCRAM-SHA-512", "u", "p4ssw0rd", {}, {}});
   kgroup::protocol::sasl_handshake_response hs;
   hs.error_code = 33;  // UNSUPPORTED_SASL_MECHANISM
   hs.mechanisms = {"PLAIN", "SCRAM-SHA-256"};
@@ -142,7 +142,7 @@ TEST_CASE("sasl: a refused mechanism names the broker's list; a failed authentic
   CHECK(error.find("SCRAM-SHA-512") != std::string::npos);
   CHECK(error.find("PLAIN, SCRAM-SHA-256") != std::string::npos);
 
-  sasl_session p({"PLAIN", "u", "p4ssw0rd", {}});
+  sasl_session p({"PLAIN", "u", "p4ssw0rd", {}, {}});
   REQUIRE(p.on_handshake({}, error));
   (void)p.next();
   CHECK(p.on_authenticate(auth_answer("", 58, "Authentication failed: Invalid username or password"), error) ==
