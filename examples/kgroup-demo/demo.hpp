@@ -83,6 +83,7 @@ struct member_options {
   int session_timeout_ms = 6000;
   int heartbeat_interval_ms = 500;
   int max_poll_interval_ms = 8000;
+  std::vector<std::pair<std::string, std::string>> settings;  // more consumer keys (security)
 };
 
 /// The member process's main loop (see the line protocol above). Returns the exit status.

@@ -65,6 +65,8 @@
 #include "demo.hpp"
 #include "group_proxy.hpp"
 #include "mock_cluster.hpp"
+#include "secure_front.hpp"
+#include "test_pki.hpp"
 
 extern char** environ;
 
@@ -620,6 +622,10 @@ class member_process {
                                   "--timeouts",
                                   fmt::format("{},{},{}", o.session_timeout_ms, o.heartbeat_interval_ms,
                                               o.max_poll_interval_ms)};
+    for (const auto& [key, value] : o.settings) {
+      args.push_back("--set");
+      args.push_back(key + "=" + value);
+    }
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -823,15 +829,18 @@ struct options {
   std::string protocol = "cooperative";
   bool serve = false;
   int rate = 400;  // records per second
+  std::string security_protocol = "PLAINTEXT";
+  std::string sasl_mechanism = "SCRAM-SHA-256";
 };
 
 class story {
  public:
   /// Members connect to `member_bootstrap`: the group proxy in front of `cluster`.
   story(const options& opt, kgroup::test::mock_cluster& cluster, const std::string& member_bootstrap,
-        const std::string& log_dir)
+        const std::string& log_dir, std::vector<std::pair<std::string, std::string>> member_settings = {})
       : opt_(opt), cluster_(cluster), log_dir_(log_dir), state_(steady::now()) {
     base_.bootstrap = member_bootstrap;
+    base_.settings = std::move(member_settings);
     base_.group = "kgroup-demo";
     base_.strategy = opt.protocol == "eager" ? "range" : "cooperative-sticky";
     base_.session_timeout_ms = 6000;
@@ -1128,7 +1137,11 @@ void usage(std::FILE* to) {
       "  members: three join, a fourth joins, one leaves cleanly, one is killed, one stalls past\n"
       "  max.poll.interval.ms. Prints a timeline and a summary; takes about a minute.\n"
       "  --protocol  cooperative (cooperative-sticky, the default) or eager (range)\n"
-      "  --serve     after the story, keep the members and their dashboards running until Ctrl-C\n",
+      "  --serve     after the story, keep the members and their dashboards running until Ctrl-C\n"
+      "  --security-protocol SSL|SASL_PLAINTEXT|SASL_SSL\n"
+      "              members reach the cluster through a TLS/SASL front (test/support/secure_front.hpp)\n"
+      "              with a CA generated at start-up and the user demo / demo-secret\n"
+      "  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER (default SCRAM-SHA-256)\n",
       to);
 }
 
@@ -1153,6 +1166,10 @@ int main(int argc, char** argv) {
       else if (args[i] == "--group") o.group = args[i + 1];
       else if (args[i] == "--strategy") o.strategy = args[i + 1];
       else if (args[i] == "--timeouts" && parse_timeouts(args[i + 1], o) != 0) return 2;
+      else if (args[i] == "--set" && args[i + 1].find('=') != std::string::npos) {
+        const auto eq = args[i + 1].find('=');
+        o.settings.emplace_back(args[i + 1].substr(0, eq), args[i + 1].substr(eq + 1));
+      }
     }
     return demo::run_member(o);
   }
@@ -1167,6 +1184,14 @@ int main(int argc, char** argv) {
       opt.protocol = args[++i];
     } else if (a == "--serve") {
       opt.serve = true;
+    } else if (a == "--security-protocol" && i + 1 < args.size() &&
+               (args[i + 1] == "PLAINTEXT" || args[i + 1] == "SSL" || args[i + 1] == "SASL_PLAINTEXT" ||
+                args[i + 1] == "SASL_SSL")) {
+      opt.security_protocol = args[++i];
+    } else if (a == "--sasl-mechanism" && i + 1 < args.size() &&
+               (args[i + 1] == "PLAIN" || args[i + 1] == "SCRAM-SHA-256" || args[i + 1] == "SCRAM-SHA-512" ||
+                args[i + 1] == "OAUTHBEARER")) {
+      opt.sasl_mechanism = args[++i];
     } else if (a == "--rate" && i + 1 < args.size() && std::atoi(args[i + 1].c_str()) > 0 &&
                std::atoi(args[i + 1].c_str()) <= 20000) {
       opt.rate = std::atoi(args[++i].c_str());
@@ -1206,7 +1231,37 @@ int main(int argc, char** argv) {
     fmt::print("kgroup-demo: mock Kafka cluster of {} brokers at {} (members use {}), topic '{}' with {} partitions\n",
                broker_count, cluster.bootstrap_servers(), proxy.bootstrap_servers(), topic_name, partition_count);
 
-    story s(opt, cluster, proxy.bootstrap_servers(), log_dir);
+    // With --security-protocol, the members' connections go through a TLS/SASL front chained
+    // before the proxy; the producer stays on the mock's own listeners.
+    std::unique_ptr<kgroup::test::secure_front> front;
+    std::vector<std::pair<std::string, std::string>> settings;
+    std::string member_bootstrap = proxy.bootstrap_servers();
+    if (opt.security_protocol != "PLAINTEXT") {
+      kgroup::test::secure_front_options fo;
+      fo.tls = opt.security_protocol == "SSL" || opt.security_protocol == "SASL_SSL";
+      const bool sasl = opt.security_protocol.rfind("SASL_", 0) == 0;
+      if (sasl) {
+        fo.sasl_mechanisms = {opt.sasl_mechanism};
+        fo.users = {{"demo", "demo-secret"}};
+      }
+      front = std::make_unique<kgroup::test::secure_front>(proxy.addresses(), fo);
+      member_bootstrap = front->bootstrap_servers();
+      settings.emplace_back("security.protocol", opt.security_protocol);
+      if (fo.tls) settings.emplace_back("ssl.ca.location", kgroup::test::test_pki::get().ca.cert_path);
+      if (sasl) {
+        settings.emplace_back("sasl.mechanism", opt.sasl_mechanism);
+        if (opt.sasl_mechanism == "OAUTHBEARER") {
+          settings.emplace_back("sasl.oauthbearer.config", "principal=demo lifeSeconds=3600");
+        } else {
+          settings.emplace_back("sasl.username", "demo");
+          settings.emplace_back("sasl.password", "demo-secret");
+        }
+      }
+      fmt::print("kgroup-demo: members connect with security.protocol={}{} through {}\n", opt.security_protocol,
+                 sasl ? " sasl.mechanism=" + opt.sasl_mechanism : std::string(), member_bootstrap);
+    }
+
+    story s(opt, cluster, member_bootstrap, log_dir, settings);
     failures = s.run();
     const auto more = s.finish();
     failures.insert(failures.end(), more.begin(), more.end());

@@ -132,7 +132,7 @@ int run(const member_options& o) {
   kgroup::logger()->set_level(spdlog::level::info);
   kgroup::logger()->set_pattern("[%H:%M:%S.%e] [" + o.name + "] [%l] %v");
 
-  kgroup::Consumer consumer(kgroup::Config{
+  kgroup::Config config{
       {"bootstrap.servers", o.bootstrap},
       {"group.id", o.group},
       {"client.id", o.name},
@@ -144,7 +144,9 @@ int run(const member_options& o) {
       {"enable.auto.commit", "true"},
       {"auto.commit.interval.ms", "1000"},
       {"observability.http.listen", "127.0.0.1:0"},
-  });
+  };
+  for (const auto& [key, value] : o.settings) config.set(key, value);
+  kgroup::Consumer consumer(config);
   auto listener = std::make_shared<reporting_listener>(&consumer);
   consumer.subscribe({topic_name}, listener);
 

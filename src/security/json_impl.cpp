@@ -1,3 +1,3 @@
-// Boost.JSON is compiled once, here (BOOST_JSON_NO_LIB: header-only use without the compiled
-// library, which Debian ships but a static kgroup should not need).
-#include <boost/json/src.hpp>
+// Boost.JSON is compiled once, here, with hidden visibility (see security/boost_json.hpp).
+#define KGROUP_BOOST_JSON_IMPLEMENTATION
+#include "security/boost_json.hpp"

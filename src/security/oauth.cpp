@@ -6,8 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include <boost/json/parse.hpp>
-#include <boost/json/value.hpp>
+#include "security/boost_json.hpp"
 
 #include "security/scram.hpp"
 

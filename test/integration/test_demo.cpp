@@ -133,8 +133,11 @@ TEST_CASE("kgroup-demo: the cooperative story runs as scripted", "[demo]") {
   check_story(run_demo({}, std::chrono::seconds(150)), "cooperative");
 }
 
-TEST_CASE("kgroup-demo: the eager story runs as scripted", "[demo]") {
-  check_story(run_demo({"--protocol", "eager"}, std::chrono::seconds(150)), "eager");
+TEST_CASE("kgroup-demo: the eager story runs as scripted, its members over SASL_SSL (SCRAM)", "[demo]") {
+  const auto r = run_demo({"--protocol", "eager", "--security-protocol", "SASL_SSL"}, std::chrono::seconds(150));
+  check_story(r, "eager");
+  CHECK(has(r.out, "members connect with security.protocol=SASL_SSL sasl.mechanism=SCRAM-SHA-256"));
+  CHECK_FALSE(has(r.out, "demo-secret"));
 }
 
 TEST_CASE("kgroup-demo: a bad argument is refused with status 2", "[demo]") {

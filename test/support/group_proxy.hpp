@@ -72,6 +72,13 @@ class group_proxy {
     return out;
   }
 
+  /// The listeners' addresses in broker id order (to chain another front in front of this one).
+  std::vector<broker_address> addresses() const {
+    std::vector<broker_address> out;
+    for (const auto& l : listeners_) out.push_back({"127.0.0.1", l->port});
+    return out;
+  }
+
   void set_tamper(tamper_fn f) {
     std::lock_guard lock(state_mutex_);
     tamper_ = std::move(f);

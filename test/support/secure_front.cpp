@@ -776,7 +776,17 @@ awaitable<void> secure_front::impl::accept_loop(listener& l) {
   }
 }
 
-secure_front::secure_front(const mock_cluster& cluster, secure_front_options options) : impl_(std::make_unique<impl>()) {
+secure_front::secure_front(const mock_cluster& cluster, secure_front_options options)
+    : secure_front(
+          [&cluster] {
+            std::vector<broker_address> up;
+            for (std::int32_t id = 1; id <= cluster.broker_count(); ++id) up.push_back(cluster.address_of(id));
+            return up;
+          }(),
+          std::move(options)) {}
+
+secure_front::secure_front(const std::vector<broker_address>& upstream, secure_front_options options)
+    : impl_(std::make_unique<impl>()) {
   impl& f = *impl_;
   f.options = std::move(options);
   static const std::vector<std::string> known = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
@@ -806,9 +816,8 @@ secure_front::secure_front(const mock_cluster& cluster, secure_front_options opt
       ctx.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
     }
   }
-  for (std::int32_t id = 1; id <= cluster.broker_count(); ++id) {
+  for (const broker_address& up : upstream) {
     auto l = std::make_unique<impl::listener>(f.io);
-    const broker_address up = cluster.address_of(id);
     l->upstream = tcp::endpoint(asio::ip::make_address(up.host), up.port);
     l->acceptor.open(tcp::v4());
     l->acceptor.set_option(tcp::acceptor::reuse_address(true));

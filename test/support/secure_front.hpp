@@ -39,6 +39,7 @@
 namespace kgroup::test {
 
 class mock_cluster;
+struct broker_address;
 
 /// Which test_pki certificate the front's TLS listeners present.
 enum class front_certificate {
@@ -101,6 +102,9 @@ class secure_front {
   /// One listener per broker of `cluster` on 127.0.0.1 (ports chosen by the kernel). `cluster`
   /// must outlive the front. Throws std::runtime_error (bad mechanism name, TLS setup).
   secure_front(const mock_cluster& cluster, secure_front_options options);
+  /// The same in front of other listeners (e.g. a group_proxy's), one per address in broker id
+  /// order; Metadata and FindCoordinator answers must name exactly these addresses.
+  secure_front(const std::vector<broker_address>& upstream, secure_front_options options);
   /// stop().
   ~secure_front();
   secure_front(const secure_front&) = delete;
