@@ -67,6 +67,34 @@ struct seen_records {
   }
 };
 
+// A front with TLS and one SASL mechanism for user alice.
+secure_front_options sasl_ssl_front(const std::string& mechanism) {
+  secure_front_options fo;
+  fo.tls = true;
+  fo.sasl_mechanisms = {mechanism};
+  fo.users = {{"alice", "alice-secret"}};
+  return fo;
+}
+
+// The client side of sasl_ssl_front().
+void set_sasl_ssl(kgroup::Config& cfg, const std::string& mechanism, const std::string& password = "alice-secret") {
+  add_tls(cfg);
+  cfg.set("security.protocol", "SASL_SSL")
+      .set("sasl.mechanism", mechanism)
+      .set("sasl.username", "alice")
+      .set("sasl.password", password);
+}
+
+// Subscribes and polls until every seeded record was seen or `limit` passed; returns how many
+// distinct records were seen.
+int read_all(kgroup::Consumer& c, std::chrono::seconds limit) {
+  c.subscribe({topic});
+  seen_records seen;
+  const auto deadline = steady::now() + limit;
+  while (static_cast<int>(seen.seen.size()) < records && steady::now() < deadline) seen.add(c.poll(50ms));
+  return static_cast<int>(seen.seen.size());
+}
+
 std::int64_t committed_sum(kgroup::Consumer& c) {
   std::int64_t sum = 0;
   for (const auto& [tp, om] : c.committed(all_partitions(), 10s)) sum += om.offset;
@@ -212,10 +240,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
           "[security][failures]") {
   mock_cluster mc(1);
   seed(mc);
-  secure_front_options fo;
-  fo.tls = true;
-  fo.sasl_mechanisms = {"SCRAM-SHA-256"};
-  fo.users = {{"alice", "alice-secret"}};
+  auto fo = sasl_ssl_front("SCRAM-SHA-256");
   std::string password = "alice-secret";
   std::string mechanism = "SCRAM-SHA-256";
   std::vector<std::string> must_contain;
@@ -253,11 +278,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   }
   secure_front front(mc, fo);
   auto cfg = base_config(front, "g-fail");
-  add_tls(cfg);
-  cfg.set("security.protocol", "SASL_SSL")
-      .set("sasl.mechanism", mechanism)
-      .set("sasl.username", "alice")
-      .set("sasl.password", password);
+  set_sasl_ssl(cfg, mechanism, password);
   kgroup::Consumer c(cfg);
   c.subscribe({topic});
   const auto started = steady::now();
@@ -305,24 +326,13 @@ TEST_CASE("security: a connection cut in the middle of the SASL exchange is retr
           "[security][failures]") {
   mock_cluster mc(1);
   seed(mc);
-  secure_front_options fo;
-  fo.tls = true;
-  fo.sasl_mechanisms = {"PLAIN"};
-  fo.users = {{"alice", "alice-secret"}};
+  auto fo = sasl_ssl_front("PLAIN");
   fo.cut_handshake_connections = 3;
   secure_front front(mc, fo);
   auto cfg = base_config(front, "g-cut");
-  add_tls(cfg);
-  cfg.set("security.protocol", "SASL_SSL")
-      .set("sasl.mechanism", "PLAIN")
-      .set("sasl.username", "alice")
-      .set("sasl.password", "alice-secret");
+  set_sasl_ssl(cfg, "PLAIN");
   kgroup::Consumer c(cfg);
-  c.subscribe({topic});
-  seen_records seen;
-  const auto deadline = steady::now() + 30s;
-  while (static_cast<int>(seen.seen.size()) < records && steady::now() < deadline) seen.add(c.poll(50ms));
-  CHECK(static_cast<int>(seen.seen.size()) == records);
+  CHECK(read_all(c, 30s) == records);
   CHECK(front.counters().cut_handshakes == 3);
   CHECK(c.metrics().authentication_failures_total == 0);
   c.close();
@@ -332,19 +342,12 @@ TEST_CASE("security: re-authentication (KIP-368) during a running group keeps ev
           "[security][group][reauth]") {
   mock_cluster mc(2);
   seed(mc);
-  secure_front_options fo;
-  fo.tls = true;
-  fo.sasl_mechanisms = {"SCRAM-SHA-256"};
-  fo.users = {{"alice", "alice-secret"}};
+  auto fo = sasl_ssl_front("SCRAM-SHA-256");
   fo.session_lifetime_ms = 1500;
   secure_front front(mc, fo);
   auto cfg = base_config(front, "g-reauth");
-  add_tls(cfg);
-  cfg.set("security.protocol", "SASL_SSL")
-      .set("sasl.mechanism", "SCRAM-SHA-256")
-      .set("sasl.username", "alice")
-      .set("sasl.password", "alice-secret")
-      .set("auto.commit.interval.ms", "200");
+  set_sasl_ssl(cfg, "SCRAM-SHA-256");
+  cfg.set("auto.commit.interval.ms", "200");
   kgroup::Consumer a(cfg);
   kgroup::Consumer b(cfg);
   a.subscribe({topic});
@@ -428,11 +431,7 @@ TEST_CASE("security: OIDC client credentials from an HTTPS token endpoint; a ref
   SECTION("the right secret") {
     cfg.set("sasl.oauthbearer.client.secret", "s3cr3t-value");
     kgroup::Consumer c(cfg);
-    c.subscribe({topic});
-    seen_records seen;
-    const auto deadline = steady::now() + 20s;
-    while (static_cast<int>(seen.seen.size()) < records && steady::now() < deadline) seen.add(c.poll(50ms));
-    CHECK(static_cast<int>(seen.seen.size()) == records);
+    CHECK(read_all(c, 20s) == records);
     CHECK(endpoint.tokens_issued() == 1);  // one token serves every connection
     CHECK(endpoint.last_scope() == "kafka");
     CHECK(front.counters().authentications_by_principal.at("orders-app") >= 2);
@@ -450,4 +449,27 @@ TEST_CASE("security: OIDC client credentials from an HTTPS token endpoint; a ref
     CHECK(std::string(e.what()).find("wrong-value") == std::string::npos);
     CHECK(front.counters().authentications == 0);
   }
+}
+
+TEST_CASE("security: a broker reached by host name is verified against the name (SNI); the check can be turned off",
+          "[security]") {
+  mock_cluster mc(1);
+  seed(mc);
+  secure_front_options fo;
+  fo.tls = true;
+  fo.advertised_host = "localhost";  // bootstrap and metadata name the brokers "localhost"
+  std::string algorithm = "https";
+  SECTION("the certificate names localhost") {}
+  SECTION("a certificate for another name, with ssl.endpoint.identification.algorithm=none") {
+    fo.certificate = front_certificate::wrong_name;
+    algorithm = "none";
+  }
+  secure_front front(mc, fo);
+  auto cfg = base_config(front, "g-hostname");
+  add_tls(cfg);
+  cfg.set("security.protocol", "SSL").set("ssl.endpoint.identification.algorithm", algorithm);
+  kgroup::Consumer c(cfg);
+  CHECK(read_all(c, 20s) == records);
+  CHECK(front.counters().tls_handshake_failures == 0);
+  c.close();
 }
