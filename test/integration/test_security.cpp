@@ -364,7 +364,9 @@ TEST_CASE("security: re-authentication (KIP-368) during a running group keeps ev
     return !a.assignment().empty() && !b.assignment().empty() &&
            a.assignment().size() + b.assignment().size() == partitions;
   };
-  while (steady::now() < until || (!settled() && steady::now() < until + 20s)) {
+  // (Then until settled with every record read: slower builds, e.g. ASan, take longer to rebalance.)
+  while (steady::now() < until ||
+         ((!settled() || static_cast<int>(seen.seen.size()) < records) && steady::now() < until + 30s)) {
     seen.add(a.poll(50ms));
     seen.add(b.poll(50ms));
   }
