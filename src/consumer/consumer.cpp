@@ -80,10 +80,11 @@ class Consumer::impl {
     }
     mo.protocol = all_cooperative ? RebalanceProtocol::cooperative : RebalanceProtocol::eager;
 
+    mo.request_timeout = config_.get_ms("request.timeout.ms");
+    mo.exclude_internal_topics = config_.get_bool("exclude.internal.topics");
     net::group_driver_options dopts;
     dopts.member = mo;
-    dopts.request_timeout = config_.get_ms("request.timeout.ms");
-    dopts.exclude_internal_topics = config_.get_bool("exclude.internal.topics");
+    dopts.request_timeout = mo.request_timeout;
     if (config_.get("rebalance.listener.thread") == "heartbeat") {
       dopts.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
       inline_listener_ = true;

@@ -2,7 +2,7 @@
 // no clock reads. Events go in (tick, responses, listener completions, poll calls); actions come
 // out (send a request, run a listener, report an error). See docs/DESIGN.md for the state diagram.
 //
-// The driver (src/consumer/driver.cpp) applies actions with real connections on the background
+// The driver (src/net/group_driver.cpp) applies actions with real connections on the background
 // thread; tests apply them by hand with a fake clock.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <system_error>
@@ -51,8 +52,12 @@ struct member_options {
   ms max_poll_interval{300000};  // also the rebalance timeout sent in JoinGroup
   ms retry_backoff{100};
   ms retry_backoff_max{1000};
+  ms request_timeout{30000};
+  /// Pattern subscriptions never match internal topics (exclude.internal.topics).
+  bool exclude_internal_topics = true;
   RebalanceProtocol protocol = RebalanceProtocol::eager;
-  /// Assignors in preference order (only names and user data are used by the core).
+  /// Assignors in preference order. The leader runs the one the group chose (see
+  /// assignment_metadata()).
   std::vector<std::shared_ptr<PartitionAssignor>> assignors;
 };
 
@@ -61,6 +66,9 @@ struct member_options {
 struct find_coordinator {};
 struct send_join_group {
   protocol::join_group_request request;
+  /// The coordinator holds a JoinGroup for the whole rebalance, up to the rebalance timeout
+  /// (max.poll.interval.ms): the request's own timeout is longer than request.timeout.ms.
+  ms timeout{};
 };
 struct send_sync_group {
   protocol::sync_group_request request;
@@ -71,12 +79,13 @@ struct send_heartbeat {
 struct send_leave_group {
   protocol::leave_group_request request;
 };
-/// Leader only: compute the assignment for these members with the named assignor, then call
-/// assignment_computed().
+/// Leader only: the assignment for `generation` needs fresh metadata of `topics` (every topic a
+/// member subscribed to). Answer with assignment_metadata(); the core runs the assignor.
 struct compute_assignment {
   std::int32_t generation = -1;
   std::string protocol_name;
   std::vector<protocol::join_group_response::join_group_response_member> members;
+  std::vector<std::string> topics;
 };
 /// Run the user's listener on the user's thread (or wherever the facade runs it), then call
 /// listener_done(seq).
@@ -127,12 +136,28 @@ using protocol_builder = std::function<std::vector<protocol::join_group_request:
 /// Decodes the assignment bytes of a SyncGroup response; returns an error for malformed bytes.
 using assignment_decoder = std::function<std::error_code(std::span<const std::uint8_t>, partition_set&)>;
 
+/// What the core needs to know of a topic in a metadata update (pattern matching and the
+/// leader's partition-count watch).
+struct topic_summary {
+  std::string name;
+  bool internal = false;
+  std::int16_t error_code = 0;
+  std::size_t partitions = 0;
+};
+
+/// LeaveGroup v0-2 name one member (member_id); v3+ a list of identities (members, with a
+/// reason from v5). The core fills both; this keeps the one `version` can carry.
+void fit_leave_group(protocol::leave_group_request& r, std::int16_t version);
+
 class member {
  public:
   member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment);
 
   // ---- events from the user (through the facade) ----
   void subscribe(time_point now, std::vector<std::string> topics);
+  /// Subscribes to every topic whose name matches `pattern` (the whole name, ECMAScript syntax),
+  /// as metadata_updated() reports them; until the first update the subscription is unchanged.
+  void subscribe_pattern(time_point now, std::regex pattern);
   void unsubscribe(time_point now);
   void close(time_point now);
   /// poll() began. Until poll_returned(), max.poll.interval.ms does not run: the time the
@@ -158,8 +183,14 @@ class member {
   void sync_group_done(time_point now, const protocol::sync_group_response& r);
   void heartbeat_done(time_point now, const protocol::heartbeat_response& r);
   void leave_group_done(time_point now, const protocol::leave_group_response& r);
-  /// The result of compute_assignment for `generation` (its job's); a result for another
-  /// generation than the one being assigned now is stale and dropped.
+  /// The metadata asked for by compute_assignment for `generation` (or the error fetching it):
+  /// the core runs the group's assignor, checks its result (assign::check_assignment) and sends
+  /// it with SyncGroup. For another generation than the one being assigned now it is stale.
+  void assignment_metadata(time_point now, std::int32_t generation, std::error_code ec,
+                           const ClusterMetadata& metadata);
+  /// The assignment for `generation`, computed (the last step of assignment_metadata(), and an
+  /// entry for tests that script the leader's result); a result for another generation than the
+  /// one being assigned now is stale and dropped.
   void assignment_computed(
       time_point now, std::int32_t generation, std::error_code ec,
       std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments);
@@ -172,6 +203,10 @@ class member {
   void commit_failed(time_point now, std::int32_t generation, std::int16_t c);
   /// The partition counts of subscribed topics changed (leader triggers a rebalance).
   void metadata_changed(time_point now, std::string reason);
+  /// The cluster's metadata was refreshed (`topics`: every topic it knows, any order): a pattern
+  /// subscription follows the matching topics, and the leader rebalances when a topic it
+  /// assigned changed its partition count.
+  void metadata_updated(time_point now, const std::vector<topic_summary>& topics);
 
   // ---- outputs ----
   std::vector<action> take_actions();
@@ -199,6 +234,8 @@ class member {
   /// The leader's view of the rebalance in progress (who joined or left, from the member lists of
   /// consecutive generations) replaces the generic "group rebalancing" cause.
   void describe_rebalance(RebalanceCause cause, std::string detail);
+  /// Whether a pattern subscription is active.
+  bool pattern_subscribed() const noexcept { return pattern_.has_value(); }
 
  private:
   enum class in_flight { none, join, sync, heartbeat, leave };
@@ -256,6 +293,12 @@ class member {
   bool unexpected_error(std::int16_t c, const char* api);
   static constexpr int max_unexpected_in_a_row = 10;
   bool coordinator_error(time_point now, std::int16_t code);
+  /// Leader: who joined and who left since the generation before (describe_rebalance).
+  void describe_membership_change(
+      std::int32_t generation,
+      const std::vector<protocol::join_group_response::join_group_response_member>& members);
+  /// Leader: decodes the members' subscriptions into assignment_job_ and asks for metadata.
+  void request_assignment(const protocol::join_group_response& r);
 
   member_options opts_;
   protocol_builder build_protocols_;
@@ -295,6 +338,20 @@ class member {
   partition_set pending_parts_;
   bool leave_sent_ = false;
   std::uint64_t invalid_transitions_ = 0;
+  std::optional<std::regex> pattern_;
+  // Leader: the group's subscriptions for the generation being assigned.
+  struct assignment_job {
+    std::int32_t generation = -1;
+    std::shared_ptr<PartitionAssignor> assignor;
+    GroupSubscription group;
+    std::vector<std::string> topics;
+  };
+  std::optional<assignment_job> assignment_job_;
+  // Leader: partition counts of the topics the last assignment was computed from (0: unusable).
+  std::map<std::string, std::size_t> assigned_counts_;
+  // Leader: members (instance id or member id) of the last generation it led.
+  std::set<std::string> last_members_;
+  std::int32_t last_members_generation_ = -1;
   std::vector<action> actions_;
 };
 

@@ -1,11 +1,8 @@
 #include "net/group_driver.hpp"
 
 #include <algorithm>
-#include <set>
-#include <stdexcept>
 
 #include "assign/consumer_protocol.hpp"
-#include "assign/validate.hpp"
 #include "kgroup/log.hpp"
 
 namespace kgroup::net {
@@ -70,21 +67,20 @@ group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, gro
 }
 
 void group_driver::subscribe(std::vector<std::string> topics) {
-  pattern_.reset();
   member_.subscribe(clock::now(), std::move(topics));
   cluster_->start_periodic_refresh();
   process();
 }
 
 void group_driver::subscribe_pattern(std::regex pattern) {
-  pattern_ = std::move(pattern);
+  member_.subscribe_pattern(clock::now(), std::move(pattern));
   cluster_->start_periodic_refresh();
-  // Match against the current metadata now, and again on every refresh.
+  // The core matches the current metadata now, and again on every refresh (on_metadata).
   cluster_->refresh_metadata(std::nullopt, opts_.request_timeout, [](std::error_code) {});
+  process();
 }
 
 void group_driver::unsubscribe() {
-  pattern_.reset();
   if (member_.state() == group::member_state::unsubscribed) {
     // Nothing to leave; still tell the waiting user thread it is done.
     {
@@ -99,7 +95,6 @@ void group_driver::unsubscribe() {
 }
 
 void group_driver::close() {
-  pattern_.reset();
   member_.close(clock::now());
   process();
 }
@@ -229,12 +224,9 @@ void group_driver::apply(group::action& a) {
                                        self->process();
                                      });
         } else if constexpr (std::is_same_v<T, group::send_join_group>) {
-          // The coordinator may hold a JoinGroup for the whole rebalance timeout.
-          const auto timeout =
-              std::max(opts_.request_timeout, opts_.member.max_poll_interval + std::chrono::seconds(5));
           send_to_coordinator(
               std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
-              [](group::member& m, const auto& r) { m.join_group_done(clock::now(), r); }, timeout);
+              [](group::member& m, const auto& r) { m.join_group_done(clock::now(), r); }, act.timeout);
         } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
           send_to_coordinator(
               std::move(act.request), [](protocol::sync_group_request&, std::int16_t) {},
@@ -245,15 +237,7 @@ void group_driver::apply(group::action& a) {
               [](group::member& m, const auto& r) { m.heartbeat_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
           send_to_coordinator(
-              std::move(act.request),
-              [](protocol::leave_group_request& r, std::int16_t version) {
-                // v0-2 name one member; v3+ a list of identities (with a reason from v5).
-                if (version < 3) {
-                  r.members.clear();
-                } else {
-                  r.member_id.clear();
-                }
-              },
+              std::move(act.request), group::fit_leave_group,
               [](group::member& m, const auto& r) { m.leave_group_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
           do_compute_assignment(std::move(act));
@@ -302,151 +286,36 @@ void group_driver::apply(group::action& a) {
 }
 
 void group_driver::do_compute_assignment(group::compute_assignment job) {
-  describe_membership_change(job.generation, job.members);
-  std::shared_ptr<PartitionAssignor> assignor;
-  for (const auto& a : opts_.member.assignors) {
-    if (a->name() == job.protocol_name) assignor = a;
-  }
-  if (!assignor) {
-    member_.assignment_computed(clock::now(), job.generation, make_error_code(kafka_errc::inconsistent_group_protocol),
-                                {});
-    return;
-  }
-  auto group = std::make_shared<GroupSubscription>();
-  std::set<std::string> topics;
-  for (const auto& m : job.members) {
-    MemberSubscription sub;
-    sub.member_id = m.member_id;
-    sub.group_instance_id = m.group_instance_id;
-    if (auto ec = assign::decode_subscription(m.metadata, sub)) {
-      // A member whose subscription cannot be read gets nothing rather than breaking the group.
-      logger()->error("group '{}': member '{}' sent an unreadable subscription ({}); it gets no partitions",
-                      opts_.member.group_id, m.member_id, ec.message());
-      sub = MemberSubscription{};
-      sub.member_id = m.member_id;
-      sub.group_instance_id = m.group_instance_id;
-    }
-    topics.insert(sub.topics.begin(), sub.topics.end());
-    group->members.push_back(std::move(sub));
-  }
-  auto self = shared_from_this();
+  // The core runs the assignor; the driver only fetches the metadata it needs.
   cluster_->refresh_metadata(
-      std::vector<std::string>(topics.begin(), topics.end()), opts_.request_timeout,
-      [self, job = std::move(job), group, topics, assignor](std::error_code ec) {
+      job.topics, opts_.request_timeout, [self = shared_from_this(), job](std::error_code ec) {
         if (self->stopped_) return;
-        if (ec) {
-          self->member_.assignment_computed(clock::now(), job.generation, ec, {});
-          self->process();
-          return;
-        }
         ClusterMetadata cm;
-        const auto& md = self->cluster_->metadata();
-        for (const auto& [id, b] : md.brokers) cm.brokers.push_back({id, b.rack});
-        self->assigned_counts_.clear();
-        for (const auto& t : topics) {
-          auto it = md.topics.find(t);
-          const bool usable = it != md.topics.end() && it->second.error_code == 0;
-          self->assigned_counts_[t] = usable ? it->second.partitions.size() : 0;
-          if (!usable) continue;
-          TopicMetadata tm;
-          tm.topic = t;
-          tm.partition_count = static_cast<std::int32_t>(it->second.partitions.size());
-          for (const auto& p : it->second.partitions) tm.replicas.push_back(p.replicas);
-          cm.topics.push_back(std::move(tm));
-        }
-        GroupAssignment ga;
-        try {
-          ga = assignor->assign(cm, *group);
-          // A custom assignor may break the rules the built-ins keep by construction (a partition
-          // twice, a member not in the group, a topic it did not subscribe to, KIP-429's revoke
-          // rule): such a result is refused here rather than sent to the group.
-          if (auto why = assign::check_assignment(cm, *group, ga, self->opts_.member.protocol);
-              !why.empty()) {
-            throw std::invalid_argument("invalid assignment: " + why);
+        if (!ec) {
+          const auto& md = self->cluster_->metadata();
+          for (const auto& [id, b] : md.brokers) cm.brokers.push_back({id, b.rack});
+          for (const auto& t : job.topics) {
+            auto it = md.topics.find(t);
+            if (it == md.topics.end() || it->second.error_code != 0) continue;  // unusable: no partitions
+            TopicMetadata tm;
+            tm.topic = t;
+            tm.partition_count = static_cast<std::int32_t>(it->second.partitions.size());
+            for (const auto& p : it->second.partitions) tm.replicas.push_back(p.replicas);
+            cm.topics.push_back(std::move(tm));
           }
-        } catch (const std::exception& e) {
-          logger()->error("group '{}': assignor '{}' failed: {}", self->opts_.member.group_id,
-                          assignor->name(), e.what());
-          self->member_.assignment_computed(clock::now(), job.generation, make_error_code(client_errc::illegal_state), {});
-          self->process();
-          return;
         }
-        std::vector<protocol::sync_group_request::sync_group_request_assignment> out;
-        for (const auto& m : group->members) {
-          MemberAssignment mine;
-          mine.member_id = m.member_id;
-          for (const auto& a : ga.members) {
-            if (a.member_id == m.member_id) mine = a;
-          }
-          protocol::bytes bytes;
-          if (auto eec = assign::encode_assignment(mine, assign::assignment_version_max, bytes)) {
-            self->member_.assignment_computed(clock::now(), job.generation, eec, {});
-            self->process();
-            return;
-          }
-          out.push_back({m.member_id, std::move(bytes)});
-        }
-        self->member_.assignment_computed(clock::now(), job.generation, {}, std::move(out));
+        self->member_.assignment_metadata(clock::now(), job.generation, ec, cm);
         self->process();
       });
-}
-
-void group_driver::describe_membership_change(
-    std::int32_t generation,
-    const std::vector<protocol::join_group_response::join_group_response_member>& members) {
-  // The leader sees every member of consecutive generations: who joined and who left explains a
-  // rebalance the coordinator started ("group rebalancing" from a follower's point of view).
-  std::set<std::string> now;
-  for (const auto& m : members) now.insert(m.group_instance_id.value_or(m.member_id));
-  // Only a list of the generation just before this one explains this rebalance; one from an
-  // older generation this member led may miss changes made since.
-  if (!last_members_.empty() && last_members_generation_ + 1 == generation) {
-    std::string joined, left;
-    for (const auto& id : now) {
-      if (!last_members_.count(id)) joined += (joined.empty() ? "" : ", ") + id;
-    }
-    for (const auto& id : last_members_) {
-      if (!now.count(id)) left += (left.empty() ? "" : ", ") + id;
-    }
-    if (!left.empty()) {
-      member_.describe_rebalance(RebalanceCause::member_left,
-                                 "left: " + left + (joined.empty() ? "" : "; joined: " + joined));
-    } else if (!joined.empty()) {
-      member_.describe_rebalance(RebalanceCause::member_joined, "joined: " + joined);
-    }
-  }
-  last_members_ = std::move(now);
-  last_members_generation_ = generation;
 }
 
 void group_driver::on_metadata() {
   if (stopped_) return;
   const auto& md = cluster_->metadata();
-  if (pattern_) {
-    std::vector<std::string> matched;
-    for (const auto& [name, t] : md.topics) {
-      if (opts_.exclude_internal_topics && t.is_internal) continue;
-      if (t.error_code != 0) continue;
-      if (std::regex_match(name, *pattern_)) matched.push_back(name);
-    }
-    if (matched != member_.topics() || member_.state() == group::member_state::unsubscribed) {
-      if (!matched.empty() || member_.state() != group::member_state::unsubscribed) {
-        member_.subscribe(clock::now(), matched);
-      }
-    }
-  }
-  if (member_.is_leader() && !assigned_counts_.empty()) {
-    for (const auto& [topic, count] : assigned_counts_) {
-      auto it = md.topics.find(topic);
-      if (it == md.topics.end()) continue;  // this refresh did not cover the topic
-      const std::size_t now_count = it->second.error_code == 0 ? it->second.partitions.size() : 0;
-      if (now_count != count) {
-        member_.metadata_changed(clock::now(), "metadata changed: topic '" + topic + "' now has " +
-                                                   std::to_string(now_count) + " partitions");
-        break;
-      }
-    }
-  }
+  std::vector<group::topic_summary> topics;
+  topics.reserve(md.topics.size());
+  for (const auto& [name, t] : md.topics) topics.push_back({name, t.is_internal, t.error_code, t.partitions.size()});
+  member_.metadata_updated(clock::now(), topics);
   process();
 }
 

@@ -1,6 +1,7 @@
 // The driver of the membership core: runs on the background thread, feeds the core with events
 // (responses, timer ticks, user calls posted from the user thread) and carries out its actions
-// with real connections. Thin on purpose: every decision is the core's.
+// with real connections. Thin on purpose: every decision is the core's (subscription patterns,
+// the leader's assignor and metadata watch included); the driver fetches, sends and delivers.
 #pragma once
 
 #include <chrono>
@@ -25,7 +26,6 @@ namespace kgroup::net {
 struct group_driver_options {
   group::member_options member;
   std::chrono::milliseconds request_timeout{30000};
-  bool exclude_internal_topics = true;
   /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
   std::function<void(const detail::listener_call&)> run_listener_inline;
   /// The owned set changed (the data path starts or stops fetching).
@@ -65,9 +65,6 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
-  void describe_membership_change(
-      std::int32_t generation,
-      const std::vector<protocol::join_group_response::join_group_response_member>& members);
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
@@ -75,12 +72,6 @@ class group_driver : public std::enable_shared_from_this<group_driver> {
   detail::shared_state& shared_;
   group::member member_;
   boost::asio::steady_timer timer_;
-  std::optional<std::regex> pattern_;
-  // Partition counts of the topics the last assignment (as leader) was computed from.
-  std::map<std::string, std::size_t> assigned_counts_;
-  // Members (instance id or member id) of the last generation this member led.
-  std::set<std::string> last_members_;
-  std::int32_t last_members_generation_ = -1;
   bool stopped_ = false;
   // Bumped by abandon_requests: callbacks of coordinator requests sent before it are ignored.
   std::uint64_t request_epoch_ = 0;

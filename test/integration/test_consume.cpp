@@ -1,6 +1,8 @@
 // The data path against the mock cluster: every seeded record consumed once, in order, in every
 // codec; commits and restarts; seek, pause, resume; offset reset policies.
 #include <map>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -587,4 +589,37 @@ TEST_CASE("a seek while the initial offset reset is in flight wins over the rese
       c.close(2s);
     }
   }
+}
+
+TEST_CASE("a pattern subscription consumes the matching topics and picks up one created later", "[consume]") {
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("orders-a", 2);
+  mc.create_topic("orders-b", 2);
+  mc.create_topic("other", 2);
+  mc.produce("orders-a", 200);
+  mc.produce("orders-b", 200);
+  mc.produce("other", 200);
+  auto cfg = consumer_config(mc, "g-pattern");
+  cfg.set("metadata.max.age.ms", "500");  // the refresh that finds the new topic
+  // The new topic changes the subscription: a rebalance, before which auto-commit commits what
+  // was consumed, so nothing is read twice.
+  cfg.set("enable.auto.commit", "true");
+  kgroup::Consumer c(cfg);
+  c.subscribe(std::regex("orders-.*"));
+  seen_records seen;
+  consume(c, seen, 400, 30s);
+  CHECK(seen.total == 400);
+  CHECK(seen.bad_content == 0);
+  CHECK(c.subscription() == std::vector<std::string>{"orders-a", "orders-b"});
+
+  mc.create_topic("orders-c", 2);
+  mc.produce("orders-c", 100);
+  consume(c, seen, 500, 30s);
+  CHECK(seen.total == 500);
+  CHECK(c.subscription() == std::vector<std::string>{"orders-a", "orders-b", "orders-c"});
+  std::set<std::string> topics;
+  for (const auto& [tp, offs] : seen.offsets) topics.insert(tp.topic);
+  CHECK(topics == std::set<std::string>{"orders-a", "orders-b", "orders-c"});
+  CHECK(c.poll(300ms).empty());
+  c.close(5s);
 }
