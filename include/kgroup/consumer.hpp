@@ -96,8 +96,6 @@ inline OwnedRecord ConsumerRecord::owned() const {
 class KGROUP_EXPORT ConsumerRecords {
  public:
   ConsumerRecords() = default;
-  ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners)
-      : records_(std::move(records)), owners_(std::move(owners)) {}
   bool empty() const noexcept { return records_.empty(); }
   std::size_t size() const noexcept { return records_.size(); }
   auto begin() const noexcept { return records_.begin(); }
@@ -119,6 +117,9 @@ class KGROUP_EXPORT ConsumerRecords {
   }
 
  private:
+  friend class Consumer;  // only poll() fills a batch
+  ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners)
+      : records_(std::move(records)), owners_(std::move(owners)) {}
   std::vector<ConsumerRecord> records_;
   std::vector<std::shared_ptr<const void>> owners_;  // fetched frames and decompressed batches
 };

@@ -40,7 +40,6 @@ enum class client_errc {
   woken_up,                  // Consumer::wakeup() interrupted a blocking call
   closed,                    // the consumer was closed
   illegal_state,             // the call is not valid in the consumer's current state
-  fatal_group_error,         // the group membership failed permanently (see the message)
   commit_failed,             // the commit cannot succeed: this member's generation is gone
   offset_out_of_range,       // no valid position and auto.offset.reset=none
   partition_not_found,       // a partition of the assignment disappeared from metadata

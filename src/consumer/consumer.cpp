@@ -29,6 +29,7 @@
 #include "net/group_driver.hpp"
 #include "protocol/records.hpp"
 #include "runtime/shared_state.hpp"
+#include "protocol/error_reactions.hpp"
 
 namespace kgroup {
 
@@ -655,19 +656,8 @@ class Consumer::impl {
       id.stable = true;
       return id;
     }
-    const auto& core = driver_->core();
-    id.generation = core.generation();
-    id.member_id = core.member_id();
-    id.instance_id = core.options().group_instance_id;
-    id.coordinator = core.coordinator();
-    const auto st = core.state();
-    id.subscribed = mode_ == mode::subscribed;
-    id.poll_timed_out = st == group::member_state::poll_timed_out;
-    id.fatal = st == group::member_state::fatal;
-    id.removed = core.removed();
-    id.stable = core.generation() >= 0 &&
-                (st == group::member_state::stable || st == group::member_state::completing ||
-                 st == group::member_state::preparing || st == group::member_state::leaving);
+    static_cast<group::standing&>(id) = driver_->core().standing();
+    id.subscribed = true;
     return id;
   }
 
@@ -1031,10 +1021,12 @@ class Consumer::impl {
   }
 
   static bool retriable_coordinator_error(std::error_code ec) {
-    return ec == make_error_code(kafka_errc::coordinator_not_available) ||
-           ec == make_error_code(kafka_errc::not_coordinator) ||
-           ec == make_error_code(kafka_errc::coordinator_load_in_progress) ||
-           ec == make_error_code(client_errc::connection_closed) ||
+    if (ec.category() == kafka_category() &&
+        protocol::reacts(static_cast<std::int16_t>(ec.value()),
+                         protocol::reaction::coordinator_moved | protocol::reaction::coordinator_busy)) {
+      return true;
+    }
+    return ec == make_error_code(client_errc::connection_closed) ||
            ec == make_error_code(client_errc::request_timed_out) ||
            // Partition-level, retriable as in Java (issue 13, item 8).
            ec == make_error_code(kafka_errc::request_timed_out) ||

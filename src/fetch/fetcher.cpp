@@ -4,6 +4,7 @@
 
 #include "fetch/offset_fetch.hpp"
 #include "kgroup/log.hpp"
+#include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
 
@@ -24,20 +25,7 @@ std::int32_t load_i32(const std::uint8_t* p) {
 }
 
 bool refresh_worthy(std::int16_t code) {
-  switch (static_cast<kafka_errc>(code)) {
-    case kafka_errc::not_leader_or_follower:
-    case kafka_errc::unknown_topic_or_partition:
-    case kafka_errc::leader_not_available:
-    case kafka_errc::fenced_leader_epoch:
-    case kafka_errc::unknown_leader_epoch:
-    case kafka_errc::replica_not_available:
-    case kafka_errc::kafka_storage_error:
-    case kafka_errc::offset_not_available:
-    case kafka_errc::unknown_topic_id:
-      return true;
-    default:
-      return false;
-  }
+  return protocol::reacts(code, protocol::reaction::refresh_metadata);
 }
 
 }  // namespace
@@ -69,8 +57,7 @@ std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64
 
 namespace {
 bool coordinator_gone(std::int16_t code) {
-  return code == static_cast<std::int16_t>(kafka_errc::not_coordinator) ||
-         code == static_cast<std::int16_t>(kafka_errc::coordinator_not_available);
+  return protocol::reacts(code, protocol::reaction::coordinator_moved);
 }
 }  // namespace
 
@@ -978,43 +965,8 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
     else if (ec)
       logger()->warn("auto-commit failed: {}", msg);
   };
-  if (!who.group_mode) {
-    report(make_error_code(client_errc::invalid_config), "commits need a group.id");
-    return;
-  }
-  if (offsets.empty()) {
-    report({}, "");
-    return;
-  }
-  if (who.subscribed && who.generation < 0) {
-    // Not a member of a generation: a commit would go out with generation -1, which a broker
-    // accepts as a "simple" commit when the group is empty, overwriting the offsets of partitions
-    // this member has lost. Fail here, as Java does.
-    if (who.poll_timed_out) {
-      report(
-          make_error_code(client_errc::commit_failed),
-          "commit failed: this member left the group because poll() was not called within "
-          "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
-          "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)");
-    } else if (who.fatal) {
-      report(make_error_code(client_errc::commit_failed),
-             "commit failed: this member is no longer in the group (a fatal group error was reported by "
-             "poll())");
-    } else if (who.removed) {
-      report(make_error_code(client_errc::commit_failed),
-             "commit failed: the coordinator removed this member from the group (session timeout, unknown "
-             "member or "
-             "fenced generation), so its partitions may be reassigned; the next poll() reports them lost and "
-             "rejoins");
-    } else {
-      report(make_error_code(kafka_errc::rebalance_in_progress),
-             "this member is joining the group; poll() to complete the rebalance, then commit again");
-    }
-    return;
-  }
-  if (!who.stable && who.generation >= 0) {
-    report(make_error_code(kafka_errc::rebalance_in_progress),
-           "the group is rebalancing; poll() to complete the rebalance, then commit again");
+  if (auto refused = data::refuse_commit(who, offsets)) {
+    report(refused->code, std::move(refused->message));
     return;
   }
   auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
@@ -1023,27 +975,8 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
     report(make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet");
     return;
   }
-  protocol::offset_commit_request req;
-  req.group_id = opts_.group_id;
-  req.generation_id_or_member_epoch = who.generation;
-  req.member_id = who.member_id;
-  req.group_instance_id = who.instance_id;
-  std::map<std::string, std::size_t> index;
-  for (const auto& [tp, om] : offsets) {
-    auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
-    if (inserted) req.topics.push_back({tp.topic, {}});
-    protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition p;
-    p.partition_index = tp.partition;
-    p.committed_offset = om.offset;
-    p.committed_leader_epoch = om.epoch;  // v6+ (KIP-320): the next owner can validate it
-    p.committed_metadata = om.metadata;
-    req.topics[it->second].partitions.push_back(p);
-  }
   conn->send_adjusted(
-      std::move(req),
-      [](protocol::offset_commit_request& r, std::int16_t version) {
-        if (version < 7) r.group_instance_id.reset();
-      },
+      data::make_commit_request(opts_.group_id, who, offsets), data::fit_offset_commit,
       [self = shared_from_this(), report, offsets, started = std::chrono::steady_clock::now(),
        generation = who.subscribed ? who.generation : -1](
           std::error_code ec, const protocol::offset_commit_response& r, const net::response_frame&) {
@@ -1052,27 +985,11 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           report(ec, "OffsetCommit failed: " + ec.message());
           return;
         }
-        for (const auto& t : r.topics) {
-          for (const auto& p : t.partitions) {
-            if (p.error_code == 0) continue;
-            if (coordinator_gone(p.error_code)) self->coordinator_unusable(true);
-            if (generation >= 0 && self->opts_.commit_error)
-              self->opts_.commit_error(generation, p.error_code);
-            const auto code = static_cast<kafka_errc>(p.error_code);
-            if (code == kafka_errc::illegal_generation || code == kafka_errc::unknown_member_id ||
-                code == kafka_errc::fenced_instance_id) {
-              report(
-                  make_error_code(client_errc::commit_failed),
-                  "commit failed (" + kafka_error_name(p.error_code) +
-                      "): this member's generation is gone, its partitions may be reassigned. Either it was "
-                      "removed from the group, or poll() was not called within max.poll.interval.ms; raise "
-                      "max.poll.interval.ms or process less per poll (max.poll.records)");
-            } else {
-              report(make_error_code(code), "commit of " + t.name + "-" + std::to_string(p.partition_index) +
-                                                " failed: " + kafka_error_name(p.error_code));
-            }
-            return;
-          }
+        if (auto failed = data::read_commit_response(r)) {
+          if (failed->coordinator_gone) self->coordinator_unusable(true);
+          if (generation >= 0 && self->opts_.commit_error) self->opts_.commit_error(generation, failed->kafka_code);
+          report(failed->error.code, std::move(failed->error.message));
+          return;
         }
         for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.offset;
         {
@@ -1155,14 +1072,12 @@ void fetcher::arm_auto_commit() {
 }
 
 void fetcher::auto_commit() {
+  std::set<topic_partition> owned;
+  for (const auto& [tp, p] : parts_) owned.insert(owned.end(), tp);
   commit_map offsets;
   {
     std::lock_guard lock(shared_.mutex);
-    for (const auto& [tp, pos] : shared_.consumed) {
-      if (!parts_.count(tp)) continue;  // never commit what we no longer own
-      auto it = last_auto_committed_.find(tp);
-      if (it == last_auto_committed_.end() || it->second != pos.offset) offsets[tp] = {pos.offset, "", pos.epoch};
-    }
+    offsets = data::auto_commit_due(shared_.consumed, owned, last_auto_committed_);
   }
   const auto who = identity_();
   if (offsets.empty() || !who.stable) return;

@@ -19,6 +19,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "data/committer.hpp"
 #include "runtime/shared_state.hpp"
 #include "fetch/fetch_session.hpp"
 #include "fetch/next_offset.hpp"
@@ -55,21 +56,9 @@ struct fetcher_options {
 };
 
 /// Who this member is in the group right now (for commits), read from the membership core.
-struct group_identity {
-  std::int32_t generation = -1;
-  std::string member_id;
-  std::optional<std::string> instance_id;
-  std::optional<std::int32_t> coordinator;
-  bool stable = false;          // not in the middle of a rebalance
-  bool group_mode = true;       // false without group.id (no commits possible)
-  bool subscribed = false;      // partitions come from the group (subscribe()), not from assign()
-  bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
-  bool fatal = false;           // a fatal group error ended the membership
-  bool removed = false;         // the coordinator removed this member; it has not rejoined yet
-};
+using data::group_identity;
 
-/// Offsets to commit: offset, metadata and leader epoch per partition.
-using commit_map = std::map<topic_partition, detail::offset_meta>;
+using data::commit_map;
 
 
 class fetcher : public std::enable_shared_from_this<fetcher> {

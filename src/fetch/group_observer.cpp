@@ -8,6 +8,7 @@
 #include "fetch/offset_fetch.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/log.hpp"
+#include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
 
@@ -25,8 +26,7 @@ bool rebalancing(const std::string& state) {
 }
 
 bool coordinator_moved(std::int16_t code) {
-  return code == static_cast<std::int16_t>(kafka_errc::not_coordinator) ||
-         code == static_cast<std::int16_t>(kafka_errc::coordinator_not_available);
+  return protocol::reacts(code, protocol::reaction::coordinator_moved);
 }
 
 }  // namespace

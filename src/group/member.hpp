@@ -226,6 +226,8 @@ class member {
   /// The coordinator removed this member (unknown member, fenced generation, session expiry) and
   /// it has not joined a generation since: commits fail with commit_failed, not as "joining".
   bool removed() const noexcept { return removed_; }
+  /// The membership as commits see it (identity, and whether the generation is settled).
+  group::standing standing() const;
   /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
   std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   /// Last time poll() was called (for metrics and the 80% warning).

@@ -22,6 +22,19 @@ using ms = std::chrono::milliseconds;
 using partition_set = std::set<topic_partition>;
 
 enum class listener_kind { revoked, assigned, lost };
+
+/// What the data path needs to know of the membership to commit (member::standing()): the
+/// identity commits carry and whether one may be sent now.
+struct standing {
+  std::int32_t generation = -1;
+  std::string member_id;
+  std::optional<std::string> instance_id;
+  std::optional<std::int32_t> coordinator;
+  bool stable = false;          // in a generation and not in the middle of joining it
+  bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
+  bool fatal = false;           // a fatal group error ended the membership
+  bool removed = false;         // the coordinator removed this member; it has not rejoined yet
+};
 const char* to_string(listener_kind k) noexcept;
 
 /// One rebalance as the core saw it (steady-clock times; the facade converts to wall time).

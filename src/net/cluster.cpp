@@ -5,6 +5,7 @@
 
 #include "kgroup/config.hpp"
 #include "kgroup/log.hpp"
+#include "protocol/error_reactions.hpp"
 
 namespace kgroup::net {
 
@@ -14,9 +15,7 @@ using clock = std::chrono::steady_clock;
 namespace {
 
 bool retriable_coordinator_error(std::int16_t code) {
-  return code == static_cast<std::int16_t>(kafka_errc::coordinator_not_available) ||
-         code == static_cast<std::int16_t>(kafka_errc::not_coordinator) ||
-         code == static_cast<std::int16_t>(kafka_errc::coordinator_load_in_progress);
+  return protocol::reacts(code, protocol::reaction::coordinator_moved | protocol::reaction::coordinator_busy);
 }
 
 }  // namespace

@@ -2,16 +2,20 @@
 #include <array>
 
 #include "kgroup/error.hpp"
+#include "protocol/error_reactions.hpp"
 #include "protocol/primitives.hpp"
 
 namespace kgroup {
 
 namespace {
 
+using protocol::reaction;
+
 struct error_row {
   int code;
   const char* name;
   bool retriable;
+  reaction reactions;
   const char* message;
 };
 
@@ -52,7 +56,6 @@ class client_category_impl final : public std::error_category {
       case client_errc::woken_up: return "woken up by Consumer::wakeup()";
       case client_errc::closed: return "the consumer is closed";
       case client_errc::illegal_state: return "not valid in the consumer's current state";
-      case client_errc::fatal_group_error: return "fatal consumer group error";
       case client_errc::commit_failed: return "commit failed: this member is no longer part of the group generation";
       case client_errc::offset_out_of_range: return "offset out of range and auto.offset.reset=none";
       case client_errc::partition_not_found: return "partition no longer exists in the cluster metadata";
@@ -98,7 +101,6 @@ const char* client_error_name(client_errc e) noexcept {
     case client_errc::woken_up: return "WOKEN_UP";
     case client_errc::closed: return "CLOSED";
     case client_errc::illegal_state: return "ILLEGAL_STATE";
-    case client_errc::fatal_group_error: return "FATAL_GROUP_ERROR";
     case client_errc::commit_failed: return "COMMIT_FAILED";
     case client_errc::offset_out_of_range: return "OFFSET_OUT_OF_RANGE";
     case client_errc::partition_not_found: return "PARTITION_NOT_FOUND";
@@ -137,5 +139,14 @@ bool is_retriable(kafka_errc e) noexcept {
   const error_row* r = find_row(static_cast<int>(e));
   return r != nullptr && r->retriable;
 }
+
+namespace protocol {
+
+bool reacts(std::int16_t code, reaction r) noexcept {
+  const error_row* row = find_row(code);
+  return row != nullptr && (static_cast<std::uint8_t>(row->reactions) & static_cast<std::uint8_t>(r)) != 0;
+}
+
+}  // namespace protocol
 
 }  // namespace kgroup

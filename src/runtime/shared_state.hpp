@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/histogram.hpp"
+#include "data/types.hpp"
 #include "group/types.hpp"
 #include "kgroup/types.hpp"
 #include "runtime/wire_stats.hpp"
@@ -59,18 +60,6 @@ struct data_error {
   // client_errc::log_truncation: the first offset known to diverge and its epoch (-1: unknown).
   std::int64_t divergent_offset = -1;
   std::int32_t divergent_epoch = -1;
-};
-/// An offset with its metadata and leader epoch (-1: none), as committed or read back.
-struct offset_meta {
-  std::int64_t offset = -1;
-  std::string metadata;
-  std::int32_t epoch = -1;
-};
-/// A position: the next offset and the leader epoch of the record before it (-1: unknown).
-struct epoch_offset {
-  std::int64_t offset = -1;
-  std::int32_t epoch = -1;
-  bool operator==(const epoch_offset&) const = default;
 };
 /// Outcome of a commit or committed() request started by the user thread.
 struct commit_done {

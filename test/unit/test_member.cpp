@@ -3014,3 +3014,27 @@ TEST_CASE("member: the transition table", "[member]") {
   CHECK(transition_allowed(st::fatal, st::leaving));
   CHECK_FALSE(transition_allowed(st::fatal, st::joining));
 }
+
+TEST_CASE("member: standing() tells the data path when a commit may carry the generation", "[member]") {
+  harness h(make_options(RebalanceProtocol::eager, "instance-1"));
+  auto j = h.start();
+  CHECK_FALSE(h.m.standing().stable);  // joining
+  auto a = h.join(join_ok("m1", 3, "leader", h.proto));
+  CHECK_FALSE(h.m.standing().stable);  // syncing
+  a = h.sync(sync_ok(t01));
+  auto st = h.m.standing();
+  CHECK(st.stable);  // completing: the assigned callback may commit
+  CHECK(st.generation == 3);
+  CHECK(st.member_id == "m1");
+  CHECK(st.instance_id == std::optional<std::string>("instance-1"));
+  CHECK(st.coordinator == std::optional<std::int32_t>(1));
+  a = h.done(expect_listener(a, listener_kind::assigned, t01));
+  CHECK(h.m.standing().stable);
+  // Removed by the coordinator: not stable, removed, until it rejoins.
+  a = h.next_heartbeat(kafka_errc::illegal_generation);
+  st = h.m.standing();
+  CHECK_FALSE(st.stable);
+  CHECK(st.removed);
+  CHECK_FALSE(st.fatal);
+  CHECK_FALSE(st.poll_timed_out);
+}

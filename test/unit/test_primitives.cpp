@@ -12,6 +12,7 @@
 
 #include "byte_builder.hpp"
 #include "kgroup/error.hpp"
+#include "protocol/error_reactions.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/primitives.hpp"
 
@@ -566,4 +567,29 @@ TEST_CASE("error_name names every error the library reports", "[codec]") {
     names.insert(n);
   }
   CHECK(names.size() == static_cast<std::size_t>(kgroup::client_errc::invalid_argument));
+}
+
+TEST_CASE("error reactions: one table classifies every code for every layer", "[errors]") {
+  using kgroup::protocol::reaction;
+  using kgroup::protocol::reacts;
+  auto c = [](kgroup::kafka_errc e) { return static_cast<std::int16_t>(e); };
+  CHECK(reacts(c(kgroup::kafka_errc::not_coordinator), reaction::coordinator_moved));
+  CHECK(reacts(c(kgroup::kafka_errc::coordinator_not_available), reaction::coordinator_moved));
+  CHECK_FALSE(reacts(c(kgroup::kafka_errc::coordinator_load_in_progress), reaction::coordinator_moved));
+  CHECK(reacts(c(kgroup::kafka_errc::coordinator_load_in_progress),
+               reaction::coordinator_moved | reaction::coordinator_busy));
+  CHECK(reacts(c(kgroup::kafka_errc::unknown_member_id), reaction::fenced));
+  CHECK(reacts(c(kgroup::kafka_errc::illegal_generation), reaction::fenced));
+  CHECK(reacts(c(kgroup::kafka_errc::fenced_member_epoch), reaction::fenced));
+  CHECK_FALSE(reacts(c(kgroup::kafka_errc::rebalance_in_progress), reaction::fenced));
+  CHECK(reacts(c(kgroup::kafka_errc::fenced_instance_id), reaction::group_fatal));
+  CHECK(reacts(c(kgroup::kafka_errc::group_authorization_failed), reaction::group_fatal));
+  CHECK_FALSE(reacts(c(kgroup::kafka_errc::request_timed_out), reaction::group_fatal));
+  CHECK(reacts(c(kgroup::kafka_errc::not_leader_or_follower), reaction::refresh_metadata));
+  CHECK(reacts(c(kgroup::kafka_errc::unknown_topic_id), reaction::refresh_metadata));
+  CHECK_FALSE(reacts(c(kgroup::kafka_errc::offset_out_of_range), reaction::refresh_metadata));
+  // No class for success or for a code Kafka does not define.
+  CHECK_FALSE(reacts(0, reaction::coordinator_moved | reaction::coordinator_busy | reaction::fenced |
+                            reaction::group_fatal | reaction::refresh_metadata));
+  CHECK_FALSE(reacts(9999, reaction::group_fatal));
 }

@@ -1,0 +1,106 @@
+#include "data/committer.hpp"
+
+#include "kgroup/error.hpp"
+#include "protocol/error_reactions.hpp"
+
+namespace kgroup::data {
+
+std::optional<commit_error> refuse_commit(const group_identity& who, const commit_map& offsets) {
+  if (!who.group_mode) return commit_error{make_error_code(client_errc::invalid_config), "commits need a group.id"};
+  if (offsets.empty()) return commit_error{};
+  if (who.subscribed && who.generation < 0) {
+    // Not a member of a generation: a commit would go out with generation -1, which a broker
+    // accepts as a "simple" commit when the group is empty, overwriting the offsets of partitions
+    // this member has lost. Refused here, as Java does.
+    if (who.poll_timed_out) {
+      return commit_error{
+          make_error_code(client_errc::commit_failed),
+          "commit failed: this member left the group because poll() was not called within "
+          "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
+          "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)"};
+    }
+    if (who.fatal) {
+      return commit_error{make_error_code(client_errc::commit_failed),
+                          "commit failed: this member is no longer in the group (a fatal group error was "
+                          "reported by poll())"};
+    }
+    if (who.removed) {
+      return commit_error{
+          make_error_code(client_errc::commit_failed),
+          "commit failed: the coordinator removed this member from the group (session timeout, unknown member "
+          "or fenced generation), so its partitions may be reassigned; the next poll() reports them lost and "
+          "rejoins"};
+    }
+    return commit_error{make_error_code(kafka_errc::rebalance_in_progress),
+                        "this member is joining the group; poll() to complete the rebalance, then commit again"};
+  }
+  if (!who.stable && who.generation >= 0) {
+    return commit_error{make_error_code(kafka_errc::rebalance_in_progress),
+                        "the group is rebalancing; poll() to complete the rebalance, then commit again"};
+  }
+  return std::nullopt;
+}
+
+protocol::offset_commit_request make_commit_request(const std::string& group_id, const group_identity& who,
+                                                    const commit_map& offsets) {
+  protocol::offset_commit_request req;
+  req.group_id = group_id;
+  req.generation_id_or_member_epoch = who.generation;
+  req.member_id = who.member_id;
+  req.group_instance_id = who.instance_id;
+  std::map<std::string, std::size_t> index;
+  for (const auto& [tp, om] : offsets) {
+    auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+    if (inserted) req.topics.push_back({tp.topic, {}});
+    protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition p;
+    p.partition_index = tp.partition;
+    p.committed_offset = om.offset;
+    p.committed_leader_epoch = om.epoch;  // v6+ (KIP-320): the next owner can validate it
+    p.committed_metadata = om.metadata;
+    req.topics[it->second].partitions.push_back(p);
+  }
+  return req;
+}
+
+void fit_offset_commit(protocol::offset_commit_request& r, std::int16_t version) {
+  if (version < 7) r.group_instance_id.reset();
+}
+
+std::optional<commit_failure> read_commit_response(const protocol::offset_commit_response& r) {
+  for (const auto& t : r.topics) {
+    for (const auto& p : t.partitions) {
+      if (p.error_code == 0) continue;
+      commit_failure f;
+      f.kafka_code = p.error_code;
+      f.coordinator_gone = protocol::reacts(p.error_code, protocol::reaction::coordinator_moved);
+      if (protocol::reacts(p.error_code, protocol::reaction::fenced) ||
+          p.error_code == static_cast<std::int16_t>(kafka_errc::fenced_instance_id)) {
+        f.error = {make_error_code(client_errc::commit_failed),
+                   "commit failed (" + kafka_error_name(p.error_code) +
+                       "): this member's generation is gone, its partitions may be reassigned. Either it was "
+                       "removed from the group, or poll() was not called within max.poll.interval.ms; raise "
+                       "max.poll.interval.ms or process less per poll (max.poll.records)"};
+      } else {
+        f.error = {make_error_code(static_cast<kafka_errc>(p.error_code)),
+                   "commit of " + t.name + "-" + std::to_string(p.partition_index) +
+                       " failed: " + kafka_error_name(p.error_code)};
+      }
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+commit_map auto_commit_due(const std::map<topic_partition, detail::epoch_offset>& consumed,
+                           const std::set<topic_partition>& owned,
+                           const std::map<topic_partition, std::int64_t>& last_committed) {
+  commit_map out;
+  for (const auto& [tp, pos] : consumed) {
+    if (!owned.count(tp)) continue;
+    auto it = last_committed.find(tp);
+    if (it == last_committed.end() || it->second != pos.offset) out[tp] = {pos.offset, "", pos.epoch};
+  }
+  return out;
+}
+
+}  // namespace kgroup::data

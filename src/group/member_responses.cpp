@@ -1,0 +1,355 @@
+// The membership core, continued: the coordinator's answers (FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, and the group errors of OffsetCommit) and the error ladders
+// they share (docs/DESIGN.md, "Reactions to errors"). Pure, like member.cpp.
+#include <algorithm>
+#include <string>
+
+#include "group/member.hpp"
+#include "group/member_reactions.hpp"
+#include "kgroup/log.hpp"
+
+namespace kgroup::group {
+
+void member::coordinator_found(time_point now, std::int32_t node_id) {
+  coord_ = coord_state::known;
+  coordinator_ = node_id;
+  retry_backoff_.reset();
+  backoff_until_ = {};
+  logger()->info("group '{}': coordinator is broker {}", opts_.group_id, node_id);
+  pump(now);
+}
+
+void member::coordinator_failed(time_point now, std::error_code ec) {
+  coord_ = coord_state::unknown;
+  coordinator_.reset();
+  if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
+    fatal(ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
+    return;
+  }
+  logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
+  backoff(now);
+}
+
+void member::request_failed(time_point now, std::error_code ec) {
+  const in_flight was = in_flight_;
+  if (was == in_flight::none) return;  // stale: nothing of ours is in flight
+  in_flight_ = in_flight::none;
+  logger()->debug("group '{}': request failed: {}", opts_.group_id, ec.message());
+  if (was == in_flight::leave) {
+    if (state_ == member_state::leaving) {
+      finish_leave(now);
+    } else {
+      pump(now);  // the LeaveGroup of a poll timeout: a rejoin may be waiting for it
+    }
+    return;
+  }
+  if (was == in_flight::join || was == in_flight::sync) rebalance_failed(now);
+  mark_coordinator_unknown(now, "request failed");
+  backoff(now);
+  if (was == in_flight::heartbeat) heartbeat_after_backoff();
+  if (was == in_flight::sync && state_ == member_state::syncing) {
+    transition(member_state::joining, "SyncGroup failed");
+  }
+  pump(now);
+}
+
+bool member::coordinator_error(time_point now, std::int16_t c) {
+  if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
+    mark_coordinator_unknown(now, kafka_error_name(c).c_str());
+    backoff(now);
+    return true;
+  }
+  if (protocol::reacts(c, protocol::reaction::coordinator_busy)) {
+    backoff(now);
+    return true;
+  }
+  return false;
+}
+
+void member::join_group_done(time_point now, const protocol::join_group_response& r) {
+  if (in_flight_ != in_flight::join) return;  // stale: superseded by a LeaveGroup or never sent
+  in_flight_ = in_flight::none;
+  if (state_ != member_state::joining) {
+    pump(now);
+    return;  // a leave or close overtook it
+  }
+  const std::int16_t c = r.error_code;
+  if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed(now);
+  if (c == 0 && r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
+    // JoinGroup v7+ names the group's protocol type: a group of another kind (Connect, ...)
+    // shares the id. Java fails the same way (INCONSISTENT_GROUP_PROTOCOL).
+    fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+          "group '" + opts_.group_id + "': JoinGroup answered protocol type '" + *r.protocol_type +
+              "', not '" + std::string(protocol_type) + "': the group id is used by another kind of group");
+    return;
+  }
+  if (c == 0) {
+    unexpected_in_a_row_.erase("JoinGroup");
+    ++stats_.joins;
+    const auto took = std::chrono::duration_cast<ms>(now - join_sent_);
+    stats_.join_time_total += took;
+    stats_.join_time_max = std::max(stats_.join_time_max, took);
+    stats_.join_hist.observe(std::chrono::duration<double>(now - join_sent_).count());
+    ++stats_.version;
+    member_id_ = r.member_id;
+    generation_ = r.generation_id;
+    removed_ = false;
+    leader_id_ = r.leader;
+    protocol_name_ = r.protocol_name.value_or("");
+    retry_backoff_.reset();
+    last_heartbeat_ok_ = now;
+    last_heartbeat_sent_ = now;  // the session is timed from the JoinGroup answer
+    logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id,
+                   generation_, member_id_, is_leader() ? " (leader)" : "", protocol_name_);
+    if (is_leader() && !r.skip_assignment) {
+      transition(member_state::assigning, "JoinGroup done, leader");
+      describe_membership_change(generation_, r.members);
+      request_assignment(r);
+      return;
+    }
+    send_sync(now, {});
+    return;
+  }
+  if (c == code(kafka_errc::member_id_required)) {
+    // KIP-394: the coordinator handed out our member id; join again with it at once.
+    member_id_ = r.member_id;
+    rejoin_reason_ = "rejoining with the member id the coordinator assigned";
+    pump(now);
+    return;
+  }
+  if (is_fenced(c)) {
+    rebalance_begins(now, RebalanceCause::session_timeout, "JoinGroup: " + kafka_error_name(c));
+    generation_ = -1;
+    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+    lose_partitions(now, kafka_error_name(c), then::join);
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    pump(now);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  if (unexpected_error(c, "JoinGroup")) return;
+  backoff(now);
+  pump(now);
+}
+
+void member::sync_group_done(time_point now, const protocol::sync_group_response& r) {
+  if (in_flight_ != in_flight::sync) return;  // stale
+  in_flight_ = in_flight::none;
+  if (state_ != member_state::syncing) {
+    pump(now);
+    return;
+  }
+  const std::int16_t c = r.error_code;
+  if (c != 0) rebalance_failed(now);
+  if (c == 0) {
+    unexpected_in_a_row_.erase("SyncGroup");
+    ++stats_.syncs;
+    const auto took = std::chrono::duration_cast<ms>(now - sync_sent_);
+    stats_.sync_time_total += took;
+    stats_.sync_time_max = std::max(stats_.sync_time_max, took);
+    stats_.sync_hist.observe(std::chrono::duration<double>(now - sync_sent_).count());
+    ++stats_.version;
+    if (r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
+      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+            "group '" + opts_.group_id + "': SyncGroup answered protocol type '" + *r.protocol_type +
+                "', not '" + std::string(protocol_type) + "'");
+      return;
+    }
+    if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() &&
+        *r.protocol_name != protocol_name_) {
+      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+            "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name +
+                "' differs from JoinGroup's '" + protocol_name_ + "'");
+      return;
+    }
+    partition_set assigned;
+    std::error_code dec = decode_assignment_(r.assignment, assigned);
+    std::string bad;
+    if (!dec) {
+      for (const auto& tp : assigned) {
+        if (!std::binary_search(topics_.begin(), topics_.end(), tp.topic)) {
+          bad = tp.topic;
+          break;
+        }
+      }
+    }
+    if (dec || !bad.empty()) {
+      const std::string why =
+          dec ? "malformed assignment from the group leader: " + dec.message()
+              : "the group leader assigned topic '" + bad + "', which this member did not subscribe to";
+      logger()->error("group '{}': {}; rejecting it and rejoining", opts_.group_id, why);
+      actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
+      transition(member_state::joining, "assignment rejected");
+      rejoin_reason_ = "rejected assignment";
+      rebalance_failed(now);
+      if (!stats_.history.empty() && !stats_.history.back().end) {
+        stats_.history.back().cause = RebalanceCause::error;
+        stats_.history.back().detail = why;
+      }
+      backoff(now);
+      pump(now);
+      return;
+    }
+    pending_assignment_ = std::move(assigned);
+    last_heartbeat_ok_ = now;
+    last_heartbeat_sent_ = now;
+    retry_backoff_.reset();
+    transition(member_state::completing, "SyncGroup done");
+    complete_assignment(now);
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    transition(member_state::joining, "SyncGroup: rebalance in progress");
+    rejoin_reason_ = "group is rebalancing";
+    pump(now);
+    return;
+  }
+  if (is_fenced(c)) {
+    rebalance_begins(now, RebalanceCause::session_timeout, "SyncGroup: " + kafka_error_name(c));
+    generation_ = -1;
+    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+    transition(member_state::joining, kafka_error_name(c).c_str());
+    lose_partitions(now, kafka_error_name(c), then::join);
+    pump(now);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    transition(member_state::joining, "SyncGroup: coordinator error");
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  if (unexpected_error(c, "SyncGroup")) return;
+  transition(member_state::joining, "SyncGroup: unexpected error");
+  backoff(now);
+  pump(now);
+}
+
+void member::heartbeat_done(time_point now, const protocol::heartbeat_response& r) {
+  if (in_flight_ != in_flight::heartbeat) return;  // stale
+  in_flight_ = in_flight::none;
+  ++stats_.heartbeats;
+  stats_.heartbeat_rtt_max =
+      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
+  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - last_heartbeat_sent_).count());
+  stats_.last_heartbeat_response = now;
+  ++stats_.version;
+  const std::int16_t c = r.error_code;
+  if (c == 0) {
+    unexpected_in_a_row_.erase("Heartbeat");
+    last_heartbeat_ok_ = now;
+    pump(now);
+    return;
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    last_heartbeat_ok_ = now;  // the coordinator still knows us
+    if (state_ == member_state::stable || state_ == member_state::completing ||
+        state_ == member_state::preparing) {
+      if (!rejoin_needed_) request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
+    }
+    pump(now);
+    return;
+  }
+  if (is_fenced(c)) {
+    membership_lost(now, "Heartbeat", c);
+    return;
+  }
+  if (coordinator_error(now, c)) {
+    heartbeat_after_backoff();
+    pump(now);
+    return;
+  }
+  if (is_fatal_group_error(c)) {
+    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+    return;
+  }
+  if (unexpected_error(c, "Heartbeat")) return;
+  backoff(now);
+  heartbeat_after_backoff();
+  pump(now);
+}
+
+bool member::unexpected_error(std::int16_t c, const char* api) {
+  // Java raises "Unexpected error in ... response" for a code it does not handle and rejoins on
+  // the next poll(). Here a code the error table marks retriable (REQUEST_TIMED_OUT, ...) is
+  // logged and retried after a backoff; any other is logged and retried too, but the tenth in a
+  // row from the same API with no success in between is fatal, named, raised from poll(): never a
+  // retry loop without end (issue 13, item 9). (Some brokers answer an out-of-turn SyncGroup with
+  // INVALID_REQUEST; one rejoin fixes that.)
+  const auto e = static_cast<kafka_errc>(c);
+  auto& in_a_row = unexpected_in_a_row_[api];
+  if (!is_retriable(e) && ++in_a_row >= max_unexpected_in_a_row) {
+    fatal(make_error_code(e), "group '" + opts_.group_id + "': unexpected error in " + api +
+                                  " response: " + kafka_error_name(c) + " (" + make_error_code(e).message() +
+                                  "), " + std::to_string(in_a_row) + " times in a row");
+    return true;
+  }
+  actions_.emplace_back(report_error{
+      make_error_code(e),
+      std::string("unexpected error in ") + api + " response: " + kafka_error_name(c) + "; retrying", false});
+  return false;
+}
+
+void member::leave_group_done(time_point now, const protocol::leave_group_response& r) {
+  if (in_flight_ != in_flight::leave) return;  // stale
+  in_flight_ = in_flight::none;
+  if (r.error_code != 0) {
+    logger()->debug("group '{}': LeaveGroup answered {}", opts_.group_id, kafka_error_name(r.error_code));
+  }
+  if (state_ == member_state::leaving) finish_leave(now);
+  pump(now);
+}
+
+void member::membership_lost(time_point now, const std::string& what, std::int16_t c) {
+  if ((state_ != member_state::stable && state_ != member_state::completing &&
+       state_ != member_state::preparing && state_ != member_state::assigning) ||
+      generation_ < 0) {
+    pump(now);
+    return;  // stale answer for a generation we already left (a session timeout, ...)
+  }
+  rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + kafka_error_name(c));
+  generation_ = -1;
+  removed_ = true;
+  if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+  lose_partitions(now, kafka_error_name(c), then::join);
+  pump(now);
+}
+
+void member::commit_failed(time_point now, std::int32_t generation, std::int16_t c) {
+  if (generation < 0 || generation != generation_) {
+    pump(now);
+    return;  // a commit of an older generation (or outside the group): nothing to learn
+  }
+  if (c == code(kafka_errc::rebalance_in_progress)) {
+    rebalance_in_progress_seen(now);
+  } else if (is_fenced(c)) {
+    membership_lost(now, "OffsetCommit", c);
+  } else if (c == code(kafka_errc::fenced_instance_id)) {
+    fatal(make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
+  } else {
+    pump(now);
+  }
+}
+
+void member::rebalance_in_progress_seen(time_point now) {
+  if (state_ == member_state::stable || state_ == member_state::completing) {
+    request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
+  }
+  pump(now);
+}
+
+}  // namespace kgroup::group
