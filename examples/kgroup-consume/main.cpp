@@ -44,6 +44,10 @@
 #include "kgroup/rebalance_listener.hpp"
 #include "kgroup/types.hpp"
 
+// Boost.JSON writes every line; this program compiles its own copy (base/json_impl.cpp is one of
+// its sources), since a shared libkgroup keeps the library's copy to itself (base/boost_json.hpp).
+#include "base/json.hpp"
+
 namespace {
 
 constexpr const char* usage_text =
@@ -146,121 +150,12 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-// Length of the valid UTF-8 sequence at the start of `s`, or 0 if it is not one (truncated,
-// overlong, a surrogate, or beyond U+10FFFF).
-std::size_t utf8_sequence_length(std::string_view s) {
-  const auto b0 = static_cast<unsigned char>(s[0]);
-  std::size_t len = 0;
-  std::uint32_t cp = 0;
-  if (b0 < 0x80) return 1;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-    cp = b0 & 0x1Fu;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-    cp = b0 & 0x0Fu;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-    cp = b0 & 0x07u;
-  } else {
-    return 0;
-  }
-  if (s.size() < len) return 0;
-  for (std::size_t i = 1; i < len; ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if ((b & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3Fu);
-  }
-  constexpr std::uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_for_len[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-// An ASCII byte that JSON strings must (or, for DEL, should) escape.
-bool needs_json_escape(unsigned char c) {
-  return c < 0x20 || c == '"' || c == '\\' || c == 0x7F;
-}
-
-// Appends the escape sequence of such a byte.
-void append_json_escape(std::string& out, unsigned char c) {
-  switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    case '\b': out += "\\b"; break;
-    case '\f': out += "\\f"; break;
-    default: {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    }
-  }
-}
-
-// Appends `s` as a JSON string literal. Error messages may quote user input (a -X key) or broker
-// text, so bytes that are not valid UTF-8 become U+FFFD: every line stays valid JSON.
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  while (!s.empty()) {
-    const auto c = static_cast<unsigned char>(s[0]);
-    if (c >= 0x80) {
-      const std::size_t len = utf8_sequence_length(s);
-      if (len == 0) {
-        out += "\\ufffd";
-        s.remove_prefix(1);
-      } else {
-        out.append(s.substr(0, len));
-        s.remove_prefix(len);
-      }
-      continue;
-    }
-    if (needs_json_escape(c)) {
-      append_json_escape(out, c);
-    } else {
-      out += static_cast<char>(c);
-    }
-    s.remove_prefix(1);
-  }
-  out += '"';
-}
-
-// Whether all of `s` is valid UTF-8.
-bool valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const std::size_t len = utf8_sequence_length(s.substr(i));
-    if (len == 0) return false;
-    i += len;
-  }
-  return true;
-}
-
-// Appends valid UTF-8 `s` as a JSON string literal. Record data is the hot path, so runs of bytes
-// that need no escape are appended at once.
-void append_json_text(std::string& out, std::string_view s) {
-  out += '"';
-  std::size_t run = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (!needs_json_escape(c)) continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    append_json_escape(out, c);
-  }
-  out.append(s.data() + run, s.size() - run);
-  out += '"';
-}
-
-// Appends `s` as base64 (RFC 4648, with padding) in a JSON string literal.
-void append_json_base64(std::string& out, std::string_view s) {
+// RFC 4648 base64, with padding.
+std::string base64(std::string_view s) {
   static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   auto byte = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])); };
-  out += '"';
+  std::string out;
+  out.reserve((s.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 3 <= s.size(); i += 3) {
     const std::uint32_t n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
@@ -274,22 +169,18 @@ void append_json_base64(std::string& out, std::string_view s) {
     out += rest == 2 ? digits[(n >> 6) & 63] : '=';
     out += '=';
   }
-  out += '"';
+  return out;
 }
 
-// Appends "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
+// Sets "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
 // "name_b64":"<base64>" when they are not (binary), "name":null for null. Both forms are lossless.
-void append_json_bytes(std::string& out, std::string_view name, std::optional<std::string_view> bytes) {
-  out += '"';
-  out += name;
+void put_bytes(boost::json::object& o, std::string_view name, std::optional<std::string_view> bytes) {
   if (!bytes) {
-    out += "\":null";
-  } else if (valid_utf8(*bytes)) {
-    out += "\":";
-    append_json_text(out, *bytes);
+    o[name] = nullptr;
+  } else if (kgroup::base::valid_utf8(*bytes)) {
+    o[name] = *bytes;
   } else {
-    out += "_b64\":";
-    append_json_base64(out, *bytes);
+    o[std::string(name) + "_b64"] = base64(*bytes);
   }
 }
 
@@ -308,55 +199,48 @@ struct event_output {
 event_output events;
 
 // One output line: {"ts_ms":..,"event":..,...}. The timestamp is taken when the line is started.
+// Error messages may quote user input (a -X key) or broker text, so strings go in through
+// json_text(): bytes that are not valid UTF-8 become U+FFFD and every line stays valid JSON.
 class json_line {
  public:
   explicit json_line(std::string_view event) : error_(event == "error") {
-    out_ = "{\"ts_ms\":" + std::to_string(now_ms()) + ",\"event\":";
-    append_json_string(out_, event);
+    line_["ts_ms"] = now_ms();
+    line_["event"] = kgroup::base::json_text(event);
   }
 
   json_line& str(std::string_view key, std::string_view value) {
-    key_(key);
-    append_json_string(out_, value);
+    line_[key] = kgroup::base::json_text(value);
     return *this;
   }
 
   json_line& num(std::string_view key, std::int64_t value) {
-    key_(key);
-    out_ += std::to_string(value);
+    line_[key] = value;
     return *this;
   }
 
   json_line& partitions(const std::vector<kgroup::topic_partition>& parts) {
-    key_("partitions");
-    out_ += '[';
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      if (i > 0) out_ += ',';
-      out_ += "{\"topic\":";
-      append_json_string(out_, parts[i].topic);
-      out_ += ",\"partition\":" + std::to_string(parts[i].partition) + '}';
+    boost::json::array list;
+    list.reserve(parts.size());
+    for (const auto& tp : parts) {
+      list.push_back(boost::json::object{{"topic", kgroup::base::json_text(tp.topic)}, {"partition", tp.partition}});
     }
-    out_ += ']';
+    line_["partitions"] = std::move(list);
     return *this;
   }
 
   // Writes the line and flushes, so a reader sees each event when it happens.
   void emit() {
     if (events.quiet && events.stream != stdout && !error_) return;
-    out_ += "}\n";
+    std::string out;
+    kgroup::base::append_json(out, line_);
+    out += '\n';
     std::lock_guard lock(stdout_mutex);
-    std::fwrite(out_.data(), 1, out_.size(), events.stream);
+    std::fwrite(out.data(), 1, out.size(), events.stream);
     std::fflush(events.stream);
   }
 
  private:
-  void key_(std::string_view key) {
-    out_ += ',';
-    append_json_string(out_, key);
-    out_ += ':';
-  }
-
-  std::string out_;
+  boost::json::object line_;
   bool error_;
 };
 
@@ -377,58 +261,48 @@ const char* timestamp_type_name(kgroup::TimestampType t) {
 }
 
 // Record lines, the hot path (benchmarked against a librdkafka program printing the same lines):
-// each line is formatted with std::to_chars into one reusable buffer, and the buffer goes out
-// with one fwrite and one fflush per poll() batch (per line with --process-ms, so a reader sees a
-// record before its processing time passes). The part of a JSON line before "partition" is kept
-// between records and rebuilt only when the timestamp or the topic changes. With -f the records
-// are written in that format instead (raw bytes, as kcat writes them).
+// the lines go into one reusable buffer, which goes out with one fwrite and one fflush per poll()
+// batch (per line with --process-ms, so a reader sees a record before its processing time
+// passes). With -f the records are written in that format instead (raw bytes, as kcat writes
+// them).
 class record_printer {
  public:
   explicit record_printer(const std::vector<format_part>* format) : format_(format) {}
 
   // The timestamp of the lines that follow; one per batch (or per record with --process-ms).
-  void set_time(std::int64_t ts_ms) {
-    if (ts_ms == ts_ms_ && !prefix_.empty()) return;
-    ts_ms_ = ts_ms;
-    prefix_.clear();
-  }
+  void set_time(std::int64_t ts_ms) { ts_ms_ = ts_ms; }
 
   void add(const kgroup::ConsumerRecord& r) {
     if (format_ != nullptr) {
       add_formatted(r);
       return;
     }
-    if (prefix_.empty() || r.topic != topic_) {
-      topic_.assign(r.topic);
-      prefix_ = "{\"ts_ms\":" + std::to_string(ts_ms_) + ",\"event\":\"record\",\"topic\":";
-      append_json_string(prefix_, topic_);
-      prefix_ += ",\"partition\":";
+    // Everything the line allocates comes from one buffer, reused from record to record.
+    struct release_at_end {
+      boost::json::monotonic_resource& mr;
+      ~release_at_end() { mr.release(); }
+    } release{memory_};
+    boost::json::object line({{"ts_ms", ts_ms_},
+                             {"event", "record"},
+                             {"topic", kgroup::base::json_text(r.topic)},
+                             {"partition", r.partition},
+                             {"offset", r.offset},
+                             {"timestamp", r.timestamp},
+                             {"timestamp_type", timestamp_type_name(r.timestamp_type)}},
+                             10, &memory_);
+    put_bytes(line, "key", r.key);
+    put_bytes(line, "value", r.value);
+    boost::json::array headers(&memory_);
+    headers.reserve(r.headers.size());
+    for (const auto& h : r.headers) {
+      boost::json::object header(2, &memory_);
+      put_bytes(header, "key", h.key);
+      put_bytes(header, "value", h.value);
+      headers.push_back(std::move(header));
     }
-    // The partition (at most 11 characters), the offset and the timestamp (at most 20 each), the
-    // timestamp type (at most 15) and the keys between them: well under 128.
-    char tail[128];
-    char* p = std::to_chars(tail, tail + 12, r.partition).ptr;
-    p = put(p, ",\"offset\":");
-    p = std::to_chars(p, p + 21, r.offset).ptr;
-    p = put(p, ",\"timestamp\":");
-    p = std::to_chars(p, p + 21, r.timestamp).ptr;
-    p = put(p, ",\"timestamp_type\":\"");
-    p = put(p, timestamp_type_name(r.timestamp_type));
-    p = put(p, "\",");
-    out_.append(prefix_);
-    out_.append(tail, static_cast<std::size_t>(p - tail));
-    append_json_bytes(out_, "key", r.key);
-    out_ += ',';
-    append_json_bytes(out_, "value", r.value);
-    out_ += ",\"headers\":[";
-    for (std::size_t i = 0; i < r.headers.size(); ++i) {
-      out_ += i == 0 ? "{" : ",{";
-      append_json_bytes(out_, "key", r.headers[i].key);
-      out_ += ',';
-      append_json_bytes(out_, "value", r.headers[i].value);
-      out_ += '}';
-    }
-    out_ += "]}\n";
+    line["headers"] = std::move(headers);
+    kgroup::base::append_json(out_, line);
+    out_ += '\n';
   }
 
   // Writes what was added since the last flush, under the lock listener lines take too.
@@ -443,8 +317,6 @@ class record_printer {
   }
 
  private:
-  static char* put(char* p, std::string_view s) { return std::copy(s.begin(), s.end(), p); }
-
   void number(std::int64_t v) {
     char buf[24];
     out_.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
@@ -479,9 +351,9 @@ class record_printer {
 
   const std::vector<format_part>* format_;  // null: JSON lines
   std::string out_;
-  std::string prefix_;  // {"ts_ms":T,"event":"record","topic":"...","partition":
-  std::string topic_;   // the topic prefix_ was built for
   std::int64_t ts_ms_ = 0;
+  unsigned char buffer_[8192];
+  boost::json::monotonic_resource memory_{buffer_, sizeof buffer_};
 };
 
 // ---- errors ----------------------------------------------------------------------------------

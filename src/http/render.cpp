@@ -4,8 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
+
+#include "base/json.hpp"
 
 namespace kgroup::http {
 
@@ -142,172 +145,25 @@ std::string partition_labels(const topic_partition& tp) {
   return extra;
 }
 
-// ---- JSON ----
+// ---- JSON (Boost.JSON, written by base::append_json) ----
 
-// Appends `s` as a JSON string: quotes, backslash and control characters escaped, invalid UTF-8
-// replaced by U+FFFD so the document always parses.
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out += '"';
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            out += "\\u00";
-            out += hex[c >> 4];
-            out += hex[c & 0xf];
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    // Multi-byte sequence: validate lead byte, continuation bytes, overlongs and surrogates.
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool ok = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if (ok && len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ok = false;
-    if (ok && len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ok = false;
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += "\\ufffd";
-      ++i;
-    }
-  }
-  out += '"';
+using boost::json::array;
+using boost::json::object;
+using boost::json::value;
+
+// Every string taken from the metrics or the group view goes through text(): invalid UTF-8
+// becomes U+FFFD, so the document always parses.
+value text(std::string_view s) { return base::json_text(s); }
+
+value optional_text(const std::optional<std::string>& s) {
+  return s ? text(*s) : value(nullptr);
 }
 
-// A small streaming writer: it places commas and colons so callers only say what comes next.
-class json_writer {
- public:
-  json_writer& begin_object() { return open('{'); }
-  json_writer& end_object() { return close('}'); }
-  json_writer& begin_array() { return open('['); }
-  json_writer& end_array() { return close(']'); }
-
-  json_writer& key(std::string_view k) {
-    separate();
-    append_json_string(out_, k);
-    out_ += ':';
-    after_key_ = true;
-    return *this;
-  }
-  json_writer& value(std::string_view s) {
-    separate();
-    append_json_string(out_, s);
-    return *this;
-  }
-  json_writer& value(const char* s) { return value(std::string_view(s)); }
-  json_writer& value(const std::string& s) { return value(std::string_view(s)); }
-  json_writer& value(bool b) {
-    separate();
-    out_ += b ? "true" : "false";
-    return *this;
-  }
-  json_writer& value(std::int64_t v) {
-    separate();
-    append_int(out_, v);
-    return *this;
-  }
-  json_writer& value(std::int32_t v) { return value(static_cast<std::int64_t>(v)); }
-  json_writer& value(double v) {
-    separate();
-    if (std::isfinite(v)) {
-      append_number(out_, v);
-    } else {
-      out_ += "null";
-    }
-    return *this;
-  }
-  json_writer& null() {
-    separate();
-    out_ += "null";
-    return *this;
-  }
-
-  template <class T>
-  json_writer& field(std::string_view k, const T& v) {
-    key(k);
-    return value(v);
-  }
-
-  std::string take() { return std::move(out_); }
-
- private:
-  json_writer& open(char c) {
-    separate();
-    out_ += c;
-    first_.push_back(true);
-    return *this;
-  }
-  json_writer& close(char c) {
-    out_ += c;
-    first_.pop_back();
-    return *this;
-  }
-  void separate() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (first_.empty()) return;
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
-  }
-
-  std::string out_;
-  std::vector<bool> first_;  // per open container: nothing written in it yet
-  bool after_key_ = false;
-};
-
-void write_partitions(json_writer& w, std::string_view name, const std::vector<topic_partition>& parts) {
-  w.key(name).begin_array();
-  for (const auto& tp : parts) {
-    w.begin_object().field("topic", tp.topic).field("partition", tp.partition).end_object();
-  }
-  w.end_array();
+array partitions_json(const std::vector<topic_partition>& parts) {
+  array out;
+  out.reserve(parts.size());
+  for (const auto& tp : parts) out.push_back(object{{"topic", text(tp.topic)}, {"partition", tp.partition}});
+  return out;
 }
 
 constexpr std::size_t max_rebalances = 50;
@@ -415,105 +271,90 @@ std::string render_prometheus(const ConsumerMetrics& m) {
 }
 
 std::string render_status_json(const ConsumerMetrics& m) {
-  json_writer w;
-  w.begin_object();
-  w.field("timestamp_ms", m.timestamp_ms);
-  w.field("client_id", m.client_id);
-  w.field("group", m.group_id);
-  w.field("member_id", m.member_id);
-  w.key("instance_id");
-  if (m.group_instance_id) {
-    w.value(*m.group_instance_id);
-  } else {
-    w.null();
-  }
-  w.field("generation", m.generation);
-  w.field("state", m.state);
-  w.field("coordinator", m.coordinator);
-  w.field("protocol", m.protocol);
-  w.field("assignor", m.assignor);
-  w.field("leader", m.leader);
-  w.field("http_endpoint", m.http_endpoint);
+  object doc;
+  doc["timestamp_ms"] = m.timestamp_ms;
+  doc["client_id"] = text(m.client_id);
+  doc["group"] = text(m.group_id);
+  doc["member_id"] = text(m.member_id);
+  doc["instance_id"] = optional_text(m.group_instance_id);
+  doc["generation"] = m.generation;
+  doc["state"] = text(m.state);
+  doc["coordinator"] = m.coordinator;
+  doc["protocol"] = text(m.protocol);
+  doc["assignor"] = text(m.assignor);
+  doc["leader"] = m.leader;
+  doc["http_endpoint"] = text(m.http_endpoint);
 
-  w.field("assigned_partitions", m.assigned_partitions);
-  w.key("assignment").begin_array();
+  doc["assigned_partitions"] = m.assigned_partitions;
+  array assignment;
   for (const auto& pm : m.partitions) {
-    w.begin_object()
-        .field("topic", pm.partition.topic)
-        .field("partition", pm.partition.partition)
-        .field("position", pm.position)
-        .field("committed", pm.committed)
-        .field("high_watermark", pm.high_watermark)
-        .field("lag", pm.lag)
-        .field("read_replica", pm.read_replica)
-        .field("lead", pm.lead)
-        .field("paused", pm.paused)
-        .end_object();
+    assignment.push_back(object{{"topic", text(pm.partition.topic)},
+                                {"partition", pm.partition.partition},
+                                {"position", pm.position},
+                                {"committed", pm.committed},
+                                {"high_watermark", pm.high_watermark},
+                                {"lag", pm.lag},
+                                {"read_replica", pm.read_replica},
+                                {"lead", pm.lead},
+                                {"paused", pm.paused}});
   }
-  w.end_array();
+  doc["assignment"] = std::move(assignment);
 
-  w.key("time_between_poll").begin_object();
-  w.field("avg_ms", m.time_between_poll_avg_ms);
-  w.field("max_ms", m.time_between_poll_max_ms);
-  w.field("last_poll_seconds_ago", m.last_poll_seconds_ago);
-  w.field("poll_idle_ratio_avg", m.poll_idle_ratio_avg);
-  w.end_object();
-  w.field("max_poll_interval_ms", m.max_poll_interval_ms);
+  doc["time_between_poll"] = object{{"avg_ms", m.time_between_poll_avg_ms},
+                                    {"max_ms", m.time_between_poll_max_ms},
+                                    {"last_poll_seconds_ago", m.last_poll_seconds_ago},
+                                    {"poll_idle_ratio_avg", m.poll_idle_ratio_avg}};
+  doc["max_poll_interval_ms"] = m.max_poll_interval_ms;
 
-  w.key("metrics").begin_object();
-  w.field("rebalance_total", m.rebalance_total);
-  w.field("failed_rebalance_total", m.failed_rebalance_total);
-  w.field("rebalance_latency_avg_ms", m.rebalance_latency_avg_ms);
-  w.field("rebalance_latency_max_ms", m.rebalance_latency_max_ms);
-  w.field("rebalance_latency_total_ms", m.rebalance_latency_total_ms);
-  w.field("rebalance_rate_per_hour", m.rebalance_rate_per_hour);
-  w.field("last_rebalance_seconds_ago", m.last_rebalance_seconds_ago);
-  w.field("join_time_avg_ms", m.join_time_avg_ms);
-  w.field("join_time_max_ms", m.join_time_max_ms);
-  w.field("sync_time_avg_ms", m.sync_time_avg_ms);
-  w.field("sync_time_max_ms", m.sync_time_max_ms);
-  w.field("heartbeat_response_time_max_ms", m.heartbeat_response_time_max_ms);
-  w.field("heartbeat_total", m.heartbeat_total);
-  w.field("last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago);
-  w.field("responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total);
-  w.field("authentications_total", m.authentications_total);
-  w.field("reauthentications_total", m.reauthentications_total);
-  w.field("authentication_failures_total", m.authentication_failures_total);
-  w.field("offset_validations_total", m.offset_validations_total);
-  w.field("log_truncations_total", m.log_truncations_total);
-  w.field("commit_latency_avg_ms", m.commit_latency_avg_ms);
-  w.field("commit_latency_max_ms", m.commit_latency_max_ms);
-  w.field("commit_total", m.commit_total);
-  w.field("records_consumed_total", m.records_consumed_total);
-  w.field("records_consumed_rate", m.records_consumed_rate);
-  w.field("bytes_consumed_total", m.bytes_consumed_total);
-  w.field("bytes_consumed_rate", m.bytes_consumed_rate);
-  w.field("records_lag_max", m.records_lag_max);
-  w.field("records_lead_min", m.records_lead_min);
-  w.field("join_total", m.join_total);
-  w.field("sync_total", m.sync_total);
-  w.field("failed_rebalance_rate_per_hour", m.failed_rebalance_rate_per_hour);
-  w.end_object();
+  doc["metrics"] = object{{"rebalance_total", m.rebalance_total},
+                          {"failed_rebalance_total", m.failed_rebalance_total},
+                          {"rebalance_latency_avg_ms", m.rebalance_latency_avg_ms},
+                          {"rebalance_latency_max_ms", m.rebalance_latency_max_ms},
+                          {"rebalance_latency_total_ms", m.rebalance_latency_total_ms},
+                          {"rebalance_rate_per_hour", m.rebalance_rate_per_hour},
+                          {"last_rebalance_seconds_ago", m.last_rebalance_seconds_ago},
+                          {"join_time_avg_ms", m.join_time_avg_ms},
+                          {"join_time_max_ms", m.join_time_max_ms},
+                          {"sync_time_avg_ms", m.sync_time_avg_ms},
+                          {"sync_time_max_ms", m.sync_time_max_ms},
+                          {"heartbeat_response_time_max_ms", m.heartbeat_response_time_max_ms},
+                          {"heartbeat_total", m.heartbeat_total},
+                          {"last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago},
+                          {"responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total},
+                          {"authentications_total", m.authentications_total},
+                          {"reauthentications_total", m.reauthentications_total},
+                          {"authentication_failures_total", m.authentication_failures_total},
+                          {"offset_validations_total", m.offset_validations_total},
+                          {"log_truncations_total", m.log_truncations_total},
+                          {"commit_latency_avg_ms", m.commit_latency_avg_ms},
+                          {"commit_latency_max_ms", m.commit_latency_max_ms},
+                          {"commit_total", m.commit_total},
+                          {"records_consumed_total", m.records_consumed_total},
+                          {"records_consumed_rate", m.records_consumed_rate},
+                          {"bytes_consumed_total", m.bytes_consumed_total},
+                          {"bytes_consumed_rate", m.bytes_consumed_rate},
+                          {"records_lag_max", m.records_lag_max},
+                          {"records_lead_min", m.records_lead_min},
+                          {"join_total", m.join_total},
+                          {"sync_total", m.sync_total},
+                          {"failed_rebalance_rate_per_hour", m.failed_rebalance_rate_per_hour}};
 
-  w.key("rebalances").begin_array();
+  array rebalances;
   const std::size_t skip = m.rebalances.size() > max_rebalances ? m.rebalances.size() - max_rebalances : 0;
   for (std::size_t i = skip; i < m.rebalances.size(); ++i) {
     const auto& r = m.rebalances[i];
-    w.begin_object();
-    w.field("cause", to_string(r.cause));
-    w.field("detail", r.detail);
-    w.field("start_ms", r.start_ms);
-    w.field("duration_ms", r.duration_ms);
-    w.field("generation", r.generation);
-    w.field("completed", r.completed);
-    write_partitions(w, "revoked", r.revoked);
-    write_partitions(w, "assigned", r.assigned);
-    write_partitions(w, "lost", r.lost);
-    w.end_object();
+    rebalances.push_back(object{{"cause", to_string(r.cause)},
+                                {"detail", text(r.detail)},
+                                {"start_ms", r.start_ms},
+                                {"duration_ms", r.duration_ms},
+                                {"generation", r.generation},
+                                {"completed", r.completed},
+                                {"revoked", partitions_json(r.revoked)},
+                                {"assigned", partitions_json(r.assigned)},
+                                {"lost", partitions_json(r.lost)}});
   }
-  w.end_array();
-  w.end_object();
-  return w.take();
+  doc["rebalances"] = std::move(rebalances);
+  return base::to_json(doc);
 }
 
 
@@ -523,69 +364,43 @@ std::string render_status_json(const ConsumerMetrics& m) {
 
 namespace {
 
-void optional_int(json_writer& w, std::string_view k, std::int64_t v) {
-  w.key(k);
-  if (v >= 0) {
-    w.value(v);
-  } else {
-    w.null();
-  }
-}
-
-void optional_string(json_writer& w, std::string_view k, const std::string& v) {
-  w.key(k);
-  if (v.empty()) {
-    w.null();
-  } else {
-    w.value(v);
-  }
-}
+// Unknown numbers (negative) and absent strings (empty) are null.
+value optional_int(std::int64_t v) { return v >= 0 ? value(v) : value(nullptr); }
+value optional_string(const std::string& v) { return v.empty() ? value(nullptr) : text(v); }
 
 }  // namespace
 
 std::string render_group_json(const base::group_view& v) {
-  json_writer w;
-  w.begin_object();
-  w.field("group", v.group_id);
-  w.field("member_id", v.member_id);
-  w.field("state", v.state);
-  w.field("protocol_type", v.protocol_type);
-  w.field("protocol", v.protocol);
-  optional_int(w, "generation", v.generation);
-  optional_int(w, "age_ms", v.age_ms);
-  optional_string(w, "error", v.error);
-  w.field("refreshing", v.refreshing);
-  w.key("members").begin_array();
+  array members;
   for (const auto& m : v.members) {
-    w.begin_object();
-    w.field("member_id", m.member_id);
-    w.field("client_id", m.client_id);
-    w.field("host", m.host);
-    w.key("instance_id");
-    if (m.instance_id) {
-      w.value(*m.instance_id);
-    } else {
-      w.null();
-    }
-    write_partitions(w, "partitions", m.partitions);
-    optional_string(w, "error", m.error);
-    w.end_object();
+    members.push_back(object{{"member_id", text(m.member_id)},
+                             {"client_id", text(m.client_id)},
+                             {"host", text(m.host)},
+                             {"instance_id", optional_text(m.instance_id)},
+                             {"partitions", partitions_json(m.partitions)},
+                             {"error", optional_string(m.error)}});
   }
-  w.end_array();
-  w.key("partitions").begin_array();
+  array partitions;
   for (const auto& p : v.partitions) {
-    w.begin_object();
-    w.field("topic", p.partition.topic);
-    w.field("partition", p.partition.partition);
-    optional_string(w, "owner", p.owner);
-    optional_int(w, "committed", p.committed);
-    optional_int(w, "end_offset", p.end_offset);
-    optional_int(w, "lag", p.lag);
-    w.end_object();
+    partitions.push_back(object{{"topic", text(p.partition.topic)},
+                                {"partition", p.partition.partition},
+                                {"owner", optional_string(p.owner)},
+                                {"committed", optional_int(p.committed)},
+                                {"end_offset", optional_int(p.end_offset)},
+                                {"lag", optional_int(p.lag)}});
   }
-  w.end_array();
-  w.end_object();
-  return w.take();
+  const object doc{{"group", text(v.group_id)},
+                   {"member_id", text(v.member_id)},
+                   {"state", text(v.state)},
+                   {"protocol_type", text(v.protocol_type)},
+                   {"protocol", text(v.protocol)},
+                   {"generation", optional_int(v.generation)},
+                   {"age_ms", optional_int(v.age_ms)},
+                   {"error", optional_string(v.error)},
+                   {"refreshing", v.refreshing},
+                   {"members", std::move(members)},
+                   {"partitions", std::move(partitions)}};
+  return base::to_json(doc);
 }
 
 }  // namespace kgroup::http

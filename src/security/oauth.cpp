@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "security/boost_json.hpp"
+#include "base/json.hpp"
 
 #include "security/scram.hpp"
 
@@ -33,26 +33,6 @@ bool base64url_decode(std::string_view text, std::string& out) {
   if (!base64_decode(s, bytes)) return false;
   out.assign(bytes.begin(), bytes.end());
   return true;
-}
-
-// A JSON string literal (the claims written here are names and scopes: escape the few
-// characters JSON requires).
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      static constexpr char hex[] = "0123456789abcdef";
-      out += "\\u00";
-      out += hex[(c >> 4) & 0xf];
-      out += hex[c & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 bool alpha_key(std::string_view k) {
@@ -143,12 +123,11 @@ bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, 
 oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono::system_clock::time_point now) {
   const std::int64_t iat = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   const std::int64_t exp = iat + cfg.life_seconds;
-  std::string payload = "{\"sub\":" + json_string(cfg.principal) + ",\"iat\":" + std::to_string(iat) +
-                        ",\"exp\":" + std::to_string(exp);
-  if (!cfg.scope.empty()) payload += ",\"scope\":" + json_string(cfg.scope);
-  payload += "}";
+  boost::json::object payload{{"sub", cfg.principal}, {"iat", iat}, {"exp", exp}};
+  if (!cfg.scope.empty()) payload["scope"] = cfg.scope;
   oauth_token t;
-  t.value = base64url("{\"alg\":\"none\"}") + "." + base64url(payload) + ".";
+  const boost::json::object header{{"alg", "none"}};
+  t.value = base64url(base::to_json(header)) + "." + base64url(base::to_json(payload)) + ".";
   t.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
   t.principal = cfg.principal;
   t.extensions = cfg.extensions;

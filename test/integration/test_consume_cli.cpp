@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/boost_json.hpp"
 #include "fake_broker.hpp"
 #include "group_harness.hpp"
 #include "kgroup/consumer.hpp"
@@ -52,9 +52,9 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-// ---- a minimal JSON reader -------------------------------------------------------------------
-// Enough for the CLI's lines: objects, arrays, strings with escapes (\uXXXX kept to the BMP),
-// integers, true/false/null. Parsing every line also checks that the CLI writes valid JSON.
+// ---- the CLI's lines, parsed by Boost.JSON ----------------------------------------------------
+// Parsing every line also checks that the CLI writes valid JSON (and valid UTF-8). The checks read
+// the lines through this small tree, which keeps the object keys in their order.
 
 struct json {
   enum class kind { null, boolean, number, string, array, object };
@@ -83,162 +83,53 @@ struct json {
   }
 };
 
-class json_reader {
- public:
-  explicit json_reader(std::string_view text) : s_(text) {}
-
-  std::optional<json> document() {
-    auto v = value();
-    skip_ws();
-    if (!v || pos_ != s_.size()) return std::nullopt;
-    return v;
-  }
-
- private:
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
-  }
-  bool eat(char c) {
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  bool literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  std::optional<json> value() {
-    if (++depth_ > 32) return std::nullopt;
-    skip_ws();
-    std::optional<json> out;
-    if (pos_ >= s_.size()) {
-      out = std::nullopt;
-    } else if (s_[pos_] == '{') {
-      out = object();
-    } else if (s_[pos_] == '[') {
-      out = array();
-    } else if (s_[pos_] == '"') {
-      if (auto str = string()) {
-        json j;
-        j.type = json::kind::string;
-        j.string = std::move(*str);
-        out = std::move(j);
-      }
-    } else if (literal("true")) {
-      json j;
+// `v` as a json tree; nullopt for a fractional number (the CLI writes integers only).
+std::optional<json> from_boost(const boost::json::value& v) {
+  json j;
+  switch (v.kind()) {
+    case boost::json::kind::null: break;
+    case boost::json::kind::bool_:
       j.type = json::kind::boolean;
-      j.boolean = true;
-      out = std::move(j);
-    } else if (literal("false")) {
-      json j;
-      j.type = json::kind::boolean;
-      out = std::move(j);
-    } else if (literal("null")) {
-      out = json{};
-    } else {
-      out = number();
-    }
-    --depth_;
-    return out;
-  }
-
-  std::optional<json> number() {
-    json j;
-    j.type = json::kind::number;
-    auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), j.number);
-    if (ec != std::errc()) return std::nullopt;
-    pos_ = static_cast<std::size_t>(p - s_.data());
-    return j;
-  }
-
-  std::optional<std::string> string() {
-    if (!eat('"')) return std::nullopt;
-    std::string out;
-    while (pos_ < s_.size()) {
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) return std::nullopt;  // raw control characters are invalid
-      if (c != '\\') {
-        out += c;
-        continue;
+      j.boolean = v.get_bool();
+      break;
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+      j.type = json::kind::number;
+      j.number = v.to_number<std::int64_t>();
+      break;
+    case boost::json::kind::double_: return std::nullopt;
+    case boost::json::kind::string:
+      j.type = json::kind::string;
+      j.string.assign(v.get_string().data(), v.get_string().size());
+      break;
+    case boost::json::kind::array:
+      j.type = json::kind::array;
+      for (const auto& e : v.get_array()) {
+        auto item = from_boost(e);
+        if (!item) return std::nullopt;
+        j.items.push_back(std::move(*item));
       }
-      if (pos_ >= s_.size()) return std::nullopt;
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (pos_ + 4 > s_.size()) return std::nullopt;
-          unsigned cp = 0;
-          auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, cp, 16);
-          if (ec != std::errc() || p != s_.data() + pos_ + 4) return std::nullopt;
-          pos_ += 4;
-          // UTF-8 encode (BMP only; the CLI escapes only control characters and U+FFFD).
-          if (cp < 0x80) {
-            out += static_cast<char>(cp);
-          } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-          } else {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-          }
-          break;
-        }
-        default: return std::nullopt;
+      break;
+    case boost::json::kind::object:
+      j.type = json::kind::object;
+      for (const auto& kv : v.get_object()) {
+        auto item = from_boost(kv.value());
+        if (!item) return std::nullopt;
+        j.keys.emplace_back(kv.key().data(), kv.key().size());
+        j.items.push_back(std::move(*item));
       }
-    }
-    return std::nullopt;
+      break;
   }
+  return j;
+}
 
-  std::optional<json> array() {
-    json j;
-    j.type = json::kind::array;
-    eat('[');
-    if (eat(']')) return j;
-    do {
-      auto v = value();
-      if (!v) return std::nullopt;
-      j.items.push_back(std::move(*v));
-    } while (eat(','));
-    if (!eat(']')) return std::nullopt;
-    return j;
-  }
-
-  std::optional<json> object() {
-    json j;
-    j.type = json::kind::object;
-    eat('{');
-    if (eat('}')) return j;
-    do {
-      skip_ws();
-      auto key = string();
-      if (!key || !eat(':')) return std::nullopt;
-      auto v = value();
-      if (!v) return std::nullopt;
-      j.keys.push_back(std::move(*key));
-      j.items.push_back(std::move(*v));
-    } while (eat(','));
-    if (!eat('}')) return std::nullopt;
-    return j;
-  }
-
-  std::string_view s_;
-  std::size_t pos_ = 0;
-  int depth_ = 0;
-};
+// One line as a json tree, or nullopt if it is not valid JSON.
+std::optional<json> parse_line(std::string_view line) {
+  boost::json::error_code ec;
+  const boost::json::value v = boost::json::parse(line, ec);
+  if (ec) return std::nullopt;
+  return from_boost(v);
+}
 
 // The partitions of an assigned/revoked/lost event.
 std::set<kgroup::topic_partition> partitions_of(const json& event) {
@@ -426,7 +317,7 @@ class cli_process {
   }
 
   void add_line(const std::string& line) {
-    auto j = json_reader(line).document();
+    auto j = parse_line(line);
     if (j && j->type == json::kind::object && j->num("ts_ms") && !j->str("event").empty()) {
       events_.push_back(std::move(*j));
     } else {
@@ -1024,7 +915,7 @@ std::vector<json> stderr_events(const cli_process& p) {
   std::istringstream lines(p.stderr_text());
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '{') continue;
-    auto j = json_reader(line).document();
+    auto j = parse_line(line);
     if (j && j->type == json::kind::object && j->num("ts_ms")) out.push_back(std::move(*j));
   }
   return out;

@@ -32,6 +32,7 @@
 #include <catch2/catch.hpp>
 
 #include "assign/consumer_protocol.hpp"
+#include "base/boost_json.hpp"
 #include "base/group_view.hpp"
 #include "browser.hpp"
 #include "fetch/group_observer.hpp"
@@ -269,7 +270,7 @@ bool closed_by_peer(const beast::error_code& ec) {
   return ec == asio::error::eof || ec == asio::error::connection_reset || ec == bhttp::error::end_of_stream;
 }
 
-// ---- a minimal JSON reader (objects, arrays, strings with \u escapes, numbers, literals) ----
+// ---- documents parsed by Boost.JSON, read through a small tree (a missing key fails the test) ----
 
 struct json {
   std::variant<std::nullptr_t, bool, double, std::string, std::vector<json>, std::map<std::string, json>> v;
@@ -288,165 +289,36 @@ struct json {
   bool has(const std::string& key) const { return std::get<std::map<std::string, json>>(v).count(key) != 0; }
 };
 
-class json_parser {
- public:
-  explicit json_parser(std::string_view s) : s_(s) {}
-  json parse_document() {
-    json j = parse();
-    ws();
-    if (i_ != s_.size()) throw std::runtime_error("trailing characters at " + std::to_string(i_));
-    return j;
-  }
-
- private:
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
-  }
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) throw std::runtime_error("unexpected end");
-    return s_[i_];
-  }
-  void expect(char c) {
-    if (peek() != c) throw std::runtime_error(std::string("expected ") + c + " at " + std::to_string(i_));
-    ++i_;
-  }
-  bool literal(std::string_view word) {
-    if (s_.substr(i_, word.size()) != word) return false;
-    i_ += word.size();
-    return true;
-  }
-  static void put_utf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
+json from_boost(const boost::json::value& v) {
+  json j;
+  switch (v.kind()) {
+    case boost::json::kind::null: j.v = nullptr; break;
+    case boost::json::kind::bool_: j.v = v.get_bool(); break;
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::double_: j.v = v.to_number<double>(); break;
+    case boost::json::kind::string: j.v = std::string(v.get_string().data(), v.get_string().size()); break;
+    case boost::json::kind::array: {
+      std::vector<json> items;
+      for (const auto& e : v.get_array()) items.push_back(from_boost(e));
+      j.v = std::move(items);
+      break;
+    }
+    case boost::json::kind::object: {
+      std::map<std::string, json> members;
+      for (const auto& kv : v.get_object()) members.emplace(std::string(kv.key().data(), kv.key().size()), from_boost(kv.value()));
+      j.v = std::move(members);
+      break;
     }
   }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size()) throw std::runtime_error("unterminated string");
-      const auto c = static_cast<unsigned char>(s_[i_++]);
-      if (c == '"') return out;
-      if (c < 0x20) throw std::runtime_error("raw control character in a string");
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        continue;
-      }
-      const char e = s_.at(i_++);
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          put_utf8(out, static_cast<std::uint32_t>(std::stoul(std::string(s_.substr(i_, 4)), nullptr, 16)));
-          i_ += 4;
-          break;
-        }
-        default:
-          throw std::runtime_error("bad escape");
-      }
-    }
-  }
-  json parse() {
-    const char c = peek();
-    json j;
-    if (c == '{') {
-      ++i_;
-      std::map<std::string, json> obj;
-      if (peek() == '}') {
-        ++i_;
-      } else {
-        while (true) {
-          std::string k = string();
-          expect(':');
-          obj.emplace(std::move(k), parse());
-          if (peek() == ',') {
-            ++i_;
-            continue;
-          }
-          expect('}');
-          break;
-        }
-      }
-      j.v = std::move(obj);
-    } else if (c == '[') {
-      ++i_;
-      std::vector<json> arr;
-      if (peek() == ']') {
-        ++i_;
-      } else {
-        while (true) {
-          arr.push_back(parse());
-          if (peek() == ',') {
-            ++i_;
-            continue;
-          }
-          expect(']');
-          break;
-        }
-      }
-      j.v = std::move(arr);
-    } else if (c == '"') {
-      j.v = string();
-    } else if (literal("true")) {
-      j.v = true;
-    } else if (literal("false")) {
-      j.v = false;
-    } else if (literal("null")) {
-      j.v = nullptr;
-    } else {
-      const std::string rest(s_.substr(i_, 40));
-      char* end = nullptr;
-      const double d = std::strtod(rest.c_str(), &end);
-      if (end == rest.c_str() || rest[0] == 'N' || rest[0] == 'n' || rest[0] == 'I' || rest[0] == 'i') {
-        throw std::runtime_error("bad value at " + std::to_string(i_));
-      }
-      i_ += static_cast<std::size_t>(end - rest.c_str());
-      j.v = d;
-    }
-    return j;
-  }
-
-  std::string_view s_;
-  std::size_t i_ = 0;
-};
+  return j;
+}
 
 json parse_json(std::string_view s) {
-  try {
-    return json_parser(s).parse_document();
-  } catch (const std::exception& e) {
-    FAIL("invalid JSON (" << e.what() << "): " << s);
-  }
-  return {};
+  boost::json::error_code ec;
+  const boost::json::value v = boost::json::parse(s, ec);
+  if (ec) FAIL("invalid JSON (" << ec.message() << "): " << s);
+  return from_boost(v);
 }
 
 // ---- Prometheus text: every line parsed ----

@@ -19,6 +19,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/json.hpp"
 #include "security/scram.hpp"
 #include "test_pki.hpp"
 
@@ -39,23 +40,6 @@ std::string base64url(std::string_view text) {
   }
   while (!b64.empty() && b64.back() == '=') b64.pop_back();
   return b64;
-}
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 std::string url_decode(std::string_view s) {
@@ -97,11 +81,10 @@ std::int64_t now_ms() {
 
 std::string unsecured_jwt(std::string_view subject, std::int64_t lifetime_ms, std::string_view scope) {
   const std::int64_t now = now_ms();
-  std::string payload = "{\"sub\":\"" + json_escape(subject) + "\",\"iat\":" + std::to_string(now / 1000) +
-                        ",\"exp\":" + std::to_string((now + lifetime_ms) / 1000);
-  if (!scope.empty()) payload += ",\"scope\":\"" + json_escape(scope) + "\"";
-  payload += "}";
-  return base64url("{\"alg\":\"none\"}") + "." + base64url(payload) + ".";
+  boost::json::object payload{{"sub", base::json_text(subject)}, {"iat", now / 1000}, {"exp", (now + lifetime_ms) / 1000}};
+  if (!scope.empty()) payload["scope"] = base::json_text(scope);
+  const boost::json::object header{{"alg", "none"}};
+  return base64url(base::to_json(header)) + "." + base64url(base::to_json(payload)) + ".";
 }
 
 struct oidc_token_endpoint::impl {
@@ -135,7 +118,7 @@ struct oidc_token_endpoint::impl {
       return res;
     };
     const auto error = [&](http::status status, const char* code, const std::string& text) {
-      return reply(status, std::string("{\"error\":\"") + code + "\",\"error_description\":\"" + json_escape(text) + "\"}");
+      return reply(status, base::to_json(boost::json::object{{"error", code}, {"error_description", base::json_text(text)}}));
     };
     if (std::string(req.target()) != options.path) return error(http::status::not_found, "not_found", "no such path");
     if (req.method() != http::verb::post) return error(http::status::method_not_allowed, "invalid_request", "POST only");
@@ -167,11 +150,10 @@ struct oidc_token_endpoint::impl {
       std::lock_guard lock(mutex);
       last_scope = scope;
     }
-    std::string body = "{\"access_token\":\"" + unsecured_jwt(id, lifetime, scope) +
-                       "\",\"token_type\":\"Bearer\",\"expires_in\":" + std::to_string(lifetime / 1000);
-    if (!scope.empty()) body += ",\"scope\":\"" + json_escape(scope) + "\"";
-    body += "}";
-    return reply(http::status::ok, std::move(body));
+    boost::json::object body{
+        {"access_token", unsecured_jwt(id, lifetime, scope)}, {"token_type", "Bearer"}, {"expires_in", lifetime / 1000}};
+    if (!scope.empty()) body["scope"] = base::json_text(scope);
+    return reply(http::status::ok, base::to_json(body));
   }
 
   static awaitable<void> serve(impl& self, std::shared_ptr<asio::ssl::stream<tcp::socket>> stream) {

@@ -29,6 +29,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "base/json.hpp"
 #include "kafka_relay.hpp"
 #include "mock_cluster.hpp"
 #include "security/scram.hpp"
@@ -101,78 +102,44 @@ scram_credential make_scram_credential(const std::string& mechanism, const std::
   return c;
 }
 
-// ---- tiny JSON lookups, enough for unsecured test JWTs -------------------------------------
+// ---- the JSON parts of unsecured test JWTs (Boost.JSON) -----------------------------------
 
-// The position just after `"key":` at the top level of an object text, or npos.
-std::size_t json_value_at(std::string_view json, std::string_view key) {
-  const std::string quoted = "\"" + std::string(key) + "\"";
-  for (std::size_t pos = json.find(quoted); pos != std::string_view::npos; pos = json.find(quoted, pos + 1)) {
-    std::size_t i = pos + quoted.size();
-    while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i])) != 0) ++i;
-    if (i < json.size() && json[i] == ':') {
-      ++i;
-      while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i])) != 0) ++i;
-      return i;
-    }
-  }
-  return std::string_view::npos;
+// `text` as a JSON object; an empty one if it is not one, so every claim is then missing.
+boost::json::object json_object(std::string_view text) {
+  boost::json::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_object()) return {};
+  return std::move(v.get_object());
 }
 
-std::optional<std::string> json_string_at(std::string_view json, std::size_t i, std::size_t* end = nullptr) {
-  if (i >= json.size() || json[i] != '"') return std::nullopt;
-  std::string out;
-  for (++i; i < json.size(); ++i) {
-    if (json[i] == '\\' && i + 1 < json.size()) {
-      out += json[++i];
-    } else if (json[i] == '"') {
-      if (end != nullptr) *end = i + 1;
-      return out;
-    } else {
-      out += json[i];
-    }
-  }
-  return std::nullopt;
+std::optional<std::string> json_string(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  return std::string(v->get_string().data(), v->get_string().size());
 }
 
-std::optional<std::string> json_string(std::string_view json, std::string_view key) {
-  const std::size_t i = json_value_at(json, key);
-  return i == std::string_view::npos ? std::nullopt : json_string_at(json, i);
-}
-
-std::optional<double> json_number(std::string_view json, std::string_view key) {
-  const std::size_t i = json_value_at(json, key);
-  if (i == std::string_view::npos) return std::nullopt;
-  const std::string text(json.substr(i, json.find_first_of(",}] \t\r\n", i) - i));
-  if (text.empty() || (std::isdigit(static_cast<unsigned char>(text[0])) == 0 && text[0] != '-')) return std::nullopt;
-  try {
-    return std::stod(text);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+std::optional<double> json_number(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return v->to_number<double>();
 }
 
 // "scope": "a b" or ["a", "b"].
-std::vector<std::string> json_scopes(std::string_view json) {
+std::vector<std::string> json_scopes(const boost::json::object& o) {
   std::vector<std::string> out;
-  std::size_t i = json_value_at(json, "scope");
-  if (i >= json.size()) return out;
-  if (json[i] == '"') {
-    const std::string s = json_string_at(json, i).value_or("");
+  const auto* v = o.if_contains("scope");
+  if (v == nullptr) return out;
+  if (v->is_string()) {
+    const std::string s(v->get_string().data(), v->get_string().size());
     for (std::size_t start = 0; start < s.size();) {
       const std::size_t sp = s.find(' ', start);
       if (sp != start) out.push_back(s.substr(start, sp - start));
       if (sp == std::string::npos) break;
       start = sp + 1;
     }
-  } else if (json[i] == '[') {
-    for (++i; i < json.size() && json[i] != ']';) {
-      if (json[i] == '"') {
-        std::size_t end = i;
-        if (auto s = json_string_at(json, i, &end)) out.push_back(*s);
-        i = end;
-      } else {
-        ++i;
-      }
+  } else if (v->is_array()) {
+    for (const auto& e : v->get_array()) {
+      if (e.is_string()) out.emplace_back(e.get_string().data(), e.get_string().size());
     }
   }
   return out;
@@ -381,17 +348,19 @@ sasl_authenticator::result sasl_authenticator::oauthbearer(std::string_view msg)
   // then sends \x01 and gets the failure.
   const auto reject = [&](const std::string& why, const char* status = "invalid_token") {
     oauth_error_ = "Authentication failed: " + why;
-    return result{outcome::challenge, to_bytes(std::string("{\"status\":\"") + status + "\"}"), {}};
+    return result{outcome::challenge, to_bytes(base::to_json(boost::json::object{{"status", status}})), {}};
   };
   const std::size_t d1 = token.find('.');
   const std::size_t d2 = d1 == std::string::npos ? d1 : token.find('.', d1 + 1);
   if (d2 == std::string::npos) return reject("the token is not a JWS compact serialization");
-  std::string header;
-  std::string payload;
-  if (!base64url_decode(std::string_view(token).substr(0, d1), header) ||
-      !base64url_decode(std::string_view(token).substr(d1 + 1, d2 - d1 - 1), payload)) {
+  std::string header_text;
+  std::string payload_text;
+  if (!base64url_decode(std::string_view(token).substr(0, d1), header_text) ||
+      !base64url_decode(std::string_view(token).substr(d1 + 1, d2 - d1 - 1), payload_text)) {
     return reject("the token is not base64url");
   }
+  const boost::json::object header = json_object(header_text);
+  const boost::json::object payload = json_object(payload_text);
   if (json_string(header, "alg").value_or("") != "none") return reject("only unsecured tokens (alg none) are accepted");
   const auto sub = json_string(payload, "sub");
   if (!sub || sub->empty()) return reject("the token has no sub claim");

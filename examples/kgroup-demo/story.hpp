@@ -1,0 +1,29 @@
+// kgroup-demo: the scripted story (three members join, a fourth joins, one leaves, one is
+// killed, one stalls), told as a timeline with a report per step and a summary at the end.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mock_cluster.hpp"
+
+namespace demo {
+
+struct options {
+  std::string protocol = "cooperative";
+  bool serve = false;
+  int rate = 400;  // records per second
+  std::string security_protocol = "PLAINTEXT";
+  std::string sasl_mechanism = "SCRAM-SHA-256";
+};
+
+/// Tells the story with members that connect to `member_bootstrap` (the group proxy in front of
+/// `cluster`, or a security front before it) with `member_settings` added to their configuration;
+/// with --serve keeps them running afterwards until SIGINT or SIGTERM. Returns the failures (empty:
+/// it ran as scripted).
+std::vector<std::string> tell_story(const options& opt, kgroup::test::mock_cluster& cluster,
+                                    const std::string& member_bootstrap, const std::string& log_dir,
+                                    std::vector<std::pair<std::string, std::string>> member_settings);
+
+}  // namespace demo
