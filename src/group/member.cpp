@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 
 namespace kgroup::group {
 

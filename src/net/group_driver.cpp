@@ -6,7 +6,7 @@
 
 #include "assign/consumer_protocol.hpp"
 #include "assign/validate.hpp"
-#include "kgroup/log.hpp"
+#include "base/log.hpp"
 
 namespace kgroup::net {
 
