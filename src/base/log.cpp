@@ -2,8 +2,8 @@
 #include "base/log.hpp"
 
 #include <atomic>
-#include <initializer_list>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 
@@ -44,13 +44,20 @@ LogSink::~LogSink() = default;
 
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::trace: return "trace";
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
-    case LogLevel::critical: return "critical";
-    case LogLevel::off: break;
+    case LogLevel::trace:
+      return "trace";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::critical:
+      return "critical";
+    case LogLevel::off:
+      break;
   }
   return "off";
 }
@@ -84,9 +91,13 @@ LogLevel log_level_from_name(std::string_view name) noexcept {
   return LogLevel::off;  // as spdlog: an unknown name turns logging off
 }
 
-log_scope::log_scope(LogSink* sink) noexcept : previous_(thread_sink) { thread_sink = sink; }
+log_scope::log_scope(LogSink* sink) noexcept : previous_(thread_sink) {
+  thread_sink = sink;
+}
 
-log_scope::~log_scope() { thread_sink = previous_; }
+log_scope::~log_scope() {
+  thread_sink = previous_;
+}
 
 sink_ref current_sink() noexcept {
   if (thread_sink != nullptr) return {thread_sink, nullptr};

@@ -3,6 +3,7 @@
 // Config's sink; a sink that throws does not disturb the Consumer.
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -31,7 +32,8 @@ kgroup::Config log_config(const kgroup::test::mock_cluster& mc, const std::strin
 // Every line, one per row, for failure messages.
 std::string dump(const log_capture& logs) {
   std::string out;
-  for (const auto& [level, line] : logs.lines()) out += std::string(kgroup::to_string(level)) + ": " + line + "\n";
+  for (const auto& [level, line] : logs.lines())
+    out += std::string(kgroup::to_string(level)) + ": " + line + "\n";
   return out;
 }
 

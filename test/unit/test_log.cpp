@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,11 +20,13 @@ using kgroup::LogSink;
 namespace {
 
 struct recording_sink : LogSink {
-  explicit recording_sink(LogLevel min = LogLevel::trace) : min(min) {}
+  explicit recording_sink(LogLevel level = LogLevel::trace) : min(level) {}
   LogLevel min;
   std::vector<std::pair<LogLevel, std::string>> lines;
   LogLevel min_level() const noexcept override { return min; }
-  void log(LogLevel level, std::string_view message) override { lines.emplace_back(level, std::string(message)); }
+  void log(LogLevel level, std::string_view message) override {
+    lines.emplace_back(level, std::string(message));
+  }
 };
 
 struct throwing_sink : LogSink {
