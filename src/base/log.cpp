@@ -2,14 +2,18 @@
 #include "base/log.hpp"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
-#include <initializer_list>
+#include <iterator>
 #include <mutex>
 #include <string>
 
 namespace kgroup {
 
 namespace {
+
+// Indexed by LogLevel.
+constexpr std::string_view level_names[]{"trace", "debug", "info", "warn", "error", "critical", "off"};
 
 // The built-in default. Never destroyed: a line logged from a static destructor or a thread
 // still running at exit must find it.
@@ -43,23 +47,8 @@ thread_local LogSink* thread_sink = nullptr;  // the innermost log_scope's sink
 LogSink::~LogSink() = default;
 
 std::string_view to_string(LogLevel level) noexcept {
-  switch (level) {
-    case LogLevel::trace:
-      return "trace";
-    case LogLevel::debug:
-      return "debug";
-    case LogLevel::info:
-      return "info";
-    case LogLevel::warn:
-      return "warn";
-    case LogLevel::error:
-      return "error";
-    case LogLevel::critical:
-      return "critical";
-    case LogLevel::off:
-      break;
-  }
-  return "off";
+  const auto i = static_cast<std::size_t>(level);
+  return i < std::size(level_names) ? level_names[i] : "off";
 }
 
 void set_default_log_sink(std::shared_ptr<LogSink> sink) {
@@ -84,9 +73,8 @@ LogLevel log_level_from_name(std::string_view name) noexcept {
   // spdlog's names and short forms, which KGROUP_LOG_LEVEL took before issue 17.
   if (name == "warning") return LogLevel::warn;
   if (name == "err") return LogLevel::error;
-  for (auto level : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
-                     LogLevel::critical}) {
-    if (name == to_string(level)) return level;
+  for (std::size_t i = 0; i < std::size(level_names); ++i) {
+    if (name == level_names[i]) return static_cast<LogLevel>(i);
   }
   return LogLevel::off;  // as spdlog: an unknown name turns logging off
 }

@@ -1,5 +1,7 @@
 // The stderr sink (make_stderr_log_sink, the built-in default): the only source that includes
 // spdlog, compiled as its own layer (kgroup_stderr_sink) so nothing else sees spdlog's headers.
+#include <array>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -13,23 +15,11 @@ namespace kgroup {
 namespace {
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
-  switch (level) {
-    case LogLevel::trace:
-      return spdlog::level::trace;
-    case LogLevel::debug:
-      return spdlog::level::debug;
-    case LogLevel::info:
-      return spdlog::level::info;
-    case LogLevel::warn:
-      return spdlog::level::warn;
-    case LogLevel::error:
-      return spdlog::level::err;
-    case LogLevel::critical:
-      return spdlog::level::critical;
-    case LogLevel::off:
-      break;
-  }
-  return spdlog::level::off;
+  // Indexed by LogLevel.
+  constexpr std::array levels{spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
+                              spdlog::level::warn,  spdlog::level::err,   spdlog::level::critical};
+  const auto i = static_cast<std::size_t>(level);
+  return i < levels.size() ? levels[i] : spdlog::level::off;
 }
 
 // stderr, never stdout: applications own their stdout. The spdlog logger is private (never in
