@@ -1,5 +1,7 @@
 # Finds kgroup's link dependencies (all Debian 12 packages). Used by the build and by the
 # installed package config, so an application's find_package(kgroup) resolves the same targets.
+# Except Threads, all are private: the static library's link line names them ($<LINK_ONLY:...>),
+# no public header includes them (fmt and spdlog neither: kgroup/log.hpp is a plain interface).
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 find_dependency(fmt)

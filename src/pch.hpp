@@ -1,5 +1,5 @@
 // Precompiled header of the kgroup library (issue 12: CI time). The standard headers most
-// sources include, spdlog/fmt (log.hpp) and the Asio headers the network, consumer and HTTP
+// sources include, fmt (base/log.hpp) and the Asio headers the network, consumer and HTTP
 // sources share: parsed once per build instead of once per source. Beast stays out (one source
 // uses it). A build-speed device only: every source still includes what it uses (a build with
 // -DKGROUP_PCH=OFF checks that), and the fuzz build compiles the codec and assignor sources
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <spdlog/logger.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

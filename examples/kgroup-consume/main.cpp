@@ -883,8 +883,9 @@ int run(options o) {
   if (o.quiet) {
     // Errors only (from here on, so also none of Config::load's warnings); a stricter
     // KGROUP_LOG_LEVEL stays.
-    const auto log = kgroup::logger();
-    if (log->level() < spdlog::level::err) log->set_level(spdlog::level::err);
+    if (kgroup::default_log_sink()->min_level() < kgroup::LogLevel::error) {
+      kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(kgroup::LogLevel::error));
+    }
   }
   kgroup::Config config;
   try {

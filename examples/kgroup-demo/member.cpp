@@ -128,10 +128,6 @@ class history_reporter {
 };
 
 int run(const member_options& o) {
-  // The library logs to stderr, which the parent points at this member's log file.
-  kgroup::logger()->set_level(spdlog::level::info);
-  kgroup::logger()->set_pattern("[%H:%M:%S.%e] [" + o.name + "] [%l] %v");
-
   kgroup::Config config{
       {"bootstrap.servers", o.bootstrap},
       {"group.id", o.group},
@@ -146,6 +142,9 @@ int run(const member_options& o) {
       {"observability.http.listen", "127.0.0.1:0"},
   };
   for (const auto& [key, value] : o.settings) config.set(key, value);
+  // This consumer's log to stderr (which the parent points at this member's log file), at info
+  // whatever KGROUP_LOG_LEVEL says, each line naming the member.
+  config.set_log_sink(kgroup::make_stderr_log_sink(kgroup::LogLevel::info, o.name));
   kgroup::Consumer consumer(config);
   auto listener = std::make_shared<reporting_listener>(&consumer);
   consumer.subscribe({topic_name}, listener);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kgroup/export.hpp"
+#include "kgroup/log.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -98,9 +99,16 @@ class KGROUP_EXPORT Config {
   Config& set_oauthbearer_token_provider(OAuthBearerTokenProvider provider);
   const OAuthBearerTokenProvider* oauthbearer_token_provider() const noexcept { return token_provider_.get(); }
 
+  /// Where the Consumer made from this Config (and describe_cluster() given it) logs, instead of
+  /// the process-wide default sink (set_default_log_sink). A Config copy shares it; nullptr
+  /// goes back to the default. See kgroup/log.hpp for what a sink must allow.
+  Config& set_log_sink(std::shared_ptr<LogSink> sink);
+  const std::shared_ptr<LogSink>& log_sink() const noexcept { return log_sink_; }
+
  private:
   std::map<std::string, std::string, std::less<>> values_;
   std::shared_ptr<const OAuthBearerTokenProvider> token_provider_;
+  std::shared_ptr<LogSink> log_sink_;
 };
 
 }  // namespace kgroup

@@ -326,7 +326,8 @@ class KGROUP_EXPORT Consumer {
 
  private:
   class impl;
-  impl& self() const;
+  class call;  // a public method's access to the impl (consumer.cpp)
+  call self() const;
   void close_quietly() noexcept;
   std::unique_ptr<impl> impl_;
 };

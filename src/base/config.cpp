@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 
 namespace kgroup {
 
@@ -497,6 +497,11 @@ Config& Config::set_oauthbearer_token_provider(OAuthBearerTokenProvider provider
   } else {
     token_provider_.reset();
   }
+  return *this;
+}
+
+Config& Config::set_log_sink(std::shared_ptr<LogSink> sink) {
+  log_sink_ = std::move(sink);
   return *this;
 }
 

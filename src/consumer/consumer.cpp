@@ -15,6 +15,7 @@
 #include <boost/asio/post.hpp>
 
 #include "base/backoff.hpp"
+#include "base/log.hpp"
 #include "consumer/make_metrics.hpp"
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
@@ -24,7 +25,6 @@
 #if KGROUP_WITH_HTTP
 #include "http/server.hpp"
 #endif
-#include "kgroup/log.hpp"
 #include "net/cluster.hpp"
 #include "net/group_driver.hpp"
 #include "protocol/records.hpp"
@@ -39,6 +39,8 @@ using clock = std::chrono::steady_clock;
 class Consumer::impl {
  public:
   impl(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom) : config_(config) {
+    // What the constructor logs goes to this Consumer's sink too (the thread's scope: see run()).
+    const detail::log_scope log_scope(log_sink());
     config_.validate();
     // The effective configuration, once (what was set explicitly; the rest is the defaults).
     logger()->info("consumer configuration: {}", config_.to_string());
@@ -143,10 +145,18 @@ class Consumer::impl {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
     statistics_interval_ = config_.get_ms("statistics.interval.ms");
     start_http();
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      // Everything on the background thread (connections, drivers, the HTTP endpoint, listeners
+      // with rebalance.listener.thread=heartbeat) logs for this Consumer.
+      const detail::log_scope log_scope(log_sink());
+      run();
+    });
   }
 
   ~impl() { stop_thread(); }
+
+  // This Consumer's sink; nullptr for the default. Kept alive by config_.
+  LogSink* log_sink() const noexcept { return config_.log_sink().get(); }
 
   void subscribe(std::vector<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener) {
     check_open();
@@ -1452,158 +1462,175 @@ Consumer& Consumer::operator=(Consumer&& other) noexcept {
   return *this;
 }
 
+// Closes and destroys the impl, both in this Consumer's log scope: what the impl's members log
+// as they go reaches its sink too (config_, which owns the sink, is the first member: the last
+// destroyed; nothing logs after it).
 void Consumer::close_quietly() noexcept {
   if (!impl_) return;  // moved from
+  const detail::log_scope log_scope(impl_->log_sink());
   try {
     impl_->close(std::chrono::seconds(30));
   } catch (const std::exception& e) {
     logger()->warn("error while closing the consumer in its destructor: {}", e.what());
   }
+  impl_.reset();
 }
 
-Consumer::impl& Consumer::self() const {
+// The impl, with this Consumer's log sink the calling thread's until the end of the public
+// method's full expression, so what the call logs on the user's thread reaches that sink.
+class Consumer::call {
+ public:
+  explicit call(impl& i) noexcept : scope_(i.log_sink()), impl_(i) {}
+  impl* operator->() const noexcept { return &impl_; }
+
+ private:
+  detail::log_scope scope_;
+  impl& impl_;
+};
+
+Consumer::call Consumer::self() const {
   if (!impl_) throw error(make_error_code(client_errc::illegal_state), "this Consumer was moved from");
-  return *impl_;
+  return call(*impl_);
 }
 
 void Consumer::subscribe(const std::vector<std::string>& topics,
                          std::shared_ptr<ConsumerRebalanceListener> listener) {
-  self().subscribe(topics, std::move(listener));
+  self()->subscribe(topics, std::move(listener));
 }
 void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
-  self().subscribe(pattern, std::move(listener));
+  self()->subscribe(pattern, std::move(listener));
 }
 void Consumer::unsubscribe() {
-  self().unsubscribe();
+  self()->unsubscribe();
 }
 void Consumer::assign(const std::set<topic_partition>& partitions) {
-  self().assign(partitions);
+  self()->assign(partitions);
 }
 void Consumer::unassign() {
-  self().unassign();
+  self()->unassign();
 }
 ConsumerRecords Consumer::poll(std::chrono::milliseconds timeout) {
-  return self().poll(timeout);
+  return self()->poll(timeout);
 }
 void Consumer::commit_sync() {
-  self().commit_sync(self().default_timeout());
+  self()->commit_sync(self()->default_timeout());
 }
 void Consumer::commit_sync(std::chrono::milliseconds timeout) {
-  self().commit_sync(timeout);
+  self()->commit_sync(timeout);
 }
 void Consumer::commit_sync(const OffsetMap& offsets) {
-  self().commit_sync(offsets, self().default_timeout());
+  self()->commit_sync(offsets, self()->default_timeout());
 }
 void Consumer::commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout) {
-  self().commit_sync(offsets, timeout);
+  self()->commit_sync(offsets, timeout);
 }
 void Consumer::commit_async(CommitCallback callback) {
-  self().commit_async(std::move(callback));
+  self()->commit_async(std::move(callback));
 }
 void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
-  self().commit_async(offsets, std::move(callback));
+  self()->commit_async(offsets, std::move(callback));
 }
 OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) {
-  return self().committed(partitions, self().default_timeout());
+  return self()->committed(partitions, self()->default_timeout());
 }
 OffsetMap Consumer::committed(const std::set<topic_partition>& partitions, std::chrono::milliseconds timeout) {
-  return self().committed(partitions, timeout);
+  return self()->committed(partitions, timeout);
 }
 std::int64_t Consumer::position(const topic_partition& partition) {
-  return self().position(partition, self().default_timeout());
+  return self()->position(partition, self()->default_timeout());
 }
 std::int64_t Consumer::position(const topic_partition& partition, std::chrono::milliseconds timeout) {
-  return self().position(partition, timeout);
+  return self()->position(partition, timeout);
 }
 std::optional<std::int64_t> Consumer::current_lag(const topic_partition& partition) const {
-  return self().current_lag(partition);
+  return self()->current_lag(partition);
 }
 std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions) {
-  return beginning_offsets(partitions, self().default_timeout());
+  return beginning_offsets(partitions, self()->default_timeout());
 }
 std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions,
                                                                     std::chrono::milliseconds timeout) {
-  return self().offsets_at(partitions, -2, timeout, "beginning_offsets()");
+  return self()->offsets_at(partitions, -2, timeout, "beginning_offsets()");
 }
 std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions) {
-  return end_offsets(partitions, self().default_timeout());
+  return end_offsets(partitions, self()->default_timeout());
 }
 std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions,
                                                               std::chrono::milliseconds timeout) {
-  return self().offsets_at(partitions, -1, timeout, "end_offsets()");
+  return self()->offsets_at(partitions, -1, timeout, "end_offsets()");
 }
 std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
     const std::map<topic_partition, std::int64_t>& timestamps) {
-  return offsets_for_times(timestamps, self().default_timeout());
+  return offsets_for_times(timestamps, self()->default_timeout());
 }
 std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
     const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
-  return self().offsets_for_times(timestamps, timeout);
+  return self()->offsets_for_times(timestamps, timeout);
 }
 std::vector<PartitionInfo> Consumer::partitions_for(const std::string& topic) {
-  return partitions_for(topic, self().default_timeout());
+  return partitions_for(topic, self()->default_timeout());
 }
 std::vector<PartitionInfo> Consumer::partitions_for(const std::string& topic, std::chrono::milliseconds timeout) {
-  auto all = self().topic_partitions(std::vector<std::string>{topic}, timeout, "partitions_for()");
+  auto all = self()->topic_partitions(std::vector<std::string>{topic}, timeout, "partitions_for()");
   auto it = all.find(topic);
   return it == all.end() ? std::vector<PartitionInfo>{} : std::move(it->second);
 }
 std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics() {
-  return list_topics(self().default_timeout());
+  return list_topics(self()->default_timeout());
 }
 std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics(std::chrono::milliseconds timeout) {
-  return self().topic_partitions(std::nullopt, timeout, "list_topics()");
+  return self()->topic_partitions(std::nullopt, timeout, "list_topics()");
 }
 void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
-  self().seek(partition, offset);
+  self()->seek(partition, offset);
 }
 void Consumer::seek(const topic_partition& partition, const OffsetAndMetadata& offset) {
-  self().seek(partition, offset.offset, offset.leader_epoch.value_or(-1));
+  self()->seek(partition, offset.offset, offset.leader_epoch.value_or(-1));
 }
 void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) {
-  self().seek_to(partitions, true);
+  self()->seek_to(partitions, true);
 }
 void Consumer::seek_to_end(const std::set<topic_partition>& partitions) {
-  self().seek_to(partitions, false);
+  self()->seek_to(partitions, false);
 }
 void Consumer::pause(const std::set<topic_partition>& partitions) {
-  self().pause(partitions);
+  self()->pause(partitions);
 }
 void Consumer::resume(const std::set<topic_partition>& partitions) {
-  self().resume(partitions);
+  self()->resume(partitions);
 }
 std::set<topic_partition> Consumer::paused() const {
-  return self().paused();
+  return self()->paused();
 }
 std::set<topic_partition> Consumer::assignment() const {
-  return self().assignment();
+  return self()->assignment();
 }
 std::vector<std::string> Consumer::subscription() const {
-  return self().subscription();
+  return self()->subscription();
 }
 ConsumerGroupMetadata Consumer::group_metadata() const {
-  return self().group_metadata();
+  return self()->group_metadata();
 }
 void Consumer::enforce_rebalance(const std::string& reason) {
-  self().enforce_rebalance(reason);
+  self()->enforce_rebalance(reason);
 }
 void Consumer::wakeup() {
-  self().wakeup();
+  self()->wakeup();
 }
 void Consumer::close(std::chrono::milliseconds timeout) {
-  self().close(timeout);
+  self()->close(timeout);
 }
 std::string Consumer::group_state() const {
-  return self().state();
+  return self()->state();
 }
 ConsumerMetrics Consumer::metrics() const {
-  return self().metrics();
+  return self()->metrics();
 }
 void Consumer::set_statistics_callback(StatisticsCallback callback) {
-  self().set_statistics_callback(std::move(callback));
+  self()->set_statistics_callback(std::move(callback));
 }
 std::string Consumer::http_endpoint() const {
-  return self().http_endpoint();
+  return self()->http_endpoint();
 }
 
 }  // namespace kgroup

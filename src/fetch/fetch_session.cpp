@@ -2,9 +2,9 @@
 
 #include <limits>
 
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
-#include "kgroup/log.hpp"
 
 namespace kgroup::fetch {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "base/log.hpp"
 #include "fetch/offset_fetch.hpp"
-#include "kgroup/log.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
@@ -762,7 +762,7 @@ void fetcher::send_fetches() {
       all_ids = all_ids && !pf.topic_id.is_zero();
     }
     fetching_nodes_.insert(leader);
-    if (logger()->should_log(spdlog::level::trace)) {
+    if (logger()->should_log(LogLevel::trace)) {
       std::string list;
       for (const auto& [tp, pf] : wanted) list += " " + tp.topic + "-" + std::to_string(tp.partition) + "@" + std::to_string(pf.fetch_offset);
       logger()->trace("fetch from broker {}:{}", leader, list);

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "assign/consumer_protocol.hpp"
+#include "base/log.hpp"
 #include "fetch/offset_fetch.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 #include "group/member_reactions.hpp"
 
 namespace kgroup::group {

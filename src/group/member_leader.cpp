@@ -12,7 +12,7 @@
 #include "assign/validate.hpp"
 #include "group/member.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
+#include "base/log.hpp"
 
 namespace kgroup::group {
 

@@ -6,7 +6,7 @@
 
 #include "group/member.hpp"
 #include "group/member_reactions.hpp"
-#include "kgroup/log.hpp"
+#include "base/log.hpp"
 
 namespace kgroup::group {
 

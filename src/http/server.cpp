@@ -30,9 +30,9 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "base/log.hpp"
 #include "http/render.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 
 namespace kgroup::http {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "base/log.hpp"
 #include "kgroup/config.hpp"
-#include "kgroup/log.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::net {

@@ -17,7 +17,7 @@
 
 #include <fmt/ranges.h>
 
-#include "kgroup/log.hpp"
+#include "base/log.hpp"
 
 namespace kgroup::net {
 

@@ -1,5 +1,6 @@
 #include <boost/asio/io_context.hpp>
 
+#include "base/log.hpp"
 #include "kgroup/cluster.hpp"
 #include "kgroup/error.hpp"
 #include "net/cluster.hpp"
@@ -37,6 +38,8 @@ std::vector<ApiVersionInfo> all_versions(const net::api_version_table& t) {
 }  // namespace
 
 ClusterInfo describe_cluster(const Config& config, std::chrono::milliseconds timeout) {
+  // The connections log on this thread (it runs the io_context): to the Config's sink.
+  const detail::log_scope log_scope(config.log_sink().get());
   config.validate();
   boost::asio::io_context io;
   auto c = std::make_shared<net::cluster>(io, net::cluster_options::from_config(config));

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "assign/consumer_protocol.hpp"
-#include "kgroup/log.hpp"
+#include "base/log.hpp"
 
 namespace kgroup::net {
 

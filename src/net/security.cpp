@@ -9,8 +9,8 @@
 #include <boost/asio/ssl/context.hpp>
 #include <fmt/format.h>
 
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
-#include "kgroup/log.hpp"
 #include "net/oidc.hpp"
 
 namespace kgroup::net {

@@ -79,6 +79,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
 #include "group_harness.hpp"
 #include "kgroup/consumer.hpp"
 #include "kgroup/log.hpp"
@@ -179,10 +180,11 @@ struct child_args {
 };
 
 int run_kgroup_child(const child_args& a) {
-  // Warnings and errors only, unless $KGROUP_BENCH_LOG_LEVEL names another spdlog level.
+  // Warnings and errors only, unless $KGROUP_BENCH_LOG_LEVEL names another level (as
+  // KGROUP_LOG_LEVEL does); each line names the child.
   const char* level = std::getenv("KGROUP_BENCH_LOG_LEVEL");
-  kgroup::logger()->set_level(level != nullptr ? spdlog::level::from_str(level) : spdlog::level::warn);
-  kgroup::logger()->set_pattern("[%H:%M:%S.%e] [" + a.name + "] [%l] %v");
+  kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(
+      level != nullptr ? kgroup::detail::log_level_from_name(level) : kgroup::LogLevel::warn, a.name));
   kgroup::Consumer consumer(kgroup::Config{{"bootstrap.servers", a.bootstrap},
                                            {"group.id", a.group},
                                            {"client.id", a.name},

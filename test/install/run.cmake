@@ -6,6 +6,15 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_
 if(rc)
   message(FATAL_ERROR "cmake --install failed")
 endif()
+# No logging library in the public headers (issue 17: the LogSink interface replaced spdlog's
+# logger), so applications need neither spdlog's nor fmt's headers.
+file(GLOB_RECURSE installed_headers ${WORK_DIR}/prefix/include/kgroup/*.hpp)
+foreach(header IN LISTS installed_headers)
+  file(STRINGS ${header} bad REGEX "#include[ \t]*[<\"](spdlog|fmt)/")
+  if(bad)
+    message(FATAL_ERROR "${header} includes a logging library: ${bad}")
+  endif()
+endforeach()
 # The README's quick-start program (its first C++ block) must build against the package.
 file(READ ${SOURCE_DIR}/README.md readme)
 string(REGEX MATCH "```cpp\n([^`]*)```" _ "${readme}")

@@ -1,7 +1,7 @@
 // Precompiled header of the test binaries (issue 12: CI time). Only headers that nearly every
 // test file includes anyway and that cost the most to parse: Catch2's single header (about 17k
-// lines), spdlog/fmt (kgroup's log.hpp) and the standard library. Asio and Beast stay out: only a
-// few test files include them and the PCH would make every other file load them too.
+// lines) and the standard library. Asio and Beast stay out: only a few test files include them
+// and the PCH would make every other file load them too.
 // Nothing here may depend on a macro that a test file defines before its includes.
 #pragma once
 
@@ -21,5 +21,4 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/logger.h>
 #include <catch2/catch.hpp>

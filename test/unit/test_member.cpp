@@ -247,17 +247,17 @@ struct harness {
   member m;
 
   // The core logs every transition; quiet unless KGROUP_TEST_LOG is set.
-  spdlog::level::level_enum saved_level = logger()->level();
+  std::shared_ptr<LogSink> saved_sink = default_log_sink();
 
   explicit harness(member_options o = make_options())
       : proto(o.assignors.front()->name()), m(o, builder(o, snapshots), decode_parts) {
-    if (std::getenv("KGROUP_TEST_LOG") == nullptr) logger()->set_level(spdlog::level::off);
+    if (std::getenv("KGROUP_TEST_LOG") == nullptr) set_default_log_sink(make_stderr_log_sink(LogLevel::off));
   }
   harness(const harness&) = delete;
   harness& operator=(const harness&) = delete;
 
   ~harness() {
-    logger()->set_level(saved_level);
+    set_default_log_sink(saved_sink);
     // Every test, whatever it does, must keep to the documented transitions.
     if (std::uncaught_exceptions() == 0) CHECK(m.invalid_transitions() == 0);
   }
