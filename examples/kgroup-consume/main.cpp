@@ -172,18 +172,6 @@ std::string base64(std::string_view s) {
   return out;
 }
 
-// Sets "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
-// "name_b64":"<base64>" when they are not (binary), "name":null for null. Both forms are lossless.
-void put_bytes(boost::json::object& o, std::string_view name, std::optional<std::string_view> bytes) {
-  if (!bytes) {
-    o[name] = nullptr;
-  } else if (kgroup::base::valid_utf8(*bytes)) {
-    o[name] = *bytes;
-  } else {
-    o[std::string(name) + "_b64"] = base64(*bytes);
-  }
-}
-
 // Listener callbacks may run on the background thread (-X rebalance.listener.thread=heartbeat)
 // while the main thread prints records, so whole lines are written under one lock (stdout's and
 // stderr's alike).
@@ -218,7 +206,7 @@ class json_line {
     return *this;
   }
 
-  json_line& partitions(const std::vector<kgroup::topic_partition>& parts) {
+  json_line& partitions(const std::vector<kgroup::TopicPartition>& parts) {
     boost::json::array list;
     list.reserve(parts.size());
     for (const auto& tp : parts) {
@@ -277,32 +265,35 @@ class record_printer {
       add_formatted(r);
       return;
     }
-    // Everything the line allocates comes from one buffer, reused from record to record.
-    struct release_at_end {
-      boost::json::monotonic_resource& mr;
-      ~release_at_end() { mr.release(); }
-    } release{memory_};
-    boost::json::object line({{"ts_ms", ts_ms_},
-                             {"event", "record"},
-                             {"topic", kgroup::base::json_text(r.topic)},
-                             {"partition", r.partition},
-                             {"offset", r.offset},
-                             {"timestamp", r.timestamp},
-                             {"timestamp_type", timestamp_type_name(r.timestamp_type)}},
-                             10, &memory_);
-    put_bytes(line, "key", r.key);
-    put_bytes(line, "value", r.value);
-    boost::json::array headers(&memory_);
-    headers.reserve(r.headers.size());
-    for (const auto& h : r.headers) {
-      boost::json::object header(2, &memory_);
-      put_bytes(header, "key", h.key);
-      put_bytes(header, "value", h.value);
-      headers.push_back(std::move(header));
+    // The hot path (one line per record): the keys are fixed, so the line is written in order
+    // and only its strings go through Boost.JSON's serializer (reused), which escapes them.
+    // Building a json::object per record doubled the CPU this tool spends per record
+    // (kgroup-bench-consume --cli); the output is the same.
+    out_ += "{\"ts_ms\":";
+    number(ts_ms_);
+    out_ += ",\"event\":\"record\",\"topic\":";
+    text(r.topic);
+    out_ += ",\"partition\":";
+    number(r.partition);
+    out_ += ",\"offset\":";
+    number(r.offset);
+    out_ += ",\"timestamp\":";
+    number(r.timestamp);
+    out_ += ",\"timestamp_type\":";
+    text(timestamp_type_name(r.timestamp_type));
+    out_ += ',';
+    bytes("key", r.key);
+    out_ += ',';
+    bytes("value", r.value);
+    out_ += ",\"headers\":[";
+    for (std::size_t i = 0; i < r.headers.size(); ++i) {
+      out_ += i == 0 ? "{" : ",{";
+      bytes("key", r.headers[i].key);
+      out_ += ',';
+      bytes("value", r.headers[i].value);
+      out_ += '}';
     }
-    line["headers"] = std::move(headers);
-    kgroup::base::append_json(out_, line);
-    out_ += '\n';
+    out_ += "]}\n";
   }
 
   // Writes what was added since the last flush, under the lock listener lines take too.
@@ -317,6 +308,33 @@ class record_printer {
   }
 
  private:
+  // A JSON string; bytes that are not valid UTF-8 become U+FFFD (json_text).
+  void text(std::string_view s) {
+    if (kgroup::base::valid_utf8(s)) {
+      kgroup::base::detail::append_json_string(out_, serializer_, s);
+    } else {
+      kgroup::base::detail::append_json_string(out_, serializer_, kgroup::base::json_text(s));
+    }
+  }
+
+  // "name":<bytes> for record data: a JSON string when the bytes are valid UTF-8 (text),
+  // "name_b64":"<base64>" when they are not (binary), "name":null for null. Both forms are
+  // lossless. (`name` is one of ours: no escaping needed.)
+  void bytes(std::string_view name, std::optional<std::string_view> b) {
+    out_ += '"';
+    out_ += name;
+    if (!b) {
+      out_ += "\":null";
+    } else if (kgroup::base::valid_utf8(*b)) {
+      out_ += "\":";
+      kgroup::base::detail::append_json_string(out_, serializer_, *b);
+    } else {
+      out_ += "_b64\":\"";
+      out_ += base64(*b);
+      out_ += '"';
+    }
+  }
+
   void number(std::int64_t v) {
     char buf[24];
     out_.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
@@ -352,21 +370,20 @@ class record_printer {
   const std::vector<format_part>* format_;  // null: JSON lines
   std::string out_;
   std::int64_t ts_ms_ = 0;
-  unsigned char buffer_[8192];
-  boost::json::monotonic_resource memory_{buffer_, sizeof buffer_};
+  boost::json::serializer serializer_;
 };
 
 // ---- errors ----------------------------------------------------------------------------------
 
 void emit_error(const std::exception& e) {
-  if (const auto* ke = dynamic_cast<const kgroup::error*>(&e)) {
+  if (const auto* ke = dynamic_cast<const kgroup::Error*>(&e)) {
     json_line("error").str("code", kgroup::error_name(ke->code())).str("message", ke->what()).emit();
   } else {
     json_line("error").str("code", "UNKNOWN").str("message", e.what()).emit();
   }
 }
 
-bool is_invalid_config(const kgroup::error& e) {
+bool is_invalid_config(const kgroup::Error& e) {
   return e.code() == make_error_code(kgroup::client_errc::invalid_config);
 }
 
@@ -391,7 +408,7 @@ struct options {
   std::int64_t process_ms = 0;
   std::optional<commit_mode> commit;
   std::vector<std::string> topics;
-  std::set<kgroup::topic_partition> partitions;  // --partition: manual assignment
+  std::set<kgroup::TopicPartition> partitions;  // --partition: manual assignment
   std::optional<std::vector<format_part>> format;  // -f
   std::optional<start_offset> start;               // -o (absent: committed offset / auto.offset.reset)
   bool exit_at_end = false;                        // -e
@@ -404,7 +421,7 @@ struct usage_error {
 };
 
 // "TOPIC:N" (the topic may itself contain ':'; the partition is after the last one).
-kgroup::topic_partition parse_partition(const std::string& text) {
+kgroup::TopicPartition parse_partition(const std::string& text) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
     throw usage_error{"--partition: '" + text + "' is not TOPIC:N"};
@@ -588,7 +605,7 @@ options parse_args(int argc, char** argv) {
   return o;
 }
 
-// Throws kgroup::error (invalid_config) from Config::load/set, or usage_error for a --commit that
+// Throws kgroup::Error (invalid_config) from Config::load/set, or usage_error for a --commit that
 // contradicts -X enable.auto.commit or a group missing from both -g and -F. Settles o.commit for
 // --partition without a group (none).
 kgroup::Config make_config(options& o) {
@@ -689,7 +706,7 @@ class signal_thread {
 
 // ---- the consumer ----------------------------------------------------------------------------
 
-using partition_set = std::set<kgroup::topic_partition>;
+using partition_set = std::set<kgroup::TopicPartition>;
 
 // -o: moves just-assigned partitions to their start before poll() returns any of their records.
 // Runs inside on_partitions_assigned (group mode) or right after assign() (--partition). A failed
@@ -716,7 +733,7 @@ void seek_to_start(kgroup::Consumer& c, const start_offset& s, const partition_s
       break;
     }
     case kind::time: {
-      std::map<kgroup::topic_partition, std::int64_t> when;
+      std::map<kgroup::TopicPartition, std::int64_t> when;
       for (const auto& tp : parts) when[tp] = s.value;
       // No record that recent: the partition starts at its end (it waits for new records).
       partition_set none = parts;
@@ -741,7 +758,7 @@ void check_partitions_exist(kgroup::Consumer& c, const partition_set& parts) {
       for (const auto& info : c.partitions_for(tp.topic)) it->second.insert(info.partition);
     }
     if (it->second.count(tp.partition) == 0) {
-      throw kgroup::error(make_error_code(kgroup::kafka_errc::unknown_topic_or_partition),
+      throw kgroup::Error(make_error_code(kgroup::kafka_errc::unknown_topic_or_partition),
                           "--partition " + tp.topic + ":" + std::to_string(tp.partition) +
                               ": the cluster has no such partition");
     }
@@ -754,14 +771,14 @@ class printing_listener : public kgroup::ConsumerRebalanceListener {
   explicit printing_listener(std::function<void(const partition_set&)> on_assigned)
       : on_assigned_(std::move(on_assigned)) {}
 
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>& p) override {
     json_line("assigned").partitions(p).emit();
     if (on_assigned_ && !p.empty()) on_assigned_({p.begin(), p.end()});
   }
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>& p) override {
     json_line("revoked").partitions(p).emit();
   }
-  void on_partitions_lost(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_lost(const std::vector<kgroup::TopicPartition>& p) override {
     json_line("lost").partitions(p).emit();
   }
 
@@ -785,13 +802,13 @@ class end_watch {
     std::erase_if(reached_, [&](const auto& tp) { return assigned.count(tp) == 0; });
     if (assigned.empty()) return false;
 
-    std::map<kgroup::topic_partition, std::int64_t> due;  // position of each partition to check
+    std::map<kgroup::TopicPartition, std::int64_t> due;  // position of each partition to check
     for (const auto& tp : assigned) {
       if (reached_.count(tp) != 0) continue;
       std::int64_t pos = 0;
       try {
         pos = c.position(tp, std::chrono::milliseconds(0));
-      } catch (const kgroup::error& e) {
+      } catch (const kgroup::Error& e) {
         // Not known yet (committed offset or reset pending), or given up since assignment().
         if (e.code() == make_error_code(kgroup::client_errc::request_timed_out) ||
             e.code() == make_error_code(kgroup::client_errc::illegal_state)) {
@@ -817,7 +834,7 @@ class end_watch {
   }
 
  private:
-  std::map<kgroup::topic_partition, std::int64_t> ends_;  // last end offset asked, per partition
+  std::map<kgroup::TopicPartition, std::int64_t> ends_;  // last end offset asked, per partition
   partition_set reached_;
 };
 
@@ -826,10 +843,10 @@ class end_watch {
 // revoking on close) cover exactly the printed records and the group's next member reads the
 // rest. Records of one partition are in offset order, so its first one left is its lowest.
 void rewind_unprinted(kgroup::Consumer& consumer, const kgroup::ConsumerRecords& batch, std::size_t printed) {
-  std::set<kgroup::topic_partition> rewound;
+  std::set<kgroup::TopicPartition> rewound;
   for (std::size_t i = printed; i < batch.size(); ++i) {
     const auto& r = batch[i];
-    kgroup::topic_partition tp{std::string(r.topic), r.partition};
+    kgroup::TopicPartition tp{std::string(r.topic), r.partition};
     if (rewound.insert(tp).second) consumer.seek(tp, r.offset);
   }
 }
@@ -863,7 +880,7 @@ bool commit_processed(kgroup::Consumer& consumer, const options& o, bool last, b
       case commit_mode::none:
         break;
     }
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     emit_error(e);
     return false;
   }
@@ -890,7 +907,7 @@ int run(options o) {
   kgroup::Config config;
   try {
     config = make_config(o);
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     emit_error(e);
     return 2;
   }
@@ -909,7 +926,7 @@ int run(options o) {
   std::unique_ptr<kgroup::Consumer> consumer;
   try {
     consumer = std::make_unique<kgroup::Consumer>(config);
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     emit_error(e);
     return is_invalid_config(e) ? 2 : 1;
   } catch (const std::exception& e) {
@@ -973,7 +990,7 @@ int run(options o) {
         kgroup::ConsumerRecords batch;
         try {
           batch = c.poll(timeout);
-        } catch (const kgroup::error& e) {
+        } catch (const kgroup::Error& e) {
           // The signal thread's wakeup(): the loop head sees the stop request.
           if (e.code() == make_error_code(kgroup::client_errc::woken_up)) continue;
           throw;
@@ -1009,7 +1026,7 @@ int run(options o) {
         exit_code = 1;
         reason = "error";
       }
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       emit_error(e);
       exit_code = is_invalid_config(e) ? 2 : 1;
     } catch (const std::exception& e) {

@@ -45,7 +45,7 @@ void emit(const std::string& line) {
 }
 std::int64_t now_ns() { return to_ns(steady::now()); }
 
-std::vector<std::int32_t> numbers(const std::vector<kgroup::topic_partition>& parts) {
+std::vector<std::int32_t> numbers(const std::vector<kgroup::TopicPartition>& parts) {
   std::vector<std::int32_t> out;
   for (const auto& tp : parts) out.push_back(tp.partition);
   return out;
@@ -57,13 +57,13 @@ std::string word(const std::string& s) { return s.empty() ? "-" : s; }
 class reporting_listener : public kgroup::ConsumerRebalanceListener {
  public:
   explicit reporting_listener(const kgroup::Consumer* consumer) : consumer_(consumer) {}
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>& p) override {
     emit(fmt::format("A {} {} {}", now_ns(), consumer_->group_metadata().generation_id, encode_partitions(numbers(p))));
   }
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>& p) override {
     emit(fmt::format("V {} {}", now_ns(), encode_partitions(numbers(p))));
   }
-  void on_partitions_lost(const std::vector<kgroup::topic_partition>& p) override {
+  void on_partitions_lost(const std::vector<kgroup::TopicPartition>& p) override {
     emit(fmt::format("L {} {}", now_ns(), encode_partitions(numbers(p))));
   }
 

@@ -61,7 +61,7 @@ struct KGROUP_EXPORT ClusterInfo {
 
 /// Connects to `config`'s bootstrap.servers, fetches metadata for all topics and negotiates API
 /// versions with every broker. Blocks the calling thread (it runs its own event loop) for at most
-/// `timeout`. Throws kgroup::error: client_errc::invalid_config for a bad config,
+/// `timeout`. Throws kgroup::Error: client_errc::invalid_config for a bad config,
 /// no_brokers_available / request_timed_out when the cluster cannot be reached in time. Logs, on
 /// the calling thread, to `config`'s log sink (Config::set_log_sink), else the default sink.
 /// Thread-safe: independent calls may run concurrently.

@@ -51,11 +51,11 @@ using OAuthBearerTokenProvider = std::function<OAuthBearerToken()>;
 class KGROUP_EXPORT Config {
  public:
   Config() = default;
-  /// Throws kgroup::error(client_errc::invalid_config) naming the key on an unknown key (with a
+  /// Throws kgroup::Error(client_errc::invalid_config) naming the key on an unknown key (with a
   /// did-you-mean suggestion) or an invalid value.
   Config(std::initializer_list<std::pair<std::string, std::string>> values);
 
-  /// Sets one property. Throws kgroup::error(client_errc::invalid_config) for unknown keys
+  /// Sets one property. Throws kgroup::Error(client_errc::invalid_config) for unknown keys
   /// (with a suggestion) and values that do not parse or are out of range. Booleans and enum
   /// values are accepted in any case ("TRUE", "Earliest"); partition.assignment.strategy also
   /// accepts the Java client's assignor class names
@@ -77,7 +77,7 @@ class KGROUP_EXPORT Config {
   /// (serializers, producer keys, `client.dns.lookup`, `ssl.*` and `sasl.*` under
   /// `security.protocol=PLAINTEXT`, ...) are skipped with one warning naming them (and returned
   /// in `ignored` when given). Any other unknown key (with a did-you-mean), a bad value, or a
-  /// `security.protocol` other than PLAINTEXT throws kgroup::error(client_errc::invalid_config)
+  /// `security.protocol` other than PLAINTEXT throws kgroup::Error(client_errc::invalid_config)
   /// naming the key and its line.
   static Config from_properties(std::string_view text, std::vector<std::string>* ignored = nullptr);
   /// from_properties() of the file at `path`; throws invalid_config if it cannot be read.
@@ -88,7 +88,7 @@ class KGROUP_EXPORT Config {
   std::string to_string() const;
 
   /// Checks combinations of keys (e.g. heartbeat.interval.ms below session.timeout.ms,
-  /// bootstrap.servers present). Throws kgroup::error(client_errc::invalid_config) naming the keys.
+  /// bootstrap.servers present). Throws kgroup::Error(client_errc::invalid_config) naming the keys.
   void validate() const;
 
   /// All keys kgroup knows, with defaults, ranges and meaning.

@@ -102,7 +102,7 @@ class KGROUP_EXPORT ConsumerRecords {
   auto end() const noexcept { return records_.end(); }
   const ConsumerRecord& operator[](std::size_t i) const { return records_[i]; }
   /// The records of one partition, in offset order (views into this batch, like the records).
-  std::vector<std::reference_wrapper<const ConsumerRecord>> records(const topic_partition& partition) const {
+  std::vector<std::reference_wrapper<const ConsumerRecord>> records(const TopicPartition& partition) const {
     std::vector<std::reference_wrapper<const ConsumerRecord>> out;
     for (const auto& r : records_) {
       if (r.partition == partition.partition && r.topic == partition.topic) out.emplace_back(r);
@@ -110,8 +110,8 @@ class KGROUP_EXPORT ConsumerRecords {
     return out;
   }
   /// The partitions this batch has records of.
-  std::set<topic_partition> partitions() const {
-    std::set<topic_partition> out;
+  std::set<TopicPartition> partitions() const {
+    std::set<TopicPartition> out;
     for (const auto& r : records_) out.insert({std::string(r.topic), r.partition});
     return out;
   }
@@ -132,7 +132,7 @@ struct KGROUP_EXPORT OffsetAndMetadata {
   bool operator==(const OffsetAndMetadata&) const = default;
 };
 
-using OffsetMap = std::map<topic_partition, OffsetAndMetadata>;
+using OffsetMap = std::map<TopicPartition, OffsetAndMetadata>;
 
 /// An offset found by time (Consumer::offsets_for_times) and the timestamp of its record.
 struct KGROUP_EXPORT OffsetAndTimestamp {
@@ -148,10 +148,10 @@ struct KGROUP_EXPORT OffsetAndTimestamp {
 /// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
 /// the divergent offset by itself and logs a warning. A partition whose divergence point the
 /// broker could not tell is absent from the map.
-class KGROUP_EXPORT log_truncation_error : public error {
+class KGROUP_EXPORT LogTruncationError : public Error {
  public:
-  log_truncation_error(const std::string& what, OffsetMap divergent)
-      : error(make_error_code(client_errc::log_truncation), what), divergent_(std::move(divergent)) {}
+  LogTruncationError(const std::string& what, OffsetMap divergent)
+      : Error(make_error_code(client_errc::log_truncation), what), divergent_(std::move(divergent)) {}
   /// Per partition: the first offset known to diverge, with its leader epoch.
   const OffsetMap& divergent_offsets() const noexcept { return divergent_; }
 
@@ -172,7 +172,7 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 class KGROUP_EXPORT Consumer {
  public:
   /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
-  /// commits) and starts the background thread. Throws kgroup::error(client_errc::invalid_config) naming the offending keys.
+  /// commits) and starts the background thread. Throws kgroup::Error(client_errc::invalid_config) naming the offending keys.
   explicit Consumer(const Config& config);
   /// As above, with custom assignors: partition.assignment.strategy may name them as well as the
   /// built-ins (range, roundrobin, sticky, cooperative-sticky).
@@ -182,13 +182,13 @@ class KGROUP_EXPORT Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
   /// Movable (its background thread and state move along). A moved-from Consumer may only be
-  /// destroyed or assigned to; any other call throws kgroup::error(client_errc::illegal_state).
+  /// destroyed or assigned to; any other call throws kgroup::Error(client_errc::illegal_state).
   /// Move assignment first closes the Consumer assigned to, as its destructor would.
   Consumer(Consumer&& other) noexcept;
   Consumer& operator=(Consumer&& other) noexcept;
 
   /// Subscribes to `topics` (replacing any earlier subscription) and joins the group on the next
-  /// poll(). `listener` may be null. Throws kgroup::error for an empty topic name or after close().
+  /// poll(). `listener` may be null. Throws kgroup::Error for an empty topic name or after close().
   void subscribe(const std::vector<std::string>& topics, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
   /// Same, for `consumer.subscribe({"orders", "audit"})` (which would otherwise be ambiguous
   /// with the pattern overload).
@@ -209,12 +209,12 @@ class KGROUP_EXPORT Consumer {
   /// group.id, commits and committed() still work (generation -1, no member id); without one they
   /// fail with client_errc::invalid_config. Throws client_errc::illegal_state while subscribed
   /// (subscribe() and assign() exclude each other until unsubscribe()/unassign()).
-  void assign(const std::set<topic_partition>& partitions);
+  void assign(const std::set<TopicPartition>& partitions);
   /// Stops consuming the manually assigned partitions (same as assign({})).
   void unassign();
 
   /// Runs due listener callbacks and returns up to max.poll.records records of owned, non-paused
-  /// partitions, in offset order per partition. Waits up to `timeout` for records. Throws kgroup::error for fatal group errors (fenced instance id,
+  /// partitions, in offset order per partition. Waits up to `timeout` for records. Throws kgroup::Error for fatal group errors (fenced instance id,
   /// authorization, inconsistent protocols, group full), client_errc::woken_up after wakeup(), and
   /// rethrows the first exception a listener threw, after every callback of the rebalance ran.
   ConsumerRecords poll(std::chrono::milliseconds timeout);
@@ -223,7 +223,7 @@ class KGROUP_EXPORT Consumer {
 
   /// Commits the position of every owned partition (the offset after the last record poll()
   /// returned) and waits for the answer (up to default.api.timeout.ms, retrying coordinator
-  /// errors). Throws kgroup::error: kafka_errc::rebalance_in_progress (retriable: poll() and
+  /// errors). Throws kgroup::Error: kafka_errc::rebalance_in_progress (retriable: poll() and
   /// commit again) while the group rebalances; client_errc::commit_failed when this member's
   /// generation is gone (it exceeded max.poll.interval.ms or was removed), with the reason.
   void commit_sync();
@@ -238,43 +238,43 @@ class KGROUP_EXPORT Consumer {
   void commit_async(CommitCallback callback = nullptr);
   void commit_async(const OffsetMap& offsets, CommitCallback callback = nullptr);
   /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
-  /// default.api.timeout.ms. Throws kgroup::error on failure.
-  OffsetMap committed(const std::set<topic_partition>& partitions);
+  /// default.api.timeout.ms. Throws kgroup::Error on failure.
+  OffsetMap committed(const std::set<TopicPartition>& partitions);
   /// Same, waiting at most `timeout`.
-  OffsetMap committed(const std::set<topic_partition>& partitions, std::chrono::milliseconds timeout);
+  OffsetMap committed(const std::set<TopicPartition>& partitions, std::chrono::milliseconds timeout);
 
   /// The offset of the next record poll() returns for `partition` (an owned partition). Blocks
   /// until the position is known (committed offset or auto.offset.reset), up to
   /// default.api.timeout.ms. Throws client_errc::illegal_state for a partition not owned.
-  std::int64_t position(const topic_partition& partition);
+  std::int64_t position(const TopicPartition& partition);
   /// Same, waiting at most `timeout` (then client_errc::request_timed_out).
-  std::int64_t position(const topic_partition& partition, std::chrono::milliseconds timeout);
+  std::int64_t position(const TopicPartition& partition, std::chrono::milliseconds timeout);
   /// How many records of an owned partition are past its position: the last fetched high
   /// watermark (the last stable offset under read_committed) minus the position. Empty before
   /// the first fetch answer or the position is known. Never blocks, never asks a broker.
-  std::optional<std::int64_t> current_lag(const topic_partition& partition) const;
+  std::optional<std::int64_t> current_lag(const TopicPartition& partition) const;
 
   // ---- the cluster's view (asked of the brokers; any partitions, owned or not) ----
 
   /// The first offset of each partition (its log start). Blocks up to `timeout`
   /// (default.api.timeout.ms without one), retrying metadata and leader errors; throws
-  /// kgroup::error (client_errc::request_timed_out, or the last broker error, e.g.
+  /// kgroup::Error (client_errc::request_timed_out, or the last broker error, e.g.
   /// UNKNOWN_TOPIC_OR_PARTITION).
-  std::map<topic_partition, std::int64_t> beginning_offsets(const std::set<topic_partition>& partitions);
-  std::map<topic_partition, std::int64_t> beginning_offsets(const std::set<topic_partition>& partitions,
+  std::map<TopicPartition, std::int64_t> beginning_offsets(const std::set<TopicPartition>& partitions);
+  std::map<TopicPartition, std::int64_t> beginning_offsets(const std::set<TopicPartition>& partitions,
                                                             std::chrono::milliseconds timeout);
   /// The end offset of each partition: the high watermark, or the last stable offset under
   /// isolation.level=read_committed. Same errors.
-  std::map<topic_partition, std::int64_t> end_offsets(const std::set<topic_partition>& partitions);
-  std::map<topic_partition, std::int64_t> end_offsets(const std::set<topic_partition>& partitions,
+  std::map<TopicPartition, std::int64_t> end_offsets(const std::set<TopicPartition>& partitions);
+  std::map<TopicPartition, std::int64_t> end_offsets(const std::set<TopicPartition>& partitions,
                                                       std::chrono::milliseconds timeout);
   /// Per partition, the earliest offset whose record timestamp is at or after the given one
   /// (milliseconds since the Unix epoch), with that timestamp; empty when no record is that
   /// recent. A negative timestamp throws client_errc::invalid_argument. Same errors.
-  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
-      const std::map<topic_partition, std::int64_t>& timestamps);
-  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
-      const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout);
+  std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<TopicPartition, std::int64_t>& timestamps);
+  std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<TopicPartition, std::int64_t>& timestamps, std::chrono::milliseconds timeout);
   /// The partitions of `topic` from fresh metadata; empty when the topic does not exist.
   std::vector<PartitionInfo> partitions_for(const std::string& topic);
   std::vector<PartitionInfo> partitions_for(const std::string& topic, std::chrono::milliseconds timeout);
@@ -282,19 +282,19 @@ class KGROUP_EXPORT Consumer {
   std::map<std::string, std::vector<PartitionInfo>> list_topics();
   std::map<std::string, std::vector<PartitionInfo>> list_topics(std::chrono::milliseconds timeout);
   /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
-  void seek(const topic_partition& partition, std::int64_t offset);
-  /// Same; with a leader epoch (a committed offset, a log_truncation_error's divergent offset)
+  void seek(const TopicPartition& partition, std::int64_t offset);
+  /// Same; with a leader epoch (a committed offset, a LogTruncationError's divergent offset)
   /// the position is first validated against the leader's log (KIP-320), as after a leader change.
-  void seek(const topic_partition& partition, const OffsetAndMetadata& offset);
-  void seek_to_beginning(const std::set<topic_partition>& partitions);
-  void seek_to_end(const std::set<topic_partition>& partitions);
+  void seek(const TopicPartition& partition, const OffsetAndMetadata& offset);
+  void seek_to_beginning(const std::set<TopicPartition>& partitions);
+  void seek_to_end(const std::set<TopicPartition>& partitions);
   /// Stops returning (and fetching) records of these partitions until resume().
-  void pause(const std::set<topic_partition>& partitions);
-  void resume(const std::set<topic_partition>& partitions);
-  std::set<topic_partition> paused() const;
+  void pause(const std::set<TopicPartition>& partitions);
+  void resume(const std::set<TopicPartition>& partitions);
+  std::set<TopicPartition> paused() const;
 
   /// Partitions this consumer currently owns.
-  std::set<topic_partition> assignment() const;
+  std::set<TopicPartition> assignment() const;
   /// The topics of the current subscription (for a pattern, the topics it matched last).
   std::vector<std::string> subscription() const;
   ConsumerGroupMetadata group_metadata() const;

@@ -61,10 +61,10 @@ inline std::error_code make_error_code(client_errc e) noexcept {
 KGROUP_EXPORT std::string error_name(const std::error_code& ec);
 
 /// Exception thrown by the public API on the caller's thread. code() tells what happened.
-class KGROUP_EXPORT error : public std::runtime_error {
+class KGROUP_EXPORT Error : public std::runtime_error {
  public:
-  error(std::error_code ec, const std::string& what) : std::runtime_error(what), code_(ec) {}
-  explicit error(std::error_code ec) : std::runtime_error(ec.message()), code_(ec) {}
+  Error(std::error_code ec, const std::string& what) : std::runtime_error(what), code_(ec) {}
+  explicit Error(std::error_code ec) : std::runtime_error(ec.message()), code_(ec) {}
   const std::error_code& code() const noexcept { return code_; }
 
  private:

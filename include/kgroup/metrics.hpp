@@ -25,7 +25,7 @@ struct KGROUP_EXPORT Histogram {
 
 /// One owned partition.
 struct KGROUP_EXPORT PartitionMetrics {
-  topic_partition partition;
+  TopicPartition partition;
   std::int64_t position = -1;        // offset of the next record poll() returns; -1 unknown
   std::int64_t committed = -1;       // last offset this consumer committed (or fetched as committed); -1 none
   std::int64_t high_watermark = -1;  // from the last fetch response; -1 unknown
@@ -62,9 +62,9 @@ struct KGROUP_EXPORT RebalanceRecord {
   std::int64_t duration_ms = -1;       // -1 while in progress
   std::int32_t generation = -1;        // generation it ended in
   bool completed = false;              // false: still in progress, or abandoned (left, fatal error)
-  std::vector<topic_partition> revoked;
-  std::vector<topic_partition> assigned;
-  std::vector<topic_partition> lost;
+  std::vector<TopicPartition> revoked;
+  std::vector<TopicPartition> assigned;
+  std::vector<TopicPartition> lost;
 };
 
 struct KGROUP_EXPORT ConsumerMetrics {

@@ -29,18 +29,18 @@ class KGROUP_EXPORT ConsumerRebalanceListener {
   /// rebalances revoke only the partitions that move. Not called with an empty list. Inside it
   /// the partitions are still this consumer's: commit_sync() without arguments and position()
   /// cover them.
-  virtual void on_partitions_revoked(const std::vector<topic_partition>& partitions) { (void)partitions; }
+  virtual void on_partitions_revoked(const std::vector<TopicPartition>& partitions) { (void)partitions; }
 
   /// These partitions were added to this consumer's assignment. Cooperative rebalances pass only
   /// the newly added partitions, and call it even when none were added.
-  virtual void on_partitions_assigned(const std::vector<topic_partition>& partitions) { (void)partitions; }
+  virtual void on_partitions_assigned(const std::vector<TopicPartition>& partitions) { (void)partitions; }
 
   /// These partitions were lost: this consumer's membership expired (session timeout, poll
   /// timeout, fenced generation), so other members may already own them. Do NOT commit their
   /// offsets. This is not followed by on_partitions_revoked for the same partitions. Not called
   /// with an empty list. A revoke or assign callback that had not run yet when the membership
   /// expired is dropped: its partitions are reported here (revoke) or never announced (assign).
-  virtual void on_partitions_lost(const std::vector<topic_partition>& partitions) { (void)partitions; }
+  virtual void on_partitions_lost(const std::vector<TopicPartition>& partitions) { (void)partitions; }
 };
 
 }  // namespace kgroup

@@ -107,7 +107,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 [[noreturn]] void invalid(const std::string& msg) {
-  throw error(make_error_code(client_errc::invalid_config), msg);
+  throw Error(make_error_code(client_errc::invalid_config), msg);
 }
 
 const ConfigKey& require_key(std::string_view name) {
@@ -394,7 +394,7 @@ Config Config::from_properties(std::string_view text, std::vector<std::string>* 
     }
     try {
       c.set(p.key, p.value);
-    } catch (const error& e) {
+    } catch (const Error& e) {
       invalid(fmt::format("line {}: {}", p.line, e.what()));
     }
   }
@@ -416,7 +416,7 @@ Config Config::load(const std::string& path, std::vector<std::string>* ignored) 
   if (in.bad()) invalid(fmt::format("cannot read the properties file '{}'", path));
   try {
     return from_properties(text.str(), ignored);
-  } catch (const error& e) {
+  } catch (const Error& e) {
     invalid(fmt::format("{}: {}", path, e.what()));
   }
 }

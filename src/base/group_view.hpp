@@ -18,14 +18,14 @@ struct group_view_member {
   std::string client_id;
   std::string host;  // as the coordinator saw the connection, e.g. "/127.0.0.1"
   std::optional<std::string> instance_id;
-  std::vector<topic_partition> partitions;  // its assignment, decoded with the consumer protocol
+  std::vector<TopicPartition> partitions;  // its assignment, decoded with the consumer protocol
   // Why its assignment could not be read (bytes that do not decode, another protocol type);
   // `partitions` is then empty. Other members are unaffected.
   std::string error;
 };
 
 struct group_view_partition {
-  topic_partition partition;
+  TopicPartition partition;
   std::string owner;             // member_id; empty when no member has it
   std::int64_t committed = -1;   // the group's committed offset; -1 none or unknown
   std::int64_t end_offset = -1;  // high watermark (last stable offset under read_committed); -1 unknown

@@ -20,7 +20,7 @@
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/group_observer.hpp"
-#include "fetch/txn_filter.hpp"
+#include "data/txn_filter.hpp"
 #include "kgroup_build_config.hpp"
 #if KGROUP_WITH_HTTP
 #include "http/server.hpp"
@@ -62,7 +62,7 @@ class Consumer::impl {
       }
       if (!a) a = make_assignor(name);
       if (!a) {
-        throw error(
+        throw Error(
             make_error_code(client_errc::invalid_config),
             fmt::format("partition.assignment.strategy: unknown assignor '{}' (built-ins: range, roundrobin, "
                         "sticky, cooperative-sticky; or pass a custom PartitionAssignor)",
@@ -71,7 +71,7 @@ class Consumer::impl {
       mo.assignors.push_back(std::move(a));
     }
     if (mo.assignors.empty()) {
-      throw error(make_error_code(client_errc::invalid_config),
+      throw Error(make_error_code(client_errc::invalid_config),
                   "partition.assignment.strategy: no assignor given");
     }
     // The rebalance protocol is the best one every configured assignor supports (as in Java):
@@ -128,7 +128,7 @@ class Consumer::impl {
       driver_->commit_failed(generation, c);
     };
     fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
-    dopts.on_assignment_changed = [f = fetcher_](const std::set<topic_partition>& owned) {
+    dopts.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) {
       f->assign(owned);
     };
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
@@ -162,7 +162,7 @@ class Consumer::impl {
     check_open();
     // Arguments first: a refused subscribe() changes nothing (before, it left the mode subscribed).
     for (const auto& t : topics) {
-      if (t.empty()) throw error(make_error_code(client_errc::invalid_argument), "subscribe(): empty topic name");
+      if (t.empty()) throw Error(make_error_code(client_errc::invalid_argument), "subscribe(): empty topic name");
     }
     check_can_subscribe();
     set_listener(std::move(listener));
@@ -195,16 +195,16 @@ class Consumer::impl {
     rethrow_listener_error();
   }
 
-  void assign(const std::set<topic_partition>& tps) {
+  void assign(const std::set<TopicPartition>& tps) {
     check_open();
     if (mode_ == mode::subscribed) {
-      throw error(
+      throw Error(
           make_error_code(client_errc::illegal_state),
           "assign() while subscribed: subscribe() and assign() exclude each other; call unsubscribe() first");
     }
     for (const auto& tp : tps) {
       if (tp.topic.empty() || tp.partition < 0) {
-        throw error(make_error_code(client_errc::invalid_argument),
+        throw Error(make_error_code(client_errc::invalid_argument),
                     "assign(): invalid topic partition (topic '" + tp.topic +
                         "', partition " + std::to_string(tp.partition) + ")");
       }
@@ -305,7 +305,7 @@ class Consumer::impl {
         std::lock_guard lock(shared_.mutex);
         if (shared_.woken) {
           shared_.woken = false;
-          throw error(make_error_code(client_errc::woken_up));
+          throw Error(make_error_code(client_errc::woken_up));
         }
       }
       ConsumerRecords records = drain();
@@ -340,7 +340,7 @@ class Consumer::impl {
 
   void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
 
-  OffsetMap committed(const std::set<topic_partition>& tps, std::chrono::milliseconds timeout) {
+  OffsetMap committed(const std::set<TopicPartition>& tps, std::chrono::milliseconds timeout) {
     check_open();
     const auto done =
         coordinator_request([this, tps](std::uint64_t id) { fetcher_->fetch_committed(id, tps); },
@@ -351,7 +351,7 @@ class Consumer::impl {
     return out;
   }
 
-  std::int64_t position(const topic_partition& tp, std::chrono::milliseconds timeout) {
+  std::int64_t position(const TopicPartition& tp, std::chrono::milliseconds timeout) {
     check_open();
     const auto deadline = deadline_after(timeout);
     for (;;) {
@@ -365,14 +365,14 @@ class Consumer::impl {
       {
         std::lock_guard lock(shared_.mutex);
         if (!shared_.owned.count(tp) && !manual_.count(tp)) {
-          throw error(make_error_code(client_errc::illegal_state), "position(): " + tp.topic + "-" +
+          throw Error(make_error_code(client_errc::illegal_state), "position(): " + tp.topic + "-" +
                                                                        std::to_string(tp.partition) +
                                                                        " is not assigned to this consumer");
         }
       }
       std::unique_lock lock(shared_.mutex);
       if (clock::now() >= deadline)
-        throw error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
+        throw Error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
       shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)), [this] {
         return std::any_of(shared_.events.begin(), shared_.events.end(), [](const detail::user_event& x) {
           return !std::holds_alternative<detail::listener_call>(x);
@@ -381,9 +381,9 @@ class Consumer::impl {
     }
   }
 
-  void seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch = -1) {
+  void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch = -1) {
     check_open();
-    if (offset < 0) throw error(make_error_code(client_errc::invalid_argument),
+    if (offset < 0) throw Error(make_error_code(client_errc::invalid_argument),
                                    "seek(): negative offset " + std::to_string(offset));
     auto& p = parts_[tp];
     p.position = offset;
@@ -401,7 +401,7 @@ class Consumer::impl {
     post([this, tp, offset, epoch] { fetcher_->seek(tp, offset, epoch); });
   }
 
-  void seek_to(const std::set<topic_partition>& tps, bool beginning) {
+  void seek_to(const std::set<TopicPartition>& tps, bool beginning) {
     check_open();
     for (const auto& tp : tps) {
       auto& p = parts_[tp];
@@ -414,7 +414,7 @@ class Consumer::impl {
     post([this, tps, beginning] { fetcher_->seek_to(tps, beginning); });
   }
 
-  void pause(const std::set<topic_partition>& tps) {
+  void pause(const std::set<TopicPartition>& tps) {
     check_open();
     for (const auto& tp : tps) {
       parts_[tp].paused = true;
@@ -423,9 +423,9 @@ class Consumer::impl {
     post([this, tps] { fetcher_->pause(tps); });
   }
 
-  void resume(const std::set<topic_partition>& tps) {
+  void resume(const std::set<TopicPartition>& tps) {
     check_open();
-    std::map<topic_partition, detail::epoch_offset> positions;
+    std::map<TopicPartition, detail::epoch_offset> positions;
     for (const auto& tp : tps) {
       auto it = parts_.find(tp);
       if (it == parts_.end()) continue;
@@ -435,15 +435,15 @@ class Consumer::impl {
     post([this, positions] { fetcher_->resume(positions); });
   }
 
-  std::set<topic_partition> paused() const {
-    std::set<topic_partition> out;
+  std::set<TopicPartition> paused() const {
+    std::set<TopicPartition> out;
     for (const auto& [tp, p] : parts_) {
       if (p.paused) out.insert(tp);
     }
     return out;
   }
 
-  std::set<topic_partition> assignment() const {
+  std::set<TopicPartition> assignment() const {
     std::lock_guard lock(shared_.mutex);
     return mode_ == mode::manual ? manual_ : shared_.owned;
   }
@@ -528,12 +528,12 @@ class Consumer::impl {
     const std::string listen = config_.get("observability.http.listen");
     if (listen.empty()) return;
 #if !KGROUP_WITH_HTTP
-    throw error(make_error_code(client_errc::invalid_config),
+    throw Error(make_error_code(client_errc::invalid_config),
                 "observability.http.listen: this kgroup was built without the HTTP endpoint (KGROUP_HTTP=OFF)");
 #else
     std::string why;
     if (!http::parse_listen_address(listen, why)) {
-      throw error(make_error_code(client_errc::invalid_config), "observability.http.listen: " + why);
+      throw Error(make_error_code(client_errc::invalid_config), "observability.http.listen: " + why);
     }
     http::server_options so;
     so.listen = listen;
@@ -550,7 +550,7 @@ class Consumer::impl {
     });
     if (auto ec = http_->start()) {
       http_.reset();
-      throw error(make_error_code(client_errc::invalid_config),
+      throw Error(make_error_code(client_errc::invalid_config),
                   "observability.http.listen: cannot listen on " + listen + ": " + ec.message());
     }
     std::lock_guard lock(shared_.mutex);
@@ -697,7 +697,7 @@ class Consumer::impl {
     return out;
   }
 
-  void drop_current(const topic_partition& tp) {
+  void drop_current(const TopicPartition& tp) {
     if (cur_ && cur_->data->tp == tp) finish_cursor();
   }
 
@@ -773,7 +773,7 @@ class Consumer::impl {
   ConsumerRecords drain() {
     std::vector<ConsumerRecord> out;
     std::vector<std::shared_ptr<const void>> owners;
-    std::map<topic_partition, detail::epoch_offset> advanced;
+    std::map<TopicPartition, detail::epoch_offset> advanced;
     // A compressed batch the previous poll() left half-read: the records returned now view its
     // decompressed buffer too, and the cursor lets go of that buffer at its next batch, so this
     // poll's records must own it as well (without this they pointed into freed memory).
@@ -783,7 +783,7 @@ class Consumer::impl {
     // consumer's CPU (kgroup-bench-consume). parts_ does not change inside drain(), and
     // `looked_up` keeps the data it was looked up for alive.
     std::shared_ptr<detail::fetched_data> looked_up;
-    std::map<topic_partition, upart>::iterator pit;
+    std::map<TopicPartition, upart>::iterator pit;
     detail::epoch_offset* advanced_pos = nullptr;  // advanced[tp], created at the partition's first advance
     auto advance_to = [&](std::int64_t position, std::int32_t epoch) {
       pit->second.position = position;
@@ -878,7 +878,7 @@ class Consumer::impl {
   }
 
   // Raises the oldest data-path error of a partition still owned (one per call). Truncations
-  // queued together are raised as one log_truncation_error naming each partition and where its
+  // queued together are raised as one LogTruncationError naming each partition and where its
   // log diverged (Java's LogTruncationException).
   void raise_data_error() {
     while (!pending_data_errors_.empty()) {
@@ -886,8 +886,8 @@ class Consumer::impl {
       pending_data_errors_.pop_front();
       if (!parts_.count(e.tp)) continue;  // given up since: nothing to report
       const auto truncation = make_error_code(client_errc::log_truncation);
-      if (e.code != truncation) throw error(e.code, e.message);
-      std::map<topic_partition, OffsetAndMetadata> divergent;
+      if (e.code != truncation) throw Error(e.code, e.message);
+      std::map<TopicPartition, OffsetAndMetadata> divergent;
       std::string message = e.message;
       auto add = [&](const detail::data_error& d) {
         if (d.divergent_offset < 0) return;
@@ -904,7 +904,7 @@ class Consumer::impl {
         message += "; " + it->message;
         it = pending_data_errors_.erase(it);
       }
-      throw log_truncation_error(message, std::move(divergent));
+      throw LogTruncationError(message, std::move(divergent));
     }
   }
 
@@ -912,7 +912,7 @@ class Consumer::impl {
   // record that does not parse): raised from poll() naming the partition and the offset, as Java
   // does. Nothing at or past it is returned or skipped: the position stays, and the fetcher reads
   // from it again, so every poll() raises it until the application seeks past it.
-  void corrupt_data(const topic_partition& tp, const upart& p, std::error_code ec, const char* what) {
+  void corrupt_data(const TopicPartition& tp, const upart& p, std::error_code ec, const char* what) {
     const std::string message = "corrupt " + std::string(what) + " in " + tp.topic + "-" +
                                 std::to_string(tp.partition) + " at offset " + std::to_string(p.position) + ": " +
                                 ec.message() + "; seek() past it to skip it";
@@ -938,11 +938,11 @@ class Consumer::impl {
     auto result = promise->get_future();
     post([start = std::move(start), promise]() mutable { start(promise); });
     if (result.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready)
-      throw error(make_error_code(client_errc::request_timed_out), what + ": no answer in time");
+      throw Error(make_error_code(client_errc::request_timed_out), what + ": no answer in time");
     return result.get();
   }
 
-  fetch::fetcher::offsets_result query_offsets(std::map<topic_partition, std::int64_t> timestamps,
+  fetch::fetcher::offsets_result query_offsets(std::map<TopicPartition, std::int64_t> timestamps,
                                                std::chrono::milliseconds timeout, const std::string& what) {
     if (timestamps.empty()) return {};
     const auto deadline = deadline_after(timeout);
@@ -952,7 +952,7 @@ class Consumer::impl {
                                   [promise, what](std::error_code ec, const std::string& message,
                                                   fetch::fetcher::offsets_result r) {
                                     if (ec)
-                                      promise->set_exception(std::make_exception_ptr(error(ec, what + ": " + message)));
+                                      promise->set_exception(std::make_exception_ptr(Error(ec, what + ": " + message)));
                                     else
                                       promise->set_value(std::move(r));
                                   });
@@ -960,24 +960,24 @@ class Consumer::impl {
         deadline, what);
   }
 
-  std::map<topic_partition, std::int64_t> offsets_at(const std::set<topic_partition>& tps, std::int64_t which,
+  std::map<TopicPartition, std::int64_t> offsets_at(const std::set<TopicPartition>& tps, std::int64_t which,
                                                      std::chrono::milliseconds timeout, const std::string& what) {
-    std::map<topic_partition, std::int64_t> want;
+    std::map<TopicPartition, std::int64_t> want;
     for (const auto& tp : tps) want[tp] = which;
-    std::map<topic_partition, std::int64_t> out;
+    std::map<TopicPartition, std::int64_t> out;
     for (const auto& [tp, r] : query_offsets(std::move(want), timeout, what)) out[tp] = r.first;
     return out;
   }
 
-  std::map<topic_partition, std::optional<OffsetAndTimestamp>> offsets_for_times(
-      const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
+  std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<TopicPartition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
     for (const auto& [tp, ts] : timestamps) {
       if (ts < 0)
-        throw error(make_error_code(client_errc::invalid_argument),
+        throw Error(make_error_code(client_errc::invalid_argument),
                     "offsets_for_times(): negative timestamp " + std::to_string(ts) + " for " + tp.topic + "-" +
                         std::to_string(tp.partition));
     }
-    std::map<topic_partition, std::optional<OffsetAndTimestamp>> out;
+    std::map<TopicPartition, std::optional<OffsetAndTimestamp>> out;
     for (const auto& [tp, r] : query_offsets(timestamps, timeout, "offsets_for_times()")) {
       out[tp] = r.first >= 0 ? std::optional<OffsetAndTimestamp>(OffsetAndTimestamp{r.first, r.second}) : std::nullopt;
     }
@@ -996,7 +996,7 @@ class Consumer::impl {
         [this, topics, request_timeout, what](auto promise) {
           cluster_->refresh_metadata(topics, request_timeout, [this, topics, promise, what](std::error_code ec) {
             if (ec) {
-              promise->set_exception(std::make_exception_ptr(error(ec, what + ": metadata: " + ec.message())));
+              promise->set_exception(std::make_exception_ptr(Error(ec, what + ": metadata: " + ec.message())));
               return;
             }
             result out;
@@ -1013,7 +1013,7 @@ class Consumer::impl {
         deadline, what);
   }
 
-  std::optional<std::int64_t> current_lag(const topic_partition& tp) const {
+  std::optional<std::int64_t> current_lag(const TopicPartition& tp) const {
     auto it = parts_.find(tp);
     if (it == parts_.end() || it->second.position < 0 || it->second.high_watermark < 0) return std::nullopt;
     return std::max<std::int64_t>(0, it->second.high_watermark - it->second.position);
@@ -1060,12 +1060,12 @@ class Consumer::impl {
       post([send, id] { send(id); });
       auto done = wait_request(id, deadline);
       if (!done)
-        throw error(make_error_code(client_errc::request_timed_out),
+        throw Error(make_error_code(client_errc::request_timed_out),
                     std::string(what) + ": no answer in time");
       if (!done->code) return std::move(*done);
       const auto wait = retry.next();
       if (!retriable_coordinator_error(done->code) || clock::now() + wait >= deadline) {
-        throw error(done->code, done->message);
+        throw Error(done->code, done->message);
       }
       std::this_thread::sleep_for(wait);
     }
@@ -1122,13 +1122,13 @@ class Consumer::impl {
 
   void check_can_subscribe() {
     if (mode_ == mode::manual) {
-      throw error(
+      throw Error(
           make_error_code(client_errc::illegal_state),
           "subscribe() while partitions are assigned manually: subscribe() and assign() exclude each other; "
           "call unassign() or unsubscribe() first");
     }
     if (config_.get("group.id").empty()) {
-      throw error(
+      throw Error(
           make_error_code(client_errc::invalid_config),
           "group.id: required to subscribe to a consumer group (use assign() to consume without a group)");
     }
@@ -1136,7 +1136,7 @@ class Consumer::impl {
   }
 
   void check_open() const {
-    if (closed_) throw error(make_error_code(client_errc::closed), "the consumer is closed");
+    if (closed_) throw Error(make_error_code(client_errc::closed), "the consumer is closed");
   }
 
   void set_listener(std::shared_ptr<ConsumerRebalanceListener> l) {
@@ -1297,7 +1297,7 @@ class Consumer::impl {
         if (call->kind == group::listener_kind::lost) {
           // Partitions a late-cancelled revoke already gave back are not lost as well.
           std::erase_if(call->partitions,
-                        [&](const topic_partition& tp) { return late_revoked_.count(tp) > 0; });
+                        [&](const TopicPartition& tp) { return late_revoked_.count(tp) > 0; });
           late_revoked_.clear();
         } else if (call->kind == group::listener_kind::assigned) {
           for (const auto& tp : call->partitions) late_revoked_.erase(tp);  // ours again
@@ -1353,7 +1353,7 @@ class Consumer::impl {
     }
     if (throw_fatal) {
       std::lock_guard lock(shared_.mutex);
-      if (shared_.fatal) throw error(shared_.fatal->code, shared_.fatal->message);
+      if (shared_.fatal) throw Error(shared_.fatal->code, shared_.fatal->message);
     }
   }
 
@@ -1402,11 +1402,11 @@ class Consumer::impl {
   std::exception_ptr listener_error_;
   // Data path, user-thread side.
   std::shared_ptr<fetch::fetcher> fetcher_;
-  std::map<topic_partition, upart> parts_;
+  std::map<TopicPartition, upart> parts_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
-  std::map<topic_partition, detail::epoch_offset> returned_;
-  std::set<topic_partition> late_revoked_;  // see settle_late_cancel
+  std::map<TopicPartition, detail::epoch_offset> returned_;
+  std::set<TopicPartition> late_revoked_;  // see settle_late_cancel
   std::optional<cursor> cur_;
   std::deque<detail::data_error> pending_data_errors_;  // raised by poll(), one call each
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
@@ -1424,7 +1424,7 @@ class Consumer::impl {
   // manual_coordinator_ is background-thread only.
   enum class mode { none, subscribed, manual };
   std::atomic<mode> mode_{mode::none};
-  std::set<topic_partition> manual_;
+  std::set<TopicPartition> manual_;
   std::optional<std::int32_t> manual_coordinator_;
   bool standalone_lookup_ = false;  // background thread: a lookup for manual_coordinator_ is under way
   // Metrics, user-thread side (published into shared_.metrics).
@@ -1489,7 +1489,7 @@ class Consumer::call {
 };
 
 Consumer::call Consumer::self() const {
-  if (!impl_) throw error(make_error_code(client_errc::illegal_state), "this Consumer was moved from");
+  if (!impl_) throw Error(make_error_code(client_errc::illegal_state), "this Consumer was moved from");
   return call(*impl_);
 }
 
@@ -1503,7 +1503,7 @@ void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerReba
 void Consumer::unsubscribe() {
   self()->unsubscribe();
 }
-void Consumer::assign(const std::set<topic_partition>& partitions) {
+void Consumer::assign(const std::set<TopicPartition>& partitions) {
   self()->assign(partitions);
 }
 void Consumer::unassign() {
@@ -1530,41 +1530,41 @@ void Consumer::commit_async(CommitCallback callback) {
 void Consumer::commit_async(const OffsetMap& offsets, CommitCallback callback) {
   self()->commit_async(offsets, std::move(callback));
 }
-OffsetMap Consumer::committed(const std::set<topic_partition>& partitions) {
+OffsetMap Consumer::committed(const std::set<TopicPartition>& partitions) {
   return self()->committed(partitions, self()->default_timeout());
 }
-OffsetMap Consumer::committed(const std::set<topic_partition>& partitions, std::chrono::milliseconds timeout) {
+OffsetMap Consumer::committed(const std::set<TopicPartition>& partitions, std::chrono::milliseconds timeout) {
   return self()->committed(partitions, timeout);
 }
-std::int64_t Consumer::position(const topic_partition& partition) {
+std::int64_t Consumer::position(const TopicPartition& partition) {
   return self()->position(partition, self()->default_timeout());
 }
-std::int64_t Consumer::position(const topic_partition& partition, std::chrono::milliseconds timeout) {
+std::int64_t Consumer::position(const TopicPartition& partition, std::chrono::milliseconds timeout) {
   return self()->position(partition, timeout);
 }
-std::optional<std::int64_t> Consumer::current_lag(const topic_partition& partition) const {
+std::optional<std::int64_t> Consumer::current_lag(const TopicPartition& partition) const {
   return self()->current_lag(partition);
 }
-std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions) {
+std::map<TopicPartition, std::int64_t> Consumer::beginning_offsets(const std::set<TopicPartition>& partitions) {
   return beginning_offsets(partitions, self()->default_timeout());
 }
-std::map<topic_partition, std::int64_t> Consumer::beginning_offsets(const std::set<topic_partition>& partitions,
+std::map<TopicPartition, std::int64_t> Consumer::beginning_offsets(const std::set<TopicPartition>& partitions,
                                                                     std::chrono::milliseconds timeout) {
   return self()->offsets_at(partitions, -2, timeout, "beginning_offsets()");
 }
-std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions) {
+std::map<TopicPartition, std::int64_t> Consumer::end_offsets(const std::set<TopicPartition>& partitions) {
   return end_offsets(partitions, self()->default_timeout());
 }
-std::map<topic_partition, std::int64_t> Consumer::end_offsets(const std::set<topic_partition>& partitions,
+std::map<TopicPartition, std::int64_t> Consumer::end_offsets(const std::set<TopicPartition>& partitions,
                                                               std::chrono::milliseconds timeout) {
   return self()->offsets_at(partitions, -1, timeout, "end_offsets()");
 }
-std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
-    const std::map<topic_partition, std::int64_t>& timestamps) {
+std::map<TopicPartition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
+    const std::map<TopicPartition, std::int64_t>& timestamps) {
   return offsets_for_times(timestamps, self()->default_timeout());
 }
-std::map<topic_partition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
-    const std::map<topic_partition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
+std::map<TopicPartition, std::optional<OffsetAndTimestamp>> Consumer::offsets_for_times(
+    const std::map<TopicPartition, std::int64_t>& timestamps, std::chrono::milliseconds timeout) {
   return self()->offsets_for_times(timestamps, timeout);
 }
 std::vector<PartitionInfo> Consumer::partitions_for(const std::string& topic) {
@@ -1581,28 +1581,28 @@ std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics() {
 std::map<std::string, std::vector<PartitionInfo>> Consumer::list_topics(std::chrono::milliseconds timeout) {
   return self()->topic_partitions(std::nullopt, timeout, "list_topics()");
 }
-void Consumer::seek(const topic_partition& partition, std::int64_t offset) {
+void Consumer::seek(const TopicPartition& partition, std::int64_t offset) {
   self()->seek(partition, offset);
 }
-void Consumer::seek(const topic_partition& partition, const OffsetAndMetadata& offset) {
+void Consumer::seek(const TopicPartition& partition, const OffsetAndMetadata& offset) {
   self()->seek(partition, offset.offset, offset.leader_epoch.value_or(-1));
 }
-void Consumer::seek_to_beginning(const std::set<topic_partition>& partitions) {
+void Consumer::seek_to_beginning(const std::set<TopicPartition>& partitions) {
   self()->seek_to(partitions, true);
 }
-void Consumer::seek_to_end(const std::set<topic_partition>& partitions) {
+void Consumer::seek_to_end(const std::set<TopicPartition>& partitions) {
   self()->seek_to(partitions, false);
 }
-void Consumer::pause(const std::set<topic_partition>& partitions) {
+void Consumer::pause(const std::set<TopicPartition>& partitions) {
   self()->pause(partitions);
 }
-void Consumer::resume(const std::set<topic_partition>& partitions) {
+void Consumer::resume(const std::set<TopicPartition>& partitions) {
   self()->resume(partitions);
 }
-std::set<topic_partition> Consumer::paused() const {
+std::set<TopicPartition> Consumer::paused() const {
   return self()->paused();
 }
-std::set<topic_partition> Consumer::assignment() const {
+std::set<TopicPartition> Consumer::assignment() const {
   return self()->assignment();
 }
 std::vector<std::string> Consumer::subscription() const {

@@ -91,9 +91,9 @@ std::optional<commit_failure> read_commit_response(const protocol::offset_commit
   return std::nullopt;
 }
 
-commit_map auto_commit_due(const std::map<topic_partition, detail::epoch_offset>& consumed,
-                           const std::set<topic_partition>& owned,
-                           const std::map<topic_partition, std::int64_t>& last_committed) {
+commit_map auto_commit_due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
+                           const std::set<TopicPartition>& owned,
+                           const std::map<TopicPartition, std::int64_t>& last_committed) {
   commit_map out;
   for (const auto& [tp, pos] : consumed) {
     if (!owned.count(tp)) continue;

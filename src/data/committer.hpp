@@ -24,7 +24,7 @@ struct group_identity : group::standing {
 };
 
 /// Offsets to commit: offset, metadata and leader epoch per partition.
-using commit_map = std::map<topic_partition, detail::offset_meta>;
+using commit_map = std::map<TopicPartition, detail::offset_meta>;
 
 /// An error for the caller of a commit, with the message it sees.
 struct commit_error {
@@ -54,8 +54,8 @@ std::optional<commit_failure> read_commit_response(const protocol::offset_commit
 
 /// Auto-commit: the consumed positions of owned partitions that differ from what was last
 /// committed (never a partition this member no longer owns).
-commit_map auto_commit_due(const std::map<topic_partition, detail::epoch_offset>& consumed,
-                           const std::set<topic_partition>& owned,
-                           const std::map<topic_partition, std::int64_t>& last_committed);
+commit_map auto_commit_due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
+                           const std::set<TopicPartition>& owned,
+                           const std::map<TopicPartition, std::int64_t>& last_committed);
 
 }  // namespace kgroup::data

@@ -21,8 +21,8 @@
 
 #include "data/committer.hpp"
 #include "runtime/shared_state.hpp"
-#include "fetch/fetch_session.hpp"
-#include "fetch/next_offset.hpp"
+#include "data/fetch_session.hpp"
+#include "data/next_offset.hpp"
 #include "net/cluster.hpp"
 
 namespace kgroup::fetch {
@@ -71,29 +71,29 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// policy); removed ones stop fetching at once.
   /// `manual`: assign() without a group; a partition missing from metadata is then reported as
   /// an error from poll() instead of waiting for a rebalance.
-  void assign(const std::set<topic_partition>& owned, bool manual = false);
+  void assign(const std::set<TopicPartition>& owned, bool manual = false);
   /// With `epoch` (the leader epoch of the record before `offset`) the position is validated
   /// against the leader's log before fetching (KIP-320).
-  void seek(const topic_partition& tp, std::int64_t offset, std::int32_t epoch = -1);
-  void seek_to(const std::set<topic_partition>& tps, bool beginning);
+  void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch = -1);
+  void seek_to(const std::set<TopicPartition>& tps, bool beginning);
   /// Fetches `tp` again from `offset` (the user thread's position, `epoch` its leader epoch),
   /// without validation: the data after it could not be read (corrupt).
-  void refetch(const topic_partition& tp, std::int64_t offset, std::int32_t epoch);
+  void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
   /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
   /// thread drops what was buffered while paused).
-  void pause(const std::set<topic_partition>& tps);
-  void resume(const std::map<topic_partition, detail::epoch_offset>& positions);
+  void pause(const std::set<TopicPartition>& tps);
+  void resume(const std::map<TopicPartition, detail::epoch_offset>& positions);
   /// Commits `offsets`; when `id` is non-zero a commit_done event reports the outcome.
   void commit(std::uint64_t id, commit_map offsets);
   /// Reads committed offsets; reports them in a commit_done event with `id`.
-  void fetch_committed(std::uint64_t id, std::set<topic_partition> tps);
+  void fetch_committed(std::uint64_t id, std::set<TopicPartition> tps);
   /// Offset (and its timestamp) per partition for `timestamps` (-2 earliest, -1 latest, else the
   /// first offset with a timestamp at or after it), asked of each partition's leader with the
   /// consumer's isolation level; metadata and leader errors are retried until `deadline`. -1 for
   /// a partition without such an offset. `done` runs once, on this thread.
-  using offsets_result = std::map<topic_partition, std::pair<std::int64_t, std::int64_t>>;
+  using offsets_result = std::map<TopicPartition, std::pair<std::int64_t, std::int64_t>>;
   using offsets_done = std::function<void(std::error_code, const std::string&, offsets_result)>;
-  void query_offsets(std::map<topic_partition, std::int64_t> timestamps,
+  void query_offsets(std::map<TopicPartition, std::int64_t> timestamps,
                      std::chrono::steady_clock::time_point deadline, offsets_done done);
   /// The user thread freed buffer space.
   void wake();
@@ -137,17 +137,17 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// metadata, else its leader.
   std::int32_t fetch_node(part& p, std::int32_t leader);
   /// Back to the leader for `tp` (an error from the replica, or the replica is gone).
-  void clear_preferred_replica(const topic_partition& tp, part& p, std::string_view why);
+  void clear_preferred_replica(const TopicPartition& tp, part& p, std::string_view why);
   /// True when `tp` is absent from metadata; reports it (manual assignment) once a refresh made
   /// after it went missing still lacks it.
-  bool missing(const topic_partition& tp, part& p);
+  bool missing(const TopicPartition& tp, part& p);
 
   void pump();
   void send_offset_fetch();
   void send_list_offsets();
   void send_fetches();
   void send_validations();
-  void on_validated(const topic_partition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
+  void on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
                     std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          const net::response_frame& frame, const fetch_set& sent);
@@ -170,7 +170,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   detail::shared_state& shared_;
   std::function<group_identity()> identity_;
   void coordinator_unusable(bool failed);
-  std::map<topic_partition, part> parts_;
+  std::map<TopicPartition, part> parts_;
   std::set<std::int32_t> fetching_nodes_;           // one Fetch in flight per broker
   std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
   bool offset_fetch_in_flight_ = false;
@@ -178,7 +178,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   bool retry_armed_ = false;
   boost::asio::steady_timer auto_commit_timer_;
   bool auto_commit_armed_ = false;
-  std::map<topic_partition, std::int64_t> last_auto_committed_;
+  std::map<TopicPartition, std::int64_t> last_auto_committed_;
   std::chrono::steady_clock::time_point last_metadata_refresh_{};
   bool stopped_ = false;
   bool manual_ = false;

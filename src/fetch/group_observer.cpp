@@ -38,7 +38,7 @@ void build_members(const protocol::describe_groups_response::described_group& g,
   // Other protocol types (Connect, ...) put their own bytes there; only "consumer" is ours to
   // read. An empty type is what a group without members reports.
   const bool consumer = g.protocol_type.empty() || g.protocol_type == "consumer";
-  std::map<topic_partition, std::string> owner;
+  std::map<TopicPartition, std::string> owner;
   std::set<std::string> topics;
   for (const auto& m : g.members) {
     base::group_view_member vm;
@@ -71,11 +71,11 @@ void build_members(const protocol::describe_groups_response::described_group& g,
     }
     out.members.push_back(std::move(vm));
   }
-  std::map<topic_partition, std::string> parts = std::move(owner);  // partition -> owner ("" none)
+  std::map<TopicPartition, std::string> parts = std::move(owner);  // partition -> owner ("" none)
   for (const auto& t : topics) {
     auto it = known_topics.find(t);
     if (it == known_topics.end()) continue;
-    for (std::int32_t p = 0; p < it->second; ++p) parts.try_emplace(topic_partition{t, p});
+    for (std::int32_t p = 0; p < it->second; ++p) parts.try_emplace(TopicPartition{t, p});
   }
   for (auto& [tp, who] : parts) {
     base::group_view_partition vp;
@@ -236,7 +236,7 @@ void group_observer::query_offsets(std::int32_t coordinator) {
     int pending = 2;
     std::string committed_error;
     std::string end_error;
-    std::map<topic_partition, std::int64_t> committed;
+    std::map<TopicPartition, std::int64_t> committed;
     fetcher::offsets_result ends;
   };
   auto j = std::make_shared<join>();
@@ -253,7 +253,7 @@ void group_observer::query_offsets(std::int32_t coordinator) {
     self->finish(std::move(error), true);
   };
 
-  std::map<topic_partition, std::int64_t> latest;
+  std::map<TopicPartition, std::int64_t> latest;
   for (const auto& p : next_.partitions) latest.emplace(p.partition, -1);
   fetcher_->query_offsets(
       latest, clock::now() + opts_.request_timeout,

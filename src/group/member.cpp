@@ -11,7 +11,7 @@ namespace kgroup::group {
 
 namespace {
 
-std::vector<topic_partition> to_vector(const partition_set& s) {
+std::vector<TopicPartition> to_vector(const partition_set& s) {
   return {s.begin(), s.end()};
 }
 

@@ -91,7 +91,7 @@ struct compute_assignment {
 /// listener_done(seq).
 struct run_listener {
   listener_kind kind;
-  std::vector<topic_partition> partitions;
+  std::vector<TopicPartition> partitions;
   std::uint64_t seq = 0;
 };
 /// The set of partitions this member owns changed (for the fetcher and assignment()).

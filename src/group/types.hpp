@@ -19,7 +19,7 @@ namespace kgroup::group {
 using clock = std::chrono::steady_clock;
 using time_point = clock::time_point;
 using ms = std::chrono::milliseconds;
-using partition_set = std::set<topic_partition>;
+using partition_set = std::set<TopicPartition>;
 
 enum class listener_kind { revoked, assigned, lost };
 

@@ -136,7 +136,7 @@ class prometheus_writer {
 };
 
 // topic="..",partition=".." for per-partition series.
-std::string partition_labels(const topic_partition& tp) {
+std::string partition_labels(const TopicPartition& tp) {
   std::string extra = "topic=\"";
   append_label_value(extra, tp.topic);
   extra += "\",partition=\"";
@@ -159,7 +159,7 @@ value optional_text(const std::optional<std::string>& s) {
   return s ? text(*s) : value(nullptr);
 }
 
-array partitions_json(const std::vector<topic_partition>& parts) {
+array partitions_json(const std::vector<TopicPartition>& parts) {
   array out;
   out.reserve(parts.size());
   for (const auto& tp : parts) out.push_back(object{{"topic", text(tp.topic)}, {"partition", tp.partition}});

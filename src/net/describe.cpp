@@ -67,12 +67,12 @@ ClusterInfo describe_cluster(const Config& config, std::chrono::milliseconds tim
   if (!metadata_done) {
     c->close();
     io.poll();
-    throw error(make_error_code(client_errc::request_timed_out), "describe_cluster: no metadata within the timeout");
+    throw Error(make_error_code(client_errc::request_timed_out), "describe_cluster: no metadata within the timeout");
   }
   if (result) {
     c->close();
     io.poll();
-    throw error(result, "describe_cluster: metadata request failed: " + result.message());
+    throw Error(result, "describe_cluster: metadata request failed: " + result.message());
   }
   ClusterInfo info;
   const auto& md = c->metadata();

@@ -29,7 +29,7 @@ struct group_driver_options {
   /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
   std::function<void(const detail::listener_call&)> run_listener_inline;
   /// The owned set changed (the data path starts or stops fetching).
-  std::function<void(const std::set<topic_partition>&)> on_assignment_changed;
+  std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
 };
 
 class group_driver : public std::enable_shared_from_this<group_driver> {

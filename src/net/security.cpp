@@ -20,7 +20,7 @@ namespace ssl = boost::asio::ssl;
 namespace {
 
 [[noreturn]] void invalid(const std::string& msg) {
-  throw error(make_error_code(client_errc::invalid_config), msg);
+  throw Error(make_error_code(client_errc::invalid_config), msg);
 }
 
 // OpenSSL's reason for the last failure ("no such file", "bad decrypt"): never contains the data.

@@ -67,7 +67,7 @@ struct transport_security {
   std::function<void(std::error_code, const std::string&)> on_fatal;
 };
 
-/// Null for PLAINTEXT. Throws kgroup::error(invalid_config) naming the key when a file cannot be
+/// Null for PLAINTEXT. Throws kgroup::Error(invalid_config) naming the key when a file cannot be
 /// read, a PEM does not parse, a key does not match its certificate, or credentials are missing;
 /// messages never contain a secret.
 std::shared_ptr<transport_security> make_transport_security(const Config& cfg);

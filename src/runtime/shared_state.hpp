@@ -31,7 +31,7 @@ namespace kgroup::detail {
 
 struct listener_call {
   group::listener_kind kind;
-  std::vector<topic_partition> partitions;
+  std::vector<TopicPartition> partitions;
   std::uint64_t seq = 0;
   bool bookkeeping_only = false;  // heartbeat-thread listeners: the user thread only updates its state
 };
@@ -43,7 +43,7 @@ struct left_event {};
 /// The background thread established where `tp` is read from (committed offset, reset, seek_to_*).
 /// `forced` positions (resets, seek_to_*) override a position the user set; initial ones do not.
 struct position_event {
-  topic_partition tp;
+  TopicPartition tp;
   std::int64_t offset = 0;
   bool forced = false;
   std::int32_t epoch = -1;  // leader epoch of the record before `offset`; -1 unknown
@@ -54,7 +54,7 @@ struct position_event {
 /// A per-partition data-path error for poll() to raise (offset out of range with reset none,
 /// partition gone from metadata, log truncation with reset none).
 struct data_error {
-  topic_partition tp;
+  TopicPartition tp;
   std::error_code code;
   std::string message;
   // client_errc::log_truncation: the first offset known to diverge and its epoch (-1: unknown).
@@ -64,7 +64,7 @@ struct data_error {
 /// Outcome of a commit or committed() request started by the user thread.
 struct commit_done {
   std::uint64_t id = 0;
-  std::map<topic_partition, offset_meta> offsets;  // committed()
+  std::map<TopicPartition, offset_meta> offsets;  // committed()
   std::error_code code;
   std::string message;
 };
@@ -75,7 +75,7 @@ using user_event =
 /// Records of one partition from one Fetch response, handed to the user thread undecoded (the
 /// user thread parses them; the frame stays alive through `frame`).
 struct fetched_data {
-  topic_partition tp;
+  TopicPartition tp;
   std::int64_t fetch_offset = 0;
   std::int64_t high_watermark = -1;
   std::int64_t last_stable_offset = -1;
@@ -108,7 +108,7 @@ struct metrics_state {
   detail::histogram fetch_throttle_hist;
   detail::histogram assigned_hist, revoked_hist, lost_hist;
   detail::histogram between_poll_hist;
-  std::map<topic_partition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
+  std::map<TopicPartition, std::int64_t> committed;  // last committed (or fetched as committed) offsets
   std::string http_endpoint;
   std::shared_ptr<const net::wire_stats> wire;  // the connections' counters (atomic, no lock needed)
   // User thread (published by poll(), at most every 100 ms, and by metrics()).
@@ -119,7 +119,7 @@ struct metrics_state {
     std::int64_t log_start_offset = -1;
     bool paused = false;
   };
-  std::map<topic_partition, partition> partitions;
+  std::map<TopicPartition, partition> partitions;
   std::int64_t records_total = 0;
   std::int64_t bytes_total = 0;
   double records_rate = 0;
@@ -135,7 +135,7 @@ struct shared_state {
   std::condition_variable cv;
   std::deque<user_event> events;
   // Snapshot, written by the background thread after each batch of core events.
-  std::set<topic_partition> owned;
+  std::set<TopicPartition> owned;
   std::vector<std::string> topics;
   std::string member_id;
   std::int32_t generation = -1;
@@ -149,7 +149,7 @@ struct shared_state {
   // Positions (next offset) after the records of every poll() but the latest, for auto-commit on
   // the background thread: records count as processed once the application polls again.
   // Written by the user thread only.
-  std::map<topic_partition, epoch_offset> consumed;
+  std::map<TopicPartition, epoch_offset> consumed;
   metrics_state metrics;
   // Listener calls queued for the user thread that the core has since superseded (a revoke
   // overtaken by the loss of the partitions): skipped, not run. Background thread writes.

@@ -91,7 +91,7 @@ extern char** environ;
 namespace {
 
 using namespace std::chrono_literals;
-using kgroup::topic_partition;
+using kgroup::TopicPartition;
 using kgroup::test::steady;
 using kgroup::test::timeline;
 
@@ -126,7 +126,7 @@ void emit_line(const std::string& line) {
   std::fflush(stdout);
 }
 
-void emit_event(timeline::kind k, const std::vector<topic_partition>& parts) {
+void emit_event(timeline::kind k, const std::vector<TopicPartition>& parts) {
   std::string line = "E " + std::to_string(to_ns(steady::now())) + " ";
   line += k == timeline::kind::assigned ? "a" : k == timeline::kind::revoked ? "r" : "l";
   line += " ";
@@ -146,33 +146,33 @@ void emit_status(bool settled, std::int32_t generation) {
 // when it starts, revoked/lost when it returns).
 class child_listener : public kgroup::ConsumerRebalanceListener {
  public:
-  void on_partitions_assigned(const std::vector<topic_partition>& p) override {
+  void on_partitions_assigned(const std::vector<TopicPartition>& p) override {
     emit_event(timeline::kind::assigned, p);
     std::lock_guard lock(mutex_);
     owned_.insert(p.begin(), p.end());
   }
-  void on_partitions_revoked(const std::vector<topic_partition>& p) override {
+  void on_partitions_revoked(const std::vector<TopicPartition>& p) override {
     {
       std::lock_guard lock(mutex_);
       for (const auto& tp : p) owned_.erase(tp);
     }
     emit_event(timeline::kind::revoked, p);
   }
-  void on_partitions_lost(const std::vector<topic_partition>& p) override {
+  void on_partitions_lost(const std::vector<TopicPartition>& p) override {
     {
       std::lock_guard lock(mutex_);
       owned_.clear();
     }
     emit_event(timeline::kind::lost, p);
   }
-  std::set<topic_partition> owned() const {
+  std::set<TopicPartition> owned() const {
     std::lock_guard lock(mutex_);
     return owned_;
   }
 
  private:
   mutable std::mutex mutex_;
-  std::set<topic_partition> owned_;
+  std::set<TopicPartition> owned_;
 };
 
 struct child_args {
@@ -216,7 +216,7 @@ int run_kgroup_child(const child_args& a) {
 
 int run_librdkafka_child(const child_args& a) {
   kgroup::test::rdkafka_member member(a.name, a.bootstrap, a.group, a.strategy, {a.topic},
-                                      [](const std::string&, timeline::kind k, const std::vector<topic_partition>& p) {
+                                      [](const std::string&, timeline::kind k, const std::vector<TopicPartition>& p) {
                                         emit_event(k, p);
                                       });
   while (!g_stop) {
@@ -251,7 +251,7 @@ struct event {
   steady::time_point at;
   std::string member;
   timeline::kind what;
-  std::vector<topic_partition> parts;
+  std::vector<TopicPartition> parts;
 };
 
 struct status {
@@ -305,8 +305,8 @@ class recorder {
   std::map<std::string, status> statuses_;
 };
 
-std::vector<topic_partition> parse_partitions(const std::string& text) {
-  std::vector<topic_partition> out;
+std::vector<TopicPartition> parse_partitions(const std::string& text) {
+  std::vector<TopicPartition> out;
   if (text == "-") return out;
   std::stringstream ss(text);
   std::string item;
@@ -419,8 +419,8 @@ class child_member {
 };
 
 // Ownership per member after replaying `events`.
-std::map<std::string, std::set<topic_partition>> ownership(const std::vector<event>& events) {
-  std::map<std::string, std::set<topic_partition>> owned;
+std::map<std::string, std::set<TopicPartition>> ownership(const std::vector<event>& events) {
+  std::map<std::string, std::set<TopicPartition>> owned;
   for (const auto& e : events) {
     auto& mine = owned[e.member];
     if (e.what == timeline::kind::assigned) {
@@ -437,7 +437,7 @@ std::map<std::string, std::set<topic_partition>> ownership(const std::vector<eve
 bool settled_now(const recorder& rec, const std::vector<std::string>& alive) {
   const auto events = rec.events();
   const auto owned = ownership(events);
-  std::set<topic_partition> all;
+  std::set<TopicPartition> all;
   std::size_t total = 0, lo = SIZE_MAX, hi = 0;
   for (const auto& m : alive) {
     const auto st = rec.status_of(m);
@@ -505,13 +505,13 @@ void analyse(const std::vector<event>& all_events, steady::time_point scenario_s
   const steady::time_point end = last;
 
   // Unowned gaps, replayed from the beginning of the scenario.
-  std::map<topic_partition, std::set<std::string>> owners;
-  std::map<topic_partition, steady::time_point> unowned_since;
+  std::map<TopicPartition, std::set<std::string>> owners;
+  std::map<TopicPartition, steady::time_point> unowned_since;
   for (int p = 0; p < partition_count; ++p) unowned_since[{topic_name, p}] = scenario_start;
-  std::set<topic_partition> gapped;
+  std::set<TopicPartition> gapped;
   steady::duration longest{};
   // A gap [since, at] counts if it reaches into [t0, end]; its length is clipped to the phase.
-  auto close_gap = [&](const topic_partition& tp, steady::time_point at) {
+  auto close_gap = [&](const TopicPartition& tp, steady::time_point at) {
     const auto since = unowned_since[tp];
     if (at <= t0 || since > end || at <= since) return;
     gapped.insert(tp);
@@ -531,7 +531,7 @@ void analyse(const std::vector<event>& all_events, steady::time_point scenario_s
     }
   }
   for (int p = 0; p < partition_count; ++p) {
-    const topic_partition tp{topic_name, p};
+    const TopicPartition tp{topic_name, p};
     if (owners[tp].empty()) close_gap(tp, end);  // still unowned: not settled, but report it
   }
   out.unowned_partitions = static_cast<int>(gapped.size());

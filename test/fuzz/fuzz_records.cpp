@@ -13,7 +13,7 @@
 //   - a copy of the previous batch whose records read differently after the reader moved on (the
 //     decompression buffer was reused while a copy still pointed into it);
 //   - for_each_record disagreeing with the manual loop;
-//   - the read_committed filter (fetch/txn_filter.hpp), run over the decoded batch headers with an
+//   - the read_committed filter (data/txn_filter.hpp), run over the decoded batch headers with an
 //     aborted-transaction list drawn from them: returning a control batch, skipping a
 //     non-transactional batch or one of a producer with no aborted transaction, or (for batches in
 //     offset order, as brokers send them) deciding otherwise than the rule written out directly.
@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "fetch/txn_filter.hpp"
+#include "data/txn_filter.hpp"
 #include "fuzz_common.hpp"
 #include "protocol/records.hpp"
 

@@ -29,7 +29,7 @@
 namespace chaos {
 namespace {
 
-std::string parts_text(const std::vector<kgroup::topic_partition>& parts) {
+std::string parts_text(const std::vector<kgroup::TopicPartition>& parts) {
   if (parts.empty()) return "-";
   std::string out;
   for (const auto& tp : parts) {
@@ -74,13 +74,13 @@ class kgroup_chaos_member : public chaos_member {
   struct listener : kgroup::ConsumerRebalanceListener {
     kgroup_chaos_member& m;
     explicit listener(kgroup_chaos_member& member) : m(member) {}
-    void on_partitions_assigned(const std::vector<kgroup::topic_partition>& p) override {
+    void on_partitions_assigned(const std::vector<kgroup::TopicPartition>& p) override {
       m.note_generation();
       m.emit_("A " + std::to_string(now_ns()) + " " + parts_text(p));
       std::lock_guard lock(m.mutex_);
       m.owned_.insert(p.begin(), p.end());
     }
-    void on_partitions_revoked(const std::vector<kgroup::topic_partition>& p) override {
+    void on_partitions_revoked(const std::vector<kgroup::TopicPartition>& p) override {
       m.note_generation();
       {
         std::lock_guard lock(m.mutex_);
@@ -88,7 +88,7 @@ class kgroup_chaos_member : public chaos_member {
       }
       m.emit_("R " + std::to_string(now_ns()) + " " + parts_text(p));
     }
-    void on_partitions_lost(const std::vector<kgroup::topic_partition>& p) override {
+    void on_partitions_lost(const std::vector<kgroup::TopicPartition>& p) override {
       {
         std::lock_guard lock(m.mutex_);
         for (const auto& tp : p) m.owned_.erase(tp);
@@ -168,7 +168,7 @@ class kgroup_chaos_member : public chaos_member {
   }
 
   bool settled() override {
-    std::set<kgroup::topic_partition> owned;
+    std::set<kgroup::TopicPartition> owned;
     {
       std::lock_guard lock(mutex_);
       owned = owned_;
@@ -192,7 +192,7 @@ class kgroup_chaos_member : public chaos_member {
 
   std::unique_ptr<kgroup::Consumer> consumer_;
   std::mutex mutex_;
-  std::set<kgroup::topic_partition> owned_;
+  std::set<kgroup::TopicPartition> owned_;
   steady::time_point last_commit_{};
   bool uncommitted_ = false;
 };
@@ -329,7 +329,7 @@ class rdkafka_chaos_member : public chaos_member {
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
     const char* proto = rd_kafka_rebalance_protocol(rk_);
     const bool cooperative = proto != nullptr && std::string(proto) == "COOPERATIVE";
-    std::vector<kgroup::topic_partition> list;
+    std::vector<kgroup::TopicPartition> list;
     for (int i = 0; i < parts->cnt; ++i) list.push_back({parts->elems[i].topic, parts->elems[i].partition});
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       emit_("A " + std::to_string(now_ns()) + " " + parts_text(list));

@@ -631,11 +631,11 @@ kgroup::Config consumer_config(const fake_broker& fb) {
 
 // Remembers every partition the listener was told about.
 struct told_listener : kgroup::ConsumerRebalanceListener {
-  std::set<kgroup::topic_partition> assigned_ever;
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& ps) override {
+  std::set<kgroup::TopicPartition> assigned_ever;
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>& ps) override {
     assigned_ever.insert(ps.begin(), ps.end());
   }
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>&) override {}
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>&) override {}
 };
 
 // Polls until three records of mine-0 arrived (or 20 s); returns the topics of all records seen.
@@ -674,11 +674,11 @@ TEST_CASE("a leader's assignment naming an unsubscribed topic, or malformed, is 
     INFO(logs.problems());
     CHECK(topics.count("mine") == 3);
     CHECK(topics.count("secret") == 0);
-    CHECK(consumer.assignment() == std::set<kgroup::topic_partition>{{"mine", 0}});
+    CHECK(consumer.assignment() == std::set<kgroup::TopicPartition>{{"mine", 0}});
     consumer.close();
   }
   INFO(logs.problems());
-  CHECK(listener->assigned_ever == std::set<kgroup::topic_partition>{{"mine", 0}});
+  CHECK(listener->assigned_ever == std::set<kgroup::TopicPartition>{{"mine", 0}});
   {
     std::lock_guard lock(fc.mutex);
     CHECK(fc.fetched_topics == std::set<std::string>{"mine"});
@@ -709,11 +709,11 @@ TEST_CASE("as leader, a member whose subscription is malformed gets no partition
     const auto topics = poll_until_mine(consumer);
     INFO(logs.problems());
     CHECK(topics.count("mine") == 3);
-    CHECK(consumer.assignment() == std::set<kgroup::topic_partition>{{"mine", 0}});
+    CHECK(consumer.assignment() == std::set<kgroup::TopicPartition>{{"mine", 0}});
     consumer.close();
   }
   INFO(logs.problems());
-  CHECK(listener->assigned_ever == std::set<kgroup::topic_partition>{{"mine", 0}});
+  CHECK(listener->assigned_ever == std::set<kgroup::TopicPartition>{{"mine", 0}});
   {
     std::lock_guard lock(fc.mutex);
     REQUIRE_FALSE(fc.sync_requests.empty());

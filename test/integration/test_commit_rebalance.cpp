@@ -33,8 +33,8 @@ kgroup::Config commit_config(const kgroup::test::mock_cluster& mc, const std::st
                         {"reconnect.backoff.ms", "20"}};
 }
 
-std::set<kgroup::topic_partition> all_of(const std::string& topic, int n) {
-  std::set<kgroup::topic_partition> s;
+std::set<kgroup::TopicPartition> all_of(const std::string& topic, int n) {
+  std::set<kgroup::TopicPartition> s;
   for (int i = 0; i < n; ++i) s.insert({topic, i});
   return s;
 }
@@ -73,7 +73,7 @@ TEST_CASE("commit_sync while a member joins: success or REBALANCE_IN_PROGRESS, t
   std::vector<std::string> other;
   auto settled = [&] {
     const auto oa = la->owned(), ob = b.listener().owned();
-    std::set<kgroup::topic_partition> both(oa.begin(), oa.end());
+    std::set<kgroup::TopicPartition> both(oa.begin(), oa.end());
     both.insert(ob.begin(), ob.end());
     return !oa.empty() && !ob.empty() && oa.size() + ob.size() == 4 && both == all &&
            a.group_state() == "stable" && b.consumer().group_state() == "stable";
@@ -84,7 +84,7 @@ TEST_CASE("commit_sync while a member joins: success or REBALANCE_IN_PROGRESS, t
     try {
       a.commit_sync();
       ++ok;
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       if (e.code() == make_error_code(kgroup::kafka_errc::rebalance_in_progress)) {
         ++in_progress;
       } else {
@@ -131,7 +131,7 @@ TEST_CASE("a member past max.poll.interval.ms: commit_failed, and its lost parti
   a.subscribe({"orders"}, la);
   REQUIRE(poll_until_owning(a, *la, 4, 300, 30s) >= 300);
   a.commit_sync();
-  std::map<kgroup::topic_partition, std::int64_t> before;
+  std::map<kgroup::TopicPartition, std::int64_t> before;
   for (const auto& tp : all) before[tp] = a.position(tp);
   REQUIRE(std::any_of(before.begin(), before.end(), [](const auto& kv) { return kv.second < 1000; }));
 
@@ -141,7 +141,7 @@ TEST_CASE("a member past max.poll.interval.ms: commit_failed, and its lost parti
     try {
       commit();
       FAIL("commit after max.poll.interval.ms succeeded");
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       CHECK(e.code() == make_error_code(kgroup::client_errc::commit_failed));
       CHECK_THAT(e.what(), Catch::Contains("max.poll.interval.ms"));
     }
@@ -161,7 +161,7 @@ TEST_CASE("a member past max.poll.interval.ms: commit_failed, and its lost parti
       const auto c = a.committed(all);
       return c.size() == 4 &&
              std::all_of(c.begin(), c.end(), [](const auto& kv) { return kv.second.offset == 1000; });
-    } catch (const kgroup::error&) {
+    } catch (const kgroup::Error&) {
       return false;
     }
   };

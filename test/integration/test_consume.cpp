@@ -25,7 +25,7 @@ kgroup::Config consumer_config(const kgroup::test::mock_cluster& mc, const std::
 }
 
 struct seen_records {
-  std::map<kgroup::topic_partition, std::vector<std::int64_t>> offsets;
+  std::map<kgroup::TopicPartition, std::vector<std::int64_t>> offsets;
   std::size_t total = 0;
   std::size_t bad_content = 0;
 };
@@ -162,7 +162,7 @@ TEST_CASE("seek, pause and resume", "[consume]") {
   CHECK(again.offsets[{"t", 0}].front() == 150);
 
   c.pause({{"t", 1}});
-  CHECK(c.paused() == std::set<kgroup::topic_partition>{{"t", 1}});
+  CHECK(c.paused() == std::set<kgroup::TopicPartition>{{"t", 1}});
   c.seek({"t", 1}, 0);
   seen_records paused;
   consume(c, paused, 1, 1s);
@@ -213,7 +213,7 @@ TEST_CASE("auto.offset.reset: latest skips old records, none raises from poll()"
     while (!code && std::chrono::steady_clock::now() < deadline) {
       try {
         c.poll(100ms);
-      } catch (const kgroup::error& e) {
+      } catch (const kgroup::Error& e) {
         code = e.code();
       }
     }
@@ -354,15 +354,15 @@ namespace {
 // Calls back into the consumer from its callbacks, as applications do.
 struct committing_listener : kgroup::ConsumerRebalanceListener {
   kgroup::Consumer* c = nullptr;
-  std::map<kgroup::topic_partition, std::int64_t> positions_at_revoke;
+  std::map<kgroup::TopicPartition, std::int64_t> positions_at_revoke;
   bool assignment_matched = true;
   bool positions_known = true;
   int assigned_calls = 0;
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& ps) override {
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>& ps) override {
     for (const auto& tp : ps) positions_at_revoke[tp] = c->position(tp);
     c->commit_sync();  // covers the partitions being revoked
   }
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>& ps) override {
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>& ps) override {
     ++assigned_calls;
     const auto a = c->assignment();
     for (const auto& tp : ps) {
@@ -370,7 +370,7 @@ struct committing_listener : kgroup::ConsumerRebalanceListener {
       if (c->position(tp) < 0) positions_known = false;
     }
   }
-  void on_partitions_lost(const std::vector<kgroup::topic_partition>&) override {}
+  void on_partitions_lost(const std::vector<kgroup::TopicPartition>&) override {}
 };
 
 }  // namespace
@@ -404,7 +404,7 @@ TEST_CASE("inside the listener: commit_sync() and position() cover revoked parti
     c2.poll(50ms);
   }
   REQUIRE(l->positions_at_revoke.size() == 2);
-  std::set<kgroup::topic_partition> revoked;
+  std::set<kgroup::TopicPartition> revoked;
   for (const auto& [tp, pos] : l->positions_at_revoke) {
     revoked.insert(tp);
     CHECK(pos == per_partition[static_cast<std::size_t>(tp.partition)]);
@@ -419,7 +419,7 @@ TEST_CASE("inside the listener: commit_sync() and position() cover revoked parti
   // close() revokes the rest; the callback's commit_sync() still works inside close().
   c1.close(5s);
   CHECK(l->positions_at_revoke.size() == 4);
-  std::set<kgroup::topic_partition> all;
+  std::set<kgroup::TopicPartition> all;
   for (int p = 0; p < 4; ++p) all.insert({"orders", p});
   const auto all_committed = c2.committed(all);
   for (const auto& tp : all) {
@@ -439,7 +439,7 @@ TEST_CASE("auto-commit commits a poll's records only once the application polls 
   cfg.set("max.poll.records", "100");
   kgroup::Consumer c(cfg);
   c.subscribe({"orders"});
-  const kgroup::topic_partition tp{"orders", 0};
+  const kgroup::TopicPartition tp{"orders", 0};
   std::size_t first = 0;
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (first == 0 && std::chrono::steady_clock::now() < until) first = c.poll(100ms).size();
@@ -497,7 +497,7 @@ TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), an
   }
   // Lag: what is left after the position, from the last fetched high watermark (100 each).
   for (std::int32_t p = 0; p < 2; ++p) {
-    const kgroup::topic_partition tp{"t", p};
+    const kgroup::TopicPartition tp{"t", p};
     const auto lag = c.current_lag(tp);
     if (lag) CHECK(*lag == 100 - c.position(tp));
   }
@@ -506,9 +506,9 @@ TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), an
   // A per-call timeout bounds a call the coordinator cannot answer (default.api.timeout.ms is 60 s).
   mc.broker_down(1);  // the only broker: nobody answers
   const auto started = std::chrono::steady_clock::now();
-  CHECK_THROWS_AS(c.committed({{"t", 0}}, 500ms), kgroup::error);
-  CHECK_THROWS_AS(c.commit_sync(500ms), kgroup::error);
-  CHECK_THROWS_AS(c.end_offsets({{"t", 0}}, 500ms), kgroup::error);
+  CHECK_THROWS_AS(c.committed({{"t", 0}}, 500ms), kgroup::Error);
+  CHECK_THROWS_AS(c.commit_sync(500ms), kgroup::Error);
+  CHECK_THROWS_AS(c.end_offsets({{"t", 0}}, 500ms), kgroup::Error);
   CHECK(std::chrono::steady_clock::now() - started < 20s);
   mc.broker_up(1);
   c.close(5s);
@@ -560,7 +560,7 @@ TEST_CASE("a seek while the initial offset reset is in flight wins over the rese
   mc.create_topic("t", 1);
   mc.produce("t", 100);
   mc.set_rtt(-1, 150);
-  const kgroup::topic_partition tp{"t", 0};
+  const kgroup::TopicPartition tp{"t", 0};
   for (const int delay_ms : {0, 50, 150, 300, 450, 600}) {
     for (const bool to_end : {true, false}) {
       INFO("seek " << (to_end ? "to end" : "to 60") << " " << delay_ms << " ms after assign()");

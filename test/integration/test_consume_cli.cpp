@@ -132,8 +132,8 @@ std::optional<json> parse_line(std::string_view line) {
 }
 
 // The partitions of an assigned/revoked/lost event.
-std::set<kgroup::topic_partition> partitions_of(const json& event) {
-  std::set<kgroup::topic_partition> out;
+std::set<kgroup::TopicPartition> partitions_of(const json& event) {
+  std::set<kgroup::TopicPartition> out;
   const json* parts = event.find("partitions");
   if (parts == nullptr || parts->type != json::kind::array) return out;
   for (const auto& p : parts->items) {
@@ -143,8 +143,8 @@ std::set<kgroup::topic_partition> partitions_of(const json& event) {
 }
 
 // Ownership after replaying a process's listener events.
-std::set<kgroup::topic_partition> owned_after(const std::vector<json>& events) {
-  std::set<kgroup::topic_partition> owned;
+std::set<kgroup::TopicPartition> owned_after(const std::vector<json>& events) {
+  std::set<kgroup::TopicPartition> owned;
   for (const auto& e : events) {
     const auto what = e.str("event");
     const auto parts = partitions_of(e);
@@ -157,7 +157,7 @@ std::set<kgroup::topic_partition> owned_after(const std::vector<json>& events) {
   return owned;
 }
 
-std::string describe(const std::set<kgroup::topic_partition>& s) {
+std::string describe(const std::set<kgroup::TopicPartition>& s) {
   std::string out;
   for (const auto& tp : s) out += (out.empty() ? "" : ",") + tp.topic + "-" + std::to_string(tp.partition);
   return "{" + out + "}";
@@ -390,7 +390,7 @@ std::vector<std::string> overlaps(const std::vector<const cli_process*>& members
   std::stable_sort(merged.begin(), merged.end(),
                    [](const entry& a, const entry& b) { return std::tie(a.ts, a.order) < std::tie(b.ts, b.order); });
   std::vector<std::string> out;
-  std::map<kgroup::topic_partition, std::size_t> owner;
+  std::map<kgroup::TopicPartition, std::size_t> owner;
   for (const auto& m : merged) {
     for (const auto& tp : partitions_of(*m.event)) {
       auto it = owner.find(tp);
@@ -464,7 +464,7 @@ TEST_CASE("kgroup-consume: two processes in one group split the partitions", "[c
   auto split = [&] {
     const auto oa = owned_after(a.events());
     const auto ob = owned_after(b.events());
-    std::set<kgroup::topic_partition> both;
+    std::set<kgroup::TopicPartition> both;
     both.insert(oa.begin(), oa.end());
     both.insert(ob.begin(), ob.end());
     return !oa.empty() && !ob.empty() && oa.size() + ob.size() == both.size() && both == all_partitions("orders", 6);
@@ -654,7 +654,7 @@ void check_clean_stop(const cli_process& p, std::optional<int> code, std::int64_
 
 // Each record line comes while its partition is owned (after "assigned", before "revoked").
 void check_records_while_owned(const cli_process& p) {
-  std::set<kgroup::topic_partition> owned;
+  std::set<kgroup::TopicPartition> owned;
   for (const auto& e : p.events()) {
     const auto what = e.str("event");
     if (what == "assigned") {
@@ -662,7 +662,7 @@ void check_records_while_owned(const cli_process& p) {
     } else if (what == "revoked" || what == "lost") {
       for (const auto& tp : partitions_of(e)) owned.erase(tp);
     } else if (what == "record") {
-      const kgroup::topic_partition tp{e.str("topic"), static_cast<std::int32_t>(e.num("partition").value_or(-1))};
+      const kgroup::TopicPartition tp{e.str("topic"), static_cast<std::int32_t>(e.num("partition").value_or(-1))};
       INFO("record " << tp.topic << "-" << tp.partition << "@" << e.num("offset").value_or(-1));
       CHECK(owned.count(tp) == 1);
     }

@@ -102,7 +102,7 @@ TEST_CASE("poll(milliseconds::max()) does not overflow: it waits for records", "
   kgroup::ConsumerRecords records;
   try {
     records = c.poll(std::chrono::milliseconds::max());
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     FAIL_CHECK("poll(max) threw: " << e.what());
   }
   const auto took = std::chrono::steady_clock::now() - started;
@@ -125,7 +125,7 @@ TEST_CASE("after seek() back, auto-commit commits the seek target, not the recor
   cfg.set("auto.commit.interval.ms", "100");
   kgroup::Consumer c(cfg);
   c.subscribe({"work"});
-  const kgroup::topic_partition tp{"work", 0};
+  const kgroup::TopicPartition tp{"work", 0};
   std::int64_t got = 0;
   REQUIRE(eventually(
       [&] {
@@ -208,7 +208,7 @@ TEST_CASE("a batch whose trailing records were compacted away does not stall its
                      {"retry.backoff.ms", "20"},
                      {"reconnect.backoff.ms", "10"}};
   kgroup::Consumer c(cfg);
-  const kgroup::topic_partition tp{"compacted", 0};
+  const kgroup::TopicPartition tp{"compacted", 0};
   c.assign({tp});
   std::vector<std::int64_t> offsets;
   eventually(
@@ -264,8 +264,8 @@ struct committing_listener : kgroup::ConsumerRebalanceListener {
   std::mutex mutex;
   int revokes = 0;
   std::string error;
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {}
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>& ps) override {
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>&) override {}
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>& ps) override {
     std::lock_guard lock(mutex);
     if (ps.empty()) return;
     ++revokes;
@@ -320,7 +320,7 @@ TEST_CASE("position() never runs a listener callback; the revoke waits for the n
   // the follower's: the mock answers a late follower INVALID_REQUEST (DESIGN.md, "Test clusters").
   mc.set_rtt(-1, 20);
   mc.create_topic("mid-batch", 2);
-  const kgroup::topic_partition tp{"mid-batch", 0};
+  const kgroup::TopicPartition tp{"mid-batch", 0};
   auto cfg = group_config(mc, "g-position-listener");
   timeline t;
   auto la = std::make_shared<kgroup::test::recording_listener>("a", t);
@@ -390,7 +390,7 @@ struct committing_member {
 std::error_code commit_error(kgroup::Consumer& c) {
   try {
     c.commit_sync();
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     return e.code();
   }
   return {};
@@ -456,7 +456,7 @@ TEST_CASE("a revoke overtaken by the loss of the membership while it runs: its p
   const auto generation = m.consumer->metrics().generation;
   std::atomic<int> revokes{0};
   std::atomic<bool> removed_while_revoking{false};
-  m.listener->on_revoke = [&](const std::vector<kgroup::topic_partition>&) {
+  m.listener->on_revoke = [&](const std::vector<kgroup::TopicPartition>&) {
     if (revokes++ != 0) return;
     // Inside the first revoke: the coordinator removes the member (heartbeats go on meanwhile).
     mc.push_request_errors(12, {25});  // Heartbeat: UNKNOWN_MEMBER_ID
@@ -496,7 +496,7 @@ TEST_CASE("committed() does not wait behind a JoinGroup the coordinator holds", 
   std::string failure;
   try {
     got = c.committed({{"t", 0}, {"t", 1}});
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     failure = e.what();
   }
   CHECK(failure.empty());
@@ -516,7 +516,7 @@ TEST_CASE("a Consumer moves with its membership; the moved-from one refuses call
   std::string refused;
   try {
     (void)m.consumer->poll(10ms);
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     CHECK(e.code() == kgroup::make_error_code(kgroup::client_errc::illegal_state));
     refused = e.what();
   }
@@ -548,7 +548,7 @@ TEST_CASE("bad arguments throw invalid_argument naming the argument; calls in th
   auto code_of = [](auto&& call) {
     try {
       call();
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       return std::make_pair(e.code(), std::string(e.what()));
     }
     return std::make_pair(std::error_code{}, std::string());

@@ -32,7 +32,7 @@
 using namespace std::chrono_literals;
 namespace proto = kgroup::protocol;
 using kgroup::client_errc;
-using kgroup::topic_partition;
+using kgroup::TopicPartition;
 using kgroup::test::eventually;
 using kgroup::test::fake_broker;
 using kgroup::test::log_capture;
@@ -124,7 +124,7 @@ void encode_batch(const batch_spec& b, proto::bytes& out) {
 }
 
 struct commit_seen {
-  topic_partition tp;
+  TopicPartition tp;
   std::int64_t offset;
   std::int32_t epoch;
 };
@@ -391,14 +391,14 @@ std::vector<std::int64_t> cat(std::initializer_list<std::vector<std::int64_t>> p
   return out;
 }
 
-kgroup::PartitionMetrics partition_metrics(kgroup::Consumer& c, const topic_partition& tp) {
+kgroup::PartitionMetrics partition_metrics(kgroup::Consumer& c, const TopicPartition& tp) {
   for (const auto& p : c.metrics().partitions) {
     if (p.partition == tp) return p;
   }
   return {};
 }
 
-const topic_partition t0{"t", 0}, t1{"t", 1};
+const TopicPartition t0{"t", 0}, t1{"t", 1};
 
 // Partition 0: producer 1's transaction commits, producer 2's (interleaved) aborts, producer 1
 // commits another, then plain records. Partition 1: producers 3 and 4 interleave batch by batch;
@@ -554,13 +554,13 @@ TEST_CASE("log truncation below the position after an unclean leader election is
     CHECK(logs.has_warning({"t-0", "log truncation", "position 20", "diverged at offset 10"}));
   } else {
     // Raised from poll() with the divergent offset; nothing of t-0 is returned until a seek.
-    std::optional<kgroup::log_truncation_error> raised;
+    std::optional<kgroup::LogTruncationError> raised;
     std::vector<got> meanwhile;
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!raised && std::chrono::steady_clock::now() < deadline) {
       try {
         for (const auto& rec : c.poll(50ms)) meanwhile.push_back({rec.partition, rec.offset, "", rec.leader_epoch});
-      } catch (const kgroup::log_truncation_error& e) {
+      } catch (const kgroup::LogTruncationError& e) {
         raised = e;
       }
     }
@@ -698,7 +698,7 @@ TEST_CASE("positions out of range (OFFSET_OUT_OF_RANGE, below the log start afte
       try {
         const auto records = c.poll(50ms);
         CHECK(records.empty());
-      } catch (const kgroup::error& e) {
+      } catch (const kgroup::Error& e) {
         CHECK(e.code() == make_error_code(client_errc::offset_out_of_range));
         raised.push_back(e.what());
       }
@@ -734,7 +734,7 @@ TEST_CASE("a corrupt record batch is raised from poll() with its partition and o
     while (errors.size() < 3 && std::chrono::steady_clock::now() < deadline) {
       try {
         for (const auto& rec : c.poll(50ms)) records.push_back({rec.partition, rec.offset, "", rec.leader_epoch});
-      } catch (const kgroup::error& e) {
+      } catch (const kgroup::Error& e) {
         CHECK(e.code() == make_error_code(client_errc::corrupt_record));
         errors.push_back(e.what());
       }
@@ -798,13 +798,13 @@ TEST_CASE("beginning_offsets, end_offsets (LSO under read_committed), offsets_fo
     s.logs[1].append(3, 0, "open", 5);  // 110-112: an open transaction
     s.logs[1].lso = 110;
   });
-  const std::set<topic_partition> both{t0, t1};
+  const std::set<TopicPartition> both{t0, t1};
   for (const std::string& level : std::vector<std::string>{"read_uncommitted", "read_committed"}) {
     INFO(level);
     kgroup::Consumer c(config_for(leader, "earliest", level));
-    CHECK(c.beginning_offsets(both) == std::map<topic_partition, std::int64_t>{{t0, 100}, {t1, 100}});
+    CHECK(c.beginning_offsets(both) == std::map<TopicPartition, std::int64_t>{{t0, 100}, {t1, 100}});
     const std::int64_t end1 = level == "read_committed" ? 110 : 113;
-    CHECK(c.end_offsets(both, 5s) == std::map<topic_partition, std::int64_t>{{t0, 110}, {t1, end1}});
+    CHECK(c.end_offsets(both, 5s) == std::map<TopicPartition, std::int64_t>{{t0, 110}, {t1, end1}});
     c.close(5s);
   }
 
@@ -815,7 +815,7 @@ TEST_CASE("beginning_offsets, end_offsets (LSO under read_committed), offsets_fo
   CHECK(*found.at(t0) == kgroup::OffsetAndTimestamp{105, 2050});
   CHECK(*found.at(t1) == kgroup::OffsetAndTimestamp{105, 2050});
   CHECK_FALSE(c.offsets_for_times({{t0, 999999}}).at(t0).has_value());
-  CHECK_THROWS_AS(c.offsets_for_times({{t0, -5}}), kgroup::error);
+  CHECK_THROWS_AS(c.offsets_for_times({{t0, -5}}), kgroup::Error);
 
   const auto parts = c.partitions_for("t");
   REQUIRE(parts.size() == 2);
@@ -835,7 +835,7 @@ TEST_CASE("beginning_offsets, end_offsets (LSO under read_committed), offsets_fo
   try {
     c.end_offsets({{"t", 9}}, 500ms);
     FAIL("end_offsets() of a missing partition returned");
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     CHECK(e.code() == make_error_code(kgroup::kafka_errc::unknown_topic_or_partition));
     CHECK(std::string(e.what()).find("t-9") != std::string::npos);
   }

@@ -28,9 +28,9 @@ kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::str
 
 // True when the members' listener-reported ownerships are disjoint and cover `expected`, and each
 // member's view agrees with its consumer's assignment().
-bool settled(std::vector<polling_member*> members, const std::set<kgroup::topic_partition>& expected,
+bool settled(std::vector<polling_member*> members, const std::set<kgroup::TopicPartition>& expected,
              std::size_t max_spread = 1) {
-  std::set<kgroup::topic_partition> all;
+  std::set<kgroup::TopicPartition> all;
   std::size_t total = 0, lo = SIZE_MAX, hi = 0;
   for (auto* m : members) {
     auto owned = m->listener().owned();
@@ -151,7 +151,7 @@ TEST_CASE("fatal group errors are raised from poll() with a clear message", "[gr
   while (message.empty() && std::chrono::steady_clock::now() < deadline) {
     try {
       consumer.poll(100ms);
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       message = e.what();
       code = e.code();
     }
@@ -159,7 +159,7 @@ TEST_CASE("fatal group errors are raised from poll() with a clear message", "[gr
   CHECK(code == make_error_code(kgroup::kafka_errc::group_authorization_failed));
   CHECK_THAT(message, Catch::Contains("not authorized") && Catch::Contains("g-fatal"));
   // It stays fatal.
-  CHECK_THROWS_AS(consumer.poll(10ms), kgroup::error);
+  CHECK_THROWS_AS(consumer.poll(10ms), kgroup::Error);
   consumer.close(5s);
 }
 
@@ -193,7 +193,7 @@ TEST_CASE("a listener that throws does not stall the group; poll() rethrows afte
   mc.create_topic("orders", 2);
   struct throwing : kgroup::ConsumerRebalanceListener {
     int assigned = 0;
-    void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {
+    void on_partitions_assigned(const std::vector<kgroup::TopicPartition>&) override {
       ++assigned;
       throw std::runtime_error("listener boom");
     }
@@ -311,7 +311,7 @@ TEST_CASE("rebalance.listener.thread=heartbeat runs callbacks on the background 
   struct thread_listener : kgroup::ConsumerRebalanceListener {
     std::mutex m;
     std::vector<std::thread::id> threads;
-    void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override {
+    void on_partitions_assigned(const std::vector<kgroup::TopicPartition>&) override {
       std::lock_guard lock(m);
       threads.push_back(std::this_thread::get_id());
     }

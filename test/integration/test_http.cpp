@@ -1127,14 +1127,14 @@ TEST_CASE("http: GET /group serves the group view and the dashboard draws it as 
     kgroup::base::group_view v;
     kgroup::fetch::build_members(g, {{"orders", 4}, {"audit", 2}, {"other", 9}}, v);
     REQUIRE(v.members.size() == 4);
-    CHECK(v.members[0].partitions == std::vector<kgroup::topic_partition>{{"orders", 0}, {"orders", 1}});
+    CHECK(v.members[0].partitions == std::vector<kgroup::TopicPartition>{{"orders", 0}, {"orders", 1}});
     CHECK(v.members[0].error.empty());
     CHECK(v.members[1].partitions.empty());
     CHECK(v.members[1].error.find("6 bytes does not decode") != std::string::npos);
     CHECK(v.members[1].instance_id == "pod-b");
     CHECK(v.members[2].partitions.empty());
     CHECK(v.members[2].error.empty());
-    CHECK(v.members[3].partitions == std::vector<kgroup::topic_partition>{{"orders", 1}, {"orders", 2}});
+    CHECK(v.members[3].partitions == std::vector<kgroup::TopicPartition>{{"orders", 1}, {"orders", 2}});
     std::vector<std::pair<std::string, std::string>> owners;  // "topic-p", owner
     for (const auto& p : v.partitions) {
       owners.emplace_back(p.partition.topic + "-" + std::to_string(p.partition.partition), p.owner);
@@ -1228,7 +1228,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   const std::string bootstrap = proxy.bootstrap_servers();
 
   // Committed offsets before anyone joins: orders-p at p + 1, audit-0 at 4, nothing for audit-1.
-  std::map<kgroup::topic_partition, std::int64_t> committed;
+  std::map<kgroup::TopicPartition, std::int64_t> committed;
   for (int p = 0; p < 6; ++p) committed[{"orders", p}] = p + 1;
   committed[{"audit", 0}] = 4;
   {
@@ -1255,8 +1255,8 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
     CHECK(j["members"].size() == 0);
     seeder.close(5s);
   }
-  const auto end_offset = [](const kgroup::topic_partition& tp) { return tp.topic == "orders" ? 20 : 10; };
-  std::set<kgroup::topic_partition> all = kgroup::test::all_partitions("orders", 6);
+  const auto end_offset = [](const kgroup::TopicPartition& tp) { return tp.topic == "orders" ? 20 : 10; };
+  std::set<kgroup::TopicPartition> all = kgroup::test::all_partitions("orders", 6);
   for (const auto& tp : kgroup::test::all_partitions("audit", 2)) all.insert(tp);
 
   const auto config = [&](const std::string& client_id) {
@@ -1273,7 +1273,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   kgroup::test::timeline tl;
   kgroup::test::polling_member a("a", config("app-a"), {"orders", "audit"}, tl);
   kgroup::test::polling_member b("b", config("app-b"), {"orders", "audit"}, tl);
-  const auto union_owned = [&](std::set<kgroup::topic_partition> extra = {}) {
+  const auto union_owned = [&](std::set<kgroup::TopicPartition> extra = {}) {
     for (auto* m : {&a, &b}) {
       const auto o = m->listener().owned();
       extra.insert(o.begin(), o.end());
@@ -1301,7 +1301,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
     return out;
   };
   const auto partitions_of = [](const json& member) {
-    std::set<kgroup::topic_partition> out;
+    std::set<kgroup::TopicPartition> out;
     for (std::size_t i = 0; i < member["partitions"].size(); ++i) {
       const auto& p = member["partitions"][i];
       out.insert({p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())});
@@ -1309,7 +1309,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
     return out;
   };
   const auto owner_in = [](const json& j) {
-    std::map<kgroup::topic_partition, std::string> out;
+    std::map<kgroup::TopicPartition, std::string> out;
     for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
       const auto& p = j["partitions"][i];
       out[{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())}] =
@@ -1348,7 +1348,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
     REQUIRE(j["partitions"].size() == all.size());
     for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
       const auto& p = j["partitions"][i];
-      const kgroup::topic_partition tp{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())};
+      const kgroup::TopicPartition tp{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())};
       INFO(tp.topic << "-" << tp.partition);
       REQUIRE_FALSE(p["owner"].is_null());
       CHECK(p["owner"].str() == (a.listener().owned().count(tp) ? a_id : b_id));
@@ -1399,7 +1399,7 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
     }
     const auto map = element_of(dom, "<table id=\"group-map\"", "</table>");
     INFO(map.substr(0, 6000));
-    const std::map<std::string, std::set<kgroup::topic_partition>> rows = {
+    const std::map<std::string, std::set<kgroup::TopicPartition>> rows = {
         {a.consumer().group_metadata().member_id, a.listener().owned()},
         {b.consumer().group_metadata().member_id, b.listener().owned()},
         {c_id, c.owned()}};

@@ -24,7 +24,7 @@ using kgroup::test::eventually;
 using kgroup::test::polling_member;
 using kgroup::test::rdkafka_member;
 using kgroup::test::timeline;
-using partition_set = std::set<kgroup::topic_partition>;
+using partition_set = std::set<kgroup::TopicPartition>;
 
 namespace {
 

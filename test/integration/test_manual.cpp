@@ -19,9 +19,9 @@ kgroup::Config manual_config(const kgroup::test::mock_cluster& mc, const std::st
   return cfg;
 }
 
-std::map<kgroup::topic_partition, std::vector<std::int64_t>> read(kgroup::Consumer& c, std::size_t want,
+std::map<kgroup::TopicPartition, std::vector<std::int64_t>> read(kgroup::Consumer& c, std::size_t want,
                                                                   std::chrono::milliseconds limit) {
-  std::map<kgroup::topic_partition, std::vector<std::int64_t>> seen;
+  std::map<kgroup::TopicPartition, std::vector<std::int64_t>> seen;
   std::size_t n = 0;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (n < want && std::chrono::steady_clock::now() < deadline) {
@@ -41,7 +41,7 @@ TEST_CASE("assign() consumes exactly the named partitions without joining a grou
   mc.produce("t", 400);  // 100 per partition
   kgroup::Consumer c(manual_config(mc));  // no group.id at all
   c.assign({{"t", 1}, {"t", 3}});
-  CHECK(c.assignment() == std::set<kgroup::topic_partition>{{"t", 1}, {"t", 3}});
+  CHECK(c.assignment() == std::set<kgroup::TopicPartition>{{"t", 1}, {"t", 3}});
   auto seen = read(c, 200, 20s);
   CHECK(seen.size() == 2);
   CHECK(seen[{"t", 1}].size() == 100);
@@ -91,7 +91,7 @@ TEST_CASE("commits of a manual consumer are seen by a later subscribe() member o
     CHECK(committed.at({"t", 0}).metadata == "manual");
     CHECK(committed.at({"t", 1}).offset == 100);
     // assign() and subscribe() exclude each other.
-    CHECK_THROWS_AS(m.subscribe({"t"}), kgroup::error);
+    CHECK_THROWS_AS(m.subscribe({"t"}), kgroup::Error);
     m.close(5s);
   }
   kgroup::Consumer g(manual_config(mc, "g-manual"));
@@ -115,7 +115,7 @@ TEST_CASE("a manually assigned partition that is not in the metadata is reported
   while (!code && std::chrono::steady_clock::now() < deadline) {
     try {
       c.poll(100ms);
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       code = e.code();
       message = e.what();
     }

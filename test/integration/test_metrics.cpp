@@ -40,8 +40,8 @@ namespace {
 
 // Takes 20 ms in each callback, so the listener-latency histograms have something to measure.
 struct slow_listener : kgroup::ConsumerRebalanceListener {
-  void on_partitions_revoked(const std::vector<kgroup::topic_partition>&) override { std::this_thread::sleep_for(20ms); }
-  void on_partitions_assigned(const std::vector<kgroup::topic_partition>&) override { std::this_thread::sleep_for(20ms); }
+  void on_partitions_revoked(const std::vector<kgroup::TopicPartition>&) override { std::this_thread::sleep_for(20ms); }
+  void on_partitions_assigned(const std::vector<kgroup::TopicPartition>&) override { std::this_thread::sleep_for(20ms); }
 };
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST_CASE("a member joins, consumes every record, commits and leaves on librdkaf
   // The commits (flexible OffsetCommit) hold, and the leave was clean: a second member takes
   // every partition from the committed offsets and reads nothing again.
   kgroup::Consumer next(member_config(mc, "g-modern"));
-  std::set<kgroup::topic_partition> all;
+  std::set<kgroup::TopicPartition> all;
   for (std::int32_t p = 0; p < 6; ++p) all.insert({"orders", p});
   const auto committed = next.committed(all);
   std::int64_t total = 0;

@@ -136,7 +136,7 @@ TEST_CASE("describe_cluster with an unreachable bootstrap server fails within it
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(kgroup::describe_cluster(
                       kgroup::Config{{"bootstrap.servers", "127.0.0.1:1"}, {"reconnect.backoff.ms", "10"}}, 1500ms),
-                  kgroup::error);
+                  kgroup::Error);
   CHECK(std::chrono::steady_clock::now() - start < 10s);
 }
 

@@ -50,8 +50,8 @@ kgroup::Config base_config(const secure_front& front, const std::string& group) 
 
 void add_tls(kgroup::Config& c) { c.set("ssl.ca.location", test_pki::get().ca.cert_path); }
 
-std::set<kgroup::topic_partition> all_partitions() {
-  std::set<kgroup::topic_partition> s;
+std::set<kgroup::TopicPartition> all_partitions() {
+  std::set<kgroup::TopicPartition> s;
   for (int p = 0; p < partitions; ++p) s.insert({topic, p});
   return s;
 }
@@ -153,16 +153,16 @@ void group_consumes_and_commits(mock_cluster& mc, secure_front& front, const kgr
 }
 
 // Polls until poll() throws; returns the error (a default one if it never did within `limit`).
-kgroup::error poll_until_error(kgroup::Consumer& c, std::chrono::seconds limit = 20s) {
+kgroup::Error poll_until_error(kgroup::Consumer& c, std::chrono::seconds limit = 20s) {
   const auto deadline = steady::now() + limit;
   while (steady::now() < deadline) {
     try {
       (void)c.poll(50ms);
-    } catch (const kgroup::error& e) {
+    } catch (const kgroup::Error& e) {
       return e;
     }
   }
-  return kgroup::error(std::error_code{}, "poll() never failed");
+  return kgroup::Error(std::error_code{}, "poll() never failed");
 }
 
 }  // namespace
@@ -287,7 +287,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   kgroup::Consumer c(cfg);
   c.subscribe({topic});
   const auto started = steady::now();
-  const kgroup::error e = poll_until_error(c);
+  const kgroup::Error e = poll_until_error(c);
   INFO(e.what());
   CHECK(e.code() == code);
   CHECK(steady::now() - started < 15s);
@@ -295,7 +295,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   for (const auto& s : must_contain) CHECK(std::string(e.what()).find(s) != std::string::npos);
   CHECK(std::string(e.what()).find(password) == std::string::npos);
   // Fatal: every later poll() raises it again, and close() does not hang.
-  CHECK_THROWS_AS(c.poll(10ms), kgroup::error);
+  CHECK_THROWS_AS(c.poll(10ms), kgroup::Error);
   CHECK(c.metrics().authentication_failures_total >= 1);
   const auto before_close = steady::now();
   c.close(5s);
@@ -320,7 +320,7 @@ TEST_CASE("security: an expired OAUTHBEARER token is refused by the broker, fata
   });
   kgroup::Consumer c(cfg);
   c.subscribe({topic});
-  const kgroup::error e = poll_until_error(c);
+  const kgroup::Error e = poll_until_error(c);
   INFO(e.what());
   CHECK(e.code() == make_error_code(kgroup::kafka_errc::sasl_authentication_failed));
   CHECK(std::string(e.what()).find("invalid_token") != std::string::npos);
@@ -452,7 +452,7 @@ TEST_CASE("security: OIDC client credentials from an HTTPS token endpoint; a ref
     cfg.set("sasl.oauthbearer.client.secret", "wrong-value");
     kgroup::Consumer c(cfg);
     c.subscribe({topic});
-    const kgroup::error e = poll_until_error(c);
+    const kgroup::Error e = poll_until_error(c);
     INFO(e.what());
     CHECK(e.code() == make_error_code(kgroup::kafka_errc::sasl_authentication_failed));
     CHECK(std::string(e.what()).find("HTTP 401") != std::string::npos);

@@ -29,10 +29,10 @@ class timeline {
     steady::time_point at;
     std::string member;
     kind what;
-    std::vector<topic_partition> partitions;
+    std::vector<TopicPartition> partitions;
   };
 
-  void record(const std::string& member, kind what, const std::vector<topic_partition>& parts) {
+  void record(const std::string& member, kind what, const std::vector<TopicPartition>& parts) {
     std::lock_guard lock(mutex_);
     events_.push_back({steady::now(), member, what, parts});
   }
@@ -47,7 +47,7 @@ class timeline {
   /// names members whose partitions may be taken before they notice (killed or stalled members).
   std::vector<std::string> overlaps(const std::set<std::string>& zombies = {}) const {
     std::vector<std::string> out;
-    std::map<topic_partition, std::string> owner;
+    std::map<TopicPartition, std::string> owner;
     for (const auto& e : events()) {
       for (const auto& tp : e.partitions) {
         if (e.what == kind::assigned) {
@@ -76,13 +76,13 @@ class recording_listener : public ConsumerRebalanceListener {
  public:
   recording_listener(std::string name, timeline& t) : name_(std::move(name)), timeline_(t) {}
 
-  void on_partitions_assigned(const std::vector<topic_partition>& p) override {
+  void on_partitions_assigned(const std::vector<TopicPartition>& p) override {
     timeline_.record(name_, timeline::kind::assigned, p);
     std::lock_guard lock(mutex_);
     owned_.insert(p.begin(), p.end());
     ++assigned_calls_;
   }
-  void on_partitions_revoked(const std::vector<topic_partition>& p) override {
+  void on_partitions_revoked(const std::vector<TopicPartition>& p) override {
     {
       std::lock_guard lock(mutex_);
       for (const auto& tp : p) owned_.erase(tp);
@@ -92,7 +92,7 @@ class recording_listener : public ConsumerRebalanceListener {
     if (on_revoke) on_revoke(p);
     timeline_.record(name_, timeline::kind::revoked, p);
   }
-  void on_partitions_lost(const std::vector<topic_partition>& p) override {
+  void on_partitions_lost(const std::vector<TopicPartition>& p) override {
     {
       std::lock_guard lock(mutex_);
       for (const auto& tp : p) owned_.erase(tp);
@@ -101,7 +101,7 @@ class recording_listener : public ConsumerRebalanceListener {
     timeline_.record(name_, timeline::kind::lost, p);
   }
 
-  std::set<topic_partition> owned() const {
+  std::set<TopicPartition> owned() const {
     std::lock_guard lock(mutex_);
     return owned_;
   }
@@ -121,13 +121,13 @@ class recording_listener : public ConsumerRebalanceListener {
     std::lock_guard lock(mutex_);
     return lost_calls_;
   }
-  std::function<void(const std::vector<topic_partition>&)> on_revoke;  // extra behaviour (e.g. throw)
+  std::function<void(const std::vector<TopicPartition>&)> on_revoke;  // extra behaviour (e.g. throw)
 
  private:
   std::string name_;
   timeline& timeline_;
   mutable std::mutex mutex_;
-  std::set<topic_partition> owned_;
+  std::set<TopicPartition> owned_;
   int assigned_calls_ = 0;
   int revoked_calls_ = 0;
   std::size_t revoked_total_ = 0;
@@ -205,8 +205,8 @@ class polling_member {
 };
 
 /// Partitions 0..n-1 of `topic`.
-inline std::set<topic_partition> all_partitions(const std::string& topic, int n) {
-  std::set<topic_partition> s;
+inline std::set<TopicPartition> all_partitions(const std::string& topic, int n) {
+  std::set<TopicPartition> s;
   for (int i = 0; i < n; ++i) s.insert({topic, i});
   return s;
 }

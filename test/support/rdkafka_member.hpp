@@ -40,7 +40,7 @@ namespace kgroup::test {
 class rdkafka_member {
  public:
   /// Receives each ownership event: (member name, kind, partitions).
-  using event_sink = std::function<void(const std::string&, timeline::kind, const std::vector<topic_partition>&)>;
+  using event_sink = std::function<void(const std::string&, timeline::kind, const std::vector<TopicPartition>&)>;
 
   /// Creates the consumer (session.timeout.ms 6000, heartbeat.interval.ms 500 unless `extra` says
   /// otherwise), subscribes to `topics` and starts polling on a thread of its own.
@@ -102,7 +102,7 @@ class rdkafka_member {
                  const std::string& strategy, const std::vector<std::string>& topics, timeline& t,
                  const std::map<std::string, std::string>& extra = {})
       : rdkafka_member(std::move(name), bootstrap, group, strategy, topics,
-                       [&t](const std::string& n, timeline::kind k, const std::vector<topic_partition>& p) {
+                       [&t](const std::string& n, timeline::kind k, const std::vector<TopicPartition>& p) {
                          t.record(n, k, p);
                        },
                        extra) {}
@@ -132,13 +132,13 @@ class rdkafka_member {
   rd_kafka_t* handle() const { return rk_; }
 
   /// Partitions owned according to the rebalance callbacks.
-  std::set<topic_partition> owned() const {
+  std::set<TopicPartition> owned() const {
     std::lock_guard lock(mutex_);
     return owned_;
   }
   /// librdkafka's own current assignment (rd_kafka_assignment()). Valid before stop().
-  std::set<topic_partition> assignment() const {
-    std::set<topic_partition> out;
+  std::set<TopicPartition> assignment() const {
+    std::set<TopicPartition> out;
     rd_kafka_topic_partition_list_t* list = nullptr;
     if (rd_kafka_assignment(rk_, &list) != RD_KAFKA_RESP_ERR_NO_ERROR || list == nullptr) return out;
     for (int i = 0; i < list->cnt; ++i) out.insert({list->elems[i].topic, list->elems[i].partition});
@@ -210,8 +210,8 @@ class rdkafka_member {
     return std::atoi(v);
   }
 
-  static std::vector<topic_partition> to_vector(const rd_kafka_topic_partition_list_t* list) {
-    std::vector<topic_partition> out;
+  static std::vector<TopicPartition> to_vector(const rd_kafka_topic_partition_list_t* list) {
+    std::vector<TopicPartition> out;
     if (list == nullptr) return out;
     for (int i = 0; i < list->cnt; ++i) out.push_back({list->elems[i].topic, list->elems[i].partition});
     return out;
@@ -354,7 +354,7 @@ class rdkafka_member {
   bool closed_ = false;  // user thread only
 
   mutable std::mutex mutex_;  // guards the fields below (written by the poll thread and log threads)
-  std::set<topic_partition> owned_;
+  std::set<TopicPartition> owned_;
   std::string join_state_ = "init";
   std::optional<join_info> last_join_;
   int assigned_calls_ = 0;

@@ -101,10 +101,10 @@ TEST_CASE("committer: an OffsetCommit answer's first partition error decides", "
 }
 
 TEST_CASE("committer: auto-commit commits the changed positions of owned partitions only", "[committer]") {
-  const std::map<topic_partition, detail::epoch_offset> consumed{
+  const std::map<TopicPartition, detail::epoch_offset> consumed{
       {{"t", 0}, {10, 1}}, {{"t", 1}, {20, 1}}, {{"t", 2}, {30, -1}}};
-  const std::set<topic_partition> owned{{"t", 0}, {"t", 1}};  // t-2 was revoked
-  const std::map<topic_partition, std::int64_t> last{{{"t", 0}, 10}, {{"t", 1}, 15}};
+  const std::set<TopicPartition> owned{{"t", 0}, {"t", 1}};  // t-2 was revoked
+  const std::map<TopicPartition, std::int64_t> last{{{"t", 0}, 10}, {{"t", 1}, 15}};
   const auto due = auto_commit_due(consumed, owned, last);
   REQUIRE(due.size() == 1);
   CHECK(due.at({"t", 1}).offset == 20);

@@ -18,7 +18,7 @@ namespace {
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     CHECK(e.code() == make_error_code(kgroup::client_errc::invalid_config));
     return e.what();
   }

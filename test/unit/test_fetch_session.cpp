@@ -6,12 +6,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "fetch/fetch_session.hpp"
-#include "fetch/next_offset.hpp"
+#include "data/fetch_session.hpp"
+#include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
 #include "protocol/records.hpp"
 
-using kgroup::topic_partition;
+using kgroup::TopicPartition;
 using kgroup::fetch::fetch_session;
 using kgroup::fetch::fetch_set;
 using kgroup::fetch::partition_fetch;
@@ -31,16 +31,16 @@ partition_fetch at(std::int64_t offset, std::int32_t max_bytes = 1048576, std::i
 }
 
 // The partitions a request lists, with their fetch offsets.
-std::map<topic_partition, std::int64_t> listed(const fetch_request& r) {
-  std::map<topic_partition, std::int64_t> out;
+std::map<TopicPartition, std::int64_t> listed(const fetch_request& r) {
+  std::map<TopicPartition, std::int64_t> out;
   for (const auto& t : r.topics) {
     for (const auto& p : t.partitions) out[{t.topic, p.partition}] = p.fetch_offset;
   }
   return out;
 }
 
-std::set<topic_partition> forgotten(const fetch_request& r) {
-  std::set<topic_partition> out;
+std::set<TopicPartition> forgotten(const fetch_request& r) {
+  std::set<TopicPartition> out;
   for (const auto& t : r.forgotten_topics_data) {
     for (auto p : t.partitions) out.insert({t.topic, p});
   }
@@ -48,7 +48,7 @@ std::set<topic_partition> forgotten(const fetch_request& r) {
 }
 
 // An answer naming `parts` (each with no error and no records).
-fetch_response answer(std::int32_t session_id, const std::vector<topic_partition>& parts = {},
+fetch_response answer(std::int32_t session_id, const std::vector<TopicPartition>& parts = {},
                       std::int16_t error = 0) {
   fetch_response r;
   r.session_id = session_id;
@@ -65,13 +65,13 @@ fetch_response answer(std::int32_t session_id, const std::vector<topic_partition
   return r;
 }
 
-std::vector<topic_partition> names(const fetch_session::response_result& res) {
-  std::vector<topic_partition> out;
+std::vector<TopicPartition> names(const fetch_session::response_result& res) {
+  std::vector<TopicPartition> out;
   for (const auto& [tp, pd] : res.partitions) out.push_back(tp);
   return out;
 }
 
-const topic_partition a0{"a", 0}, a1{"a", 1}, b0{"b", 0};
+const TopicPartition a0{"a", 0}, a1{"a", 1}, b0{"b", 0};
 
 // A session with id 42 established over {a0 @ 10, a1 @ 20, b0 @ 30}; returns the wanted set.
 fetch_set establish(fetch_session& s) {
@@ -106,7 +106,7 @@ TEST_CASE("fetch session: the first request is full with epoch 0, later ones inc
   // The answer lists only partitions with news; they are all accepted.
   auto res = s.on_response(answer(42, {a1}));
   CHECK(res.error_code == 0);
-  CHECK(names(res) == std::vector<topic_partition>{a1});
+  CHECK(names(res) == std::vector<TopicPartition>{a1});
   CHECK(res.unknown_partitions == 0);
   CHECK(s.next_epoch() == 2);
 
@@ -114,7 +114,7 @@ TEST_CASE("fetch session: the first request is full with epoch 0, later ones inc
   wanted[a1] = at(25);
   s.fill(req, v11, wanted);
   CHECK(req.session_epoch == 2);
-  CHECK(listed(req) == std::map<topic_partition, std::int64_t>{{a1, 25}});
+  CHECK(listed(req) == std::map<TopicPartition, std::int64_t>{{a1, 25}});
   s.on_response(answer(42));
   CHECK(s.next_epoch() == 3);
 }
@@ -122,7 +122,7 @@ TEST_CASE("fetch session: the first request is full with epoch 0, later ones inc
 TEST_CASE("fetch session: added, removed and changed partitions", "[fetch_session]") {
   fetch_session s(1);
   auto wanted = establish(s);
-  const topic_partition c3{"c", 3};
+  const TopicPartition c3{"c", 3};
   wanted.erase(a1);                 // removed (revoked, paused, moved leader)
   wanted[c3] = at(7);               // added
   wanted[a0] = at(10, 1048576, 5);  // leader epoch changed
@@ -130,8 +130,8 @@ TEST_CASE("fetch session: added, removed and changed partitions", "[fetch_sessio
   fetch_request req;
   s.fill(req, v11, wanted);
   CHECK(req.session_epoch == 1);
-  CHECK(listed(req) == std::map<topic_partition, std::int64_t>{{a0, 10}, {b0, 30}, {c3, 7}});
-  CHECK(forgotten(req) == std::set<topic_partition>{a1});
+  CHECK(listed(req) == std::map<TopicPartition, std::int64_t>{{a0, 10}, {b0, 30}, {c3, 7}});
+  CHECK(forgotten(req) == std::set<TopicPartition>{a1});
   for (const auto& t : req.topics) {
     for (const auto& p : t.partitions) {
       if (t.topic == "a") CHECK(p.current_leader_epoch == 5);
@@ -141,12 +141,12 @@ TEST_CASE("fetch session: added, removed and changed partitions", "[fetch_sessio
   CHECK(s.partitions() == wanted);
   // A response about the forgotten partition is not accepted any more.
   auto res = s.on_response(answer(42, {a0, c3}));
-  CHECK(names(res) == std::vector<topic_partition>{a0, c3});
+  CHECK(names(res) == std::vector<TopicPartition>{a0, c3});
 
   // Everything removed: one request forgets all of them.
   s.fill(req, v11, {});
   CHECK(req.topics.empty());
-  CHECK(forgotten(req) == std::set<topic_partition>{a0, b0, c3});
+  CHECK(forgotten(req) == std::set<TopicPartition>{a0, b0, c3});
 }
 
 TEST_CASE("fetch session: errors reset the session to a full fetch", "[fetch_session]") {
@@ -193,7 +193,7 @@ TEST_CASE("fetch session: errors reset the session to a full fetch", "[fetch_ses
   SECTION("the broker closing the session (id 0 in an incremental answer)") {
     s.fill(req, v11, wanted);
     auto res = s.on_response(answer(0, {b0}));
-    CHECK(names(res) == std::vector<topic_partition>{b0});  // its data is still good
+    CHECK(names(res) == std::vector<TopicPartition>{b0});  // its data is still good
     s.fill(req, v11, wanted);
     CHECK(req.session_id == 0);
     CHECK(req.session_epoch == 0);
@@ -238,10 +238,10 @@ TEST_CASE("fetch session: a response naming a partition the session does not hol
   auto wanted = establish(s);
   fetch_request req;
   s.fill(req, v11, wanted);
-  const topic_partition stranger{"zzz", 9};
+  const TopicPartition stranger{"zzz", 9};
   auto res = s.on_response(answer(42, {a0, stranger, b0}));
   // The known partitions are delivered, the stranger is counted (and logged), nothing throws.
-  CHECK(names(res) == std::vector<topic_partition>{a0, b0});
+  CHECK(names(res) == std::vector<TopicPartition>{a0, b0});
   CHECK(res.unknown_partitions == 1);
   // The views disagree: the next request is full and closes the old session.
   s.fill(req, v11, wanted);
@@ -258,7 +258,7 @@ TEST_CASE("fetch session: a response naming a partition the session does not hol
     r.responses.back().topic_id = id;  // Fetch v13+ style, an id nobody knows
     r.responses.back().partitions.emplace_back();
     auto res2 = s.on_response(r);
-    CHECK(names(res2) == std::vector<topic_partition>{a0});
+    CHECK(names(res2) == std::vector<TopicPartition>{a0});
     CHECK(res2.unknown_partitions == 1);
   }
   SECTION("a response with no outstanding request is ignored") {
@@ -287,7 +287,7 @@ TEST_CASE("fetch session: topic ids (Fetch v13+) resolve through the session's p
   r.responses[0].partitions.resize(1);
   r.responses[0].partitions[0].partition_index = 1;
   auto res = s.on_response(r);
-  CHECK(names(res) == std::vector<topic_partition>{a1});
+  CHECK(names(res) == std::vector<TopicPartition>{a1});
   // Forgetting at v13 names the topic id too.
   wanted.erase(a0);
   s.fill(req, 13, wanted);
@@ -329,11 +329,11 @@ TEST_CASE("fetch session: requests encode at the session versions", "[fetch_sess
     CHECK(back.session_id == 42);
     CHECK(back.session_epoch == 1);
     CHECK(listed(back) == listed(req));
-    CHECK(forgotten(back) == std::set<topic_partition>{a1});
+    CHECK(forgotten(back) == std::set<TopicPartition>{a1});
   }
 }
 
-// ---- where the next Fetch starts (fetch/next_offset.hpp) ----------------------------------------
+// ---- where the next Fetch starts (data/next_offset.hpp) ----------------------------------------
 
 namespace {
 

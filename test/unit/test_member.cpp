@@ -34,7 +34,7 @@ using actions = std::vector<action>;
 
 // ---- partitions and the assignment encoding ---------------------------------------------------
 
-partition_set set_of(const std::vector<topic_partition>& v) {
+partition_set set_of(const std::vector<TopicPartition>& v) {
   return {v.begin(), v.end()};
 }
 

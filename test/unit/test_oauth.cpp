@@ -21,7 +21,7 @@ std::string config_error(const kgroup::Config& c) {
   try {
     c.validate();
     (void)kgroup::net::make_transport_security(c);
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     CHECK(e.code() == make_error_code(kgroup::client_errc::invalid_config));
     return e.what();
   }

@@ -1,8 +1,8 @@
-// read_committed filtering (fetch/txn_filter.hpp) on crafted batch headers. The mock cluster's
+// read_committed filtering (data/txn_filter.hpp) on crafted batch headers. The mock cluster's
 // Fetch does not report aborted transactions, so this is where the rule is tested.
 #include <catch2/catch.hpp>
 
-#include "fetch/txn_filter.hpp"
+#include "data/txn_filter.hpp"
 
 using kgroup::fetch::aborted_filter;
 using kgroup::protocol::record_batch_header;

@@ -26,17 +26,17 @@ int main() {
   try {
     kgroup::Config bad{{"sesion.timeout.ms", "1"}};
     return 1;
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     if (std::string(e.what()).find("session.timeout.ms") == std::string::npos) return 2;
   }
-  // Nothing listens on port 1: describe_cluster must fail cleanly with a kgroup::error (and log
+  // Nothing listens on port 1: describe_cluster must fail cleanly with a kgroup::Error (and log
   // its attempts to the Config's sink).
   auto sink = std::make_shared<counting_sink>();
   cfg.set_log_sink(sink);
   try {
     kgroup::describe_cluster(cfg, std::chrono::milliseconds(300));
     return 3;
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     if (sink->lines == 0) return 5;
     std::cout << "config ok (kgroup " << kgroup::library_version() << "); unreachable cluster reported: "
               << e.code().message() << "\n";

@@ -22,7 +22,7 @@ int main() {
   try {
     kgroup::describe_cluster(cfg, std::chrono::milliseconds(300));
     return 1;
-  } catch (const kgroup::error& e) {
+  } catch (const kgroup::Error& e) {
     io.run();
     if (!fired) return 2;
     std::cout << "own asio ok; kgroup reported: " << e.code().message() << "\n";

@@ -47,7 +47,7 @@ struct partition_fetch {
 };
 
 /// The complete set of partitions to fetch from one broker, with their parameters.
-using fetch_set = std::map<topic_partition, partition_fetch>;
+using fetch_set = std::map<TopicPartition, partition_fetch>;
 
 /// The first Fetch version with sessions.
 inline constexpr std::int16_t first_session_fetch_version = 7;
@@ -68,7 +68,7 @@ class fetch_session {
     std::int16_t error_code = 0;
     /// The partitions the response names that belong to the request, resolved to names (topic
     /// ids are resolved through the session's own partitions).
-    std::vector<std::pair<topic_partition, const partition_data*>> partitions;
+    std::vector<std::pair<TopicPartition, const partition_data*>> partitions;
     /// Partitions named by the response but unknown to the session (ignored; logged).
     std::size_t unknown_partitions = 0;
   };

@@ -1,4 +1,4 @@
-#include "fetch/fetch_session.hpp"
+#include "data/fetch_session.hpp"
 
 #include <limits>
 
@@ -15,7 +15,7 @@ using forgotten_topic = protocol::fetch_request::forgotten_topic;
 
 // Appends one partition to `req.topics`; `wanted` is iterated in (topic, partition) order, so a
 // topic's partitions arrive consecutively.
-void add_partition(protocol::fetch_request& req, const topic_partition& tp, const partition_fetch& pf) {
+void add_partition(protocol::fetch_request& req, const TopicPartition& tp, const partition_fetch& pf) {
   if (req.topics.empty() || req.topics.back().topic != tp.topic) {
     fetch_topic ft;
     ft.topic = tp.topic;
@@ -31,7 +31,7 @@ void add_partition(protocol::fetch_request& req, const topic_partition& tp, cons
   req.topics.back().partitions.push_back(p);
 }
 
-void add_forgotten(protocol::fetch_request& req, const topic_partition& tp, const protocol::uuid& topic_id) {
+void add_forgotten(protocol::fetch_request& req, const TopicPartition& tp, const protocol::uuid& topic_id) {
   if (req.forgotten_topics_data.empty() || req.forgotten_topics_data.back().topic != tp.topic) {
     forgotten_topic ft;
     ft.topic = tp.topic;
@@ -131,7 +131,7 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
     const std::string* topic = &t.topic;
     if (t.topic.empty() && !t.topic_id.is_zero()) topic = resolve(t.topic_id);
     for (const auto& pd : t.partitions) {
-      topic_partition tp{topic ? *topic : t.topic_id.to_string(), pd.partition_index};
+      TopicPartition tp{topic ? *topic : t.topic_id.to_string(), pd.partition_index};
       if (topic && partitions_.count(tp)) {
         out.partitions.emplace_back(std::move(tp), &pd);
         continue;

@@ -1,0 +1,492 @@
+// The fetcher, continued: where each partition starts (committed offsets, the reset policy,
+// KIP-320 validation) and the offset queries of the Consumer API. See fetcher.hpp.
+#include "fetch/fetcher.hpp"
+
+#include <algorithm>
+
+#include "base/log.hpp"
+#include "fetch/offset_fetch.hpp"
+#include "protocol/error_reactions.hpp"
+
+namespace kgroup::fetch {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+// ---- committed offsets --------------------------------------------------------------------------
+
+void fetcher::send_offset_fetch() {
+  if (offset_fetch_in_flight_) return;
+  std::map<std::string, std::vector<std::int32_t>> wanted;
+  for (auto& [tp, p] : parts_) {
+    if (p.state == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
+  }
+  if (wanted.empty()) return;
+  const auto id = identity_();
+  if (!id.group_mode) {
+    for (auto& [tp, p] : parts_) {
+      if (p.state == pstate::needs_committed) {
+        p.state = pstate::needs_reset;
+        p.reset_timestamp = reset_timestamp();
+      }
+    }
+    return;
+  }
+  auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::offsets) : nullptr;
+  if (!conn) {
+    coordinator_unusable(false);
+    schedule_retry();
+    return;
+  }
+  protocol::offset_fetch_request req;
+  req.group_id = opts_.group_id;
+  for (auto& [topic, parts] : wanted) {
+    req.topics->push_back({topic, parts});
+    for (auto pi : parts) parts_[{topic, pi}].state = pstate::fetching_committed;
+  }
+  req.require_stable = true;
+  offset_fetch_in_flight_ = true;
+  conn->send_adjusted(
+      std::move(req), adjust_offset_fetch,
+      [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
+                                  const net::response_frame&) {
+        self->offset_fetch_in_flight_ = false;
+        if (self->stopped_) return;
+        auto retry_all = [&] {
+          for (auto& [tp, p] : self->parts_) {
+            if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+          }
+          self->schedule_retry();
+        };
+        if (ec) {
+          self->coordinator_unusable(true);
+          retry_all();
+          return;
+        }
+        std::int16_t top = r.error_code;
+        if (!r.groups.empty()) top = r.groups.front().error_code;
+        if (top != 0) {
+          logger()->debug("OffsetFetch: {}", kafka_error_name(top));
+          if (protocol::reacts(top, protocol::reaction::coordinator_moved)) self->coordinator_unusable(true);
+          retry_all();
+          return;
+        }
+        auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
+                         const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
+          auto it = self->parts_.find({topic, partition});
+          if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
+          if (err != 0) {
+            it->second.state = pstate::needs_committed;  // e.g. UNSTABLE_OFFSET_COMMIT: retry
+            self->schedule_retry();
+            return;
+          }
+          if (offset >= 0) {
+            // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
+            // leader's log first: the log may have been truncated below it since (KIP-320).
+            it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
+            it->second.fetch_pos = offset;
+            it->second.epoch = epoch;
+            logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
+            {
+              std::lock_guard lock(self->shared_.mutex);
+              self->shared_.metrics.committed[{topic, partition}] = offset;
+            }
+            self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
+          } else {
+            it->second.state = pstate::needs_reset;
+            it->second.reset_timestamp = self->reset_timestamp();
+            it->second.reset_forced = false;
+          }
+        };
+        for_each_committed(r, apply);
+        // Anything the broker did not answer is asked again.
+        for (auto& [tp, p] : self->parts_) {
+          if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+        }
+        self->pump();
+      });
+}
+
+// ---- resets ---------------------------------------------------------------------------------------
+
+void fetcher::send_list_offsets() {
+  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
+  const auto& md = cluster_->metadata();
+  bool missing = false;
+  for (auto& [tp, p] : parts_) {
+    if (p.state != pstate::needs_reset) continue;
+    if (p.reset_timestamp == -1 && opts_.auto_offset_reset == "none" && !p.reset_forced) {
+      p.state = pstate::resetting;  // stays until the user seeks
+      shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
+                                      "no committed offset for " + tp.topic + "-" +
+                                          std::to_string(tp.partition) + " and auto.offset.reset=none"});
+      continue;
+    }
+    if (this->missing(tp, p)) {
+      missing = true;
+      continue;
+    }
+    auto t = md.topics.find(tp.topic);
+    by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
+  }
+  if (missing) {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  for (auto& [leader, tps] : by_leader) {
+    auto conn = cluster_->broker(leader);
+    if (!conn) {
+      no_connection();
+      continue;
+    }
+    protocol::list_offsets_request req;
+    req.replica_id = -1;
+    req.isolation_level = opts_.isolation_level;
+    std::map<std::string, std::size_t> index;
+    // Each request's answer applies only while it is the partition's latest: a seek_to_*() can
+    // start a new reset while an older one is in flight (the older answer is then stale).
+    std::map<TopicPartition, std::uint64_t> seqs;
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      p.state = pstate::resetting;
+      seqs[tp] = ++p.reset_seq;
+      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+      if (inserted) req.topics.push_back({tp.topic, {}});
+      // current_leader_epoch travels from v4 on (the leader fences a stale one).
+      const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.reset_timestamp, 1});
+    }
+    conn->send_adjusted(
+        std::move(req),
+        [](protocol::list_offsets_request& r, std::int16_t version) {
+          if (version < 2) r.isolation_level = 0;
+        },
+        [self = shared_from_this(), tps, seqs](std::error_code ec, const protocol::list_offsets_response& r,
+                                               const net::response_frame&) {
+          if (self->stopped_) return;
+          const auto current = [&](const TopicPartition& tp) -> part* {
+            auto it = self->parts_.find(tp);
+            const auto s = seqs.find(tp);
+            if (it == self->parts_.end() || s == seqs.end() || it->second.state != pstate::resetting ||
+                it->second.reset_seq != s->second)
+              return nullptr;
+            return &it->second;
+          };
+          std::set<TopicPartition> answered;
+          if (!ec) {
+            for (const auto& t : r.topics) {
+              for (const auto& p : t.partitions) {
+                TopicPartition tp{t.name, p.partition_index};
+                auto it = self->parts_.find(tp);
+                if (!current(tp)) continue;
+                if (p.error_code != 0 || p.offset < 0) {
+                  if (protocol::reacts(p.error_code, protocol::reaction::refresh_metadata)) self->maybe_refresh_metadata();
+                  continue;
+                }
+                answered.insert(tp);
+                logger()->debug("{}-{}: reset to offset {}", tp.topic, tp.partition, p.offset);
+                it->second.state = pstate::ready;
+                it->second.fetch_pos = p.offset;
+                it->second.epoch = p.leader_epoch;  // v4+; -1 before
+                self->shared_.push(detail::position_event{tp, p.offset, true, p.leader_epoch});
+                it->second.reset_forced = false;
+              }
+            }
+          }
+          for (const auto& tp : tps) {
+            if (answered.count(tp)) continue;
+            if (auto* p = current(tp)) p->state = pstate::needs_reset;
+          }
+          if (answered.size() != tps.size()) self->schedule_retry();
+          self->pump();
+        });
+  }
+}
+
+// ---- validation (KIP-320) --------------------------------------------------------------------------
+
+// A position with a leader epoch (the epoch of the record before it) is checked with the
+// partition's leader before fetching from it after a leader change, a FENCED_LEADER_EPOCH, or when
+// restored from a committed offset with its epoch: OffsetForLeaderEpoch returns where that epoch
+// ends in the leader's log. An end below the position means the log was truncated under it.
+void fetcher::send_validations() {
+  const auto& md = cluster_->metadata();
+  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
+  bool missing = false;
+  for (auto& [tp, p] : parts_) {
+    if (p.state != pstate::needs_validation) continue;
+    if (this->missing(tp, p)) {
+      missing = true;
+      continue;
+    }
+    const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+    if (p.epoch < 0 || pi.leader_epoch < 0) {
+      // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
+      // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
+      p.state = pstate::ready;
+      p.leader_epoch = pi.leader_epoch;
+      continue;
+    }
+    by_leader[pi.leader].push_back(tp);
+  }
+  if (missing) {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  struct sent_part {
+    std::int64_t position;
+    std::int32_t leader_epoch;
+  };
+  for (auto& [leader, tps] : by_leader) {
+    auto conn = cluster_->broker(leader);
+    if (!conn) {
+      no_connection();
+      continue;
+    }
+    protocol::offset_for_leader_epoch_request req;
+    req.replica_id = -1;  // a consumer (v3+)
+    std::map<std::string, std::size_t> index;
+    auto sent = std::make_shared<std::map<TopicPartition, sent_part>>();
+    for (const auto& tp : tps) {
+      auto& p = parts_[tp];
+      const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+      p.state = pstate::validating;
+      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+      if (inserted) req.topics.push_back({tp.topic, {}});
+      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch});
+      sent->emplace(tp, sent_part{p.fetch_pos, pi.leader_epoch});
+    }
+    conn->send(std::move(req), [self = shared_from_this(), sent](std::error_code ec,
+                                                                const protocol::offset_for_leader_epoch_response& r) {
+      if (self->stopped_) return;
+      // Still waiting for this answer: not seeked, reset or revoked meanwhile.
+      auto waiting = [&](const TopicPartition& tp) -> part* {
+        auto it = self->parts_.find(tp);
+        auto s = sent->find(tp);
+        if (it == self->parts_.end() || s == sent->end() || it->second.state != pstate::validating ||
+            it->second.fetch_pos != s->second.position)
+          return nullptr;
+        return &it->second;
+      };
+      if (ec == make_error_code(client_errc::no_compatible_version)) {
+        // A broker older than OffsetForLeaderEpoch v2 (Kafka 2.1) cannot validate: fetch as is.
+        logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
+        for (const auto& [tp, sp] : *sent) {
+          if (part* p = waiting(tp); p != nullptr) {
+            p->state = pstate::ready;
+            p->leader_epoch = sp.leader_epoch;
+          }
+        }
+        self->pump();
+        return;
+      }
+      if (!ec) {
+        for (const auto& t : r.topics) {
+          for (const auto& e : t.partitions) {
+            const TopicPartition tp{t.topic, e.partition};
+            part* p = waiting(tp);
+            if (p == nullptr) continue;
+            self->on_validated(tp, *p, sent->at(tp).leader_epoch, e.error_code, e.leader_epoch, e.end_offset);
+          }
+        }
+      } else {
+        logger()->debug("OffsetForLeaderEpoch failed: {}", ec.message());
+        self->maybe_refresh_metadata();
+      }
+      bool retry = false;
+      for (const auto& [tp, sp] : *sent) {
+        if (part* p = waiting(tp); p != nullptr) {  // not answered: asked again
+          p->state = pstate::needs_validation;
+          retry = true;
+        }
+      }
+      if (retry) self->schedule_retry();
+      self->pump();
+    });
+  }
+}
+
+void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
+                           std::int32_t end_epoch, std::int64_t end_offset) {
+  const std::string name = tp.topic + "-" + std::to_string(tp.partition);
+  if (error_code != 0) {
+    // FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...: asked again once metadata is fresh.
+    logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(error_code));
+    p.state = pstate::needs_validation;
+    if (protocol::reacts(error_code, protocol::reaction::refresh_metadata)) maybe_refresh_metadata();
+    schedule_retry();
+    return;
+  }
+  p.leader_epoch = leader_epoch;
+  const bool unknown = end_offset < 0 || end_epoch < 0;
+  const bool truncated = unknown || end_offset < p.fetch_pos;
+  {
+    std::lock_guard lock(shared_.mutex);
+    ++shared_.metrics.offset_validations;
+    if (truncated) ++shared_.metrics.log_truncations;
+  }
+  if (!truncated) {
+    p.state = pstate::ready;
+    return;
+  }
+  if (opts_.auto_offset_reset != "none") {
+    if (unknown) {
+      logger()->warn("{}: log truncation detected at offset {} (leader epoch {}); the leader cannot tell where its log "
+                     "diverged, so auto.offset.reset={} applies",
+                     name, p.fetch_pos, p.epoch, opts_.auto_offset_reset);
+      p.state = pstate::needs_reset;
+      p.reset_timestamp = reset_timestamp();
+      p.reset_forced = true;
+    } else {
+      // As Java: resume at the first offset known to diverge (not at the log's start or end), so
+      // no record the new leader has is skipped.
+      logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
+                     "diverged at offset {} (epoch {}); resuming there",
+                     name, p.fetch_pos, p.epoch, end_offset, end_epoch);
+      p.state = pstate::ready;
+      p.fetch_pos = end_offset;
+      p.epoch = end_epoch;
+      shared_.push(detail::position_event{tp, end_offset, true, end_epoch});
+    }
+    return;
+  }
+  p.state = pstate::awaiting_seek;
+  std::string message = "log truncation detected for " + name + " at offset " + std::to_string(p.fetch_pos) +
+                        " (leader epoch " + std::to_string(p.epoch) + ")";
+  message += unknown ? ": the leader cannot tell where its log diverged"
+                     : ": the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
+                           std::to_string(end_epoch) + ")";
+  message += "; auto.offset.reset=none, so the partition waits for seek()";
+  logger()->warn("{}", message);
+  shared_.push(detail::data_error{tp, make_error_code(client_errc::log_truncation), message,
+                                  unknown ? -1 : end_offset, unknown ? -1 : end_epoch});
+}
+
+// ---- offset queries (beginning_offsets, end_offsets, offsets_for_times) ---------------------------
+
+struct fetcher::offsets_query {
+  std::map<TopicPartition, std::int64_t> wanted;  // not answered yet
+  offsets_result got;
+  clock::time_point deadline;
+  offsets_done done;
+  std::error_code last_error;
+  std::string last_message;
+  bool finished = false;
+
+  void finish(std::error_code ec, const std::string& message) {
+    if (finished) return;
+    finished = true;
+    done(ec, message, ec ? offsets_result{} : std::move(got));
+  }
+};
+
+void fetcher::query_offsets(std::map<TopicPartition, std::int64_t> timestamps, clock::time_point deadline,
+                            offsets_done done) {
+  auto q = std::make_shared<offsets_query>();
+  q->wanted = std::move(timestamps);
+  q->deadline = deadline;
+  q->done = std::move(done);
+  run_query(std::move(q));
+}
+
+void fetcher::retry_query(std::shared_ptr<offsets_query> q) {
+  if (clock::now() + opts_.retry_backoff >= q->deadline) {
+    q->finish(q->last_error ? q->last_error : make_error_code(client_errc::request_timed_out),
+              q->last_message.empty() ? "no answer in time" : q->last_message);
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, opts_.retry_backoff);
+  timer->async_wait([self = shared_from_this(), q, timer](const boost::system::error_code&) { self->run_query(q); });
+}
+
+void fetcher::run_query(std::shared_ptr<offsets_query> q) {
+  if (stopped_) return q->finish(make_error_code(client_errc::shutting_down), "the consumer is closing");
+  if (q->wanted.empty()) return q->finish({}, "");
+  std::set<std::string> topics;
+  for (const auto& [tp, ts] : q->wanted) topics.insert(tp.topic);
+  const auto timeout = std::min<std::chrono::milliseconds>(
+      opts_.request_timeout,
+      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(q->deadline - clock::now())));
+  cluster_->refresh_metadata(std::vector<std::string>(topics.begin(), topics.end()), timeout,
+                             [self = shared_from_this(), q, timeout](std::error_code ec) {
+    if (self->stopped_) return q->finish(make_error_code(client_errc::shutting_down), "the consumer is closing");
+    if (ec) {
+      q->last_error = ec;
+      q->last_message = "metadata: " + ec.message();
+      return self->retry_query(q);
+    }
+    const auto& md = self->cluster_->metadata();
+    std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
+    for (const auto& [tp, ts] : q->wanted) {
+      auto t = md.topics.find(tp.topic);
+      if (t == md.topics.end() || t->second.error_code != 0 ||
+          tp.partition >= static_cast<std::int32_t>(t->second.partitions.size())) {
+        q->last_error = make_error_code(kafka_errc::unknown_topic_or_partition);
+        q->last_message = tp.topic + "-" + std::to_string(tp.partition) + " is not in the cluster metadata";
+        continue;
+      }
+      const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
+      if (leader < 0 || md.brokers.count(leader) == 0) {
+        q->last_error = make_error_code(kafka_errc::leader_not_available);
+        q->last_message = tp.topic + "-" + std::to_string(tp.partition) + " has no leader";
+        continue;
+      }
+      by_leader[leader].push_back(tp);
+    }
+    if (by_leader.empty()) return self->retry_query(q);
+    auto pending = std::make_shared<std::size_t>(by_leader.size());
+    auto one_done = [self, q, pending] {
+      if (--*pending > 0) return;
+      if (q->wanted.empty()) return q->finish({}, "");
+      self->retry_query(q);
+    };
+    for (const auto& [leader, tps] : by_leader) {
+      auto conn = self->cluster_->broker(leader);
+      if (!conn) {
+        one_done();
+        continue;
+      }
+      protocol::list_offsets_request req;
+      req.replica_id = -1;
+      req.isolation_level = self->opts_.isolation_level;
+      std::map<std::string, std::size_t> index;
+      for (const auto& tp : tps) {
+        auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
+        if (inserted) req.topics.push_back({tp.topic, {}});
+        const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
+        req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, q->wanted.at(tp), 1});
+      }
+      conn->send_adjusted(
+          std::move(req),
+          [](protocol::list_offsets_request& r, std::int16_t version) {
+            if (version < 2) r.isolation_level = 0;
+          },
+          [q, one_done](std::error_code ec, const protocol::list_offsets_response& r, const net::response_frame&) {
+            if (ec) {
+              q->last_error = ec;
+              q->last_message = "ListOffsets: " + ec.message();
+            }
+            for (const auto& t : r.topics) {
+              for (const auto& p : t.partitions) {
+                const TopicPartition tp{t.name, p.partition_index};
+                if (!q->wanted.count(tp)) continue;
+                if (p.error_code == 0) {
+                  q->got[tp] = {p.offset, p.timestamp};
+                  q->wanted.erase(tp);
+                  continue;
+                }
+                const auto code = static_cast<kafka_errc>(p.error_code);
+                q->last_error = make_error_code(code);
+                q->last_message = "ListOffsets of " + tp.topic + "-" + std::to_string(tp.partition) + ": " +
+                                  kafka_error_name(p.error_code);
+                if (!is_retriable(code)) return q->finish(q->last_error, q->last_message);
+              }
+            }
+            one_done();
+          },
+          timeout);
+    }
+  });
+}
+
+}  // namespace kgroup::fetch
