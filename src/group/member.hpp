@@ -293,6 +293,9 @@ class member {
   /// A code no reaction handles, answered to `api`: logged and retried, fatal when it is not
   /// retriable and the max_unexpected_in_a_row-th in a row; true if fatal.
   bool unexpected_error(std::int16_t c, const char* api);
+  enum class retry_with { join, heartbeat };
+  /// The end every JoinGroup/SyncGroup/Heartbeat error ladder shares (member_responses.cpp).
+  void answer_error(time_point now, std::int16_t c, const char* api, retry_with retry);
   static constexpr int max_unexpected_in_a_row = 10;
   bool coordinator_error(time_point now, std::int16_t code);
   /// Leader: who joined and who left since the generation before (describe_rebalance).

@@ -129,17 +129,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     pump(now);
     return;
   }
-  if (coordinator_error(now, c)) {
-    pump(now);
-    return;
-  }
-  if (is_fatal_group_error(c)) {
-    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
-    return;
-  }
-  if (unexpected_error(c, "JoinGroup")) return;
-  backoff(now);
-  pump(now);
+  answer_error(now, c, "JoinGroup", retry_with::join);
 }
 
 void member::sync_group_done(time_point now, const protocol::sync_group_response& r) {
@@ -224,19 +214,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     pump(now);
     return;
   }
-  if (coordinator_error(now, c)) {
-    transition(member_state::joining, "SyncGroup: coordinator error");
-    pump(now);
-    return;
-  }
-  if (is_fatal_group_error(c)) {
-    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
-    return;
-  }
-  if (unexpected_error(c, "SyncGroup")) return;
-  transition(member_state::joining, "SyncGroup: unexpected error");
-  backoff(now);
-  pump(now);
+  answer_error(now, c, "SyncGroup", retry_with::join);
 }
 
 void member::heartbeat_done(time_point now, const protocol::heartbeat_response& r) {
@@ -268,18 +246,27 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
     membership_lost(now, "Heartbeat", c);
     return;
   }
-  if (coordinator_error(now, c)) {
+  answer_error(now, c, "Heartbeat", retry_with::heartbeat);
+}
+
+void member::answer_error(time_point now, std::int16_t c, const char* api, retry_with retry) {
+  // The tail of the JoinGroup, SyncGroup and Heartbeat ladders: a coordinator error backs off
+  // (rediscovering a coordinator that moved), a fatal code ends the membership, anything else is
+  // unexpected (logged, retried after a backoff, fatal when it keeps coming). A retried SyncGroup
+  // starts over from JoinGroup; a failed heartbeat is resent when the backoff ends.
+  if (!coordinator_error(now, c)) {
+    if (is_fatal_group_error(c)) {
+      fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+      return;
+    }
+    if (unexpected_error(c, api)) return;
+    backoff(now);
+  }
+  if (retry == retry_with::heartbeat) {
     heartbeat_after_backoff();
-    pump(now);
-    return;
+  } else if (state_ == member_state::syncing) {
+    transition(member_state::joining, (std::string(api) + " failed: " + kafka_error_name(c)).c_str());
   }
-  if (is_fatal_group_error(c)) {
-    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
-    return;
-  }
-  if (unexpected_error(c, "Heartbeat")) return;
-  backoff(now);
-  heartbeat_after_backoff();
   pump(now);
 }
 
