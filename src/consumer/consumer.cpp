@@ -662,7 +662,7 @@ class Consumer::impl {
     id.group_mode = !config_.get("group.id").empty();
     if (mode_ != mode::subscribed) {
       // Manual assignment (or none): commits carry generation -1 and no member id, as Java's do.
-      id.coordinator = manual_coordinator_;
+      id.coordinator = manual_coordinator_.node();
       id.stable = true;
       return id;
     }
@@ -676,14 +676,16 @@ class Consumer::impl {
   // again once the one in use stops answering as coordinator (it moved, or its broker is down).
   void standalone_coordinator(bool failed) {
     if (mode_ == mode::subscribed) return;  // the membership core finds the group's coordinator
-    if (failed) manual_coordinator_.reset();
+    if (failed && manual_coordinator_.known()) manual_coordinator_.forget();
     const std::string group = config_.get("group.id");
-    if (group.empty() || manual_coordinator_ || standalone_lookup_) return;
-    standalone_lookup_ = true;
+    if (group.empty() || !manual_coordinator_.start()) return;
     cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"),
                                [this](std::error_code ec, std::int32_t node) {
-                                 standalone_lookup_ = false;
-                                 if (!ec) manual_coordinator_ = node;
+                                 if (ec) {
+                                   manual_coordinator_.forget();
+                                 } else {
+                                   manual_coordinator_.found(node);
+                                 }
                                  fetcher_->wake();
                                });
   }
@@ -1425,8 +1427,7 @@ class Consumer::impl {
   enum class mode { none, subscribed, manual };
   std::atomic<mode> mode_{mode::none};
   std::set<TopicPartition> manual_;
-  std::optional<std::int32_t> manual_coordinator_;
-  bool standalone_lookup_ = false;  // background thread: a lookup for manual_coordinator_ is under way
+  group::coordinator_lookup manual_coordinator_;
   // Metrics, user-thread side (published into shared_.metrics).
   detail::metrics_identity metrics_id_;
   std::optional<clock::time_point> last_poll_start_;

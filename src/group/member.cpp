@@ -299,10 +299,10 @@ void member::tick(time_point now) {
         "group '{}': no successful heartbeat for session.timeout.ms ({} ms); the coordinator has "
         "removed this member",
         opts_.group_id, opts_.session_timeout.count());
-    if (in_flight_ != in_flight::none && coordinator_) {
+    if (in_flight_ != in_flight::none && coord_.node()) {
       // The request in flight (a heartbeat that never came back) would hold the next JoinGroup
       // until request.timeout.ms: fail it now (issue 13, item 7).
-      actions_.emplace_back(abandon_requests{*coordinator_});
+      actions_.emplace_back(abandon_requests{*coord_.node()});
       in_flight_ = in_flight::none;
     }
     mark_coordinator_unknown(now, "session timed out");
@@ -338,7 +338,7 @@ bool member::check_poll_timeout(time_point now) {
         "group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving "
         "the group. Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
         opts_.group_id, measured, opts_.max_poll_interval.count());
-    if (!member_id_.empty() && !opts_.group_instance_id && coordinator_) {
+    if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
       protocol::leave_group_request req;
       req.group_id = opts_.group_id;
       req.member_id = member_id_;
@@ -431,11 +431,8 @@ void member::pump(time_point now) {
       state_ == member_state::closed || state_ == member_state::poll_timed_out) {
     return;
   }
-  if (needs_coordinator() && coord_ != coord_state::known) {
-    if (coord_ == coord_state::unknown && now >= backoff_until_) {
-      coord_ = coord_state::looking;
-      actions_.emplace_back(find_coordinator{});
-    }
+  if (needs_coordinator() && !coord_.known()) {
+    if (coord_.unknown() && now >= backoff_until_ && coord_.start()) actions_.emplace_back(find_coordinator{});
     return;
   }
   if (now < backoff_until_) return;
@@ -540,7 +537,7 @@ void member::send_heartbeat_now(time_point now) {
 
 void member::send_leave(time_point now, const std::string& reason) {
   // A static member does not leave: its instance id keeps its partitions across a restart (KIP-345).
-  if (member_id_.empty() || opts_.group_instance_id || !coordinator_) {
+  if (member_id_.empty() || opts_.group_instance_id || !coord_.node()) {
     finish_leave(now);
     return;
   }
@@ -692,12 +689,11 @@ void member::set_owned(partition_set owned) {
 }
 
 void member::mark_coordinator_unknown(time_point, const char* why) {
-  if (coord_ == coord_state::known) {
+  if (coord_.known()) {
     logger()->info("group '{}': coordinator {} unusable ({}); rediscovering", opts_.group_id,
-                   coordinator_.value_or(-1), why);
+                   coord_.node().value_or(-1), why);
   }
-  coord_ = coord_state::unknown;
-  coordinator_.reset();
+  coord_.forget();
 }
 
 void member::backoff(time_point now) { backoff_until_ = now + retry_backoff_.next(); }
@@ -744,13 +740,13 @@ std::optional<time_point> member::next_deadline() const {
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
                              state_ == member_state::preparing || state_ == member_state::assigning) &&
                             generation_ >= 0;
-  if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_ == coord_state::known) {
+  if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_.known()) {
     consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
   }
   if (heartbeating) {
     // The next heartbeat is due only when none is in flight and the coordinator is known (else
     // its response or the lookup wakes the core), and not before a backoff ends.
-    if (in_flight_ == in_flight::none && coord_ == coord_state::known) {
+    if (in_flight_ == in_flight::none && coord_.known()) {
       consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
     }
     consider(last_heartbeat_ok_ + opts_.session_timeout);

@@ -220,7 +220,7 @@ class member {
   std::int32_t generation() const noexcept { return generation_; }
   bool is_leader() const noexcept { return !member_id_.empty() && leader_id_ == member_id_; }
   const std::string& protocol_name() const noexcept { return protocol_name_; }
-  std::optional<std::int32_t> coordinator() const noexcept { return coordinator_; }
+  std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }
   const std::vector<std::string>& topics() const noexcept { return topics_; }
   const member_options& options() const noexcept { return opts_; }
   /// The coordinator removed this member (unknown member, fenced generation, session expiry) and
@@ -241,7 +241,6 @@ class member {
 
  private:
   enum class in_flight { none, join, sync, heartbeat, leave };
-  enum class coord_state { unknown, looking, known };
   // What to do when the pending listener returns.
   enum class then {
     nothing,
@@ -317,8 +316,7 @@ class member {
   partition_set owned_;
   partition_set pending_assignment_;  // received in SyncGroup, applied after listeners
   in_flight in_flight_ = in_flight::none;
-  coord_state coord_ = coord_state::unknown;
-  std::optional<std::int32_t> coordinator_;
+  coordinator_lookup coord_;
   time_point backoff_until_{};
   base::backoff retry_backoff_;
   time_point last_heartbeat_sent_{};

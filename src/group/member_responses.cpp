@@ -11,8 +11,7 @@
 namespace kgroup::group {
 
 void member::coordinator_found(time_point now, std::int32_t node_id) {
-  coord_ = coord_state::known;
-  coordinator_ = node_id;
+  coord_.found(node_id);
   retry_backoff_.reset();
   backoff_until_ = {};
   logger()->info("group '{}': coordinator is broker {}", opts_.group_id, node_id);
@@ -20,8 +19,7 @@ void member::coordinator_found(time_point now, std::int32_t node_id) {
 }
 
 void member::coordinator_failed(time_point now, std::error_code ec) {
-  coord_ = coord_state::unknown;
-  coordinator_.reset();
+  coord_.forget();
   if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
     fatal(ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
     return;

@@ -58,7 +58,7 @@ group::standing member::standing() const {
   s.generation = generation_;
   s.member_id = member_id_;
   s.instance_id = opts_.group_instance_id;
-  s.coordinator = coordinator_;
+  s.coordinator = coord_.node();
   s.poll_timed_out = state_ == member_state::poll_timed_out;
   s.fatal = state_ == member_state::fatal;
   s.removed = removed_;

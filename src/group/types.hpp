@@ -23,6 +23,36 @@ using partition_set = std::set<TopicPartition>;
 
 enum class listener_kind { revoked, assigned, lost };
 
+/// Where a group's coordinator stands for this client: unknown, being looked up (FindCoordinator
+/// in flight), or known. One value type for the membership core and for the facade's lookup of
+/// commits outside a subscription (assign()), so both discover it the same way.
+class coordinator_lookup {
+ public:
+  /// Whether a lookup should be sent now: none known and none under way. Marks one under way.
+  bool start() noexcept {
+    if (state_ != state::unknown) return false;
+    state_ = state::looking;
+    return true;
+  }
+  void found(std::int32_t node) noexcept {
+    state_ = state::known;
+    node_ = node;
+  }
+  /// The lookup failed, or the coordinator in use stopped answering as one: look it up again.
+  void forget() noexcept {
+    state_ = state::unknown;
+    node_.reset();
+  }
+  bool known() const noexcept { return state_ == state::known; }
+  bool unknown() const noexcept { return state_ == state::unknown; }
+  std::optional<std::int32_t> node() const noexcept { return node_; }
+
+ private:
+  enum class state { unknown, looking, known };
+  state state_ = state::unknown;
+  std::optional<std::int32_t> node_;
+};
+
 /// What the data path needs to know of the membership to commit (member::standing()): the
 /// identity commits carry and whether one may be sent now.
 struct standing {

@@ -333,3 +333,19 @@ TEST_CASE("member: standing() tells the data path when a commit may carry the ge
   CHECK_FALSE(st.fatal);
   CHECK_FALSE(st.poll_timed_out);
 }
+
+TEST_CASE("coordinator_lookup: one lookup at a time, forgotten when unusable", "[member]") {
+  coordinator_lookup c;
+  CHECK(c.unknown());
+  CHECK(c.start());
+  CHECK_FALSE(c.start());  // one under way
+  CHECK_FALSE(c.known());
+  c.found(3);
+  CHECK(c.known());
+  CHECK(c.node() == std::optional<std::int32_t>(3));
+  CHECK_FALSE(c.start());
+  c.forget();
+  CHECK(c.unknown());
+  CHECK_FALSE(c.node().has_value());
+  CHECK(c.start());
+}
