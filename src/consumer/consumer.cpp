@@ -20,7 +20,8 @@
 #include "consumer/window_stat.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/group_observer.hpp"
-#include "data/txn_filter.hpp"
+#include "data/positions.hpp"
+#include "data/record_cursor.hpp"
 #include "kgroup_build_config.hpp"
 #if KGROUP_WITH_HTTP
 #include "http/server.hpp"
@@ -121,7 +122,7 @@ class Consumer::impl {
     read_committed_ = fo.isolation_level == 1;
     max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
     max_poll_interval_ = mo.max_poll_interval;
-    check_crcs_ = config_.get_bool("check.crcs");
+    cursor_ = data::record_cursor({.read_committed = read_committed_, .verify_crc = config_.get_bool("check.crcs")});
     fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
     // Background thread, like the driver it reaches (created below, before any commit).
     fo.commit_error = [this](std::int32_t generation, std::int16_t c) {
@@ -210,15 +211,8 @@ class Consumer::impl {
       }
     }
     mode_ = tps.empty() ? mode::none : mode::manual;
-    for (auto it = parts_.begin(); it != parts_.end();) {
-      if (!tps.count(it->first)) {
-        drop_current(it->first);
-        it = parts_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (const auto& tp : tps) parts_.try_emplace(tp);
+    for (const auto& tp : positions_.retain(tps)) drop_current(tp);
+    for (const auto& tp : tps) positions_.own(tp);
     {
       std::lock_guard lock(shared_.mutex);
       manual_ = tps;
@@ -360,8 +354,7 @@ class Consumer::impl {
       // application's batch (issue 13, item 5).
       run_events(/*throw_fatal=*/true, /*run_listeners=*/false);
       raise_data_error();
-      auto it = parts_.find(tp);
-      if (it != parts_.end() && it->second.position >= 0) return it->second.position;
+      if (auto p = positions_.position(tp)) return p->offset;
       {
         std::lock_guard lock(shared_.mutex);
         if (!shared_.owned.count(tp) && !manual_.count(tp)) {
@@ -385,11 +378,7 @@ class Consumer::impl {
     check_open();
     if (offset < 0) throw Error(make_error_code(client_errc::invalid_argument),
                                    "seek(): negative offset " + std::to_string(offset));
-    auto& p = parts_[tp];
-    p.position = offset;
-    p.epoch = epoch;
-    p.user_seeked = true;
-    ++p.seeks_in_flight;
+    positions_.seek(tp, offset, epoch);
     drop_current(tp);
     {
       // What auto-commit commits is the seek target from now on (Java's allConsumed(): the
@@ -404,11 +393,7 @@ class Consumer::impl {
   void seek_to(const std::set<TopicPartition>& tps, bool beginning) {
     check_open();
     for (const auto& tp : tps) {
-      auto& p = parts_[tp];
-      p.position = -1;
-      p.epoch = -1;
-      p.user_seeked = false;
-      ++p.seeks_in_flight;
+      positions_.seek_to(tp);
       drop_current(tp);
     }
     post([this, tps, beginning] { fetcher_->seek_to(tps, beginning); });
@@ -417,7 +402,7 @@ class Consumer::impl {
   void pause(const std::set<TopicPartition>& tps) {
     check_open();
     for (const auto& tp : tps) {
-      parts_[tp].paused = true;
+      positions_.pause(tp);
       drop_current(tp);
     }
     post([this, tps] { fetcher_->pause(tps); });
@@ -427,21 +412,12 @@ class Consumer::impl {
     check_open();
     std::map<TopicPartition, detail::epoch_offset> positions;
     for (const auto& tp : tps) {
-      auto it = parts_.find(tp);
-      if (it == parts_.end()) continue;
-      it->second.paused = false;
-      positions[tp] = {it->second.position, it->second.epoch};
+      if (auto p = positions_.resume(tp)) positions[tp] = *p;
     }
     post([this, positions] { fetcher_->resume(positions); });
   }
 
-  std::set<TopicPartition> paused() const {
-    std::set<TopicPartition> out;
-    for (const auto& [tp, p] : parts_) {
-      if (p.paused) out.insert(tp);
-    }
-    return out;
-  }
+  std::set<TopicPartition> paused() const { return positions_.paused(); }
 
   std::set<TopicPartition> assignment() const {
     std::lock_guard lock(shared_.mutex);
@@ -612,12 +588,12 @@ class Consumer::impl {
     const bool manual = mode_ == mode::manual;
     for (const auto& tp : manual ? manual_ : shared_.owned) {
       auto& out = m.partitions[tp];
-      if (auto it = parts_.find(tp); it != parts_.end()) {
-        out.position = it->second.position;
-        out.high_watermark = it->second.high_watermark;
-        out.replica = it->second.replica;
-        out.log_start_offset = it->second.log_start_offset;
-        out.paused = it->second.paused;
+      if (const auto* p = positions_.find(tp)) {
+        out.position = p->position;
+        out.high_watermark = p->high_watermark;
+        out.replica = p->replica;
+        out.log_start_offset = p->log_start_offset;
+        out.paused = p->paused;
       }
     }
     m.records_total = records_total_;
@@ -631,31 +607,6 @@ class Consumer::impl {
   }
 
   // User-thread view of one owned partition.
-  struct upart {
-    std::int64_t position = -1;        // next offset poll() returns; -1 until known
-    std::int32_t epoch = -1;           // leader epoch of the record before `position`; -1 unknown
-    std::int64_t high_watermark = -1;  // from the last fetched data (metrics)
-    std::int32_t replica = -1;         // broker the last fetched data came from (metrics)
-    std::int64_t log_start_offset = -1;  // from the last fetched data (metrics: records-lead)
-    bool paused = false;
-    bool user_seeked = false;  // a user seek() wins over the initial committed position
-    // seek()/seek_to_*() calls the fetcher has not applied yet: position events until then were
-    // computed before them (a reset answer in flight) and are ignored.
-    int seeks_in_flight = 0;
-  };
-
-  // The fetched data poll() is reading through, one partition's response at a time.
-  struct cursor {
-    std::shared_ptr<detail::fetched_data> data;
-    protocol::batch_reader batches;
-    protocol::record_batch batch;
-    protocol::record_iterator records;
-    bool in_batch = false;
-    bool skip_batch = false;
-    std::shared_ptr<const void> batch_owner;
-    fetch::aborted_filter aborted;  // read_committed only
-  };
-
   fetch::group_identity identity() const {
     // Runs on the background thread (the fetcher asks it), where the core lives.
     fetch::group_identity id;
@@ -692,21 +643,18 @@ class Consumer::impl {
 
   OffsetMap current_positions() const {
     OffsetMap out;
-    for (const auto& [tp, p] : parts_) {
-      if (p.position >= 0)
-        out[tp] = {p.position, "", p.epoch >= 0 ? std::optional<std::int32_t>(p.epoch) : std::nullopt};
-    }
+    for (const auto& [tp, p] : positions_.positions())
+      out[tp] = {p.offset, "", p.epoch >= 0 ? std::optional<std::int32_t>(p.epoch) : std::nullopt};
     return out;
   }
 
   void drop_current(const TopicPartition& tp) {
-    if (cur_ && cur_->data->tp == tp) finish_cursor();
+    if (const auto* cur = cursor_.partition(); cur && *cur == tp) finish_cursor();
   }
 
   void finish_cursor() {
-    if (!cur_) return;
-    const std::size_t bytes = cur_->data->bytes;
-    cur_.reset();
+    if (!cursor_.open()) return;
+    const std::size_t bytes = cursor_.finish();
     {
       std::lock_guard lock(shared_.mutex);
       shared_.buffered_bytes -= std::min(shared_.buffered_bytes, bytes);
@@ -724,10 +672,8 @@ class Consumer::impl {
         d = std::move(shared_.fetched.front());
         shared_.fetched.pop_front();
       }
-      auto it = parts_.find(d.tp);
-      const bool usable = it != parts_.end() && !it->second.paused && it->second.position >= 0 &&
-                          d.fetch_offset == it->second.position;
-      if (!usable) {
+      const auto fit = positions_.fit(d);
+      if (fit != data::fetched_fit::usable) {
         std::lock_guard lock(shared_.mutex);
         // It may only look stale because the events that make it usable are still queued: the
         // background thread queues a partition's assignment (listener call) and its position
@@ -747,136 +693,34 @@ class Consumer::impl {
           return false;
         }
         shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
-        logger()->debug("{}-{}: fetched data from offset {} dropped (position {}{})", d.tp.topic, d.tp.partition,
-                        d.fetch_offset, it == parts_.end() ? -1 : it->second.position,
-                        it == parts_.end() ? ", not owned" : it->second.paused ? ", paused" : "");
+        logger()->debug("{}-{}: fetched data from offset {} dropped ({})", d.tp.topic, d.tp.partition,
+                        d.fetch_offset, data::to_string(fit));
         // The fetcher stops while the buffer is full and only the user thread wakes it: freeing
         // space by dropping must wake it too, as finish_cursor() does.
         post([this] { fetcher_->wake(); });
         continue;
       }
-      // Lag counts to the last stable offset under read_committed: records past it are not
-      // readable yet (Java's records-lag does the same).
-      const std::int64_t end = read_committed_ && d.last_stable_offset >= 0 ? d.last_stable_offset : d.high_watermark;
-      if (end >= 0) it->second.high_watermark = end;
-      it->second.replica = d.replica;
-      if (d.log_start_offset >= 0) it->second.log_start_offset = d.log_start_offset;
+      positions_.note_fetched(d, read_committed_);
       pending_bytes_ += static_cast<std::int64_t>(d.bytes);
-      protocol::decode_options opts;
-      opts.verify_crc = check_crcs_;
-      auto data = std::make_shared<detail::fetched_data>(std::move(d));
-      cur_.emplace(
-          cursor{data, protocol::batch_reader(data->records, opts), {}, {}, false, false, nullptr, {}});
-      if (read_committed_) cur_->aborted = fetch::aborted_filter(data->aborted);
+      cursor_.start(std::make_shared<detail::fetched_data>(std::move(d)));
       return true;
     }
   }
 
   ConsumerRecords drain() {
-    std::vector<ConsumerRecord> out;
-    std::vector<std::shared_ptr<const void>> owners;
-    std::map<TopicPartition, detail::epoch_offset> advanced;
-    // A compressed batch the previous poll() left half-read: the records returned now view its
-    // decompressed buffer too, and the cursor lets go of that buffer at its next batch, so this
-    // poll's records must own it as well (without this they pointed into freed memory).
-    if (cur_ && cur_->in_batch && cur_->batch_owner) owners.push_back(cur_->batch_owner);
-    // The partition's entries in parts_ and `advanced` are looked up once per fetched data, not
-    // once per record: those lookups compare topic strings and took about a tenth of a
-    // consumer's CPU (kgroup-bench-consume). parts_ does not change inside drain(), and
-    // `looked_up` keeps the data it was looked up for alive.
-    std::shared_ptr<detail::fetched_data> looked_up;
-    std::map<TopicPartition, upart>::iterator pit;
-    detail::epoch_offset* advanced_pos = nullptr;  // advanced[tp], created at the partition's first advance
-    auto advance_to = [&](std::int64_t position, std::int32_t epoch) {
-      pit->second.position = position;
-      pit->second.epoch = epoch;
-      if (!advanced_pos) advanced_pos = &advanced[pit->first];
-      *advanced_pos = {position, epoch};
-    };
-    while (out.size() < max_poll_records_) {
-      if (!cur_ && !next_cursor()) break;
-      cursor& c = *cur_;
-      if (c.data != looked_up) {
-        pit = parts_.find(c.data->tp);
-        if (pit == parts_.end()) {
-          finish_cursor();
-          continue;
-        }
-        looked_up = c.data;
-        advanced_pos = nullptr;
-        owners.push_back(c.data);
-      }
-      if (!c.in_batch) {
-        if (!c.batches.next(c.batch)) {
-          if (c.batches.error()) corrupt_data(c.data->tp, pit->second, c.batches.error(), "record batch");
-          finish_cursor();
-          continue;
-        }
-        c.in_batch = true;
-        c.records = c.batch.records();
-        c.batch_owner = c.batch.decompressed_owner();
-        if (c.batch_owner) owners.push_back(c.batch_owner);
-        const auto& h = c.batch.header();
-        c.skip_batch = h.last_offset() < pit->second.position;
-        if (read_committed_) {
-          // Every batch goes through the filter (it tracks transactions across batches).
-          if (c.aborted.skip(h)) c.skip_batch = true;
-        } else if (h.is_control()) {
-          c.skip_batch = true;  // control records are never returned
-        }
-        if (c.skip_batch) {
-          // Still advance past it so the position moves beyond skipped (aborted or control) data.
-          if (h.last_offset() >= pit->second.position) advance_to(h.last_offset() + 1, batch_epoch(h));
-          c.in_batch = false;
-          continue;
-        }
-      }
-      protocol::record r;
-      if (!c.records.next(r)) {
-        if (c.records.error()) {
-          corrupt_data(c.data->tp, pit->second, c.records.error(), "record");
-          finish_cursor();
-          continue;
-        }
-        // The next position is past the batch's last offset, also when compaction removed its
-        // trailing records (the fetcher continues from there too; issue 13, item 6).
-        if (c.batch.header().last_offset() >= pit->second.position)
-          advance_to(c.batch.header().last_offset() + 1, batch_epoch(c.batch.header()));
-        c.in_batch = false;
-        continue;
-      }
-      if (r.offset < pit->second.position) continue;
-      const auto& h = c.batch.header();
-      ConsumerRecord rec;
-      rec.topic = c.data->tp.topic;
-      rec.partition = c.data->tp.partition;
-      rec.offset = r.offset;
-      rec.timestamp = r.timestamp;
-      rec.timestamp_type = h.magic == 0                         ? TimestampType::none
-                           : static_cast<int>(h.ts_type()) == 1 ? TimestampType::log_append_time
-                                                                : TimestampType::create_time;
-      rec.leader_epoch = batch_epoch(h);
-      if (r.key) rec.key = std::string_view(reinterpret_cast<const char*>(r.key->data()), r.key->size());
-      if (r.value)
-        rec.value = std::string_view(reinterpret_cast<const char*>(r.value->data()), r.value->size());
-      if (!r.headers.empty()) {
-        rec.headers.reserve(r.headers.size());
-        for (const auto& hd : r.headers) {
-          Header out_h{hd.key, std::nullopt};
-          if (hd.value)
-            out_h.value = std::string_view(reinterpret_cast<const char*>(hd.value->data()), hd.value->size());
-          rec.headers.push_back(out_h);
-        }
-      }
-      // Reserved at the first record, not per poll(): most polls of an idle consumer return nothing.
-      if (out.capacity() == 0) out.reserve(std::min<std::size_t>(max_poll_records_, 1024));
-      out.push_back(std::move(rec));
-      advance_to(r.offset + 1, rec.leader_epoch);
+    data::poll_batch batch;
+    while (batch.records.size() < max_poll_records_) {
+      if (!cursor_.open() && !next_cursor()) break;
+      const auto tp = *cursor_.partition();
+      const auto stop = cursor_.read(batch, max_poll_records_, positions_);
+      if (stop == data::record_cursor::stop::full) break;
+      if (stop == data::record_cursor::stop::corrupt) corrupt_data(tp, cursor_.error(), cursor_.error_what());
+      finish_cursor();
     }
     // Committable by auto-commit only from the next poll() on: the application processes these
     // records before it polls again (Java's at-least-once rule for auto-commit).
-    for (const auto& [tp, pos] : advanced) returned_[tp] = pos;
-    return ConsumerRecords(std::move(out), std::move(owners));
+    for (const auto& [tp, pos] : batch.advanced) returned_[tp] = pos;
+    return ConsumerRecords(std::move(batch.records), std::move(batch.owners));
   }
 
   // Raises the oldest data-path error of a partition still owned (one per call). Truncations
@@ -886,7 +730,7 @@ class Consumer::impl {
     while (!pending_data_errors_.empty()) {
       auto e = std::move(pending_data_errors_.front());
       pending_data_errors_.pop_front();
-      if (!parts_.count(e.tp)) continue;  // given up since: nothing to report
+      if (!positions_.owns(e.tp)) continue;  // given up since: nothing to report
       const auto truncation = make_error_code(client_errc::log_truncation);
       if (e.code != truncation) throw Error(e.code, e.message);
       std::map<TopicPartition, OffsetAndMetadata> divergent;
@@ -898,7 +742,7 @@ class Consumer::impl {
       };
       add(e);
       for (auto it = pending_data_errors_.begin(); it != pending_data_errors_.end();) {
-        if (it->code != truncation || !parts_.count(it->tp)) {
+        if (it->code != truncation || !positions_.owns(it->tp)) {
           ++it;
           continue;
         }
@@ -914,13 +758,14 @@ class Consumer::impl {
   // record that does not parse): raised from poll() naming the partition and the offset, as Java
   // does. Nothing at or past it is returned or skipped: the position stays, and the fetcher reads
   // from it again, so every poll() raises it until the application seeks past it.
-  void corrupt_data(const TopicPartition& tp, const upart& p, std::error_code ec, const char* what) {
+  void corrupt_data(const TopicPartition& tp, std::error_code ec, const char* what) {
+    const auto p = positions_.position(tp).value_or(detail::epoch_offset{});
     const std::string message = "corrupt " + std::string(what) + " in " + tp.topic + "-" +
-                                std::to_string(tp.partition) + " at offset " + std::to_string(p.position) + ": " +
+                                std::to_string(tp.partition) + " at offset " + std::to_string(p.offset) + ": " +
                                 ec.message() + "; seek() past it to skip it";
     logger()->error("{}", message);
     pending_data_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message});
-    post([this, tp, offset = p.position, epoch = p.epoch] { fetcher_->refetch(tp, offset, epoch); });
+    post([this, tp, p] { fetcher_->refetch(tp, p.offset, p.epoch); });
   }
 
   // now + timeout, for the blocking calls (a negative timeout: now; no overflow for huge ones).
@@ -1016,16 +861,10 @@ class Consumer::impl {
   }
 
   std::optional<std::int64_t> current_lag(const TopicPartition& tp) const {
-    auto it = parts_.find(tp);
-    if (it == parts_.end() || it->second.position < 0 || it->second.high_watermark < 0) return std::nullopt;
-    return std::max<std::int64_t>(0, it->second.high_watermark - it->second.position);
+    return positions_.lag(tp);
   }
 
  private:
-  static std::int32_t batch_epoch(const protocol::record_batch_header& h) {
-    return h.magic >= 2 ? h.partition_leader_epoch : -1;
-  }
-
   static fetch::commit_map to_commit_map(const OffsetMap& offsets) {
     fetch::commit_map m;
     for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
@@ -1146,7 +985,7 @@ class Consumer::impl {
     listener_ = std::move(l);
   }
 
-  // User-thread bookkeeping of an ownership change: parts_, cur_ and the consumed positions.
+  // User-thread bookkeeping of an ownership change: positions_, cursor_ and the consumed positions.
   // Always on the user thread (with rebalance.listener.thread=heartbeat it arrives as a
   // bookkeeping-only event after the callback ran on the background thread).
   void bookkeep(const detail::listener_call& call) {
@@ -1155,7 +994,7 @@ class Consumer::impl {
       // ones are never committed.
       for (const auto& tp : call.partitions) {
         drop_current(tp);
-        parts_.erase(tp);
+        positions_.drop(tp);
       }
       std::lock_guard lock(shared_.mutex);
       for (const auto& tp : call.partitions) {
@@ -1163,7 +1002,7 @@ class Consumer::impl {
         returned_.erase(tp);
       }
     } else {
-      for (const auto& tp : call.partitions) parts_.try_emplace(tp);
+      for (const auto& tp : call.partitions) positions_.own(tp);
     }
   }
 
@@ -1175,9 +1014,7 @@ class Consumer::impl {
       if (auto_commit_ && !inline_listener_) {
         fetch::commit_map offsets;
         for (const auto& tp : call.partitions) {
-          auto it = parts_.find(tp);
-          if (it != parts_.end() && it->second.position >= 0)
-            offsets[tp] = {it->second.position, "", it->second.epoch};
+          if (auto p = positions_.position(tp)) offsets[tp] = {p->offset, "", p->epoch};
         }
         if (!offsets.empty()) {
           try {
@@ -1258,7 +1095,7 @@ class Consumer::impl {
   }
 
   // Background thread (rebalance.listener.thread=heartbeat): only the user's callback runs here;
-  // parts_ and cur_ belong to the user thread, which applies the bookkeeping from this event.
+  // positions_ and cursor_ belong to the user thread, which applies the bookkeeping from this event.
   void run_inline(const detail::listener_call& call) {
     call_listener(call);
     detail::listener_call bk = call;
@@ -1318,23 +1155,15 @@ class Consumer::impl {
         shared_.fatal = *f;
       } else if (auto* pe = std::get_if<detail::position_event>(&e)) {
         if (pe->seek_applied) {
-          if (auto it = parts_.find(pe->tp); it != parts_.end() && it->second.seeks_in_flight > 0)
-            --it->second.seeks_in_flight;
+          positions_.seek_applied(pe->tp);
           continue;
         }
-        if (auto it = parts_.find(pe->tp); it != parts_.end() && it->second.seeks_in_flight > 0) continue;
         bool owned;
         {
           std::lock_guard lock(shared_.mutex);
           owned = shared_.owned.count(pe->tp) > 0 || manual_.count(pe->tp) > 0;
         }
-        if (!owned) continue;
-        auto& p = parts_[pe->tp];
-        if (pe->forced || !p.user_seeked) {
-          if (p.position != pe->offset) drop_current(pe->tp);
-          p.position = pe->offset;
-          p.epoch = pe->epoch;
-        }
+        if (owned && positions_.position_found(pe->tp, pe->offset, pe->epoch, pe->forced)) drop_current(pe->tp);
       } else if (auto* de = std::get_if<detail::data_error>(&e)) {
         pending_data_errors_.push_back(*de);
       } else if (auto* cd = std::get_if<detail::commit_done>(&e)) {
@@ -1404,12 +1233,12 @@ class Consumer::impl {
   std::exception_ptr listener_error_;
   // Data path, user-thread side.
   std::shared_ptr<fetch::fetcher> fetcher_;
-  std::map<TopicPartition, upart> parts_;
+  data::position_table positions_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
   std::map<TopicPartition, detail::epoch_offset> returned_;
   std::set<TopicPartition> late_revoked_;  // see settle_late_cancel
-  std::optional<cursor> cur_;
+  data::record_cursor cursor_{{}};  // rebuilt with the configured options in the constructor
   std::deque<detail::data_error> pending_data_errors_;  // raised by poll(), one call each
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
   std::uint64_t next_request_id_ = 0;
@@ -1419,7 +1248,6 @@ class Consumer::impl {
   std::size_t max_poll_records_ = 500;
   bool auto_commit_ = true;
   bool read_committed_ = false;
-  bool check_crcs_ = true;
   bool inline_listener_ = false;
   // Manual assignment. mode_ is written by the user thread and read by identity() on the
   // background thread (hence atomic); manual_ is written by the user thread under shared_.mutex;

@@ -4,7 +4,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kgroup/types.hpp"
 
@@ -21,6 +25,21 @@ struct epoch_offset {
   std::int64_t offset = -1;
   std::int32_t epoch = -1;
   bool operator==(const epoch_offset&) const = default;
+};
+
+/// Records of one partition from one Fetch response, handed to the user thread undecoded (the
+/// user thread parses them; the frame stays alive through `frame`).
+struct fetched_data {
+  TopicPartition tp;
+  std::int64_t fetch_offset = 0;
+  std::int64_t high_watermark = -1;
+  std::int64_t last_stable_offset = -1;
+  std::int64_t log_start_offset = -1;
+  std::span<const std::uint8_t> records;
+  std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
+  std::shared_ptr<const std::vector<std::uint8_t>> frame;
+  std::size_t bytes = 0;
+  std::int32_t replica = -1;  // the broker it was read from (the leader or a KIP-392 replica)
 };
 
 }  // namespace kgroup::detail

@@ -72,21 +72,6 @@ struct commit_done {
 using user_event =
     std::variant<listener_call, fatal_error, left_event, position_event, data_error, commit_done>;
 
-/// Records of one partition from one Fetch response, handed to the user thread undecoded (the
-/// user thread parses them; the frame stays alive through `frame`).
-struct fetched_data {
-  TopicPartition tp;
-  std::int64_t fetch_offset = 0;
-  std::int64_t high_watermark = -1;
-  std::int64_t last_stable_offset = -1;
-  std::int64_t log_start_offset = -1;
-  std::span<const std::uint8_t> records;
-  std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
-  std::shared_ptr<const std::vector<std::uint8_t>> frame;
-  std::size_t bytes = 0;
-  std::int32_t replica = -1;  // the broker it was read from (the leader or a KIP-392 replica)
-};
-
 /// The data for ConsumerMetrics, published under shared_state::mutex. Group and commit fields are
 /// written by the background thread, poll and partition fields by the user thread.
 struct metrics_state {

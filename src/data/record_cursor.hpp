@@ -1,0 +1,78 @@
+// The record cursor: reads the records poll() returns out of fetched data, one partition's
+// data at a time, across poll() calls. It skips what poll() must never return (records before
+// the position, control batches, aborted transactions under read_committed), moves the
+// partition's position in the position table past every batch it reads or skips, and stops at
+// corrupt data without moving past it. Pure: the facade hands it fetched data and collects what
+// it returns.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "data/positions.hpp"
+#include "data/txn_filter.hpp"
+#include "data/types.hpp"
+#include "kgroup/consumer.hpp"
+#include "protocol/records.hpp"
+
+namespace kgroup::data {
+
+/// What one poll() collects: the records, what keeps their bytes alive, and the positions they
+/// advanced (auto-commit commits those from the next poll() on).
+struct poll_batch {
+  std::vector<ConsumerRecord> records;
+  std::vector<std::shared_ptr<const void>> owners;
+  std::map<TopicPartition, detail::epoch_offset> advanced;
+};
+
+class record_cursor {
+ public:
+  struct options {
+    bool read_committed = false;  // isolation.level=read_committed: aborted records skipped
+    bool verify_crc = true;       // check.crcs
+  };
+  explicit record_cursor(options opts) : opts_(opts) {}
+
+  /// Starts reading `data` (the previous data must be finished).
+  void start(std::shared_ptr<detail::fetched_data> data);
+  /// Whether data is being read.
+  bool open() const { return cur_.has_value(); }
+  /// The partition being read, if any.
+  const TopicPartition* partition() const { return cur_ ? &cur_->data->tp : nullptr; }
+  /// Lets go of the data being read; returns its size in bytes (0 if none).
+  std::size_t finish();
+
+  enum class stop {
+    full,       // `out` holds `max_records` records; the data may hold more
+    exhausted,  // the data is read to its end (finish() it and start the next)
+    not_owned,  // the partition is gone from the position table
+    corrupt,    // corrupt data at the position; error() says what
+  };
+  /// Appends the data's records to `out` (up to `max_records` in all), advancing positions in
+  /// `table`.
+  stop read(poll_batch& out, std::size_t max_records, position_table& table);
+  /// With stop::corrupt: the decoding error, and "record batch" or "record".
+  std::error_code error() const { return error_; }
+  const char* error_what() const { return error_what_; }
+
+ private:
+  struct state {
+    std::shared_ptr<detail::fetched_data> data;
+    protocol::batch_reader batches;
+    protocol::record_batch batch;
+    protocol::record_iterator records;
+    bool in_batch = false;
+    std::shared_ptr<const void> batch_owner;  // decompressed records of the current batch
+    fetch::aborted_filter aborted;            // read_committed only
+  };
+  options opts_;
+  std::optional<state> cur_;
+  std::error_code error_;
+  const char* error_what_ = "";
+};
+
+}  // namespace kgroup::data

@@ -1,0 +1,284 @@
+// The user thread's data-path cores (src/data/positions.*, src/data/record_cursor.*): the
+// position table poll() continues from, and the cursor that turns fetched data into records.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "data/positions.hpp"
+#include "data/record_cursor.hpp"
+
+using namespace kgroup;
+using namespace kgroup::data;
+namespace proto = kgroup::protocol;
+
+namespace {
+
+const TopicPartition t0{"t", 0};
+const TopicPartition t1{"t", 1};
+
+struct batch_spec {
+  std::int64_t base = 0;
+  int count = 1;
+  std::int32_t epoch = 5;
+  proto::compression codec = proto::compression::none;
+  bool transactional = false;
+  bool control = false;
+  std::int64_t producer_id = -1;
+  std::optional<std::int32_t> last_offset_delta{};  // past the last record: a compacted tail
+};
+
+// Values are "v<offset>" so a test can tell which record came back.
+void append_batch(proto::bytes& out, const batch_spec& b) {
+  std::vector<std::string> values;
+  for (int i = 0; i < b.count; ++i) values.push_back("v" + std::to_string(b.base + i));
+  std::vector<proto::record_input> recs;
+  for (const auto& v : values) {
+    recs.push_back({std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()), 1,
+                    {}, {}});
+  }
+  proto::batch_encode_options o;
+  o.base_offset = b.base;
+  o.partition_leader_epoch = b.epoch;
+  o.codec = b.codec;
+  o.transactional = b.transactional;
+  o.control = b.control;
+  o.producer_id = b.producer_id;
+  o.last_offset_delta = b.last_offset_delta;
+  REQUIRE_FALSE(proto::encode_record_batch(recs, o, out));
+}
+
+std::shared_ptr<detail::fetched_data> fetched(const TopicPartition& tp, std::int64_t fetch_offset,
+                                              const std::vector<batch_spec>& batches) {
+  auto frame = std::make_shared<proto::bytes>();
+  for (const auto& b : batches) append_batch(*frame, b);
+  auto d = std::make_shared<detail::fetched_data>();
+  d->tp = tp;
+  d->fetch_offset = fetch_offset;
+  d->records = *frame;
+  d->frame = frame;
+  d->bytes = frame->size();
+  return d;
+}
+
+std::vector<std::int64_t> offsets(const poll_batch& b) {
+  std::vector<std::int64_t> out;
+  for (const auto& r : b.records) out.push_back(r.offset);
+  return out;
+}
+
+position_table owning(const TopicPartition& tp, std::int64_t position) {
+  position_table t;
+  t.own(tp);
+  t.position_found(tp, position, -1, /*forced=*/false);
+  return t;
+}
+
+}  // namespace
+
+// ---- the position table ------------------------------------------------------------------------
+
+TEST_CASE("positions: ownership, retain and drop", "[positions]") {
+  position_table t;
+  t.own(t0);
+  t.own(t1);
+  t.position_found(t0, 7, 2, false);
+  t.own(t0);  // keeps the existing entry
+  REQUIRE(t.position(t0) == detail::epoch_offset{7, 2});
+  CHECK_FALSE(t.position(t1).has_value());  // owned, position not known yet
+  CHECK(t.retain({t1}) == std::set<TopicPartition>{t0});
+  CHECK_FALSE(t.owns(t0));
+  CHECK(t.owns(t1));
+  t.drop(t1);
+  CHECK(t.entries().empty());
+}
+
+TEST_CASE("positions: a user seek wins over positions the fetcher computed before it", "[positions]") {
+  auto t = owning(t0, 10);
+  t.seek(t0, 3, 1);
+  REQUIRE(t.position(t0) == detail::epoch_offset{3, 1});
+  // A reset answer computed before the fetcher applied the seek: ignored, even when forced.
+  CHECK_FALSE(t.position_found(t0, 50, -1, /*forced=*/true));
+  CHECK(t.position(t0)->offset == 3);
+  t.seek_applied(t0);
+  // The initial (committed) position never overrides a user seek...
+  CHECK_FALSE(t.position_found(t0, 10, -1, /*forced=*/false));
+  CHECK(t.position(t0)->offset == 3);
+  // ...a reset does, and reports that data read from the old position is stale.
+  CHECK(t.position_found(t0, 0, -1, /*forced=*/true));
+  CHECK(t.position(t0)->offset == 0);
+  CHECK_FALSE(t.position_found(t0, 0, -1, /*forced=*/true));  // unchanged: nothing stale
+}
+
+TEST_CASE("positions: seek_to leaves the position unknown until the fetcher resolves it", "[positions]") {
+  auto t = owning(t0, 10);
+  t.seek_to(t0);
+  CHECK_FALSE(t.position(t0).has_value());
+  CHECK_FALSE(t.position_found(t0, 0, -1, true));  // stale: computed before the seek applied
+  t.seek_applied(t0);
+  t.seek_applied(t0);  // one too many is harmless
+  CHECK(t.position_found(t0, 0, -1, true));
+  // seek_to clears a user seek: the committed position may set it again.
+  CHECK(t.find(t0)->user_seeked == false);
+}
+
+TEST_CASE("positions: pause, resume and which fetched data fits", "[positions]") {
+  auto t = owning(t0, 10);
+  detail::fetched_data d;
+  d.tp = t0;
+  d.fetch_offset = 10;
+  CHECK(t.fit(d) == fetched_fit::usable);
+  d.fetch_offset = 9;
+  CHECK(t.fit(d) == fetched_fit::other_offset);
+  d.fetch_offset = 10;
+  t.pause(t0);
+  CHECK(t.fit(d) == fetched_fit::paused);
+  CHECK(t.paused() == std::set<TopicPartition>{t0});
+  CHECK(t.resume(t0) == detail::epoch_offset{10, -1});
+  CHECK(t.paused().empty());
+  CHECK_FALSE(t.resume(t1).has_value());  // not owned: nothing to resume
+  d.tp = t1;
+  CHECK(t.fit(d) == fetched_fit::not_owned);
+  t.own(t1);
+  CHECK(t.fit(d) == fetched_fit::position_unknown);
+  CHECK(std::string(to_string(fetched_fit::other_offset)).find("offset") != std::string::npos);
+}
+
+TEST_CASE("positions: lag counts to the high watermark, or the last stable offset under read_committed",
+          "[positions]") {
+  auto t = owning(t0, 10);
+  CHECK_FALSE(t.lag(t0).has_value());  // no fetched data yet
+  detail::fetched_data d;
+  d.tp = t0;
+  d.high_watermark = 30;
+  d.last_stable_offset = 20;
+  d.log_start_offset = 4;
+  d.replica = 3;
+  t.note_fetched(d, /*read_committed=*/false);
+  CHECK(t.lag(t0) == 20);
+  t.note_fetched(d, /*read_committed=*/true);
+  CHECK(t.lag(t0) == 10);
+  CHECK(t.find(t0)->replica == 3);
+  CHECK(t.find(t0)->log_start_offset == 4);
+  t.position_found(t0, 40, -1, true);  // past the end (a reset to a newer end): never negative
+  CHECK(t.lag(t0) == 0);
+  CHECK(t.positions() == std::map<TopicPartition, detail::epoch_offset>{{t0, {40, -1}}});
+}
+
+// ---- the record cursor -------------------------------------------------------------------------
+
+TEST_CASE("cursor: reads batches in order and moves the position past each record", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  c.start(fetched(t0, 0, {{.base = 0, .count = 3, .epoch = 4}, {.base = 3, .count = 2, .epoch = 6}}));
+  REQUIRE(c.open());
+  REQUIRE(*c.partition() == t0);
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(b.records[0].value == "v0");
+  CHECK(b.records[0].topic == "t");
+  CHECK(b.records[2].leader_epoch == 4);
+  CHECK(b.records[3].leader_epoch == 6);
+  CHECK(t.position(t0) == detail::epoch_offset{5, 6});
+  CHECK(b.advanced.at(t0) == detail::epoch_offset{5, 6});
+  CHECK_FALSE(b.owners.empty());  // the records view the fetched frame
+  CHECK(c.finish() > 0);
+  CHECK_FALSE(c.open());
+}
+
+TEST_CASE("cursor: max.poll.records splits a batch across polls, keeping its buffer alive", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  c.start(fetched(t0, 0, {{.base = 0, .count = 5, .codec = proto::compression::lz4}}));
+  poll_batch first;
+  REQUIRE(c.read(first, 2, t) == record_cursor::stop::full);
+  CHECK(offsets(first) == std::vector<std::int64_t>{0, 1});
+  CHECK(t.position(t0)->offset == 2);
+  poll_batch second;
+  REQUIRE(c.read(second, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(second) == std::vector<std::int64_t>{2, 3, 4});
+  CHECK(second.records[0].value == "v2");
+  // The half-read compressed batch's decompressed buffer is owned by the second poll's records
+  // as well (the fetched frame, then the batch's buffer).
+  CHECK(second.owners.size() >= 2);
+}
+
+TEST_CASE("cursor: records before the position are skipped, batches before it too", "[cursor]") {
+  auto t = owning(t0, 4);
+  record_cursor c({});
+  // Fetched from 4 but the broker returned whole batches: 0-2 (before) and 3-5 (straddling).
+  auto d = fetched(t0, 4, {{.base = 0, .count = 3}, {.base = 3, .count = 3}});
+  c.start(d);
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{4, 5});
+  CHECK(t.position(t0)->offset == 6);
+}
+
+TEST_CASE("cursor: control batches are never returned, the position moves past them", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  c.start(fetched(t0, 0,
+                  {{.base = 0, .count = 2, .transactional = true, .producer_id = 9},
+                   {.base = 2, .count = 1, .transactional = true, .control = true, .producer_id = 9}}));
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{0, 1});  // read_uncommitted: the data, not the marker
+  CHECK(t.position(t0)->offset == 3);
+  CHECK(b.advanced.at(t0).offset == 3);
+}
+
+TEST_CASE("cursor: read_committed skips aborted transactions and still advances", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({.read_committed = true});
+  auto d = fetched(t0, 0,
+                   {{.base = 0, .count = 2, .transactional = true, .producer_id = 9},
+                    {.base = 2, .count = 1, .transactional = true, .control = true, .producer_id = 9},
+                    {.base = 3, .count = 2}});
+  d->aborted = {{9, 0}};
+  c.start(d);
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{3, 4});
+  CHECK(t.position(t0)->offset == 5);
+}
+
+TEST_CASE("cursor: a compacted batch's trailing gap is stepped over", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  // Records at 0 and 1 survive; the batch's last offset is 9.
+  c.start(fetched(t0, 0, {{.base = 0, .count = 2, .last_offset_delta = 9}}));
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{0, 1});
+  CHECK(t.position(t0)->offset == 10);
+}
+
+TEST_CASE("cursor: corrupt data stops at the position without moving past it", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({.verify_crc = true});
+  auto d = fetched(t0, 0, {{.base = 0, .count = 2}, {.base = 2, .count = 2}});
+  // Flip a byte in the second batch's records: its CRC no longer matches.
+  auto frame = std::make_shared<proto::bytes>(*d->frame);
+  frame->back() ^= 0xff;
+  d->records = *frame;
+  d->frame = frame;
+  c.start(d);
+  poll_batch b;
+  REQUIRE(c.read(b, 500, t) == record_cursor::stop::corrupt);
+  CHECK(offsets(b) == std::vector<std::int64_t>{0, 1});  // the good batch before it is returned
+  CHECK(t.position(t0)->offset == 2);                    // and the position stops at the bad one
+  CHECK(c.error());
+  CHECK(std::string(c.error_what()) == "record batch");
+}
+
+TEST_CASE("cursor: a partition given up while its data is open is reported, nothing read", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  c.start(fetched(t0, 0, {{.base = 0, .count = 2}}));
+  t.drop(t0);
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::not_owned);
+  CHECK(b.records.empty());
+  CHECK(b.owners.empty());
+}
