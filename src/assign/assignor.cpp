@@ -17,22 +17,21 @@ std::optional<std::vector<std::uint8_t>> PartitionAssignor::user_data(const Memb
 
 namespace {
 
-class range_assignor final : public PartitionAssignor {
+// The stateless assignors: a name, whether the model carries racks, and the placement.
+class plain_assignor final : public PartitionAssignor {
  public:
-  std::string name() const override { return "range"; }
+  using place_fn = std::vector<std::uint32_t> (*)(const assign::group_model&);
+  plain_assignor(const char* name, bool want_racks, place_fn place) : name_(name), want_racks_(want_racks), place_(place) {}
+  std::string name() const override { return name_; }
   GroupAssignment assign(const ClusterMetadata& cluster, const GroupSubscription& group) const override {
-    const auto model = assign::build_model(cluster, group, true);
-    return assign::build_assignment(model, assign::range_assign(model));
+    const auto model = assign::build_model(cluster, group, want_racks_);
+    return assign::build_assignment(model, place_(model));
   }
-};
 
-class roundrobin_assignor final : public PartitionAssignor {
- public:
-  std::string name() const override { return "roundrobin"; }
-  GroupAssignment assign(const ClusterMetadata& cluster, const GroupSubscription& group) const override {
-    const auto model = assign::build_model(cluster, group, false);
-    return assign::build_assignment(model, assign::roundrobin_assign(model));
-  }
+ private:
+  const char* name_;
+  bool want_racks_;  // rack-aware placement (range only, as in Java)
+  place_fn place_;
 };
 
 // Eager: members revoke everything before rejoining, so their subscriptions own nothing; what
@@ -74,8 +73,12 @@ class cooperative_sticky_assignor final : public PartitionAssignor {
 
 }  // namespace
 
-std::shared_ptr<PartitionAssignor> make_range_assignor() { return std::make_shared<range_assignor>(); }
-std::shared_ptr<PartitionAssignor> make_roundrobin_assignor() { return std::make_shared<roundrobin_assignor>(); }
+std::shared_ptr<PartitionAssignor> make_range_assignor() {
+  return std::make_shared<plain_assignor>("range", true, &assign::range_assign);
+}
+std::shared_ptr<PartitionAssignor> make_roundrobin_assignor() {
+  return std::make_shared<plain_assignor>("roundrobin", false, &assign::roundrobin_assign);
+}
 std::shared_ptr<PartitionAssignor> make_sticky_assignor() { return std::make_shared<sticky_assignor>(); }
 std::shared_ptr<PartitionAssignor> make_cooperative_sticky_assignor() {
   return std::make_shared<cooperative_sticky_assignor>();

@@ -88,14 +88,25 @@ std::error_code encode_subscription(const MemberSubscription& s, std::int16_t ve
   return {};
 }
 
-std::error_code decode_subscription(std::span<const std::uint8_t> in, MemberSubscription& out,
-                                    std::int16_t* version) {
-  reset_subscription_fields(out);
+namespace {
+
+// The int16 version both embedded messages start with; negative versions are refused.
+std::error_code read_version(std::span<const std::uint8_t> in, std::int16_t* version, std::int16_t& v) {
   protocol::reader r(in);
-  const std::int16_t v = r.read_int16();
+  v = r.read_int16();
   if (!r.ok()) return r.error();
   if (version != nullptr) *version = v;
   if (v < 0) return protocol::codec_errc::unsupported_version;
+  return {};
+}
+
+}  // namespace
+
+std::error_code decode_subscription(std::span<const std::uint8_t> in, MemberSubscription& out,
+                                    std::int16_t* version) {
+  reset_subscription_fields(out);
+  std::int16_t v = 0;
+  if (auto ec = read_version(in, version, v)) return ec;
   const auto body = in.subspan(2);
   if (v <= subscription_version_max) {
     protocol::consumer_protocol_subscription m;
@@ -135,11 +146,8 @@ std::error_code decode_assignment(std::span<const std::uint8_t> in, MemberAssign
   out.partitions.clear();
   out.user_data.reset();
   if (in.empty()) return {};
-  protocol::reader r(in);
-  const std::int16_t v = r.read_int16();
-  if (!r.ok()) return r.error();
-  if (version != nullptr) *version = v;
-  if (v < 0) return protocol::codec_errc::unsupported_version;
+  std::int16_t v = 0;
+  if (auto ec = read_version(in, version, v)) return ec;
   const auto body = in.subspan(2);
   if (v <= assignment_version_max) {
     protocol::consumer_protocol_assignment m;

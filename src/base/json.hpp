@@ -97,6 +97,19 @@ inline void append_json_string(std::string& out, boost::json::serializer& sr, st
   out.resize(at);
 }
 
+// `open`, the elements of `range` written by `each` with commas between them, `close`.
+template <class Range, class Each>
+void append_json_sequence(std::string& out, char open, char close, const Range& range, Each each) {
+  out += open;
+  bool first = true;
+  for (const auto& e : range) {
+    if (!first) out += ',';
+    first = false;
+    each(e);
+  }
+  out += close;
+}
+
 inline void append_json(std::string& out, boost::json::serializer& sr, const boost::json::value& v) {
   char buf[32];
   const auto number = [&](auto n) {
@@ -104,30 +117,16 @@ inline void append_json(std::string& out, boost::json::serializer& sr, const boo
     out.append(buf, ec == std::errc{} ? end : buf);
   };
   switch (v.kind()) {
-    case boost::json::kind::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& kv : v.get_object()) {
-        if (!first) out += ',';
-        first = false;
+    case boost::json::kind::object:
+      append_json_sequence(out, '{', '}', v.get_object(), [&](const auto& kv) {
         append_json_string(out, sr, kv.key());
         out += ':';
         append_json(out, sr, kv.value());
-      }
-      out += '}';
+      });
       break;
-    }
-    case boost::json::kind::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& e : v.get_array()) {
-        if (!first) out += ',';
-        first = false;
-        append_json(out, sr, e);
-      }
-      out += ']';
+    case boost::json::kind::array:
+      append_json_sequence(out, '[', ']', v.get_array(), [&](const auto& e) { append_json(out, sr, e); });
       break;
-    }
     case boost::json::kind::string: append_json_string(out, sr, v.get_string()); break;
     case boost::json::kind::int64: number(v.get_int64()); break;
     case boost::json::kind::uint64: number(v.get_uint64()); break;

@@ -58,30 +58,12 @@ class log_front {
   // For work done only to build a line (e.g. a list of partitions at trace).
   bool should_log(LogLevel level) const noexcept { return current_sink().wants(level); }
 
-  template <class... Args>
-  void trace(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::trace, f, args...);
-  }
-  template <class... Args>
-  void debug(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::debug, f, args...);
-  }
-  template <class... Args>
-  void info(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::info, f, args...);
-  }
-  template <class... Args>
-  void warn(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::warn, f, args...);
-  }
-  template <class... Args>
-  void error(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::error, f, args...);
-  }
-  template <class... Args>
-  void critical(fmt::format_string<Args...> f, Args&&... args) const noexcept {
-    write(LogLevel::critical, f, args...);
-  }
+  template <class... A> void trace(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::trace, f, a...); }
+  template <class... A> void debug(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::debug, f, a...); }
+  template <class... A> void info(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::info, f, a...); }
+  template <class... A> void warn(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::warn, f, a...); }
+  template <class... A> void error(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::error, f, a...); }
+  template <class... A> void critical(fmt::format_string<A...> f, A&&... a) const noexcept { write(LogLevel::critical, f, a...); }
 
  private:
   template <class... Args>

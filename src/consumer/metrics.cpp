@@ -83,8 +83,11 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.rebalance_latency_total_ms = ms_of(g.rebalance_latency_total);
   out.rebalance_latency_max_ms = ms_of(g.rebalance_latency_max);
   out.rebalance_latency_avg_ms = g.rebalances ? out.rebalance_latency_total_ms / static_cast<double>(g.rebalances) : 0;
-  out.rebalance_rate_per_hour = static_cast<double>(std::count_if(
-      g.completed_at.begin(), g.completed_at.end(), [&](auto t) { return steady_now - t <= hours(1); }));
+  const auto in_last_hour = [&](const auto& times) {
+    return static_cast<double>(
+        std::count_if(times.begin(), times.end(), [&](auto t) { return steady_now - t <= hours(1); }));
+  };
+  out.rebalance_rate_per_hour = in_last_hour(g.completed_at);
   if (!g.completed_at.empty()) out.last_rebalance_seconds_ago = seconds_between(g.completed_at.back(), steady_now);
   out.join_time_max_ms = ms_of(g.join_time_max);
   out.join_time_avg_ms = g.joins ? ms_of(g.join_time_total) / static_cast<double>(g.joins) : 0;
@@ -94,8 +97,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.heartbeat_total = g.heartbeats;
   out.join_total = g.joins;
   out.sync_total = g.syncs;
-  out.failed_rebalance_rate_per_hour = static_cast<double>(std::count_if(
-      g.failed_at.begin(), g.failed_at.end(), [&](auto t) { return steady_now - t <= hours(1); }));
+  out.failed_rebalance_rate_per_hour = in_last_hour(g.failed_at);
   out.rebalance_latency = g.rebalance_hist.snapshot();
   out.join_latency = g.join_hist.snapshot();
   out.sync_latency = g.sync_hist.snapshot();

@@ -141,18 +141,29 @@ void fetcher::pump() {
 
 void fetcher::schedule_retry() {
   if (retry_armed_ || stopped_) return;
-  retry_armed_ = true;
-  retry_timer_.expires_after(opts_.retry_backoff);
-  retry_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    self->retry_armed_ = false;
+  arm(retry_timer_, &fetcher::retry_armed_, opts_.retry_backoff, [](fetcher& f) { f.pump(); });
+}
+
+void fetcher::arm(boost::asio::steady_timer& timer, bool fetcher::*armed, std::chrono::milliseconds after,
+                  void (*fire)(fetcher&)) {
+  this->*armed = true;
+  timer.expires_after(after);
+  timer.async_wait([self = shared_from_this(), armed, fire](const boost::system::error_code& ec) {
+    self.get()->*armed = false;
     if (ec || self->stopped_) return;
-    self->pump();
+    fire(*self);
   });
 }
 
-void fetcher::no_connection() {
-  // The leader has no connection to use (unknown to the cluster, or it is closing): ask again
-  // after fresh metadata instead of waiting for something else to wake the fetcher.
+std::shared_ptr<net::connection> fetcher::leader_connection(std::int32_t leader) {
+  auto conn = cluster_->broker(leader);
+  // No connection to use (the leader is unknown to the cluster, or closing): ask again after
+  // fresh metadata instead of waiting for something else to wake the fetcher.
+  if (!conn) retry_after_metadata();
+  return conn;
+}
+
+void fetcher::retry_after_metadata() {
   maybe_refresh_metadata();
   schedule_retry();
 }
@@ -213,17 +224,13 @@ void fetcher::send_fetches() {
     by_leader[node].emplace(tp, pf);
   }
   if (missing) {
-    maybe_refresh_metadata();
-    schedule_retry();
+    retry_after_metadata();
   }
   if (backing_off) schedule_retry();
   if (validate) send_validations();
   for (auto& [leader, wanted] : by_leader) {
-    auto conn = cluster_->broker(leader);
-    if (!conn) {
-      no_connection();
-      continue;
-    }
+    auto conn = leader_connection(leader);
+    if (!conn) continue;
     protocol::fetch_request req;
     req.replica_id = -1;
     req.max_wait_ms = opts_.fetch_max_wait_ms;
@@ -308,8 +315,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       if (auto it = parts_.find(tp); it != parts_.end() && it->second.preferred_replica == node)
         clear_preferred_replica(tp, it->second, "the replica's connection failed");
     }
-    maybe_refresh_metadata();
-    schedule_retry();
+    retry_after_metadata();
     return;
   }
   // Partitions the answer names but the request did not cover are dropped (and logged) here.
@@ -358,8 +364,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
         logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader",
                         tp.topic, tp.partition, pd.preferred_read_replica);
         p.backoff_until = std::chrono::steady_clock::now() + opts_.retry_backoff;
-        maybe_refresh_metadata();
-        schedule_retry();
+        retry_after_metadata();
       }
     }
     if (pd.error_code != 0) {
@@ -385,8 +390,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
              pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)) &&
             p.epoch >= 0)
           p.state = pstate::needs_validation;
-        maybe_refresh_metadata();
-        schedule_retry();
+        retry_after_metadata();
       } else {
         logger()->warn("{}-{}: fetch error {}", tp.topic, tp.partition, kafka_error_name(pd.error_code));
         schedule_retry();

@@ -156,7 +156,13 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r);
   void schedule_retry();
   void maybe_refresh_metadata();
-  void no_connection();
+  // Refreshes metadata (unless one is under way) and tries again after the retry backoff.
+  void retry_after_metadata();
+  // The leader's connection; none (nullptr) schedules retry_after_metadata().
+  std::shared_ptr<net::connection> leader_connection(std::int32_t leader);
+  // Sets *armed until `timer` fires after `after`, then runs `fire` unless stopped.
+  void arm(boost::asio::steady_timer& timer, bool fetcher::*armed, std::chrono::milliseconds after,
+           void (*fire)(fetcher&));
   struct offsets_query;
   void run_query(std::shared_ptr<offsets_query> q);
   void retry_query(std::shared_ptr<offsets_query> q);

@@ -123,13 +123,9 @@ void fetcher::fetch_committed(std::uint64_t id, std::set<TopicPartition> tps) {
 
 void fetcher::arm_auto_commit() {
   if (!opts_.auto_commit || auto_commit_armed_ || stopped_) return;
-  auto_commit_armed_ = true;
-  auto_commit_timer_.expires_after(opts_.auto_commit_interval);
-  auto_commit_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    self->auto_commit_armed_ = false;
-    if (ec || self->stopped_) return;
-    self->auto_commit();
-    self->arm_auto_commit();
+  arm(auto_commit_timer_, &fetcher::auto_commit_armed_, opts_.auto_commit_interval, [](fetcher& f) {
+    f.auto_commit();
+    f.arm_auto_commit();
   });
 }
 

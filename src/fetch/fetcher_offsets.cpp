@@ -130,15 +130,11 @@ void fetcher::send_list_offsets() {
     by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
   }
   if (missing) {
-    maybe_refresh_metadata();
-    schedule_retry();
+    retry_after_metadata();
   }
   for (auto& [leader, tps] : by_leader) {
-    auto conn = cluster_->broker(leader);
-    if (!conn) {
-      no_connection();
-      continue;
-    }
+    auto conn = leader_connection(leader);
+    if (!conn) continue;
     protocol::list_offsets_request req;
     req.replica_id = -1;
     req.isolation_level = opts_.isolation_level;
@@ -230,19 +226,15 @@ void fetcher::send_validations() {
     by_leader[pi.leader].push_back(tp);
   }
   if (missing) {
-    maybe_refresh_metadata();
-    schedule_retry();
+    retry_after_metadata();
   }
   struct sent_part {
     std::int64_t position;
     std::int32_t leader_epoch;
   };
   for (auto& [leader, tps] : by_leader) {
-    auto conn = cluster_->broker(leader);
-    if (!conn) {
-      no_connection();
-      continue;
-    }
+    auto conn = leader_connection(leader);
+    if (!conn) continue;
     protocol::offset_for_leader_epoch_request req;
     req.replica_id = -1;  // a consumer (v3+)
     std::map<std::string, std::size_t> index;

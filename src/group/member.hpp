@@ -289,6 +289,9 @@ class member {
   /// The coordinator no longer knows this member's generation (`what` answered `c`): partitions
   /// lost, rejoin.
   void membership_lost(time_point now, const std::string& what, std::int16_t c);
+  // Fenced (is_fenced(c)): the generation is gone, the partitions are lost, the member joins
+  // again (with a new member id after UNKNOWN_MEMBER_ID).
+  void fenced(time_point now, const std::string& what, std::int16_t c);
   /// A code no reaction handles, answered to `api`: logged and retried, fatal when it is not
   /// retriable and the max_unexpected_in_a_row-th in a row; true if fatal.
   bool unexpected_error(std::int16_t c, const char* api);

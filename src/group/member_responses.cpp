@@ -83,12 +83,8 @@ void member::join_group_done(time_point now, const protocol::join_group_response
   }
   if (c == 0) {
     unexpected_in_a_row_.erase("JoinGroup");
-    ++stats_.joins;
-    const auto took = std::chrono::duration_cast<ms>(now - join_sent_);
-    stats_.join_time_total += took;
-    stats_.join_time_max = std::max(stats_.join_time_max, took);
-    stats_.join_hist.observe(std::chrono::duration<double>(now - join_sent_).count());
-    ++stats_.version;
+    stats_.step_done(now - join_sent_, stats_.joins, stats_.join_time_total, stats_.join_time_max,
+                     stats_.join_hist);
     member_id_ = r.member_id;
     generation_ = r.generation_id;
     removed_ = false;
@@ -116,11 +112,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     return;
   }
   if (is_fenced(c)) {
-    rebalance_begins(now, RebalanceCause::session_timeout, "JoinGroup: " + kafka_error_name(c));
-    generation_ = -1;
-    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
-    lose_partitions(now, kafka_error_name(c), then::join);
-    pump(now);
+    fenced(now, "JoinGroup", c);
     return;
   }
   if (c == code(kafka_errc::rebalance_in_progress)) {
@@ -141,12 +133,8 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
   if (c != 0) rebalance_failed(now);
   if (c == 0) {
     unexpected_in_a_row_.erase("SyncGroup");
-    ++stats_.syncs;
-    const auto took = std::chrono::duration_cast<ms>(now - sync_sent_);
-    stats_.sync_time_total += took;
-    stats_.sync_time_max = std::max(stats_.sync_time_max, took);
-    stats_.sync_hist.observe(std::chrono::duration<double>(now - sync_sent_).count());
-    ++stats_.version;
+    stats_.step_done(now - sync_sent_, stats_.syncs, stats_.sync_time_total, stats_.sync_time_max,
+                     stats_.sync_hist);
     if (r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
       fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
             "group '" + opts_.group_id + "': SyncGroup answered protocol type '" + *r.protocol_type +
@@ -204,12 +192,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     return;
   }
   if (is_fenced(c)) {
-    rebalance_begins(now, RebalanceCause::session_timeout, "SyncGroup: " + kafka_error_name(c));
-    generation_ = -1;
-    if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
-    transition(member_state::joining, kafka_error_name(c).c_str());
-    lose_partitions(now, kafka_error_name(c), then::join);
-    pump(now);
+    fenced(now, "SyncGroup", c);
     return;
   }
   answer_error(now, c, "SyncGroup", retry_with::join);
@@ -306,11 +289,17 @@ void member::membership_lost(time_point now, const std::string& what, std::int16
     pump(now);
     return;  // stale answer for a generation we already left (a session timeout, ...)
   }
-  rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + kafka_error_name(c));
-  generation_ = -1;
   removed_ = true;
+  fenced(now, what, c);
+}
+
+void member::fenced(time_point now, const std::string& what, std::int16_t c) {
+  const std::string name = kafka_error_name(c);
+  rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + name);
+  generation_ = -1;
   if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
-  lose_partitions(now, kafka_error_name(c), then::join);
+  if (state_ == member_state::syncing) transition(member_state::joining, name.c_str());
+  lose_partitions(now, name, then::join);
   pump(now);
 }
 

@@ -3,6 +3,7 @@
 // metrics read them). No protocol messages here, so including it stays cheap.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -100,6 +101,17 @@ struct member_stats {
   detail::histogram rebalance_hist, join_hist, sync_hist, heartbeat_hist;  // seconds
   std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
   static constexpr std::size_t history_max = 50;
+
+  /// A JoinGroup or SyncGroup that succeeded after `took`: counts it, its time and its histogram.
+  void step_done(std::chrono::steady_clock::duration took, std::int64_t& count, ms& total, ms& max,
+                 detail::histogram& hist) {
+    const auto took_ms = std::chrono::duration_cast<ms>(took);
+    ++count;
+    total += took_ms;
+    max = std::max(max, took_ms);
+    hist.observe(std::chrono::duration<double>(took).count());
+    ++version;
+  }
 };
 
 }  // namespace kgroup::group

@@ -32,22 +32,24 @@ struct connection_transport {
 
 namespace {
 
-template <class Buffers, class Handler>
-void read_exact(connection_transport& t, const Buffers& b, Handler&& h) {
+// Runs `op` on the stream the connection talks through: TLS over the socket, or the socket.
+template <class Op>
+void on_stream(connection_transport& t, Op&& op) {
   if (t.tls) {
-    asio::async_read(*t.tls, b, std::forward<Handler>(h));
+    op(*t.tls);
   } else {
-    asio::async_read(t.socket, b, std::forward<Handler>(h));
+    op(t.socket);
   }
 }
 
 template <class Buffers, class Handler>
+void read_exact(connection_transport& t, const Buffers& b, Handler&& h) {
+  on_stream(t, [&](auto& stream) { asio::async_read(stream, b, std::forward<Handler>(h)); });
+}
+
+template <class Buffers, class Handler>
 void write_all(connection_transport& t, const Buffers& b, Handler&& h) {
-  if (t.tls) {
-    asio::async_write(*t.tls, b, std::forward<Handler>(h));
-  } else {
-    asio::async_write(t.socket, b, std::forward<Handler>(h));
-  }
+  on_stream(t, [&](auto& stream) { asio::async_write(stream, b, std::forward<Handler>(h)); });
 }
 
 bool is_ip_literal(const std::string& host) {

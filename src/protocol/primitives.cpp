@@ -122,30 +122,23 @@ bool reader::need(std::size_t n) noexcept {
   return true;
 }
 
+template <class U>
+U reader::read_be() noexcept {
+  if (!need(sizeof(U))) return 0;
+  const auto v = load_be<U>(p_);
+  p_ += sizeof(U);
+  return v;
+}
+
 std::int8_t reader::read_int8() noexcept {
   if (!need(1)) return 0;
   return static_cast<std::int8_t>(*p_++);
 }
 std::int16_t reader::read_int16() noexcept { return static_cast<std::int16_t>(read_uint16()); }
-std::uint16_t reader::read_uint16() noexcept {
-  if (!need(2)) return 0;
-  auto v = load_be<std::uint16_t>(p_);
-  p_ += 2;
-  return v;
-}
+std::uint16_t reader::read_uint16() noexcept { return read_be<std::uint16_t>(); }
 std::int32_t reader::read_int32() noexcept { return static_cast<std::int32_t>(read_uint32()); }
-std::uint32_t reader::read_uint32() noexcept {
-  if (!need(4)) return 0;
-  auto v = load_be<std::uint32_t>(p_);
-  p_ += 4;
-  return v;
-}
-std::int64_t reader::read_int64() noexcept {
-  if (!need(8)) return 0;
-  auto v = load_be<std::uint64_t>(p_);
-  p_ += 8;
-  return static_cast<std::int64_t>(v);
-}
+std::uint32_t reader::read_uint32() noexcept { return read_be<std::uint32_t>(); }
+std::int64_t reader::read_int64() noexcept { return static_cast<std::int64_t>(read_be<std::uint64_t>()); }
 double reader::read_float64() noexcept {
   auto bits = static_cast<std::uint64_t>(read_int64());
   return std::bit_cast<double>(bits);
@@ -160,31 +153,27 @@ uuid reader::read_uuid() noexcept {
   return u;
 }
 
-std::uint64_t reader::read_uvarlong() noexcept {
-  std::uint64_t v = 0;
-  for (int shift = 0; shift < 70; shift += 7) {
+template <class U>
+U reader::read_unsigned_varint() noexcept {
+  constexpr int bits = static_cast<int>(sizeof(U) * 8);
+  constexpr int last_shift = (bits - 1) / 7 * 7;  // the shift of the last byte that fits
+  // Bits of the last byte beyond the type: set means the value would overflow.
+  constexpr std::uint8_t overflow = static_cast<std::uint8_t>(0x7f & ~((1u << (bits - last_shift)) - 1));
+  U v = 0;
+  for (int shift = 0; shift <= last_shift; shift += 7) {
     if (!need(1)) return 0;
-    std::uint8_t b = *p_++;
-    if (shift == 63 && (b & 0x7e) != 0) break;  // would overflow 64 bits
-    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+    const std::uint8_t b = *p_++;
+    if (shift == last_shift && (b & overflow) != 0) break;
+    v |= static_cast<U>(b & 0x7f) << shift;
     if ((b & 0x80) == 0) return v;
   }
   fail(codec_errc::bad_varint);
   return 0;
 }
 
-std::uint32_t reader::read_uvarint() noexcept {
-  std::uint32_t v = 0;
-  for (int shift = 0; shift < 35; shift += 7) {
-    if (!need(1)) return 0;
-    std::uint8_t b = *p_++;
-    if (shift == 28 && (b & 0x70) != 0) break;  // would overflow 32 bits
-    v |= static_cast<std::uint32_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return v;
-  }
-  fail(codec_errc::bad_varint);
-  return 0;
-}
+std::uint64_t reader::read_uvarlong() noexcept { return read_unsigned_varint<std::uint64_t>(); }
+
+std::uint32_t reader::read_uvarint() noexcept { return read_unsigned_varint<std::uint32_t>(); }
 
 std::int32_t reader::read_varint() noexcept {
   std::uint32_t u = read_uvarint();

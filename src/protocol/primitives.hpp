@@ -111,6 +111,10 @@ class reader {
 
  private:
   bool need(std::size_t n) noexcept;
+  template <class U>
+  U read_unsigned_varint() noexcept;
+  template <class U>
+  U read_be() noexcept;
   std::int32_t read_length(bool compact, bool nullable, bool is_string, const char* what) noexcept;
 
   const std::uint8_t* p_ = nullptr;

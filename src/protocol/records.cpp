@@ -583,12 +583,15 @@ std::error_code encode_legacy(std::span<const legacy_message_input> messages, co
 
 }  // namespace
 
-std::error_code encode_record_batch(std::span<const record_input> records, const batch_encode_options& opts,
-                                    bytes& out) noexcept {
+namespace {
+
+// Runs an encoder that appends to `out`; on any error (out of memory included) `out` is as before.
+template <class Encode>
+std::error_code encode_or_restore(bytes& out, Encode encode) noexcept {
   const std::size_t start = out.size();
   std::error_code ec;
   try {
-    ec = encode_v2(records, opts, out);
+    ec = encode();
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
   } catch (const std::length_error&) {
@@ -598,19 +601,16 @@ std::error_code encode_record_batch(std::span<const record_input> records, const
   return ec;
 }
 
+}  // namespace
+
+std::error_code encode_record_batch(std::span<const record_input> records, const batch_encode_options& opts,
+                                    bytes& out) noexcept {
+  return encode_or_restore(out, [&] { return encode_v2(records, opts, out); });
+}
+
 std::error_code encode_legacy_message_set(std::span<const legacy_message_input> messages,
                                           const legacy_encode_options& opts, bytes& out) noexcept {
-  const std::size_t start = out.size();
-  std::error_code ec;
-  try {
-    ec = encode_legacy(messages, opts, out);
-  } catch (const std::bad_alloc&) {
-    ec = std::make_error_code(std::errc::not_enough_memory);
-  } catch (const std::length_error&) {
-    ec = std::make_error_code(std::errc::not_enough_memory);
-  }
-  if (ec) out.resize(start);
-  return ec;
+  return encode_or_restore(out, [&] { return encode_legacy(messages, opts, out); });
 }
 
 }  // namespace kgroup::protocol
