@@ -1,0 +1,386 @@
+// The Consumer facade's implementation class (internal). The user-thread side: everything
+// protocol-related happens on the background thread (net/group_driver, fetch/fetcher); the
+// facade posts user calls there and runs the listener callbacks that thread queues (see
+// runtime/shared_state.hpp). Its members are defined by job:
+//   consumer.cpp            construction, subscribe/assign, close, the background thread
+//   consumer_poll.cpp       poll(): events, fetched data through the position table and the
+//                           record cursor (src/data), data errors, the user thread's metrics
+//   consumer_offsets.cpp    commits, positions, seeks, pause/resume, cluster queries
+//   consumer_listeners.cpp  the rebalance listener handshake and the event loop of poll()
+#pragma once
+
+#include "kgroup/consumer.hpp"
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "base/backoff.hpp"
+#include "base/log.hpp"
+#include "consumer/make_metrics.hpp"
+#include "consumer/window_stat.hpp"
+#include "data/positions.hpp"
+#include "data/record_cursor.hpp"
+#include "fetch/fetcher.hpp"
+#include "fetch/group_observer.hpp"
+#include "kgroup_build_config.hpp"
+#if KGROUP_WITH_HTTP
+#include "http/server.hpp"
+#endif
+#include "net/cluster.hpp"
+#include "net/group_driver.hpp"
+#include "protocol/error_reactions.hpp"
+#include "protocol/records.hpp"
+#include "runtime/shared_state.hpp"
+
+namespace kgroup {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+class Consumer::impl {
+ public:
+  impl(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom);
+
+  ~impl() { stop_thread(); }
+
+  // This Consumer's sink; nullptr for the default. Kept alive by config_.
+  LogSink* log_sink() const noexcept { return config_.log_sink().get(); }
+
+  void subscribe(std::vector<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener);
+
+  void subscribe(std::regex pattern, std::shared_ptr<ConsumerRebalanceListener> listener);
+
+  void unsubscribe();
+
+  void assign(const std::set<TopicPartition>& tps);
+
+  void unassign() { assign({}); }
+
+  ConsumerRecords poll(std::chrono::milliseconds timeout);
+
+  // Whether the member may have left the group for a poll timeout since the last poll():
+  // the core says so, or it is about to (the time since the last poll() returned).
+  bool may_have_left_group();
+
+  // Waits until the background thread handled poll() number `seq`; false if `deadline` (at least
+  // a second from now: the round trip is fast, poll(0) must not skip it) passed first.
+  bool wait_poll_acked(std::uint64_t seq, clock::time_point deadline);
+
+  // started + timeout without overflow: poll(milliseconds::max()) waits "forever" (capped at a
+  // year, far beyond any other timer), a negative timeout does not wait.
+  static clock::time_point poll_deadline(clock::time_point started, std::chrono::milliseconds timeout) {
+    constexpr auto longest = std::chrono::hours(24 * 365);
+    if (timeout <= std::chrono::milliseconds::zero()) return started;
+    if (timeout >= longest) return started + longest;
+    return started + timeout;
+  }
+
+  ConsumerRecords poll_records(clock::time_point deadline);
+
+  // ---- offsets ----
+
+  void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
+
+  void commit_sync(std::chrono::milliseconds timeout) { commit_sync(current_positions(), timeout); }
+
+  void commit_async(const OffsetMap& offsets, CommitCallback cb);
+
+  void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
+
+  OffsetMap committed(const std::set<TopicPartition>& tps, std::chrono::milliseconds timeout);
+
+  std::int64_t position(const TopicPartition& tp, std::chrono::milliseconds timeout);
+
+  void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch = -1);
+
+  void seek_to(const std::set<TopicPartition>& tps, bool beginning);
+
+  void pause(const std::set<TopicPartition>& tps);
+
+  void resume(const std::set<TopicPartition>& tps);
+
+  std::set<TopicPartition> paused() const { return positions_.paused(); }
+
+  std::set<TopicPartition> assignment() const {
+    std::lock_guard lock(shared_.mutex);
+    return mode_ == mode::manual ? manual_ : shared_.owned;
+  }
+
+  std::vector<std::string> subscription() const {
+    std::lock_guard lock(shared_.mutex);
+    return shared_.topics;
+  }
+
+  ConsumerGroupMetadata group_metadata() const;
+
+  ConsumerMetrics metrics();
+
+  void set_statistics_callback(StatisticsCallback cb) {
+    statistics_cb_ = std::move(cb);
+    next_statistics_ = clock::now() + statistics_interval_;
+  }
+
+  std::string http_endpoint() const {
+    std::lock_guard lock(shared_.mutex);
+    return shared_.metrics.http_endpoint;
+  }
+
+  std::string state() const {
+    std::lock_guard lock(shared_.mutex);
+    return shared_.state;
+  }
+
+  void enforce_rebalance(std::string reason) {
+    check_open();
+    post([this, reason = std::move(reason)]() mutable { driver_->enforce_rebalance(std::move(reason)); });
+  }
+
+  void wakeup();
+
+  void close(std::chrono::milliseconds timeout);
+
+ private:
+  // The embedded HTTP endpoint (observability.http.listen): created and started here, before the
+  // background thread runs; it then lives on the background thread's io_context and reads
+  // snapshots (make_metrics under the mutex) there. A bad address or a port in use is a
+  // configuration error thrown from the constructor.
+  void start_http();
+
+  // ---- metrics of the user thread ----
+
+  void poll_started(clock::time_point now);
+
+  void poll_ended(clock::time_point started, std::size_t records);
+
+  // With shared_.mutex held.
+  void publish_user_metrics(clock::time_point now);
+
+  fetch::group_identity identity() const;
+
+  // Background thread. Outside a subscription (assign(), or nothing at all) commits and
+  // committed() go to the group's coordinator without joining: it is looked up on demand, and
+  // again once the one in use stops answering as coordinator (it moved, or its broker is down).
+  void standalone_coordinator(bool failed);
+
+  OffsetMap current_positions() const;
+
+  void drop_current(const TopicPartition& tp) {
+    if (const auto* cur = cursor_.partition(); cur && *cur == tp) finish_cursor();
+  }
+
+  void finish_cursor();
+
+  // Takes the next usable fetched data, dropping stale ones (revoked, paused, seeked).
+  bool next_cursor();
+
+  ConsumerRecords drain();
+
+  // Raises the oldest data-path error of a partition still owned (one per call). Truncations
+  // queued together are raised as one LogTruncationError naming each partition and where its
+  // log diverged (Java's LogTruncationException).
+  void raise_data_error();
+
+  // Corrupt record data at the partition's position (a CRC mismatch under check.crcs, a batch or
+  // record that does not parse): raised from poll() naming the partition and the offset, as Java
+  // does. Nothing at or past it is returned or skipped: the position stays, and the fetcher reads
+  // from it again, so every poll() raises it until the application seeks past it.
+  void corrupt_data(const TopicPartition& tp, std::error_code ec, const char* what);
+
+  // now + timeout, for the blocking calls (a negative timeout: now; no overflow for huge ones).
+  static clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+    return poll_deadline(clock::now(), timeout);
+  }
+
+ public:
+  // ---- cluster queries: offsets by time or position, topics and partitions ----
+
+  // Runs `start(promise)` on the background thread and waits for its result until `deadline`
+  // (plus a second for the answer to cross threads).
+  template <class T, class Start>
+  T background_query(Start start, clock::time_point deadline, const std::string& what) {
+    check_open();
+    auto promise = std::make_shared<std::promise<T>>();
+    auto result = promise->get_future();
+    post([start = std::move(start), promise]() mutable { start(promise); });
+    if (result.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready)
+      throw Error(make_error_code(client_errc::request_timed_out), what + ": no answer in time");
+    return result.get();
+  }
+
+  fetch::fetcher::offsets_result query_offsets(std::map<TopicPartition, std::int64_t> timestamps,
+                                               std::chrono::milliseconds timeout, const std::string& what);
+
+  std::map<TopicPartition, std::int64_t> offsets_at(const std::set<TopicPartition>& tps, std::int64_t which,
+                                                    std::chrono::milliseconds timeout,
+                                                    const std::string& what);
+
+  std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
+      const std::map<TopicPartition, std::int64_t>& timestamps, std::chrono::milliseconds timeout);
+
+  // Fresh metadata of `topics` (all when empty), as PartitionInfo lists per existing topic.
+  std::map<std::string, std::vector<PartitionInfo>> topic_partitions(
+      std::optional<std::vector<std::string>> topics, std::chrono::milliseconds timeout,
+      const std::string& what);
+
+  std::optional<std::int64_t> current_lag(const TopicPartition& tp) const { return positions_.lag(tp); }
+
+ private:
+  static fetch::commit_map to_commit_map(const OffsetMap& offsets);
+
+  static bool retriable_coordinator_error(std::error_code ec);
+
+  void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
+    coordinator_request([this, offsets](std::uint64_t id) { fetcher_->commit(id, offsets); }, deadline,
+                        "commit_sync()");
+  }
+
+  // Sends a coordinator request through `send(id)` on the background thread and waits for its
+  // answer. Coordinator errors (being looked up, moved, loading) are retried after
+  // retry.backoff.ms, doubling up to retry.backoff.max.ms, until `deadline`; any other error, or
+  // one whose retry would come after the deadline, is thrown.
+  template <class Send>
+  detail::commit_done coordinator_request(Send send, clock::time_point deadline, const char* what) {
+    base::backoff retry(config_.get_ms("retry.backoff.ms"), config_.get_ms("retry.backoff.max.ms"));
+    for (;;) {
+      const std::uint64_t id = ++next_request_id_;
+      post([send, id] { send(id); });
+      auto done = wait_request(id, deadline);
+      if (!done)
+        throw Error(make_error_code(client_errc::request_timed_out),
+                    std::string(what) + ": no answer in time");
+      if (!done->code) return std::move(*done);
+      const auto wait = retry.next();
+      if (!retriable_coordinator_error(done->code) || clock::now() + wait >= deadline) {
+        throw Error(done->code, done->message);
+      }
+      std::this_thread::sleep_for(wait);
+    }
+  }
+
+  // Waits for the commit_done event `id`, leaving every other event queued.
+  std::optional<detail::commit_done> wait_request(std::uint64_t id, clock::time_point deadline);
+
+  void run();
+
+  template <class F>
+  void post(F&& f) {
+    asio::post(io_, std::forward<F>(f));
+  }
+
+  void stop_thread();
+
+  void check_can_subscribe();
+
+  void check_open() const {
+    if (closed_) throw Error(make_error_code(client_errc::closed), "the consumer is closed");
+  }
+
+  void set_listener(std::shared_ptr<ConsumerRebalanceListener> l) {
+    std::lock_guard lock(listener_mutex_);
+    listener_ = std::move(l);
+  }
+
+  // User-thread bookkeeping of an ownership change: positions_, cursor_ and the consumed positions.
+  // Always on the user thread (with rebalance.listener.thread=heartbeat it arrives as a
+  // bookkeeping-only event after the callback ran on the background thread).
+  void bookkeep(const detail::listener_call& call);
+
+  // Runs a listener callback and remembers the first exception; the group carries on regardless.
+  void invoke(const detail::listener_call& call);
+
+  // The core cancelled `call` after this thread had started it (it counts it as never run). A
+  // revoke did run: the lost callback that follows leaves its partitions out. An assignment did
+  // run, of a generation that is gone: its partitions are reported lost right away, as the core
+  // never will (it took them back).
+  void settle_late_cancel(const detail::listener_call& call);
+
+  void call_listener(const detail::listener_call& call);
+
+  // Background thread (rebalance.listener.thread=heartbeat): only the user's callback runs here;
+  // positions_ and cursor_ belong to the user thread, which applies the bookkeeping from this event.
+  void run_inline(const detail::listener_call& call);
+
+  // Drains queued events on the user thread: listener calls run here and are acknowledged.
+  // Without `run_listeners`, listener calls stay queued, in order, for the next poll().
+  void run_events(bool throw_fatal, bool run_listeners = true);
+
+  bool wait_left(std::uint64_t left_before, clock::time_point deadline);
+
+  void rethrow_listener_error();
+
+  Config config_;
+  asio::io_context io_;
+#if KGROUP_WITH_HTTP
+  std::unique_ptr<http::server> http_;                     // after io_: destroyed before it
+  std::shared_ptr<fetch::group_observer> group_observer_;  // what GET /group shows; with http_ only
+#endif
+  std::shared_ptr<net::cluster> cluster_;
+  std::shared_ptr<net::group_driver> driver_;
+  mutable detail::shared_state shared_;
+  std::thread thread_;
+  std::chrono::milliseconds default_timeout_{60000};
+
+ public:
+  std::chrono::milliseconds default_timeout() const {
+    return default_timeout_;
+  }
+
+ private:
+  bool closed_ = false;
+  bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
+  std::mutex
+      listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
+  std::shared_ptr<ConsumerRebalanceListener> listener_;
+  std::exception_ptr listener_error_;
+  // Data path, user-thread side.
+  std::shared_ptr<fetch::fetcher> fetcher_;
+  data::position_table positions_;
+  // Positions after the records the last poll() returned; they become shared_.consumed (what
+  // auto-commit commits) when poll() is called again.
+  std::map<TopicPartition, detail::epoch_offset> returned_;
+  std::set<TopicPartition> late_revoked_;  // see settle_late_cancel
+  data::record_cursor cursor_{{}};         // rebuilt with the configured options in the constructor
+  std::deque<detail::data_error> pending_data_errors_;  // raised by poll(), one call each
+  std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;
+  std::uint64_t next_request_id_ = 0;
+  std::uint64_t poll_seq_ = 0;                         // poll() calls, for shared_.poll_acked
+  std::optional<clock::time_point> last_poll_return_;  // when the last poll() returned
+  std::chrono::milliseconds max_poll_interval_{300000};
+  std::size_t max_poll_records_ = 500;
+  bool auto_commit_ = true;
+  bool read_committed_ = false;
+  bool inline_listener_ = false;
+  // Manual assignment. mode_ is written by the user thread and read by identity() on the
+  // background thread (hence atomic); manual_ is written by the user thread under shared_.mutex;
+  // manual_coordinator_ is background-thread only.
+  enum class mode { none, subscribed, manual };
+  std::atomic<mode> mode_{mode::none};
+  std::set<TopicPartition> manual_;
+  group::coordinator_lookup manual_coordinator_;
+  // Metrics, user-thread side (published into shared_.metrics).
+  detail::metrics_identity metrics_id_;
+  std::optional<clock::time_point> last_poll_start_;
+  std::optional<clock::time_point> prev_poll_start_;
+  clock::time_point last_publish_{};
+  detail::window_stat between_polls_;
+  detail::histogram between_polls_hist_;
+  detail::window_stat idle_ratio_;
+  detail::window_stat records_window_;
+  detail::window_stat bytes_window_;
+  std::int64_t records_total_ = 0;
+  std::int64_t bytes_total_ = 0;
+  std::int64_t pending_bytes_ = 0;  // bytes of fetched data opened since the last poll() ended
+  StatisticsCallback statistics_cb_;
+  std::chrono::milliseconds statistics_interval_{0};
+  clock::time_point next_statistics_{};
+};
+
+}  // namespace kgroup
