@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -898,5 +899,315 @@ TEST_CASE("kip848: the transition table", "[kip848]") {
   CHECK_FALSE(transition_allowed(st::closed, st::fatal));
   for (int from = 0; from <= static_cast<int>(st::closed); ++from) {
     CHECK(transition_allowed(static_cast<st>(from), st::closed));
+  }
+}
+
+// ================================================================================================
+// More leaving and fencing orders
+// ================================================================================================
+
+TEST_CASE("kip848: unsubscribe while the join heartbeat is in flight leaves with what it answers",
+          "[kip848]") {
+  harness h;
+  auto join = h.start({"t"}, 0);  // v0: no member id until the answer
+  CHECK(join.request.member_id.empty());
+  h.m.unsubscribe(h.now);
+  expect_empty(h.take());  // one request in flight: the leave waits for the answer
+  REQUIRE(h.m.state() == st::leaving);
+  auto a = h.answer(ok(2, id_assignment{{T, {0}}}, 2000, "broker-given"));
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  expect_empty(a);
+  CHECK(leave.leave);
+  CHECK(leave.request.member_id == "broker-given");
+  CHECK(leave.request.member_epoch == -1);
+  CHECK(h.m.owned().empty());  // the assignment of that answer was never taken
+  a = h.answer(ok(-1));
+  expect<left_group>(a);
+  REQUIRE(h.m.state() == st::unsubscribed);
+}
+
+TEST_CASE("kip848: subscribe while leaving joins again once the leave is answered", "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0}}});
+  h.m.unsubscribe(h.now);
+  auto a = h.take();
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 0}});
+  h.m.subscribe(h.now, {"u"});
+  expect_empty(h.take());  // nothing goes out for it while the revoke runs
+  a = h.done(revoke);
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.leave);
+  a = h.answer(ok(-1));
+  expect<left_group>(a);
+  auto join = expect<send_consumer_group_heartbeat>(a);
+  expect_empty(a);
+  CHECK(join.request.member_epoch == 0);
+  CHECK(join.request.subscribed_topic_names == std::optional<std::vector<std::string>>({"u"}));
+  REQUIRE(h.m.state() == st::joining);
+}
+
+TEST_CASE("kip848: a fatal error while unsubscribe's revoke runs is reported and the leave ends quietly",
+          "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0}}});
+  h.m.close(h.now);
+  auto a = h.take();
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 0}});
+  a = h.next_heartbeat(err(kafka_errc::group_authorization_failed));
+  auto e = expect<report_error>(a);
+  expect_empty(a);
+  CHECK(e.fatal);
+  a = h.done(revoke);
+  CHECK(expect<assignment_changed>(a).owned.empty());
+  expect<left_group>(a);
+  expect_empty(a);  // no leave heartbeat: the coordinator refused us
+  REQUIRE(h.m.state() == st::closed);
+}
+
+TEST_CASE("kip848: a revoke already running when the member is fenced finishes as a revoke", "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0, 1}}});
+  auto a = h.next_heartbeat(ok(2, id_assignment{{T, {1}}}));
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 0}});
+  h.m.listener_started(h.now, revoke.seq);
+  a = h.next_heartbeat(err(kafka_errc::fenced_member_epoch));
+  // t0 is the running revoke's; only t1 is lost.
+  CHECK(expect<assignment_changed>(a).owned == partition_set{{"t", 1}});
+  auto lost = expect_listener(a, listener_kind::lost, {{"t", 1}});
+  expect_empty(a);
+  h.m.listener_done(h.now, revoke.seq);  // stale now
+  expect_empty(h.take());
+  a = h.done(lost);
+  CHECK(expect<assignment_changed>(a).owned.empty());
+  CHECK(expect<send_consumer_group_heartbeat>(a).request.member_epoch == 0);
+}
+
+TEST_CASE("kip848: a static member's poll timeout leaves with epoch -2", "[kip848]") {
+  harness h(options("inst-1"));
+  h.make_stable({{T, {0}}});
+  h.poll();
+  actions a;
+  for (int i = 0; i < 100 && h.m.state() == st::stable; ++i) {
+    a = h.to_deadline();
+    if (count_of<send_consumer_group_heartbeat>(a) == 1 && h.m.state() == st::stable) {
+      a.clear();
+      expect_empty(h.answer(ok(1)));
+    }
+  }
+  REQUIRE(h.m.state() == st::poll_timed_out);
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.request.member_epoch == -2);
+  CHECK(leave.request.instance_id == std::optional<std::string>("inst-1"));
+}
+
+TEST_CASE("kip848: a poll timeout while the coordinator is unknown leaves once it is found", "[kip848]") {
+  harness h;
+  h.make_stable({});
+  h.poll();
+  auto a = h.next_heartbeat(err(kafka_errc::not_coordinator));
+  expect<find_coordinator>(a);
+  h.now += 60000ms;
+  a = h.tick();
+  expect<report_error>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == st::poll_timed_out);
+  a = h.found();
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.leave);
+  CHECK(leave.request.member_epoch == -1);
+}
+
+// ================================================================================================
+// Randomized: errors at any step, targets that change at any step, names that come late
+// ================================================================================================
+
+namespace {
+
+struct fake_coordinator {
+  std::mt19937 rng;
+  std::int32_t epoch = 0;
+  id_assignment target;
+  bool delivered = false;
+  bool errors = true;
+  std::uniform_int_distribution<int> pct{0, 99};
+
+  explicit fake_coordinator(unsigned seed) : rng(seed) {}
+  bool chance(int p) { return pct(rng) < p; }
+
+  id_assignment random_target() {
+    id_assignment t;
+    for (const auto& id : {T, U, V}) {
+      for (std::int32_t p = 0; p < 3; ++p) {
+        if (chance(50)) t[id].insert(p);
+      }
+    }
+    return t;
+  }
+  void new_target() {
+    target = random_target();
+    ++epoch;
+    delivered = false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kip848: randomized errors and target changes keep listener order and converge", "[kip848]") {
+  for (unsigned seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    harness h;
+    fake_coordinator c(seed);
+    c.new_target();
+    partition_set app;  // what the application was told it owns
+    std::optional<run_listener> queued;
+    time_point listener_due{};
+    std::optional<hb_request> in_flight;
+    bool finding = false;
+    bool v_known = false;
+    std::vector<topic_id> names_wanted;
+    std::optional<partition_set> core_owned;
+    id_assignment delivered;  // the last target the coordinator sent
+    auto names_of = [](const id_assignment& a) {
+      partition_set out;
+      for (const auto& [id, parts] : a) {
+        for (auto p : parts) out.insert({id == T ? "t" : id == U ? "u" : "v", p});
+      }
+      return out;
+    };
+
+    auto handle = [&](actions as) {
+      for (auto& x : as) {
+        INFO("action " << describe(x));
+        if (std::holds_alternative<find_coordinator>(x)) {
+          REQUIRE_FALSE(finding);
+          finding = true;
+        } else if (auto* hb = std::get_if<send_consumer_group_heartbeat>(&x)) {
+          REQUIRE_FALSE(in_flight.has_value());  // one in flight at most
+          in_flight = hb->request;
+        } else if (auto* n = std::get_if<need_topic_names>(&x)) {
+          names_wanted.insert(names_wanted.end(), n->ids.begin(), n->ids.end());
+        } else if (auto* l = std::get_if<run_listener>(&x)) {
+          REQUIRE_FALSE(queued.has_value());  // one callback at a time
+          const partition_set parts(l->partitions.begin(), l->partitions.end());
+          if (l->kind == listener_kind::assigned) {
+            // Only partitions the latest target the member heard of gives, none it already has.
+            for (const auto& tp : parts) REQUIRE_FALSE(app.contains(tp));
+            for (const auto& tp : parts) REQUIRE(names_of(delivered).contains(tp));
+          } else {
+            for (const auto& tp : parts) REQUIRE(app.contains(tp));
+          }
+          queued = *l;
+          listener_due = h.now + ms(c.pct(c.rng) * 30);
+        } else if (auto* cl = std::get_if<cancel_listener>(&x)) {
+          REQUIRE(queued.has_value());
+          REQUIRE(queued->seq == cl->seq);
+          queued.reset();
+        } else if (auto* ch = std::get_if<assignment_changed>(&x)) {
+          core_owned = ch->owned;
+        } else if (auto* e = std::get_if<report_error>(&x)) {
+          REQUIRE_FALSE(e->fatal);
+        } else {
+          FAIL("unexpected action " << describe(x));
+        }
+      }
+    };
+    auto name_of = [&](const topic_id& id) -> std::optional<std::string> {
+      if (id == T) return "t";
+      if (id == U) return "u";
+      if (id == V && v_known) return "v";
+      return std::nullopt;
+    };
+
+    h.m.subscribe(h.now, {"t", "u", "v"});
+    handle(h.take());
+    for (int step = 0; step < 3000; ++step) {
+      h.now += 50ms;
+      if (step == 2000) c.errors = false;  // the last stretch is quiet: the member must settle
+      if (step > 400 || c.chance(1)) v_known = true;
+      if (step % 20 == 0) {
+        h.m.poll_called(h.now);
+        h.m.poll_returned(h.now);
+        handle(h.take());
+      }
+      handle(h.tick());
+      if (finding && c.chance(50)) {
+        finding = false;
+        if (c.errors && c.chance(10)) {
+          h.m.coordinator_failed(h.now, make_error_code(kafka_errc::coordinator_not_available));
+        } else {
+          h.m.coordinator_found(h.now, 1, 1);
+        }
+        handle(h.take());
+      }
+      if (!names_wanted.empty() && c.chance(50)) {
+        std::vector<std::pair<topic_id, std::string>> known;
+        for (const auto& id : names_wanted) {
+          if (auto n = name_of(id)) known.emplace_back(id, *n);
+        }
+        names_wanted.clear();
+        handle(h.names(known));
+      }
+      if (queued && h.now >= listener_due) {
+        const auto l = *queued;
+        queued.reset();
+        const partition_set parts(l.partitions.begin(), l.partitions.end());
+        if (l.kind == listener_kind::assigned) {
+          app.insert(parts.begin(), parts.end());
+        } else {
+          for (const auto& tp : parts) app.erase(tp);
+        }
+        h.m.poll_called(h.now);
+        h.m.listener_started(h.now, l.seq);
+        h.m.listener_done(h.now, l.seq);
+        h.m.poll_returned(h.now);
+        handle(h.take());
+      }
+      if (c.errors && c.chance(2) && h.m.member_epoch() > 0) c.new_target();
+      if (in_flight && c.chance(60)) {
+        const hb_request req = *in_flight;
+        in_flight.reset();
+        const int roll = c.errors ? c.pct(c.rng) : 100;
+        if (roll < 3) {
+          h.m.request_failed(h.now, make_error_code(client_errc::connection_closed));
+          handle(h.take());
+          continue;
+        }
+        hb_response r;
+        if (roll < 6) {
+          r = err(kafka_errc::coordinator_load_in_progress);
+        } else if (roll < 8) {
+          r = err(kafka_errc::not_coordinator);
+        } else if (roll < 9 && req.member_epoch > 0) {
+          r = err(kafka_errc::fenced_member_epoch);
+          c.epoch += 1;  // the coordinator forgot the member; the rejoin gets a new epoch
+          c.delivered = false;
+        } else if (req.member_epoch < 0) {
+          r = ok(req.member_epoch);
+        } else {
+          if (req.member_epoch == 0) {
+            // A join must carry everything, with nothing owned.
+            REQUIRE(req.rebalance_timeout_ms == 60000);
+            REQUIRE(req.subscribed_topic_names.has_value());
+            REQUIRE(req.topic_partitions.has_value());
+            REQUIRE(req.topic_partitions->empty());
+            c.delivered = false;
+          }
+          r = ok(c.epoch);
+          if (!c.delivered || c.chance(5)) {
+            r = ok(c.epoch, c.target);
+            c.delivered = true;
+            delivered = c.target;
+          }
+        }
+        handle(h.answer(r));
+      }
+      // What the core announced it owns is what it says it owns.
+      if (core_owned) REQUIRE(*core_owned == h.m.owned());
+    }
+    INFO("state " << to_string(h.m.state()));
+    REQUIRE(h.m.state() == st::stable);
+    REQUIRE(h.m.owned_ids() == c.target);
+    REQUIRE(app == h.m.owned());
+    REQUIRE_FALSE(queued.has_value());
   }
 }
