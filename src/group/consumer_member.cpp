@@ -223,12 +223,15 @@ void consumer_member::subscribe(time_point now, std::vector<std::string> topics)
   if (state_ == s::unsubscribed) {
     last_poll_ = now;
     poll_warned_ = false;
-    begin_join(now, "subscribed");
+    begin_join(now, RebalanceCause::member_joined, "this member subscribed");
     return;
   }
   // A member tells the coordinator at once (the broker recomputes its target); the heartbeat
   // carries only the changed subscription.
-  if (changed && heartbeating() && state_ != s::prepare_leaving) heartbeat_now_ = true;
+  if (changed && heartbeating() && state_ != s::prepare_leaving) {
+    heartbeat_now_ = true;
+    next_cause_ = RebalanceCause::subscription_change;
+  }
   pump(now);
 }
 
@@ -240,10 +243,13 @@ void consumer_member::subscribe_regex(time_point now, std::string regex) {
   if (state_ == s::unsubscribed) {
     last_poll_ = now;
     poll_warned_ = false;
-    begin_join(now, "subscribed by regex");
+    begin_join(now, RebalanceCause::member_joined, "this member subscribed (regex)");
     return;
   }
-  if (changed && heartbeating() && state_ != s::prepare_leaving) heartbeat_now_ = true;
+  if (changed && heartbeating() && state_ != s::prepare_leaving) {
+    heartbeat_now_ = true;
+    next_cause_ = RebalanceCause::subscription_change;
+  }
   pump(now);
 }
 
@@ -324,7 +330,7 @@ void consumer_member::poll_called(time_point now) {
       transition(s::fenced, "poll() after a poll timeout: partitions lost");
       request_listener(listener_kind::lost, owned_, then::rejoin);
     } else {
-      begin_join(now, "poll() after a poll timeout");
+      begin_join(now, RebalanceCause::poll_timeout, "poll() after a poll timeout");
     }
   }
   pump(now);
@@ -377,7 +383,7 @@ void consumer_member::coordinator_found(time_point now, std::int32_t node, std::
     // KIP-1082: from v1 on the member names itself, once, and keeps the id across rejoins.
     if (opts_.member_id.empty()) {
       fatal(
-          make_error_code(client_errc::illegal_state),
+          now, make_error_code(client_errc::illegal_state),
           "internal error: ConsumerGroupHeartbeat v1 needs a client-generated member id and none was given");
       return;
     }
@@ -389,7 +395,7 @@ void consumer_member::coordinator_found(time_point now, std::int32_t node, std::
 void consumer_member::coordinator_failed(time_point now, std::error_code ec) {
   coord_.forget();
   if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
-    fatal(ec, fatal_message(code_of(kafka_errc::group_authorization_failed), std::nullopt));
+    fatal(now, ec, fatal_message(code_of(kafka_errc::group_authorization_failed), std::nullopt));
     return;
   }
   logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
@@ -442,6 +448,12 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
   const in_flight was = in_flight_;
   if (was == in_flight::none) return;  // stale: nothing of ours is in flight
   in_flight_ = in_flight::none;
+  ++stats_.heartbeats;
+  stats_.heartbeat_rtt_max =
+      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - heartbeat_sent_));
+  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - heartbeat_sent_).count());
+  stats_.last_heartbeat_response = now;
+  ++stats_.version;
   if (was == in_flight::leave) {
     if (r.error_code != 0) {
       logger()->debug("group '{}': leave heartbeat answered {}", opts_.group_id,
@@ -489,8 +501,15 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
                     target_->size());
   }
   if (state_ == s::joining && epoch_ > 0 && target_) {
-    transition(*target_ == owned_ ? s::stable : s::reconciling, "joined the group");
+    if (*target_ == owned_) {
+      transition(s::stable, "joined the group");
+      reconciliation_ends(now, true);
+    } else {
+      transition(s::reconciling, "joined the group");
+    }
   } else if (state_ == s::stable && target_ && *target_ != owned_) {
+    reconciliation_begins(now, next_cause_.value_or(RebalanceCause::group_rebalancing),
+                          "new target assignment of epoch " + std::to_string(epoch_));
     transition(s::reconciling, "new target assignment");
   }
   pump(now);
@@ -518,7 +537,7 @@ void consumer_member::heartbeat_error(time_point now, const protocol::consumer_g
     return;
   }
   if (is_fatal(c)) {
-    fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, r.error_message));
+    fatal(now, make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, r.error_message));
     return;
   }
   // Unexpected: logged and retried after a backoff; a code that is not retriable becomes fatal
@@ -526,7 +545,7 @@ void consumer_member::heartbeat_error(time_point now, const protocol::consumer_g
   const auto e = static_cast<kafka_errc>(c);
   auto& in_a_row = unexpected_in_a_row_[c];
   if (!is_retriable(e) && ++in_a_row >= max_unexpected_in_a_row) {
-    fatal(make_error_code(e),
+    fatal(now, make_error_code(e),
           "group '" + opts_.group_id + "': unexpected error in ConsumerGroupHeartbeat response: " +
               kafka_error_name(c) + " (" + r.error_message.value_or(make_error_code(e).message()) + "), " +
               std::to_string(in_a_row) + " times in a row");
@@ -718,6 +737,7 @@ void consumer_member::send_heartbeat(time_point now) {
   if (state_ == s::joining) join_sent_ = true;
   heartbeat_now_ = false;
   in_flight_ = in_flight::heartbeat;
+  heartbeat_sent_ = now;
   next_heartbeat_at_ = now + interval_;
   actions_.emplace_back(send_consumer_group_heartbeat{std::move(req), full, false});
   if (state_ == s::acknowledging) {
@@ -727,6 +747,7 @@ void consumer_member::send_heartbeat(time_point now) {
       transition(s::reconciling, "acknowledged; the target moved on");
     } else {
       transition(s::stable, "reconciled assignment acknowledged");
+      reconciliation_ends(now, true);
     }
   }
 }
@@ -740,6 +761,7 @@ void consumer_member::send_leave(time_point now) {
   req.instance_id = opts_.group_instance_id;
   leave_pending_ = false;
   in_flight_ = in_flight::leave;
+  heartbeat_sent_ = now;
   sent_ = {};
   join_sent_ = false;
   // While leaving the epoch says so; a poll timeout's leave leaves the member out of the group,
@@ -749,7 +771,8 @@ void consumer_member::send_leave(time_point now) {
   actions_.emplace_back(send_consumer_group_heartbeat{std::move(req), false, true});
 }
 
-void consumer_member::begin_join(time_point now, const std::string& why) {
+void consumer_member::begin_join(time_point now, RebalanceCause cause, const std::string& why) {
+  reconciliation_begins(now, cause, why);
   epoch_ = join_epoch;
   join_sent_ = false;
   target_.reset();
@@ -784,7 +807,10 @@ void consumer_member::maybe_reconcile(time_point now) {
   const id_assignment ready = resolved(*target_, nullptr);
   if (ready == owned_) {
     // Nothing to do with the names known: either reconciled, or waiting for names.
-    if (*target_ == owned_) transition(s::stable, "target assignment reached");
+    if (*target_ == owned_) {
+      transition(s::stable, "target assignment reached");
+      reconciliation_ends(now, true);
+    }
     return;
   }
   step_target_ = ready;
@@ -815,6 +841,14 @@ void consumer_member::assign_step(time_point now) {
 void consumer_member::fence(time_point now, const std::string& why) {
   (void)now;
   logger()->warn("group '{}': member '{}' fenced at epoch {} ({})", opts_.group_id, member_id_, epoch_, why);
+  if (!stats_.history.empty() && !stats_.history.back().end) {
+    ++stats_.failed_rebalances;
+    stats_.failed_at.push_back(now);
+    ++stats_.version;
+  }
+  if (state_ != s::prepare_leaving && state_ != s::leaving) {
+    reconciliation_begins(now, RebalanceCause::session_timeout, "fenced: " + why);
+  }
   epoch_ = join_epoch;
   join_sent_ = false;
   target_.reset();
@@ -843,6 +877,7 @@ void consumer_member::fence(time_point now, const std::string& why) {
 }
 
 void consumer_member::finish_leave(time_point now) {
+  reconciliation_ends(now, false);
   epoch_ = join_epoch;
   join_sent_ = false;
   leave_pending_ = false;
@@ -858,12 +893,17 @@ void consumer_member::finish_leave(time_point now) {
   actions_.emplace_back(left_group{});
   if (!closing_ && (!topics_.empty() || regex_)) {
     // subscribe() was called while the leave was under way: join again.
-    begin_join(now, "subscribed while leaving");
+    begin_join(now, RebalanceCause::member_joined, "this member subscribed");
   }
 }
 
-void consumer_member::fatal(std::error_code ec, std::string message) {
+void consumer_member::fatal(time_point now, std::error_code ec, std::string message) {
   if (state_ == s::closed) return;
+  if (!stats_.history.empty() && !stats_.history.back().end) {
+    ++stats_.failed_rebalances;
+    stats_.failed_at.push_back(now);
+  }
+  reconciliation_ends(now, false);
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
   if (state_ == s::leaving || state_ == s::prepare_leaving) {
     // Already leaving: report it, let the leave finish so close() returns.
@@ -890,6 +930,14 @@ void consumer_member::request_listener(listener_kind kind, const id_assignment& 
   pending_parts_ = parts;
   after_listener_ = next;
   const partition_set named = names_of(parts);
+  if (!stats_.history.empty() && !stats_.history.back().end) {
+    auto& e = stats_.history.back();
+    auto& into = kind == listener_kind::revoked    ? e.revoked
+                 : kind == listener_kind::assigned ? e.assigned
+                                                   : e.lost;
+    into.insert(named.begin(), named.end());
+    ++stats_.version;
+  }
   actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq});
 }
 
@@ -904,7 +952,7 @@ void consumer_member::continue_after_listener(time_point now, then next) {
       if (state_ == s::reconciling) transition(s::acknowledging, "assignment reconciled");
       return;
     case then::rejoin:
-      if (state_ == s::fenced) begin_join(now, "rejoining with epoch 0");
+      if (state_ == s::fenced) begin_join(now, RebalanceCause::session_timeout, "rejoining with epoch 0");
       return;
     case then::leave:
       if (state_ == s::prepare_leaving) transition(s::leaving, "revoke done");
@@ -970,6 +1018,9 @@ bool consumer_member::check_poll_timeout(time_point now) {
     heartbeat_now_ = false;
     leave_pending_ = must_leave();
     epoch_ = join_epoch;
+    reconciliation_begins(now, RebalanceCause::poll_timeout,
+                          "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
+                              std::to_string(opts_.max_poll_interval.count()) + ")");
     transition(s::poll_timed_out, "max.poll.interval.ms exceeded");
     actions_.emplace_back(report_error{make_error_code(client_errc::request_timed_out),
                                        "max.poll.interval.ms exceeded: left the group", false});
@@ -982,6 +1033,40 @@ bool consumer_member::check_poll_timeout(time_point now) {
                    opts_.max_poll_interval.count());
   }
   return false;
+}
+
+void consumer_member::reconciliation_begins(time_point now, RebalanceCause cause, const std::string& detail) {
+  next_cause_.reset();
+  if (!stats_.history.empty() && !stats_.history.back().end) return;  // one under way keeps its cause
+  if (stats_.history.size() >= member_stats::history_max) stats_.history.pop_front();
+  rebalance_entry e;
+  e.cause = cause;
+  e.detail = detail;
+  e.start = now;
+  stats_.history.push_back(std::move(e));
+  ++stats_.version;
+}
+
+void consumer_member::reconciliation_ends(time_point now, bool completed) {
+  if (stats_.history.empty() || stats_.history.back().end) return;
+  auto& e = stats_.history.back();
+  e.end = now;
+  e.completed = completed;
+  e.generation = epoch_;
+  if (completed) {
+    const auto took = std::chrono::duration_cast<ms>(now - e.start);
+    ++stats_.rebalances;
+    stats_.rebalance_latency_total += took;
+    stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
+    stats_.rebalance_hist.observe(std::chrono::duration<double>(now - e.start).count());
+    stats_.completed_at.push_back(now);
+    while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
+      stats_.completed_at.pop_front();
+    }
+  }
+  while (!stats_.failed_at.empty() && now - stats_.failed_at.front() > std::chrono::hours(1))
+    stats_.failed_at.pop_front();
+  ++stats_.version;
 }
 
 void consumer_member::backoff(time_point now) {

@@ -148,6 +148,10 @@ class consumer_member {
   /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
   std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   const consumer_member_options& options() const noexcept { return opts_; }
+  /// What the core measured, in the classic core's shape (one facade, one metrics path): a
+  /// "rebalance" here is a reconciliation, from the moment the member stops being stable (or
+  /// joins) until it is stable again; `generation` is the member epoch it ended in.
+  const member_stats& stats() const noexcept { return stats_; }
 
  private:
   enum class in_flight { none, heartbeat, leave };
@@ -173,13 +177,15 @@ class consumer_member {
   void send_leave(time_point now);
   bool must_leave() const noexcept;
   std::int32_t leave_epoch() const noexcept;
-  void begin_join(time_point now, const std::string& why);
+  void begin_join(time_point now, RebalanceCause cause, const std::string& why);
   void maybe_reconcile(time_point now);
   void maybe_request_names(time_point now);
   void assign_step(time_point now);
   void fence(time_point now, const std::string& why);
   void finish_leave(time_point now);
-  void fatal(std::error_code ec, std::string message);
+  void fatal(time_point now, std::error_code ec, std::string message);
+  void reconciliation_begins(time_point now, RebalanceCause cause, const std::string& detail);
+  void reconciliation_ends(time_point now, bool completed);
   void heartbeat_error(time_point now, const protocol::consumer_group_heartbeat_response& r);
   void request_listener(listener_kind kind, const id_assignment& parts, then next);
   void continue_after_listener(time_point now, then next);
@@ -233,6 +239,10 @@ class consumer_member {
   then after_listener_ = then::nothing;
   std::uint64_t next_seq_ = 1;
   std::uint64_t invalid_transitions_ = 0;
+  member_stats stats_;
+  time_point heartbeat_sent_{};
+  // The cause of the next reconciliation, when this member caused it (a subscription change).
+  std::optional<RebalanceCause> next_cause_;
   std::vector<action> actions_;
 };
 

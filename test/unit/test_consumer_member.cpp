@@ -1211,3 +1211,73 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
     REQUIRE_FALSE(queued.has_value());
   }
 }
+
+TEST_CASE("kip848: each reconciliation is recorded with its cause, partitions, epoch and duration",
+          "[kip848]") {
+  harness h;
+  const auto t0 = h.now;
+  h.start();
+  (void)h.names({{T, "t"}, {U, "u"}});
+  h.now += 40ms;
+  auto a = h.answer(ok(1, id_assignment{{T, {0, 1}}}));
+  auto l = expect_listener(a, listener_kind::assigned, t01);
+  h.now += 10ms;
+  a = h.done(l);
+  expect<send_consumer_group_heartbeat>(a);
+  const auto& stats = h.m.stats();
+  REQUIRE(stats.history.size() == 1);
+  {
+    const auto& e = stats.history.back();
+    CHECK(e.cause == RebalanceCause::member_joined);
+    CHECK(e.completed);
+    CHECK(e.generation == 1);
+    CHECK(e.assigned == t01);
+    CHECK(e.revoked.empty());
+    REQUIRE(e.end.has_value());
+    CHECK(*e.end - e.start == 50ms);
+    CHECK(e.start == t0);
+  }
+  a = h.answer(ok(1));
+
+  // A new target: revoke t0, assign u0; a subscription change caused it.
+  h.m.subscribe(h.now, {"t", "u"});
+  a = h.take();
+  expect<send_consumer_group_heartbeat>(a);
+  h.now += 5ms;
+  a = h.answer(ok(2, id_assignment{{T, {1}}, {U, {0}}}));
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 0}});
+  REQUIRE(stats.history.size() == 2);
+  CHECK_FALSE(stats.history.back().end.has_value());  // open while reconciling
+  h.now += 100ms;
+  a = h.done(revoke);
+  auto assign = expect_listener(a, listener_kind::assigned, {{"u", 0}});
+  a = h.done(assign);
+  {
+    const auto& e = stats.history.back();
+    CHECK(e.cause == RebalanceCause::subscription_change);
+    CHECK(e.completed);
+    CHECK(e.generation == 2);
+    CHECK(e.revoked == partition_set{{"t", 0}});
+    CHECK(e.assigned == partition_set{{"u", 0}});
+    CHECK(*e.end - e.start == 100ms);
+  }
+  CHECK(stats.rebalances == 2);
+  CHECK(stats.failed_rebalances == 0);
+  a = h.answer(ok(2));
+
+  // Fenced: the loss and the rejoin are one record, counted complete once stable again.
+  a = h.next_heartbeat(err(kafka_errc::fenced_member_epoch));
+  auto lost = expect_listener(a, listener_kind::lost, (partition_set{{"t", 1}, {"u", 0}}));
+  a = h.done(lost);
+  a = h.answer(ok(4, id_assignment{}));
+  REQUIRE(stats.history.size() == 3);
+  const auto& e = stats.history.back();
+  CHECK(e.cause == RebalanceCause::session_timeout);
+  CHECK(e.detail.find("FENCED_MEMBER_EPOCH") != std::string::npos);
+  CHECK(e.lost == (partition_set{{"t", 1}, {"u", 0}}));
+  CHECK(e.completed);
+  CHECK(e.generation == 4);
+  CHECK(stats.rebalances == 3);
+  CHECK(stats.heartbeats >= 6);
+  CHECK(stats.last_heartbeat_response == h.now);
+}
