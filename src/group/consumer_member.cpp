@@ -399,7 +399,7 @@ void consumer_member::coordinator_failed(time_point now, std::error_code ec) {
     return;
   }
   logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
-  if (state_ == s::leaving && in_flight_ == in_flight::none) {
+  if (state_ == s::leaving && in_flight_ == in_flight::none && !pending_listener_) {
     // No coordinator to leave through: the coordinator expires the member on its own.
     finish_leave(now);
     return;
@@ -528,7 +528,8 @@ void consumer_member::heartbeat_error(time_point now, const protocol::consumer_g
     logger()->info("group '{}': coordinator {} answered {}; rediscovering", opts_.group_id,
                    coord_.node().value_or(-1), kafka_error_name(c));
     coord_.forget();
-    pump(now);  // looked up at once; a failed lookup backs off
+    next_heartbeat_at_ = now;  // the new coordinator hears from the member as soon as it is found (as Java)
+    pump(now);                 // looked up at once; a failed lookup backs off
     return;
   }
   if (protocol::reacts(c, protocol::reaction::coordinator_busy)) {
@@ -877,6 +878,7 @@ void consumer_member::fence(time_point now, const std::string& why) {
 }
 
 void consumer_member::finish_leave(time_point now) {
+  if (state_ == s::closed) return;
   reconciliation_ends(now, false);
   epoch_ = join_epoch;
   join_sent_ = false;
@@ -958,7 +960,8 @@ void consumer_member::continue_after_listener(time_point now, then next) {
       if (state_ == s::prepare_leaving) transition(s::leaving, "revoke done");
       return;
     case then::finish_leave:
-      finish_leave(now);
+      // A poll timeout's leave heartbeat that has not gone out yet goes first (pump()).
+      if (!leave_pending_) finish_leave(now);
       return;
   }
 }

@@ -1281,3 +1281,54 @@ TEST_CASE("kip848: each reconciliation is recorded with its cause, partitions, e
   CHECK(stats.heartbeats >= 6);
   CHECK(stats.last_heartbeat_response == h.now);
 }
+
+TEST_CASE("kip848: unsubscribe after a poll timeout whose leave is still pending: lost, then the leave",
+          "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0}}});
+  h.poll();
+  auto a = h.next_heartbeat(err(kafka_errc::not_coordinator));
+  expect<find_coordinator>(a);
+  h.now += 60000ms;
+  a = h.tick();
+  expect<report_error>(a);
+  REQUIRE(h.m.state() == st::poll_timed_out);
+  h.m.unsubscribe(h.now);
+  a = h.take();
+  auto lost = expect_listener(a, listener_kind::lost, {{"t", 0}});
+  expect_empty(a);
+  a = h.done(lost);
+  CHECK(expect<assignment_changed>(a).owned.empty());
+  expect_empty(a);  // the leave waits for the coordinator
+  REQUIRE(h.m.state() == st::leaving);
+  a = h.found();
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.request.member_epoch == -1);
+  a = h.answer(ok(-1));
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == st::unsubscribed);
+}
+
+TEST_CASE("kip848: a coordinator lookup that fails while close() reports a loss ends the close once",
+          "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0}}});
+  auto a = h.next_heartbeat(err(kafka_errc::not_coordinator));
+  expect<find_coordinator>(a);
+  h.m.coordinator_found(h.now, 1, 1);
+  a = h.take();
+  expect<send_consumer_group_heartbeat>(a);
+  a = h.answer(err(kafka_errc::group_max_size_reached));
+  CHECK(expect<report_error>(a).fatal);
+  h.m.close(h.now);
+  a = h.take();
+  auto lost = expect_listener(a, listener_kind::lost, {{"t", 0}});
+  h.m.coordinator_failed(h.now, make_error_code(client_errc::coordinator_not_found));
+  expect_empty(h.take());  // the close waits for its callback
+  a = h.done(lost);
+  CHECK(expect<assignment_changed>(a).owned.empty());
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == st::closed);
+}
