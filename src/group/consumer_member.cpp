@@ -685,6 +685,15 @@ void consumer_member::pump(time_point now) {
 }
 
 void consumer_member::send_heartbeat(time_point now) {
+  if (regex_ && version_ < 1) {
+    // ConsumerGroupHeartbeat v0 has no SubscribedTopicRegex (brokers before Kafka 4.0 evaluate no
+    // regex); resolving it here instead would be a different, client-side semantics.
+    fatal(now, make_error_code(client_errc::no_compatible_version),
+          "group '" + opts_.group_id +
+              "': subscribing by regex with group.protocol=consumer needs a coordinator "
+              "with ConsumerGroupHeartbeat v1 (Kafka 4.0+); this one speaks v0: subscribe by topic names");
+    return;
+  }
   protocol::consumer_group_heartbeat_request req;
   req.group_id = opts_.group_id;
   req.member_id = member_id_;

@@ -1083,6 +1083,8 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
           finding = true;
         } else if (auto* hb = std::get_if<send_consumer_group_heartbeat>(&x)) {
           REQUIRE_FALSE(in_flight.has_value());  // one in flight at most
+          protocol::bytes wire;
+          REQUIRE_FALSE(protocol::encode(hb->request, 1, wire));  // what the core asks is encodable
           in_flight = hb->request;
         } else if (auto* n = std::get_if<need_topic_names>(&x)) {
           names_wanted.insert(names_wanted.end(), n->ids.begin(), n->ids.end());
@@ -1331,4 +1333,53 @@ TEST_CASE("kip848: a coordinator lookup that fails while close() reports a loss 
   expect<left_group>(a);
   expect_empty(a);
   REQUIRE(h.m.state() == st::closed);
+}
+
+TEST_CASE("kip848: every request the core makes encodes at the version the coordinator speaks", "[kip848]") {
+  const std::int16_t version = GENERATE(0, 1);
+  CAPTURE(version);
+  harness h(options("inst-1"));
+  std::vector<hb_request> sent;
+  auto keep = [&](actions a) {
+    for (auto& x : a) {
+      if (auto* hb = std::get_if<send_consumer_group_heartbeat>(&x)) sent.push_back(hb->request);
+    }
+    return a;
+  };
+  sent.push_back(h.start({"t"}, version).request);
+  (void)h.names({{T, "t"}});
+  auto a = keep(h.answer(ok(1, id_assignment{{T, {0}}}, 2000, "m")));
+  auto l = expect<run_listener>(a);
+  keep(h.done(l));
+  keep(h.answer(ok(1)));
+  keep(h.to_deadline());
+  keep(h.answer(ok(1)));
+  h.m.close(h.now);
+  a = keep(h.take());
+  l = expect<run_listener>(a);
+  keep(h.done(l));
+  REQUIRE(sent.size() == 4);  // join, acknowledgement, a regular heartbeat, the leave
+  for (const auto& r : sent) {
+    INFO("epoch " << r.member_epoch);
+    protocol::bytes wire;
+    REQUIRE_FALSE(protocol::encode(r, version, wire));
+    hb_request back;
+    REQUIRE_FALSE(protocol::decode(wire, version, back));
+    CHECK(back == r);
+  }
+  CHECK(sent.back().member_epoch == -2);
+}
+
+TEST_CASE("kip848: a regex subscription with a v0 coordinator is fatal, saying why", "[kip848]") {
+  harness h;
+  h.m.subscribe_regex(h.now, "t.*");
+  auto a = h.take();
+  expect<find_coordinator>(a);
+  a = h.found(0);
+  auto e = expect<report_error>(a);
+  expect_empty(a);
+  CHECK(e.fatal);
+  CHECK(e.code == make_error_code(client_errc::no_compatible_version));
+  CHECK(e.message.find("ConsumerGroupHeartbeat v1") != std::string::npos);
+  REQUIRE(h.m.state() == st::fatal);
 }
