@@ -1052,9 +1052,33 @@ struct fake_coordinator {
 
 }  // namespace
 
-TEST_CASE("kip848: randomized errors and target changes keep listener order and converge", "[kip848]") {
-  for (unsigned seed = 1; seed <= 60; ++seed) {
-    CAPTURE(seed);
+namespace {
+
+// One randomized run: coordinator errors, failed requests, fencing and new targets at any step,
+// topic names that come late, callbacks that take their time; with `stalls`, an application that
+// now and then does not poll for longer than max.poll.interval.ms; with `close_step` >= 0, a
+// close() at that step. The last stretch is quiet: the member must settle (stable on the target,
+// or closed with nothing owned).
+struct run_counts {
+  int poll_timeouts = 0;
+  int lost = 0;
+  int revoked = 0;
+  int assigned = 0;
+  int closed = 0;
+  run_counts& operator+=(const run_counts& o) {
+    poll_timeouts += o.poll_timeouts;
+    lost += o.lost;
+    revoked += o.revoked;
+    assigned += o.assigned;
+    closed += o.closed;
+    return *this;
+  }
+};
+
+run_counts random_run(unsigned seed, bool stalls, int close_step) {
+  CAPTURE(seed, stalls, close_step);
+  run_counts counts;
+  {
     harness h;
     fake_coordinator c(seed);
     c.new_target();
@@ -1066,6 +1090,9 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
     bool v_known = false;
     std::vector<topic_id> names_wanted;
     std::optional<partition_set> core_owned;
+    time_point stall_until{};
+    bool closing = false;
+    int left = 0;
     id_assignment delivered;  // the last target the coordinator sent
     auto names_of = [](const id_assignment& a) {
       partition_set out;
@@ -1078,6 +1105,7 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
     auto handle = [&](actions as) {
       for (auto& x : as) {
         INFO("action " << describe(x));
+        REQUIRE(left == 0);  // nothing after the close is done
         if (std::holds_alternative<find_coordinator>(x)) {
           REQUIRE_FALSE(finding);
           finding = true;
@@ -1092,12 +1120,16 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
           REQUIRE_FALSE(queued.has_value());  // one callback at a time
           const partition_set parts(l->partitions.begin(), l->partitions.end());
           if (l->kind == listener_kind::assigned) {
+            REQUIRE_FALSE(closing);  // a closing member assigns nothing
             // Only partitions the latest target the member heard of gives, none it already has.
             for (const auto& tp : parts) REQUIRE_FALSE(app.contains(tp));
             for (const auto& tp : parts) REQUIRE(names_of(delivered).contains(tp));
           } else {
             for (const auto& tp : parts) REQUIRE(app.contains(tp));
           }
+          (l->kind == listener_kind::assigned  ? counts.assigned
+           : l->kind == listener_kind::revoked ? counts.revoked
+                                               : counts.lost) += 1;
           queued = *l;
           listener_due = h.now + ms(c.pct(c.rng) * 30);
         } else if (auto* cl = std::get_if<cancel_listener>(&x)) {
@@ -1108,6 +1140,10 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
           core_owned = ch->owned;
         } else if (auto* e = std::get_if<report_error>(&x)) {
           REQUIRE_FALSE(e->fatal);
+          if (e->message.find("max.poll.interval.ms") != std::string::npos) ++counts.poll_timeouts;
+        } else if (std::holds_alternative<left_group>(x)) {
+          REQUIRE(closing);
+          ++left;
         } else {
           FAIL("unexpected action " << describe(x));
         }
@@ -1122,11 +1158,19 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
 
     h.m.subscribe(h.now, {"t", "u", "v"});
     handle(h.take());
-    for (int step = 0; step < 3000; ++step) {
+    for (int step = 0; step < 4000; ++step) {
       h.now += 50ms;
-      if (step == 2000) c.errors = false;  // the last stretch is quiet: the member must settle
+      if (step == 2600) c.errors = false;  // the last stretch is quiet: the member must settle
       if (step > 400 || c.chance(1)) v_known = true;
-      if (step % 20 == 0) {
+      if (step == close_step) {
+        closing = true;
+        h.m.close(h.now);
+        handle(h.take());
+      }
+      // A stall (70 s without poll()) ends before the quiet stretch.
+      if (stalls && step < 1200 && h.now >= stall_until && c.chance(1)) stall_until = h.now + 70000ms;
+      const bool stalled = h.now < stall_until;
+      if (step % 20 == 0 && !stalled) {
         h.m.poll_called(h.now);
         h.m.poll_returned(h.now);
         handle(h.take());
@@ -1149,7 +1193,7 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
         names_wanted.clear();
         handle(h.names(known));
       }
-      if (queued && h.now >= listener_due) {
+      if (queued && h.now >= listener_due && !stalled) {
         const auto l = *queued;
         queued.reset();
         const partition_set parts(l.partitions.begin(), l.partitions.end());
@@ -1185,6 +1229,8 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
           c.delivered = false;
         } else if (req.member_epoch < 0) {
           r = ok(req.member_epoch);
+          c.epoch += 1;  // the member left: a rejoin gets a new epoch and the whole target
+          c.delivered = false;
         } else {
           if (req.member_epoch == 0) {
             // A join must carry everything, with nothing owned.
@@ -1207,11 +1253,48 @@ TEST_CASE("kip848: randomized errors and target changes keep listener order and 
       if (core_owned) REQUIRE(*core_owned == h.m.owned());
     }
     INFO("state " << to_string(h.m.state()));
+    REQUIRE_FALSE(queued.has_value());
+    if (closing) {
+      REQUIRE(h.m.state() == st::closed);
+      REQUIRE(left == 1);
+      REQUIRE(app.empty());
+      REQUIRE(h.m.owned().empty());
+      REQUIRE_FALSE(h.m.next_deadline().has_value());
+      ++counts.closed;
+      return counts;
+    }
     REQUIRE(h.m.state() == st::stable);
     REQUIRE(h.m.owned_ids() == c.target);
     REQUIRE(app == h.m.owned());
-    REQUIRE_FALSE(queued.has_value());
   }
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("kip848: randomized errors and target changes keep listener order and converge", "[kip848]") {
+  run_counts n;
+  for (unsigned seed = 1; seed <= 40; ++seed) n += random_run(seed, false, -1);
+  // The runs did go through what they are meant to test.
+  CHECK(n.revoked > 40);
+  CHECK(n.assigned > 40);
+  CHECK(n.lost > 5);
+  CHECK(n.poll_timeouts == 0);
+}
+
+TEST_CASE("kip848: randomized, with poll stalls past max.poll.interval.ms", "[kip848]") {
+  run_counts n;
+  for (unsigned seed = 100; seed <= 140; ++seed) n += random_run(seed, true, -1);
+  CHECK(n.poll_timeouts > 10);
+  CHECK(n.lost > n.poll_timeouts / 2);
+}
+
+TEST_CASE("kip848: randomized, closed at a random step", "[kip848]") {
+  run_counts n;
+  for (unsigned seed = 200; seed <= 240; ++seed) {
+    n += random_run(seed, seed % 2 == 0, static_cast<int>(seed * 37 % 2600));
+  }
+  CHECK(n.closed == 41);
 }
 
 TEST_CASE("kip848: each reconciliation is recorded with its cause, partitions, epoch and duration",
