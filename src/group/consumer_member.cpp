@@ -739,10 +739,14 @@ void consumer_member::send_heartbeat(time_point now) {
     req.server_assignor = opts_.remote_assignor;
     sent_.assignor = opts_.remote_assignor;
   }
-  if (all || sent_.owned != owned_) {
+  // What is owned, less what an assign callback still running has not taken yet: an assignment is
+  // acknowledged once on_partitions_assigned is done (as Java); a finished revoke is reported at once.
+  const id_assignment reported =
+      pending_listener_ && pending_kind_ == listener_kind::assigned ? minus(owned_, pending_parts_) : owned_;
+  if (all || sent_.owned != reported) {
     // On joining (empty), and the first heartbeat after a reconciliation: the acknowledgement.
-    req.topic_partitions = to_wire(owned_);
-    sent_.owned = owned_;
+    req.topic_partitions = to_wire(reported);
+    sent_.owned = reported;
   }
   if (state_ == s::joining) join_sent_ = true;
   heartbeat_now_ = false;

@@ -1466,3 +1466,26 @@ TEST_CASE("kip848: a regex subscription with a v0 coordinator is fatal, saying w
   CHECK(e.message.find("ConsumerGroupHeartbeat v1") != std::string::npos);
   REQUIRE(h.m.state() == st::fatal);
 }
+
+TEST_CASE("kip848: partitions are acknowledged once on_partitions_assigned is done, a revoke at once",
+          "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0, 1}}});
+  auto a = h.next_heartbeat(ok(2, id_assignment{{T, {1}}, {U, {0}}}));
+  auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 0}});
+  // While the revoke runs, heartbeats report nothing new.
+  a = h.to_deadline();
+  CHECK_FALSE(expect<send_consumer_group_heartbeat>(a).request.topic_partitions.has_value());
+  a = h.answer(ok(2));
+  a = h.done(revoke);
+  auto assign = expect_listener(a, listener_kind::assigned, {{"u", 0}});
+  // While the (slow) assign callback runs, a heartbeat reports the revocation, not u0 yet.
+  a = h.to_deadline();
+  auto hb = expect<send_consumer_group_heartbeat>(a);
+  CHECK(parts_of(hb.request) == tps{{T, {1}}});
+  a = h.answer(ok(2));
+  a = h.done(assign);
+  auto ack = expect<send_consumer_group_heartbeat>(a);
+  CHECK(parts_of(ack.request) == tps{{T, {1}}, {U, {0}}});
+  REQUIRE(h.m.state() == st::stable);
+}
