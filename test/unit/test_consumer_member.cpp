@@ -1489,3 +1489,44 @@ TEST_CASE("kip848: partitions are acknowledged once on_partitions_assigned is do
   CHECK(parts_of(ack.request) == tps{{T, {1}}, {U, {0}}});
   REQUIRE(h.m.state() == st::stable);
 }
+
+TEST_CASE("kip848: a join refused as unknown member is retried after a backoff, with the same id",
+          "[kip848]") {
+  harness h;
+  h.start();
+  auto a = h.answer(err(kafka_errc::unknown_member_id));
+  expect_empty(a);  // nothing owned, nothing lost
+  REQUIRE(h.m.state() == st::joining);
+  CHECK(h.until_deadline() == 100ms);
+  a = h.to_deadline();
+  auto join = expect<send_consumer_group_heartbeat>(a);
+  expect_empty(a);
+  CHECK(join.full);
+  CHECK(join.request.member_epoch == 0);
+  CHECK(join.request.member_id == "client-uuid-1");
+  a = h.answer(err(kafka_errc::fenced_member_epoch));
+  CHECK(h.until_deadline() == 200ms);  // exponential
+}
+
+TEST_CASE("kip848: an unexpected error that is not retriable becomes fatal the tenth time in a row",
+          "[kip848]") {
+  harness h;
+  h.make_stable({{T, {0}}});
+  auto a = h.to_deadline();
+  for (int i = 1; i < 10; ++i) {
+    expect<send_consumer_group_heartbeat>(a);
+    a = h.answer(err(kafka_errc::invalid_partitions, "odd"));
+    auto e = expect<report_error>(a);
+    CHECK_FALSE(e.fatal);
+    CHECK(e.message.find("INVALID_PARTITIONS") != std::string::npos);
+    expect_empty(a);
+    REQUIRE(h.m.state() == st::stable);
+    a = h.to_deadline();
+  }
+  expect<send_consumer_group_heartbeat>(a);
+  a = h.answer(err(kafka_errc::invalid_partitions, "odd"));
+  auto e = expect<report_error>(a);
+  CHECK(e.fatal);
+  CHECK(e.message.find("10 times in a row") != std::string::npos);
+  REQUIRE(h.m.state() == st::fatal);
+}
