@@ -31,6 +31,9 @@ MESSAGES = [
     ("DescribeGroups", 0, 5),
     ("SaslHandshake", 0, 1),
     ("SaslAuthenticate", 0, 2),
+    # KIP-848, the consumer group protocol (issue 16).
+    ("ConsumerGroupHeartbeat", 0, 1),
+    ("ConsumerGroupDescribe", 0, 0),
 ]
 DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
 
@@ -147,7 +150,7 @@ class Field:
 
 
 class Struct:
-    def __init__(self, kname, fields_js, registry, top=False):
+    def __init__(self, kname, fields_js, registry, top=False, common=None):
         self.kname = kname
         self.cpp_name = snake(kname)
         self.registry = registry
@@ -155,6 +158,14 @@ class Struct:
         self.top = top
         self.fields = []
         registry[kname] = self
+        # A schema's commonStructs (KIP-848's TopicPartitions, ...): nested types of the message,
+        # known before any field names them.
+        # Named with "_t": fields of that name appear at any depth (KIP-848's
+        # Assignment.TopicPartitions), and a member may not share its type's name.
+        for c in common or []:
+            st = Struct(c["name"], c["fields"], registry)
+            st.cpp_name += "_t"
+            self.children.append(st)
         for f in fields_js or []:
             self.fields.append(Field(f, self))
         names = {f.name for f in self.fields}
@@ -560,7 +571,7 @@ def main():
     for name, lo, hi, kind in items:
         js = load(os.path.join(src, name + ".json"))
         registry = {}
-        top = Struct(js["name"], js["fields"], registry, top=True)
+        top = Struct(js["name"], js["fields"], registry, top=True, common=js.get("commonStructs"))
         flex = vrange(js.get("flexibleVersions"))
         svlo, svhi = vrange(js["validVersions"])
         assert svlo <= lo and hi <= svhi, name

@@ -156,6 +156,28 @@ void encode_sasl_authenticate_request(writer& w, const sasl_authenticate_request
 void decode_sasl_authenticate_request(reader& r, sasl_authenticate_request& m, std::int16_t v);
 void encode_sasl_authenticate_response(writer& w, const sasl_authenticate_response& m, std::int16_t v);
 void decode_sasl_authenticate_response(reader& r, sasl_authenticate_response& m, std::int16_t v);
+void encode_consumer_group_heartbeat_request(writer& w, const consumer_group_heartbeat_request& m, std::int16_t v);
+void decode_consumer_group_heartbeat_request(reader& r, consumer_group_heartbeat_request& m, std::int16_t v);
+void encode_consumer_group_heartbeat_request__topic_partitions_t(writer& w, const consumer_group_heartbeat_request::topic_partitions_t& m, std::int16_t v);
+void decode_consumer_group_heartbeat_request__topic_partitions_t(reader& r, consumer_group_heartbeat_request::topic_partitions_t& m, std::int16_t v);
+void encode_consumer_group_heartbeat_response(writer& w, const consumer_group_heartbeat_response& m, std::int16_t v);
+void decode_consumer_group_heartbeat_response(reader& r, consumer_group_heartbeat_response& m, std::int16_t v);
+void encode_consumer_group_heartbeat_response__topic_partitions_t(writer& w, const consumer_group_heartbeat_response::topic_partitions_t& m, std::int16_t v);
+void decode_consumer_group_heartbeat_response__topic_partitions_t(reader& r, consumer_group_heartbeat_response::topic_partitions_t& m, std::int16_t v);
+void encode_consumer_group_heartbeat_response__assignment_t(writer& w, const consumer_group_heartbeat_response::assignment_t& m, std::int16_t v);
+void decode_consumer_group_heartbeat_response__assignment_t(reader& r, consumer_group_heartbeat_response::assignment_t& m, std::int16_t v);
+void encode_consumer_group_describe_request(writer& w, const consumer_group_describe_request& m, std::int16_t v);
+void decode_consumer_group_describe_request(reader& r, consumer_group_describe_request& m, std::int16_t v);
+void encode_consumer_group_describe_response(writer& w, const consumer_group_describe_response& m, std::int16_t v);
+void decode_consumer_group_describe_response(reader& r, consumer_group_describe_response& m, std::int16_t v);
+void encode_consumer_group_describe_response__topic_partitions_t(writer& w, const consumer_group_describe_response::topic_partitions_t& m, std::int16_t v);
+void decode_consumer_group_describe_response__topic_partitions_t(reader& r, consumer_group_describe_response::topic_partitions_t& m, std::int16_t v);
+void encode_consumer_group_describe_response__assignment_t(writer& w, const consumer_group_describe_response::assignment_t& m, std::int16_t v);
+void decode_consumer_group_describe_response__assignment_t(reader& r, consumer_group_describe_response::assignment_t& m, std::int16_t v);
+void encode_consumer_group_describe_response__described_group(writer& w, const consumer_group_describe_response::described_group& m, std::int16_t v);
+void decode_consumer_group_describe_response__described_group(reader& r, consumer_group_describe_response::described_group& m, std::int16_t v);
+void encode_consumer_group_describe_response__described_group__member(writer& w, const consumer_group_describe_response::described_group::member& m, std::int16_t v);
+void decode_consumer_group_describe_response__described_group__member(reader& r, consumer_group_describe_response::described_group::member& m, std::int16_t v);
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v);
 void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscription& m, std::int16_t v);
 void encode_consumer_protocol_subscription__topic_partition(writer& w, const consumer_protocol_subscription::topic_partition& m, std::int16_t v);
@@ -4537,6 +4559,767 @@ void decode_sasl_authenticate_response(reader& r, sasl_authenticate_response& m,
   (void)v;
 }
 
+void encode_consumer_group_heartbeat_request(writer& w, const consumer_group_heartbeat_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_string(m.group_id, flex);
+  } else if (!(m.group_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.GroupId");
+  }
+  if (true) {
+    w.write_string(m.member_id, flex);
+  } else if (!(m.member_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.MemberEpoch");
+  }
+  if (true) {
+    if (!m.instance_id && !(true)) w.fail(codec_errc::null_not_allowed, "InstanceId");
+    w.write_nullable_string(m.instance_id, flex);
+  } else if (!(!m.instance_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.InstanceId");
+  }
+  if (true) {
+    if (!m.rack_id && !(true)) w.fail(codec_errc::null_not_allowed, "RackId");
+    w.write_nullable_string(m.rack_id, flex);
+  } else if (!(!m.rack_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.RackId");
+  }
+  if (true) {
+    w.write_int32(m.rebalance_timeout_ms);
+  } else if (!(m.rebalance_timeout_ms == -1)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs");
+  }
+  if (true) {
+    if (!m.subscribed_topic_names) {
+      if (!(true)) w.fail(codec_errc::null_not_allowed, "SubscribedTopicNames");
+      w.write_array_length(-1, flex);
+    } else {
+      w.write_array_length(static_cast<std::int32_t>((*m.subscribed_topic_names).size()), flex);
+      for (const auto& e : (*m.subscribed_topic_names)) {
+        w.write_string(e, flex);
+      }
+    }
+  } else if (!(!m.subscribed_topic_names.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.SubscribedTopicNames");
+  }
+  if (v >= 1) {
+    if (!m.subscribed_topic_regex && !(v >= 1)) w.fail(codec_errc::null_not_allowed, "SubscribedTopicRegex");
+    w.write_nullable_string(m.subscribed_topic_regex, flex);
+  } else if (!(!m.subscribed_topic_regex.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.SubscribedTopicRegex");
+  }
+  if (true) {
+    if (!m.server_assignor && !(true)) w.fail(codec_errc::null_not_allowed, "ServerAssignor");
+    w.write_nullable_string(m.server_assignor, flex);
+  } else if (!(!m.server_assignor.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.ServerAssignor");
+  }
+  if (true) {
+    if (!m.topic_partitions) {
+      if (!(true)) w.fail(codec_errc::null_not_allowed, "TopicPartitions");
+      w.write_array_length(-1, flex);
+    } else {
+      w.write_array_length(static_cast<std::int32_t>((*m.topic_partitions).size()), flex);
+      for (const auto& e : (*m.topic_partitions)) {
+        encode_consumer_group_heartbeat_request__topic_partitions_t(w, e, v);
+      }
+    }
+  } else if (!(!m.topic_partitions.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatRequest.TopicPartitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_heartbeat_request(reader& r, consumer_group_heartbeat_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.group_id = r.read_string(flex);
+  }
+  if (true) {
+    m.member_id = r.read_string(flex);
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.instance_id = r.read_nullable_string(flex);
+    if (!m.instance_id && !(true)) m.instance_id = std::string();
+  }
+  if (true) {
+    m.rack_id = r.read_nullable_string(flex);
+    if (!m.rack_id && !(true)) m.rack_id = std::string();
+  }
+  if (true) {
+    m.rebalance_timeout_ms = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, true, (flex ? 1 : 2));
+      if (n < 0) { m.subscribed_topic_names.reset(); } else {
+        auto& vec = m.subscribed_topic_names.emplace();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (v >= 1) {
+    m.subscribed_topic_regex = r.read_nullable_string(flex);
+    if (!m.subscribed_topic_regex && !(v >= 1)) m.subscribed_topic_regex = std::string();
+  }
+  if (true) {
+    m.server_assignor = r.read_nullable_string(flex);
+    if (!m.server_assignor && !(true)) m.server_assignor = std::string();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, true, 18);
+      if (n < 0) { m.topic_partitions.reset(); } else {
+        auto& vec = m.topic_partitions.emplace();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_consumer_group_heartbeat_request__topic_partitions_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_heartbeat_request__topic_partitions_t(writer& w, const consumer_group_heartbeat_request::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_heartbeat_request__topic_partitions_t(reader& r, consumer_group_heartbeat_request::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_heartbeat_response(writer& w, const consumer_group_heartbeat_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.ErrorMessage");
+  }
+  if (true) {
+    if (!m.member_id && !(true)) w.fail(codec_errc::null_not_allowed, "MemberId");
+    w.write_nullable_string(m.member_id, flex);
+  } else if (!(!m.member_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.MemberEpoch");
+  }
+  if (true) {
+    w.write_int32(m.heartbeat_interval_ms);
+  } else if (!(m.heartbeat_interval_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.HeartbeatIntervalMs");
+  }
+  if (true) {
+    if (!m.assignment) {
+      if (!(true)) w.fail(codec_errc::null_not_allowed, "Assignment");
+      w.write_int8(-1);
+    } else {
+      w.write_int8(1);
+      encode_consumer_group_heartbeat_response__assignment_t(w, *m.assignment, v);
+    }
+  } else if (!(!m.assignment.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupHeartbeatResponse.Assignment");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_heartbeat_response(reader& r, consumer_group_heartbeat_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.member_id = r.read_nullable_string(flex);
+    if (!m.member_id && !(true)) m.member_id = std::string();
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.heartbeat_interval_ms = r.read_int32();
+  }
+  if (true) {
+    if (r.read_int8() < 0) {
+      m.assignment.reset();
+      if (!m.assignment && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "Assignment");
+    } else {
+      decode_consumer_group_heartbeat_response__assignment_t(r, m.assignment.emplace(), v);
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_heartbeat_response__topic_partitions_t(writer& w, const consumer_group_heartbeat_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_heartbeat_response__topic_partitions_t(reader& r, consumer_group_heartbeat_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_heartbeat_response__assignment_t(writer& w, const consumer_group_heartbeat_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topic_partitions.size()), flex);
+    for (const auto& e : m.topic_partitions) {
+      encode_consumer_group_heartbeat_response__topic_partitions_t(w, e, v);
+    }
+  } else if (!(m.topic_partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "Assignment.TopicPartitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_heartbeat_response__assignment_t(reader& r, consumer_group_heartbeat_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.topic_partitions;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_consumer_group_heartbeat_response__topic_partitions_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_request(writer& w, const consumer_group_describe_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.group_ids.size()), flex);
+    for (const auto& e : m.group_ids) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.group_ids.empty())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupDescribeRequest.GroupIds");
+  }
+  if (true) {
+    w.write_bool(m.include_authorized_operations);
+  } else if (!(m.include_authorized_operations == false)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupDescribeRequest.IncludeAuthorizedOperations");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_request(reader& r, consumer_group_describe_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.group_ids;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (true) {
+    m.include_authorized_operations = r.read_bool();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_response(writer& w, const consumer_group_describe_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupDescribeResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.groups.size()), flex);
+    for (const auto& e : m.groups) {
+      encode_consumer_group_describe_response__described_group(w, e, v);
+    }
+  } else if (!(m.groups.empty())) {
+    w.fail(codec_errc::field_not_supported, "ConsumerGroupDescribeResponse.Groups");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_response(reader& r, consumer_group_describe_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 20);
+      {
+        auto& vec = m.groups;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_consumer_group_describe_response__described_group(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_response__topic_partitions_t(writer& w, const consumer_group_describe_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicId");
+  }
+  if (true) {
+    w.write_string(m.topic_name, flex);
+  } else if (!(m.topic_name.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicName");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_response__topic_partitions_t(reader& r, consumer_group_describe_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    m.topic_name = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_response__assignment_t(writer& w, const consumer_group_describe_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topic_partitions.size()), flex);
+    for (const auto& e : m.topic_partitions) {
+      encode_consumer_group_describe_response__topic_partitions_t(w, e, v);
+    }
+  } else if (!(m.topic_partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "Assignment.TopicPartitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_response__assignment_t(reader& r, consumer_group_describe_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 19);
+      {
+        auto& vec = m.topic_partitions;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_consumer_group_describe_response__topic_partitions_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_response__described_group(writer& w, const consumer_group_describe_response::described_group& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.ErrorMessage");
+  }
+  if (true) {
+    w.write_string(m.group_id, flex);
+  } else if (!(m.group_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupId");
+  }
+  if (true) {
+    w.write_string(m.group_state, flex);
+  } else if (!(m.group_state.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupState");
+  }
+  if (true) {
+    w.write_int32(m.group_epoch);
+  } else if (!(m.group_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupEpoch");
+  }
+  if (true) {
+    w.write_int32(m.assignment_epoch);
+  } else if (!(m.assignment_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AssignmentEpoch");
+  }
+  if (true) {
+    w.write_string(m.assignor_name, flex);
+  } else if (!(m.assignor_name.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AssignorName");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.members.size()), flex);
+    for (const auto& e : m.members) {
+      encode_consumer_group_describe_response__described_group__member(w, e, v);
+    }
+  } else if (!(m.members.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.Members");
+  }
+  if (true) {
+    w.write_int32(m.authorized_operations);
+  } else if (!(m.authorized_operations == std::numeric_limits<std::int32_t>::min())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AuthorizedOperations");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_response__described_group(reader& r, consumer_group_describe_response::described_group& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.group_id = r.read_string(flex);
+  }
+  if (true) {
+    m.group_state = r.read_string(flex);
+  }
+  if (true) {
+    m.group_epoch = r.read_int32();
+  }
+  if (true) {
+    m.assignment_epoch = r.read_int32();
+  }
+  if (true) {
+    m.assignor_name = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 16);
+      {
+        auto& vec = m.members;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_consumer_group_describe_response__described_group__member(r, e, v);
+        }
+      }
+    }
+  }
+  if (true) {
+    m.authorized_operations = r.read_int32();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_consumer_group_describe_response__described_group__member(writer& w, const consumer_group_describe_response::described_group::member& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_string(m.member_id, flex);
+  } else if (!(m.member_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.MemberId");
+  }
+  if (true) {
+    if (!m.instance_id && !(true)) w.fail(codec_errc::null_not_allowed, "InstanceId");
+    w.write_nullable_string(m.instance_id, flex);
+  } else if (!(!m.instance_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "Member.InstanceId");
+  }
+  if (true) {
+    if (!m.rack_id && !(true)) w.fail(codec_errc::null_not_allowed, "RackId");
+    w.write_nullable_string(m.rack_id, flex);
+  } else if (!(!m.rack_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "Member.RackId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "Member.MemberEpoch");
+  }
+  if (true) {
+    w.write_string(m.client_id, flex);
+  } else if (!(m.client_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.ClientId");
+  }
+  if (true) {
+    w.write_string(m.client_host, flex);
+  } else if (!(m.client_host.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.ClientHost");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.subscribed_topic_names.size()), flex);
+    for (const auto& e : m.subscribed_topic_names) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.subscribed_topic_names.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.SubscribedTopicNames");
+  }
+  if (true) {
+    if (!m.subscribed_topic_regex && !(true)) w.fail(codec_errc::null_not_allowed, "SubscribedTopicRegex");
+    w.write_nullable_string(m.subscribed_topic_regex, flex);
+  } else if (!(!m.subscribed_topic_regex.has_value())) {
+    w.fail(codec_errc::field_not_supported, "Member.SubscribedTopicRegex");
+  }
+  if (true) {
+    encode_consumer_group_describe_response__assignment_t(w, m.assignment, v);
+  } else if (!(m.assignment == decltype(m.assignment){})) {
+    w.fail(codec_errc::field_not_supported, "Member.Assignment");
+  }
+  if (true) {
+    encode_consumer_group_describe_response__assignment_t(w, m.target_assignment, v);
+  } else if (!(m.target_assignment == decltype(m.target_assignment){})) {
+    w.fail(codec_errc::field_not_supported, "Member.TargetAssignment");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_consumer_group_describe_response__described_group__member(reader& r, consumer_group_describe_response::described_group::member& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.member_id = r.read_string(flex);
+  }
+  if (true) {
+    m.instance_id = r.read_nullable_string(flex);
+    if (!m.instance_id && !(true)) m.instance_id = std::string();
+  }
+  if (true) {
+    m.rack_id = r.read_nullable_string(flex);
+    if (!m.rack_id && !(true)) m.rack_id = std::string();
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.client_id = r.read_string(flex);
+  }
+  if (true) {
+    m.client_host = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.subscribed_topic_names;
+        vec.clear();
+        vec.reserve(static_cast<std::size_t>(n));
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (true) {
+    m.subscribed_topic_regex = r.read_nullable_string(flex);
+    if (!m.subscribed_topic_regex && !(true)) m.subscribed_topic_regex = std::string();
+  }
+  if (true) {
+    decode_consumer_group_describe_response__assignment_t(r, m.assignment, v);
+  }
+  if (true) {
+    decode_consumer_group_describe_response__assignment_t(r, m.target_assignment, v);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v) {
   [[maybe_unused]] const bool flex = false;
   if (true) {
@@ -5385,6 +6168,90 @@ std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, s
   reader r(in);
   m = sasl_authenticate_response{};
   decode_sasl_authenticate_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const consumer_group_heartbeat_request& m, std::int16_t version, bytes& out) {
+  if (version < consumer_group_heartbeat_request::lowest_version || version > consumer_group_heartbeat_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_consumer_group_heartbeat_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_heartbeat_request& m,
+                       std::size_t* trailing) {
+  if (version < consumer_group_heartbeat_request::lowest_version || version > consumer_group_heartbeat_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = consumer_group_heartbeat_request{};
+  decode_consumer_group_heartbeat_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const consumer_group_heartbeat_response& m, std::int16_t version, bytes& out) {
+  if (version < consumer_group_heartbeat_response::lowest_version || version > consumer_group_heartbeat_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_consumer_group_heartbeat_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_heartbeat_response& m,
+                       std::size_t* trailing) {
+  if (version < consumer_group_heartbeat_response::lowest_version || version > consumer_group_heartbeat_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = consumer_group_heartbeat_response{};
+  decode_consumer_group_heartbeat_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const consumer_group_describe_request& m, std::int16_t version, bytes& out) {
+  if (version < consumer_group_describe_request::lowest_version || version > consumer_group_describe_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_consumer_group_describe_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_describe_request& m,
+                       std::size_t* trailing) {
+  if (version < consumer_group_describe_request::lowest_version || version > consumer_group_describe_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = consumer_group_describe_request{};
+  decode_consumer_group_describe_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const consumer_group_describe_response& m, std::int16_t version, bytes& out) {
+  if (version < consumer_group_describe_response::lowest_version || version > consumer_group_describe_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_consumer_group_describe_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_describe_response& m,
+                       std::size_t* trailing) {
+  if (version < consumer_group_describe_response::lowest_version || version > consumer_group_describe_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = consumer_group_describe_response{};
+  decode_consumer_group_describe_response(r, m, version);
   if (!r.ok()) return r.error();
   if (trailing != nullptr) *trailing = r.remaining();
   else if (r.remaining() != 0) return codec_errc::trailing_bytes;

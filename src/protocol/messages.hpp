@@ -45,6 +45,10 @@ struct sasl_handshake_request;
 struct sasl_handshake_response;
 struct sasl_authenticate_request;
 struct sasl_authenticate_response;
+struct consumer_group_heartbeat_request;
+struct consumer_group_heartbeat_response;
+struct consumer_group_describe_request;
+struct consumer_group_describe_response;
 
 struct api_versions_request {
   static constexpr std::int16_t api_key = 18;
@@ -786,6 +790,118 @@ struct sasl_authenticate_response {
   bool operator==(const sasl_authenticate_response&) const = default;
 };
 
+struct consumer_group_heartbeat_request {
+  static constexpr std::int16_t api_key = 68;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ConsumerGroupHeartbeatRequest";
+  using response_type = consumer_group_heartbeat_response;
+  struct topic_partitions_t {
+    uuid topic_id{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const topic_partitions_t&) const = default;
+  };
+  std::string group_id{};
+  std::string member_id{};
+  std::int32_t member_epoch = 0;
+  std::optional<std::string> instance_id = std::nullopt;
+  std::optional<std::string> rack_id = std::nullopt;
+  std::int32_t rebalance_timeout_ms = -1;
+  std::optional<std::vector<std::string>> subscribed_topic_names = std::nullopt;
+  std::optional<std::string> subscribed_topic_regex = std::nullopt;
+  std::optional<std::string> server_assignor = std::nullopt;
+  std::optional<std::vector<topic_partitions_t>> topic_partitions = std::nullopt;
+  bool operator==(const consumer_group_heartbeat_request&) const = default;
+};
+
+struct consumer_group_heartbeat_response {
+  static constexpr std::int16_t api_key = 68;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ConsumerGroupHeartbeatResponse";
+  struct topic_partitions_t {
+    uuid topic_id{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const topic_partitions_t&) const = default;
+  };
+  struct assignment_t {
+    std::vector<topic_partitions_t> topic_partitions{};
+    bool operator==(const assignment_t&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  std::optional<std::string> error_message = std::nullopt;
+  std::optional<std::string> member_id = std::nullopt;
+  std::int32_t member_epoch = 0;
+  std::int32_t heartbeat_interval_ms = 0;
+  std::optional<assignment_t> assignment = std::nullopt;
+  bool operator==(const consumer_group_heartbeat_response&) const = default;
+};
+
+struct consumer_group_describe_request {
+  static constexpr std::int16_t api_key = 69;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ConsumerGroupDescribeRequest";
+  using response_type = consumer_group_describe_response;
+  std::vector<std::string> group_ids{};
+  bool include_authorized_operations{};
+  bool operator==(const consumer_group_describe_request&) const = default;
+};
+
+struct consumer_group_describe_response {
+  static constexpr std::int16_t api_key = 69;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ConsumerGroupDescribeResponse";
+  struct topic_partitions_t {
+    uuid topic_id{};
+    std::string topic_name{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const topic_partitions_t&) const = default;
+  };
+  struct assignment_t {
+    std::vector<topic_partitions_t> topic_partitions{};
+    bool operator==(const assignment_t&) const = default;
+  };
+  struct described_group {
+    struct member {
+      std::string member_id{};
+      std::optional<std::string> instance_id = std::nullopt;
+      std::optional<std::string> rack_id = std::nullopt;
+      std::int32_t member_epoch = 0;
+      std::string client_id{};
+      std::string client_host{};
+      std::vector<std::string> subscribed_topic_names{};
+      std::optional<std::string> subscribed_topic_regex = std::nullopt;
+      assignment_t assignment{};
+      assignment_t target_assignment{};
+      bool operator==(const member&) const = default;
+    };
+    std::int16_t error_code = 0;
+    std::optional<std::string> error_message = std::nullopt;
+    std::string group_id{};
+    std::string group_state{};
+    std::int32_t group_epoch = 0;
+    std::int32_t assignment_epoch = 0;
+    std::string assignor_name{};
+    std::vector<member> members{};
+    std::int32_t authorized_operations = std::numeric_limits<std::int32_t>::min();
+    bool operator==(const described_group&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::vector<described_group> groups{};
+  bool operator==(const consumer_group_describe_response&) const = default;
+};
+
 struct consumer_protocol_subscription {
   static constexpr std::int16_t lowest_version = 0;
   static constexpr std::int16_t highest_version = 3;
@@ -1030,6 +1146,34 @@ std::error_code encode(const sasl_authenticate_response& m, std::int16_t version
 /// given: then they are accepted and counted there (Kafka's own readers stop after the
 /// last field too).
 std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, sasl_authenticate_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const consumer_group_heartbeat_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_heartbeat_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const consumer_group_heartbeat_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_heartbeat_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const consumer_group_describe_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_describe_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const consumer_group_describe_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_describe_response& m,
                        std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_subscription& m, std::int16_t version, bytes& out);
