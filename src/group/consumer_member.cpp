@@ -448,12 +448,7 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
   const in_flight was = in_flight_;
   if (was == in_flight::none) return;  // stale: nothing of ours is in flight
   in_flight_ = in_flight::none;
-  ++stats_.heartbeats;
-  stats_.heartbeat_rtt_max =
-      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - heartbeat_sent_));
-  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - heartbeat_sent_).count());
-  stats_.last_heartbeat_response = now;
-  ++stats_.version;
+  stats_.heartbeat_answered(now, heartbeat_sent_);
   if (was == in_flight::leave) {
     if (r.error_code != 0) {
       logger()->debug("group '{}': leave heartbeat answered {}", opts_.group_id,
@@ -855,11 +850,7 @@ void consumer_member::assign_step(time_point now) {
 void consumer_member::fence(time_point now, const std::string& why) {
   (void)now;
   logger()->warn("group '{}': member '{}' fenced at epoch {} ({})", opts_.group_id, member_id_, epoch_, why);
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    ++stats_.failed_rebalances;
-    stats_.failed_at.push_back(now);
-    ++stats_.version;
-  }
+  if (stats_.open_entry()) stats_.failed(now);
   if (state_ != s::prepare_leaving && state_ != s::leaving) {
     reconciliation_begins(now, RebalanceCause::session_timeout, "fenced: " + why);
   }
@@ -914,10 +905,7 @@ void consumer_member::finish_leave(time_point now) {
 
 void consumer_member::fatal(time_point now, std::error_code ec, std::string message) {
   if (state_ == s::closed) return;
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    ++stats_.failed_rebalances;
-    stats_.failed_at.push_back(now);
-  }
+  if (stats_.open_entry()) stats_.failed(now);
   reconciliation_ends(now, false);
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
   if (state_ == s::leaving || state_ == s::prepare_leaving) {
@@ -945,14 +933,7 @@ void consumer_member::request_listener(listener_kind kind, const id_assignment& 
   pending_parts_ = parts;
   after_listener_ = next;
   const partition_set named = names_of(parts);
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    auto& e = stats_.history.back();
-    auto& into = kind == listener_kind::revoked    ? e.revoked
-                 : kind == listener_kind::assigned ? e.assigned
-                                                   : e.lost;
-    into.insert(named.begin(), named.end());
-    ++stats_.version;
-  }
+  stats_.listener_called(kind, named);
   actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq});
 }
 
@@ -1053,37 +1034,10 @@ bool consumer_member::check_poll_timeout(time_point now) {
 
 void consumer_member::reconciliation_begins(time_point now, RebalanceCause cause, const std::string& detail) {
   next_cause_.reset();
-  if (!stats_.history.empty() && !stats_.history.back().end) return;  // one under way keeps its cause
-  if (stats_.history.size() >= member_stats::history_max) stats_.history.pop_front();
-  rebalance_entry e;
-  e.cause = cause;
-  e.detail = detail;
-  e.start = now;
-  stats_.history.push_back(std::move(e));
-  ++stats_.version;
+  stats_.begin(now, cause, detail);
 }
 
-void consumer_member::reconciliation_ends(time_point now, bool completed) {
-  if (stats_.history.empty() || stats_.history.back().end) return;
-  auto& e = stats_.history.back();
-  e.end = now;
-  e.completed = completed;
-  e.generation = epoch_;
-  if (completed) {
-    const auto took = std::chrono::duration_cast<ms>(now - e.start);
-    ++stats_.rebalances;
-    stats_.rebalance_latency_total += took;
-    stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
-    stats_.rebalance_hist.observe(std::chrono::duration<double>(now - e.start).count());
-    stats_.completed_at.push_back(now);
-    while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
-      stats_.completed_at.pop_front();
-    }
-  }
-  while (!stats_.failed_at.empty() && now - stats_.failed_at.front() > std::chrono::hours(1))
-    stats_.failed_at.pop_front();
-  ++stats_.version;
-}
+void consumer_member::reconciliation_ends(time_point now, bool completed) { stats_.end(now, completed, epoch_); }
 
 void consumer_member::backoff(time_point now) {
   backoff_until_ = now + retry_backoff_.next();

@@ -622,14 +622,7 @@ void member::request_listener(listener_kind kind, const partition_set& parts, th
   pending_kind_ = kind;
   pending_parts_ = parts;
   after_listener_ = next;
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    auto& e = stats_.history.back();
-    auto& into = kind == listener_kind::revoked    ? e.revoked
-                 : kind == listener_kind::assigned ? e.assigned
-                                                   : e.lost;
-    into.insert(parts.begin(), parts.end());
-    ++stats_.version;
-  }
+  stats_.listener_called(kind, parts);
   actions_.emplace_back(run_listener{kind, to_vector(parts), seq});
 }
 
