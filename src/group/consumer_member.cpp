@@ -408,6 +408,15 @@ void consumer_member::coordinator_failed(time_point now, std::error_code ec) {
   pump(now);
 }
 
+void consumer_member::coordinator_unusable(time_point now, std::error_code ec, std::string message) {
+  coord_.forget();
+  if (state_ == s::leaving || state_ == s::prepare_leaving) {
+    coordinator_failed(now, ec);
+    return;
+  }
+  fatal(now, ec, std::move(message));
+}
+
 void consumer_member::request_failed(time_point now, std::error_code ec) {
   const in_flight was = in_flight_;
   if (was == in_flight::none) return;  // stale

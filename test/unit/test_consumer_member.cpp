@@ -1530,3 +1530,45 @@ TEST_CASE("kip848: an unexpected error that is not retriable becomes fatal the t
   CHECK(e.message.find("10 times in a row") != std::string::npos);
   REQUIRE(h.m.state() == st::fatal);
 }
+
+TEST_CASE("kip848: a coordinator without ConsumerGroupHeartbeat is fatal at once; close() then ends quietly",
+          "[kip848]") {
+  harness h;
+  h.m.subscribe(h.now, {"t"});
+  auto a = h.take();
+  expect<find_coordinator>(a);
+  h.m.coordinator_unusable(h.now, make_error_code(client_errc::no_compatible_version), "needs KIP-848");
+  a = h.take();
+  auto e = expect<report_error>(a);
+  CHECK(e.fatal);
+  CHECK(e.message == "needs KIP-848");
+  expect_empty(a);
+  CHECK(h.m.state() == st::fatal);
+  CHECK_FALSE(h.m.next_deadline().has_value());
+  h.m.close(h.now);
+  a = h.take();
+  expect<left_group>(a);
+  expect_empty(a);
+  CHECK(h.m.state() == st::closed);
+}
+
+TEST_CASE("kip848: while leaving, a coordinator without ConsumerGroupHeartbeat ends the leave without it",
+          "[kip848]") {
+  harness h;
+  h.make_stable({});
+  h.m.close(h.now);
+  auto a = h.take();
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.leave);
+  // The leave fails on the connection; the member looks the coordinator up again and finds one
+  // that lacks the API (a broker downgraded): the leave is given up, close() finishes.
+  h.m.request_failed(h.now, make_error_code(client_errc::connection_closed));
+  a = h.take();
+  if (h.m.state() != st::closed) {
+    expect<find_coordinator>(a);
+    h.m.coordinator_unusable(h.now, make_error_code(client_errc::no_compatible_version), "needs KIP-848");
+    a = h.take();
+  }
+  expect<left_group>(a);
+  CHECK(h.m.state() == st::closed);
+}
