@@ -1,0 +1,220 @@
+// group.protocol=consumer (KIP-848, issue 16) end to end: on librdkafka 2.15.1's mock cluster
+// (ConsumerGroupHeartbeat v1) a group of kgroup members splits and hands over partitions; on
+// librdkafka 2.0.2's mock (no ConsumerGroupHeartbeat) the member fails with a clear fatal error.
+//
+// Each case needs one of the two clusters and is skipped (with a warning) on the other. Run both:
+//   LD_LIBRARY_PATH=$HOME/.cache/kgroup/librdkafka-2.15.1/lib kgroup-integration-tests "[kip848]"
+//   kgroup-integration-tests "[kip848]"
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "group_harness.hpp"
+#include "mock_cluster.hpp"
+
+using namespace std::chrono_literals;
+using kgroup::test::eventually;
+using kgroup::test::mock_cluster;
+using kgroup::test::recording_listener;
+using kgroup::test::timeline;
+
+namespace {
+
+kgroup::Config kip848_config(const mock_cluster& mc, const std::string& group) {
+  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                        {"group.id", group},
+                        {"group.protocol", "consumer"},
+                        {"auto.offset.reset", "earliest"},
+                        {"enable.auto.commit", "false"},
+                        {"retry.backoff.ms", "50"}};
+}
+
+// The mock's KIP-848 heartbeat interval (its default is the broker's 5 s). librdkafka 2.15's own
+// mock API, looked up at run time: the test binary is built against 2.0.2's headers.
+void set_mock_heartbeat_interval(const mock_cluster& mc, int ms) {
+  using fn = void (*)(rd_kafka_mock_cluster_t*, int);
+  auto* f = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms"));
+  REQUIRE(f != nullptr);
+  f(mc.handle(), ms);
+}
+
+// A member polling on its own thread, remembering every record it saw.
+struct reading_member {
+  std::string name;
+  std::shared_ptr<recording_listener> listener;
+  kgroup::Consumer consumer;
+  std::mutex& seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>>& seen;
+  std::atomic<bool> running{true};
+  std::atomic<int> poll_errors{0};
+  std::string first_error;
+  std::thread thread;
+
+  reading_member(std::string n, const kgroup::Config& cfg, timeline& t, std::mutex& m,
+                 std::set<std::pair<std::int32_t, std::int64_t>>& s)
+      : name(std::move(n)), listener(std::make_shared<recording_listener>(name, t)), consumer(cfg),
+        seen_mutex(m), seen(s) {
+    consumer.subscribe({"k"}, listener);
+    thread = std::thread([this] {
+      while (running) {
+        try {
+          for (const auto& r : consumer.poll(50ms)) {
+            std::lock_guard lock(seen_mutex);
+            seen.emplace(r.partition, r.offset);
+          }
+        } catch (const std::exception& e) {
+          if (poll_errors++ == 0) first_error = e.what();
+          std::this_thread::sleep_for(50ms);
+        }
+      }
+    });
+  }
+  ~reading_member() { stop(); }
+  void stop() {
+    running = false;
+    if (thread.joinable()) thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kip848: two kgroup members split a topic, read every record, and one takes over when the other closes",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(3);
+  set_mock_heartbeat_interval(mc, 500);
+  mc.create_topic("k", 6);
+  mc.produce("k", 600);
+  const auto all = kgroup::test::all_partitions("k", 6);
+
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848"), tl, seen_mutex, seen);
+  auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848"), tl, seen_mutex, seen);
+
+  // Both join and the coordinator splits the partitions between them.
+  const bool split = eventually(
+      [&] {
+        const auto oa = a->listener->owned();
+        const auto ob = b->listener->owned();
+        std::set<kgroup::TopicPartition> both(oa.begin(), oa.end());
+        both.insert(ob.begin(), ob.end());
+        return !oa.empty() && !ob.empty() && oa.size() + ob.size() == 6 && both == all;
+      },
+      30s);
+  INFO("a owns " << a->listener->owned().size() << ", b owns " << b->listener->owned().size());
+  CHECK(split);
+  CHECK(a->consumer.group_state() == "stable");
+  CHECK(b->consumer.group_state() == "stable");
+  const auto ma = a->consumer.group_metadata();
+  const auto mb = b->consumer.group_metadata();
+  CHECK(ma.member_id.size() == 22);  // KIP-1082: the client's own UUID, base64url
+  CHECK(mb.member_id.size() == 22);
+  CHECK(ma.member_id != mb.member_id);
+  CHECK(ma.generation_id > 0);  // the member epoch
+  CHECK(b->consumer.assignment() == b->listener->owned());
+
+  // Every record is read, by one member or the other.
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 600;
+      },
+      30s));
+  {
+    std::lock_guard lock(seen_mutex);
+    CHECK(seen.size() == 600);
+  }
+  // Commits carry the member epoch and id (OffsetCommit v9 on this mock).
+  a->stop();
+  CHECK_NOTHROW(a->consumer.commit_sync());
+
+  // a leaves cleanly (epoch -1 heartbeat): b takes every partition.
+  const auto close_started = std::chrono::steady_clock::now();
+  a->consumer.close(10s);
+  CHECK(std::chrono::steady_clock::now() - close_started < 5s);
+  CHECK(a->listener->owned().empty());
+  CHECK(a->listener->lost_calls() == 0);
+  const bool took_over = eventually([&] { return b->listener->owned() == all; }, 30s);
+  CHECK(took_over);
+
+  // And reads what is produced afterwards on all of them.
+  mc.produce("k", 600);
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 1200;
+      },
+      30s));
+  b->stop();
+  CHECK(a->poll_errors == 0);
+  CHECK(b->poll_errors == 0);
+  INFO("a: " << a->first_error << " b: " << b->first_error);
+  b->consumer.close(10s);
+  CHECK(b->listener->lost_calls() == 0);
+
+  const auto overlaps = tl.overlaps();
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
+}
+
+TEST_CASE("kip848: a cluster without ConsumerGroupHeartbeat fails poll() with a clear fatal error, no fallback",
+          "[kip848]") {
+  if (mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock offers ConsumerGroupHeartbeat; run with librdkafka 2.0.2");
+    return;
+  }
+  mock_cluster mc(1);
+  mc.create_topic("k", 2);
+  mc.produce("k", 10);
+  kgroup::Consumer c(kip848_config(mc, "g-old"));
+  c.subscribe({"k"});
+  std::string error;
+  std::size_t records = 0;
+  const bool failed = eventually(
+      [&] {
+        try {
+          records += c.poll(100ms).size();
+        } catch (const kgroup::Error& e) {
+          error = e.what();
+          return true;
+        }
+        return false;
+      },
+      20s, 1ms);
+  REQUIRE(failed);
+  CHECK(error.find("group.protocol=consumer needs a broker with ConsumerGroupHeartbeat (KIP-848, Kafka 4.0+)") !=
+        std::string::npos);
+  CHECK(records == 0);
+  CHECK(c.assignment().empty());
+  // Sticky, as every fatal group error.
+  CHECK_THROWS_AS(c.poll(10ms), kgroup::Error);
+  const auto start = std::chrono::steady_clock::now();
+  c.close(5s);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+}
+
+TEST_CASE("kip848: subscribe(std::regex) is refused with group.protocol=consumer (the broker evaluates RE2/J)",
+          "[kip848]") {
+  mock_cluster mc(1);
+  kgroup::Consumer c(kip848_config(mc, "g-re"));
+  try {
+    c.subscribe(std::regex("k.*"));
+    FAIL("subscribe(std::regex) was accepted");
+  } catch (const kgroup::Error& e) {
+    CHECK(std::string(e.what()).find("RE2/J") != std::string::npos);
+  }
+  CHECK(c.subscription().empty());
+  c.close(5s);
+}
