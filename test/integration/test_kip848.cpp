@@ -60,6 +60,12 @@ struct reading_member {
       : name(std::move(n)), listener(std::make_shared<recording_listener>(name, t)), consumer(cfg),
         seen_mutex(m), seen(s) {
     consumer.subscribe({"k"}, listener);
+    start();
+  }
+  ~reading_member() { stop(); }
+  /// Polls on a thread of its own until stop().
+  void start() {
+    running = true;
     thread = std::thread([this] {
       while (running) {
         try {
@@ -74,7 +80,6 @@ struct reading_member {
       }
     });
   }
-  ~reading_member() { stop(); }
   void stop() {
     running = false;
     if (thread.joinable()) thread.join();
@@ -164,6 +169,65 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
   CHECK(b->listener->lost_calls() == 0);
 
   const auto overlaps = tl.overlaps();
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
+}
+
+TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves; on its next poll() its partitions are lost and it rejoins",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(1);
+  set_mock_heartbeat_interval(mc, 500);
+  mc.create_topic("k", 4);
+  mc.produce("k", 40);
+  const auto all = kgroup::test::all_partitions("k", 4);
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  auto cfg = kip848_config(mc, "g-kip848-stall");
+  cfg.set("max.poll.interval.ms", "2000");
+  auto a = std::make_unique<reading_member>("a", cfg, tl, seen_mutex, seen);
+  auto b = std::make_unique<reading_member>("b", cfg, tl, seen_mutex, seen);
+  REQUIRE(eventually(
+      [&] {
+        return !a->listener->owned().empty() && !b->listener->owned().empty() &&
+               a->listener->owned().size() + b->listener->owned().size() == 4;
+      },
+      30s));
+
+  // a stalls: its background thread leaves the group after 2 s; b gets everything.
+  a->stop();
+  CHECK(eventually([&] { return b->listener->owned() == all; }, 20s));
+  CHECK(a->consumer.group_state() == "poll_timed_out");
+  CHECK(a->listener->lost_calls() == 0);  // not until a polls again
+
+  // a polls again: its partitions are reported lost, then it rejoins and gets a share back.
+  a->start();
+  CHECK(eventually([&] { return a->listener->lost_calls() == 1; }, 10s));
+  CHECK(eventually(
+      [&] {
+        return !a->listener->owned().empty() &&
+               a->listener->owned().size() + b->listener->owned().size() == 4;
+      },
+      30s));
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 40;
+      },
+      20s));
+  a->stop();
+  b->stop();
+  CHECK(a->poll_errors == 0);
+  CHECK(b->poll_errors == 0);
+  a->consumer.close(10s);
+  b->consumer.close(10s);
+  // a's partitions went to b while a had not yet heard (it was not polling): a is the zombie here.
+  const auto overlaps = tl.overlaps({"a"});
   for (const auto& o : overlaps) UNSCOPED_INFO(o);
   CHECK(overlaps.empty());
 }
