@@ -16,6 +16,7 @@
 
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
+#include "rdkafka_member.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
@@ -119,8 +120,9 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
       30s);
   INFO("a owns " << a->listener->owned().size() << ", b owns " << b->listener->owned().size());
   CHECK(split);
-  CHECK(a->consumer.group_state() == "stable");
-  CHECK(b->consumer.group_state() == "stable");
+  // The assign callbacks start before the assignment is acknowledged: stable a moment later.
+  CHECK(eventually(
+      [&] { return a->consumer.group_state() == "stable" && b->consumer.group_state() == "stable"; }, 10s));
   const auto ma = a->consumer.group_metadata();
   const auto mb = b->consumer.group_metadata();
   CHECK(ma.member_id.size() == 22);  // KIP-1082: the client's own UUID, base64url
@@ -228,6 +230,55 @@ TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves;
   b->consumer.close(10s);
   // a's partitions went to b while a had not yet heard (it was not polling): a is the zombie here.
   const auto overlaps = tl.overlaps({"a"});
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
+}
+
+TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.protocol=consumer) shares a topic without overlaps",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(3);
+  set_mock_heartbeat_interval(mc, 500);
+  mc.create_topic("k", 6);
+  mc.produce("k", 300);
+  const auto all = kgroup::test::all_partitions("k", 6);
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  auto a = std::make_unique<reading_member>("kgroup", kip848_config(mc, "g-kip848-mixed"), tl, seen_mutex, seen);
+  auto r = std::make_unique<kgroup::test::rdkafka_member>("rdkafka", mc.bootstrap_servers(), "g-kip848-mixed", "",
+                                                          std::vector<std::string>{"k"}, tl,
+                                                          std::map<std::string, std::string>{{"group.protocol", "consumer"}});
+  const bool split = eventually(
+      [&] {
+        const auto oa = a->listener->owned();
+        const auto orr = r->owned();
+        std::set<kgroup::TopicPartition> both(oa.begin(), oa.end());
+        both.insert(orr.begin(), orr.end());
+        return !oa.empty() && !orr.empty() && oa.size() + orr.size() == 6 && both == all;
+      },
+      30s);
+  INFO("kgroup owns " << a->listener->owned().size() << ", librdkafka owns " << r->owned().size());
+  CHECK(split);
+  // The librdkafka member leaves: kgroup takes everything.
+  r->stop();
+  CHECK(eventually([&] { return a->listener->owned() == all; }, 30s));
+  // Nothing was committed: kgroup reads every partition from the start once it owns them all.
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 300;
+      },
+      30s));
+  a->stop();
+  CHECK(a->poll_errors == 0);
+  a->consumer.close(10s);
+  for (const auto& e : r->errors()) UNSCOPED_INFO("librdkafka: " << e);
+  const auto overlaps = tl.overlaps();
   for (const auto& o : overlaps) UNSCOPED_INFO(o);
   CHECK(overlaps.empty());
 }
