@@ -144,6 +144,8 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
   }
   // Commits carry the member epoch and id (OffsetCommit v9 on this mock).
   a->stop();
+  // A commit refused with STALE_MEMBER_EPOCH is retried (with the epoch of the latest heartbeat).
+  mc.push_request_errors(8 /* OffsetCommit */, {113 /* STALE_MEMBER_EPOCH */});
   CHECK_NOTHROW(a->consumer.commit_sync());
 
   // a leaves cleanly (epoch -1 heartbeat): b takes every partition.
