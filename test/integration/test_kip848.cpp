@@ -16,6 +16,7 @@
 
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
+#include "net/consumer_group_driver.hpp"
 #include "rdkafka_member.hpp"
 
 using namespace std::chrono_literals;
@@ -285,6 +286,68 @@ TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.
   CHECK(overlaps.empty());
 }
 
+TEST_CASE("kip848: the coordinator moves to another broker: members follow it without losing partitions",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(3);
+  set_mock_heartbeat_interval(mc, 500);
+  mc.create_topic("k", 6);
+  mc.produce("k", 60);
+  const auto all = kgroup::test::all_partitions("k", 6);
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  mc.set_coordinator("g-kip848-move", 1);
+  auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-move"), tl, seen_mutex, seen);
+  auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848-move"), tl, seen_mutex, seen);
+  REQUIRE(eventually(
+      [&] {
+        return !a->listener->owned().empty() && !b->listener->owned().empty() &&
+               a->listener->owned().size() + b->listener->owned().size() == 6 &&
+               a->consumer.group_state() == "stable" && b->consumer.group_state() == "stable";
+      },
+      30s));
+  const auto a_owned = a->listener->owned();
+  const auto epoch_before = a->consumer.group_metadata().generation_id;
+
+  mc.set_coordinator("g-kip848-move", 2);
+  // Several heartbeat intervals: NOT_COORDINATOR, FindCoordinator, a full heartbeat to broker 2.
+  std::this_thread::sleep_for(3s);
+  CHECK(a->consumer.metrics().coordinator == 2);
+  CHECK(b->consumer.metrics().coordinator == 2);
+  CHECK(a->listener->owned() == a_owned);
+  CHECK(a->listener->lost_calls() == 0);
+  CHECK(b->listener->lost_calls() == 0);
+  CHECK(a->consumer.group_metadata().generation_id >= epoch_before);
+
+  // The new coordinator serves the group: a third member joins and gets a share.
+  auto c = std::make_unique<reading_member>("c", kip848_config(mc, "g-kip848-move"), tl, seen_mutex, seen);
+  CHECK(eventually(
+      [&] {
+        return !c->listener->owned().empty() &&
+               a->listener->owned().size() + b->listener->owned().size() + c->listener->owned().size() == 6;
+      },
+      30s));
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 60;
+      },
+      20s));
+  for (auto* m : {a.get(), b.get(), c.get()}) {
+    m->stop();
+    CHECK(m->poll_errors == 0);
+    m->consumer.close(10s);
+  }
+  const auto overlaps = tl.overlaps();
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
+}
+
 TEST_CASE("kip848: a cluster without ConsumerGroupHeartbeat fails poll() with a clear fatal error, no fallback",
           "[kip848]") {
   if (mock_cluster::modern()) {
@@ -334,4 +397,17 @@ TEST_CASE("kip848: subscribe(std::regex) is refused with group.protocol=consumer
   }
   CHECK(c.subscription().empty());
   c.close(5s);
+}
+
+TEST_CASE("kip848: member ids are random UUIDs in Kafka's base64url form (KIP-1082)", "[kip848]") {
+  std::set<std::string> ids;
+  for (int i = 0; i < 2000; ++i) {
+    const auto id = kgroup::net::make_member_id();
+    REQUIRE(id.size() == 22);  // 16 bytes, base64 without padding
+    CHECK(id.front() != '-');
+    CHECK(id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
+          std::string::npos);
+    ids.insert(id);
+  }
+  CHECK(ids.size() == 2000);
 }
