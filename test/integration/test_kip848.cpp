@@ -130,6 +130,7 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
   CHECK(mb.member_id.size() == 22);
   CHECK(ma.member_id != mb.member_id);
   CHECK(ma.generation_id > 0);  // the member epoch
+  CHECK(a->consumer.metrics().protocol == "consumer");
   CHECK(b->consumer.assignment() == b->listener->owned());
 
   // Every record is read, by one member or the other.
