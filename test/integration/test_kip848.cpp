@@ -97,6 +97,9 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
                                 << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
     return;
   }
+  // Listener callbacks inside poll() (the default) or on the background thread.
+  const std::string listener_thread = GENERATE(as<std::string>{}, "poll", "heartbeat");
+  CAPTURE(listener_thread);
   mock_cluster mc(3);
   set_mock_heartbeat_interval(mc, 500);
   mc.create_topic("k", 6);
@@ -106,8 +109,10 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
   timeline tl;
   std::mutex seen_mutex;
   std::set<std::pair<std::int32_t, std::int64_t>> seen;
-  auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848"), tl, seen_mutex, seen);
-  auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848"), tl, seen_mutex, seen);
+  auto cfg = kip848_config(mc, "g-kip848");
+  cfg.set("rebalance.listener.thread", listener_thread);
+  auto a = std::make_unique<reading_member>("a", cfg, tl, seen_mutex, seen);
+  auto b = std::make_unique<reading_member>("b", cfg, tl, seen_mutex, seen);
 
   // Both join and the coordinator splits the partitions between them.
   const bool split = eventually(
