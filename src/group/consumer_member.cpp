@@ -6,6 +6,7 @@
 
 #include "base/log.hpp"
 #include "group/member_reactions.hpp"
+#include "group/poll_interval.hpp"
 #include "kgroup/error.hpp"
 
 namespace kgroup::group::kip848 {
@@ -151,7 +152,7 @@ void consumer_member::transition(consumer_member_state to, const std::string& re
     logger()->error("group '{}': {}", opts_.group_id, what);
     if (state_ != s::closed && state_ != s::fatal) {
       in_flight_ = in_flight::none;
-      pending_listener_.reset();
+      listener_.drop();
       state_ = s::fatal;
       actions_.emplace_back(report_error{make_error_code(client_errc::illegal_state), what, true});
     }
@@ -276,8 +277,8 @@ void consumer_member::unsubscribe(time_point now) {
     case s::poll_timed_out:
       // Out of the group already: what is owned is lost, not revoked (it may have a new owner).
       transition(s::leaving, "unsubscribe while out of the group");
-      if (pending_listener_ && pending_kind_ == listener_kind::lost) {
-        after_listener_ = then::finish_leave;
+      if (listener_.pending_is(listener_kind::lost)) {
+        listener_.then_after(then::finish_leave);
       } else if (!owned_.empty()) {
         supersede_pending_listener();
         request_listener(listener_kind::lost, owned_, then::finish_leave);
@@ -323,7 +324,7 @@ void consumer_member::poll_called(time_point now) {
   last_poll_ = now;
   in_poll_ = true;
   poll_warned_ = false;
-  if (state_ == s::poll_timed_out && !pending_listener_) {
+  if (state_ == s::poll_timed_out && !listener_.pending()) {
     // The application is back: it hears that its partitions are lost, then the member rejoins.
     if (!owned_.empty()) {
       logger()->warn("group '{}': partitions lost (max.poll.interval.ms was exceeded)", opts_.group_id);
@@ -344,21 +345,18 @@ void consumer_member::poll_returned(time_point now) {
 }
 
 void consumer_member::listener_started(time_point now, std::uint64_t seq) {
-  if (pending_listener_ && *pending_listener_ == seq) {
-    pending_started_ = true;
+  if (listener_.start(seq)) {
     if (in_poll_) last_poll_ = now;
   }
 }
 
 void consumer_member::listener_done(time_point now, std::uint64_t seq) {
-  if (!pending_listener_ || *pending_listener_ != seq) return;  // stale (cancelled or superseded)
-  pending_listener_.reset();
+  const auto done = listener_.finish(seq);
+  if (!done) return;  // stale (cancelled or superseded)
   if (in_poll_) last_poll_ = now;
-  if (pending_kind_ == listener_kind::revoked) set_owned(minus(owned_, pending_parts_));
-  if (pending_kind_ == listener_kind::lost) set_owned({});
-  pending_parts_.clear();
-  const then next = after_listener_;
-  after_listener_ = then::nothing;
+  if (done->kind != listener_kind::assigned)
+    set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
+  const then next = done->after;
   continue_after_listener(now, next);
   pump(now);
 }
@@ -399,7 +397,7 @@ void consumer_member::coordinator_failed(time_point now, std::error_code ec) {
     return;
   }
   logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
-  if (state_ == s::leaving && in_flight_ == in_flight::none && !pending_listener_) {
+  if (state_ == s::leaving && in_flight_ == in_flight::none && !listener_.pending()) {
     // No coordinator to leave through: the coordinator expires the member on its own.
     finish_leave(now);
     return;
@@ -457,12 +455,7 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
   const in_flight was = in_flight_;
   if (was == in_flight::none) return;  // stale: nothing of ours is in flight
   in_flight_ = in_flight::none;
-  ++stats_.heartbeats;
-  stats_.heartbeat_rtt_max =
-      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - heartbeat_sent_));
-  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - heartbeat_sent_).count());
-  stats_.last_heartbeat_response = now;
-  ++stats_.version;
+  stats_.heartbeat_answered(now, heartbeat_sent_);
   if (was == in_flight::leave) {
     if (r.error_code != 0) {
       logger()->debug("group '{}': leave heartbeat answered {}", opts_.group_id,
@@ -650,7 +643,7 @@ bool consumer_member::heartbeating() const noexcept {
 
 bool consumer_member::needs_coordinator() const noexcept {
   if (leave_pending_) return true;
-  if (state_ == s::leaving) return in_flight_ == in_flight::none && must_leave() && !pending_listener_;
+  if (state_ == s::leaving) return in_flight_ == in_flight::none && must_leave() && !listener_.pending();
   return heartbeating();
 }
 
@@ -678,7 +671,7 @@ void consumer_member::pump(time_point now) {
     return;
   }
   if (state_ == s::leaving) {
-    if (pending_listener_) return;
+    if (listener_.pending()) return;
     if (must_leave()) {
       send_leave(now);
     } else {
@@ -763,7 +756,7 @@ void consumer_member::send_heartbeat(time_point now) {
   // What is owned, less what an assign callback still running has not taken yet: an assignment is
   // acknowledged once on_partitions_assigned is done (as Java); a finished revoke is reported at once.
   const id_assignment reported =
-      pending_listener_ && pending_kind_ == listener_kind::assigned ? minus(owned_, pending_parts_) : owned_;
+      listener_.pending_is(listener_kind::assigned) ? minus(owned_, *listener_.parts()) : owned_;
   if (all || sent_.owned != reported) {
     // On joining (empty), and the first heartbeat after a reconciliation: the acknowledgement.
     req.topic_partitions = to_wire(reported);
@@ -838,7 +831,7 @@ void consumer_member::maybe_request_names(time_point now) {
 }
 
 void consumer_member::maybe_reconcile(time_point now) {
-  if (pending_listener_ || !target_) return;
+  if (listener_.pending() || !target_) return;
   const id_assignment ready = resolved(*target_, nullptr);
   if (ready == owned_) {
     // Nothing to do with the names known: either reconciled, or waiting for names.
@@ -876,11 +869,7 @@ void consumer_member::assign_step(time_point now) {
 void consumer_member::fence(time_point now, const std::string& why) {
   (void)now;
   logger()->warn("group '{}': member '{}' fenced at epoch {} ({})", opts_.group_id, member_id_, epoch_, why);
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    ++stats_.failed_rebalances;
-    stats_.failed_at.push_back(now);
-    ++stats_.version;
-  }
+  if (stats_.open_entry()) stats_.failed(now);
   if (state_ != s::prepare_leaving && state_ != s::leaving) {
     reconciliation_begins(now, RebalanceCause::session_timeout, "fenced: " + why);
   }
@@ -890,7 +879,7 @@ void consumer_member::fence(time_point now, const std::string& why) {
   step_target_.clear();
   if (state_ == s::prepare_leaving || state_ == s::leaving) {
     // Leaving anyway: nothing to leave any more; the revoke running finishes, then done.
-    if (state_ == s::leaving && !pending_listener_) finish_leave(now);
+    if (state_ == s::leaving && !listener_.pending()) finish_leave(now);
     return;
   }
   if (state_ == s::joining) {
@@ -935,10 +924,7 @@ void consumer_member::finish_leave(time_point now) {
 
 void consumer_member::fatal(time_point now, std::error_code ec, std::string message) {
   if (state_ == s::closed) return;
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    ++stats_.failed_rebalances;
-    stats_.failed_at.push_back(now);
-  }
+  if (stats_.open_entry()) stats_.failed(now);
   reconciliation_ends(now, false);
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
   if (state_ == s::leaving || state_ == s::prepare_leaving) {
@@ -960,20 +946,9 @@ void consumer_member::fatal(time_point now, std::error_code ec, std::string mess
 
 void consumer_member::request_listener(listener_kind kind, const id_assignment& parts, then next) {
   const std::uint64_t seq = next_seq_++;
-  pending_listener_ = seq;
-  pending_started_ = false;
-  pending_kind_ = kind;
-  pending_parts_ = parts;
-  after_listener_ = next;
+  listener_.request(seq, kind, parts, next);
   const partition_set named = names_of(parts);
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    auto& e = stats_.history.back();
-    auto& into = kind == listener_kind::revoked    ? e.revoked
-                 : kind == listener_kind::assigned ? e.assigned
-                                                   : e.lost;
-    into.insert(named.begin(), named.end());
-    ++stats_.version;
-  }
+  stats_.listener_called(kind, named);
   actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq});
 }
 
@@ -1000,28 +975,14 @@ void consumer_member::continue_after_listener(time_point now, then next) {
   }
 }
 
-void consumer_member::supersede_pending_listener() {
-  if (!pending_listener_) return;
-  if (!pending_started_) {
-    cancel_unstarted_listener();
-    return;
-  }
-  // Already running on the user thread: it finishes as what it is; its effect on ownership
-  // applies now (what it revokes is not lost again), its listener_done is stale from here.
-  if (pending_kind_ != listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
-  pending_listener_.reset();
-  pending_parts_.clear();
-  after_listener_ = then::nothing;
-}
+void consumer_member::supersede_pending_listener() { release_listener(false); }
 
-void consumer_member::cancel_unstarted_listener() {
-  if (!pending_listener_ || pending_started_) return;
-  actions_.emplace_back(cancel_listener{*pending_listener_});
-  // Partitions the application was never told about are not its to lose.
-  if (pending_kind_ == listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
-  pending_listener_.reset();
-  pending_parts_.clear();
-  after_listener_ = then::nothing;
+void consumer_member::cancel_unstarted_listener() { release_listener(true); }
+
+void consumer_member::release_listener(bool unstarted_only) {
+  const auto cancelled =
+      listener_.release(unstarted_only, [&](const auto& parts) { set_owned(minus(owned_, parts)); });
+  if (cancelled) actions_.emplace_back(cancel_listener{*cancelled});
 }
 
 void consumer_member::set_owned(id_assignment owned) {
@@ -1034,77 +995,34 @@ void consumer_member::set_owned(id_assignment owned) {
 bool consumer_member::poll_timer_running() const noexcept {
   const bool member_like = state_ == s::joining || state_ == s::reconciling || state_ == s::acknowledging ||
                            state_ == s::stable || state_ == s::fenced;
-  const bool in_callback = pending_listener_ && pending_started_;
+  const bool in_callback = listener_.running();
   return member_like && (!in_poll_ || in_callback);
 }
 
 bool consumer_member::check_poll_timeout(time_point now) {
   if (!poll_timer_running()) return false;
-  const auto since = now - last_poll_;
-  if (since >= opts_.max_poll_interval) {
-    const auto measured = std::chrono::duration_cast<ms>(since).count();
-    logger()->warn(
-        "group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving the "
-        "group. "
-        "Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
-        opts_.group_id, measured, opts_.max_poll_interval.count());
-    // A callback the stalled application has not started belongs to a membership that is gone.
-    supersede_pending_listener();
-    target_.reset();
-    step_target_.clear();
-    heartbeat_now_ = false;
-    leave_pending_ = must_leave();
-    epoch_ = join_epoch;
-    reconciliation_begins(now, RebalanceCause::poll_timeout,
-                          "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
-                              std::to_string(opts_.max_poll_interval.count()) + ")");
-    transition(s::poll_timed_out, "max.poll.interval.ms exceeded");
-    actions_.emplace_back(report_error{make_error_code(client_errc::request_timed_out),
-                                       "max.poll.interval.ms exceeded: left the group", false});
-    return true;
-  }
-  if (!poll_warned_ && since >= opts_.max_poll_interval * 8 / 10) {
-    poll_warned_ = true;
-    logger()->warn("group '{}': {} ms since the last poll(), over 80% of max.poll.interval.ms ({} ms)",
-                   opts_.group_id, std::chrono::duration_cast<ms>(since).count(),
-                   opts_.max_poll_interval.count());
-  }
-  return false;
+  const auto measured =
+      poll_interval_exceeded(now, last_poll_, opts_.max_poll_interval, poll_warned_, opts_.group_id);
+  if (!measured) return false;
+  // A callback the stalled application has not started belongs to a membership that is gone.
+  supersede_pending_listener();
+  target_.reset();
+  step_target_.clear();
+  heartbeat_now_ = false;
+  leave_pending_ = must_leave();
+  epoch_ = join_epoch;
+  reconciliation_begins(now, RebalanceCause::poll_timeout, poll_timeout_detail(*measured, opts_.max_poll_interval));
+  transition(s::poll_timed_out, "max.poll.interval.ms exceeded");
+  actions_.emplace_back(poll_timeout_error());
+  return true;
 }
 
 void consumer_member::reconciliation_begins(time_point now, RebalanceCause cause, const std::string& detail) {
   next_cause_.reset();
-  if (!stats_.history.empty() && !stats_.history.back().end) return;  // one under way keeps its cause
-  if (stats_.history.size() >= member_stats::history_max) stats_.history.pop_front();
-  rebalance_entry e;
-  e.cause = cause;
-  e.detail = detail;
-  e.start = now;
-  stats_.history.push_back(std::move(e));
-  ++stats_.version;
+  stats_.begin(now, cause, detail);
 }
 
-void consumer_member::reconciliation_ends(time_point now, bool completed) {
-  if (stats_.history.empty() || stats_.history.back().end) return;
-  auto& e = stats_.history.back();
-  e.end = now;
-  e.completed = completed;
-  e.generation = epoch_;
-  if (completed) {
-    const auto took = std::chrono::duration_cast<ms>(now - e.start);
-    ++stats_.rebalances;
-    stats_.rebalance_latency_total += took;
-    stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
-    stats_.rebalance_hist.observe(std::chrono::duration<double>(now - e.start).count());
-    stats_.completed_at.push_back(now);
-    while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
-      stats_.completed_at.pop_front();
-    }
-  }
-  while (!stats_.failed_at.empty() && now - stats_.failed_at.front() > std::chrono::hours(1))
-    stats_.failed_at.pop_front();
-  ++stats_.version;
-}
+void consumer_member::reconciliation_ends(time_point now, bool completed) { stats_.end(now, completed, epoch_); }
 
 void consumer_member::backoff(time_point now) {
   backoff_until_ = now + retry_backoff_.next();

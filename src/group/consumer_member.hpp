@@ -195,6 +195,8 @@ class consumer_member {
   void continue_after_listener(time_point now, then next);
   void supersede_pending_listener();
   void cancel_unstarted_listener();
+  // Both: the handshake's release() with its effect on owned_ and the cancel action.
+  void release_listener(bool unstarted_only);
   void set_owned(id_assignment owned);
   bool poll_timer_running() const noexcept;
   bool check_poll_timeout(time_point now);
@@ -236,11 +238,7 @@ class consumer_member {
   std::map<std::int16_t, int> unexpected_in_a_row_;
   static constexpr int max_unexpected_in_a_row = 10;
   // The listener callback waiting for the user thread (at most one).
-  std::optional<std::uint64_t> pending_listener_;
-  bool pending_started_ = false;
-  listener_kind pending_kind_ = listener_kind::assigned;
-  id_assignment pending_parts_;
-  then after_listener_ = then::nothing;
+  listener_handshake<id_assignment, then> listener_;
   std::uint64_t next_seq_ = 1;
   std::uint64_t invalid_transitions_ = 0;
   member_stats stats_;

@@ -6,6 +6,7 @@
 #include "base/log.hpp"
 #include "kgroup/error.hpp"
 #include "group/member_reactions.hpp"
+#include "group/poll_interval.hpp"
 
 namespace kgroup::group {
 
@@ -132,7 +133,7 @@ void member::transition(member_state to, const char* reason) {
     logger()->error("group '{}': {}", opts_.group_id, what);
     if (state_ != member_state::closed && state_ != member_state::fatal) {
       in_flight_ = in_flight::none;
-      pending_listener_.reset();
+      listener_.drop();
       state_ = member_state::fatal;
       actions_.emplace_back(report_error{make_error_code(client_errc::illegal_state), what, true});
     }
@@ -237,7 +238,7 @@ void member::poll_called(time_point now) {
   last_poll_ = now;
   in_poll_ = true;
   poll_warned_ = false;
-  if (state_ == member_state::poll_timed_out && !pending_listener_) {
+  if (state_ == member_state::poll_timed_out && !listener_.pending()) {
     lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
   }
   pump(now);
@@ -261,23 +262,20 @@ void member::enforce_rebalance(time_point now, std::string reason) {
 }
 
 void member::listener_started(time_point now, std::uint64_t seq) {
-  if (pending_listener_ && *pending_listener_ == seq) {
-    pending_started_ = true;
+  if (listener_.start(seq)) {
     // Inside poll() the callback's own time counts toward max.poll.interval.ms, from its start.
     if (in_poll_) last_poll_ = now;
   }
 }
 
 void member::listener_done(time_point now, std::uint64_t seq) {
-  if (!pending_listener_ || *pending_listener_ != seq) return;  // stale
-  pending_listener_.reset();
+  const auto done = listener_.finish(seq);
+  if (!done) return;  // stale
   if (in_poll_) last_poll_ = now;
   // The listener's effect on ownership: a revoked or lost partition is no longer ours.
-  if (pending_kind_ == listener_kind::revoked) set_owned(minus(owned_, pending_parts_));
-  if (pending_kind_ == listener_kind::lost) set_owned({});
-  pending_parts_.clear();
-  const then next = after_listener_;
-  after_listener_ = then::nothing;
+  if (done->kind != listener_kind::assigned)
+    set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
+  const then next = done->after;
   if (state_ == member_state::poll_timed_out) {
     // We left the group while the listener ran: its continuation belongs to a generation that is
     // gone. The next poll_called() reports what is still owned as lost and rejoins.
@@ -318,56 +316,41 @@ void member::tick(time_point now) {
 }
 
 bool member::leaving_heartbeats() const noexcept {
-  return state_ == member_state::leaving && pending_listener_ && !leave_sent_ && generation_ >= 0;
+  return state_ == member_state::leaving && listener_.pending() && !leave_sent_ && generation_ >= 0;
 }
 
 bool member::poll_timer_running() const noexcept {
   const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
-  const bool in_callback = pending_listener_ && pending_started_;
+  const bool in_callback = listener_.running();
   return member_like && (!in_poll_ || in_callback);
 }
 
 bool member::check_poll_timeout(time_point now) {
   if (!poll_timer_running()) return false;
-  const auto since = now - last_poll_;
-  if (since >= opts_.max_poll_interval) {
-    const auto measured = std::chrono::duration_cast<ms>(since).count();
-    logger()->warn(
-        "group '{}': poll() was not called for {} ms, more than max.poll.interval.ms ({} ms); leaving "
-        "the group. Raise max.poll.interval.ms or reduce max.poll.records or the work per poll.",
-        opts_.group_id, measured, opts_.max_poll_interval.count());
-    if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
-      protocol::leave_group_request req;
-      req.group_id = opts_.group_id;
-      req.member_id = member_id_;
-      req.members.push_back({member_id_, opts_.group_instance_id, "consumer poll timeout has expired"});
-      actions_.emplace_back(send_leave_group{std::move(req)});
-      in_flight_ = in_flight::leave;
-      leave_sent_ = true;
-    }
-    generation_ = -1;
-    if (!opts_.group_instance_id) member_id_.clear();
-    rejoin_needed_ = false;
-    // A callback the stalled application has not run belongs to a generation that is gone: the
-    // next poll() reports what is owned as lost instead.
-    cancel_unstarted_listener();
-    rebalance_begins(now, RebalanceCause::poll_timeout,
-                     "poll() not called for " + std::to_string(measured) + " ms (max.poll.interval.ms " +
-                         std::to_string(opts_.max_poll_interval.count()) + ")");
-    transition(member_state::poll_timed_out, "max.poll.interval.ms exceeded");
-    actions_.emplace_back(report_error{make_error_code(client_errc::request_timed_out),
-                                       "max.poll.interval.ms exceeded: left the group", false});
-    return true;
+  const auto measured =
+      poll_interval_exceeded(now, last_poll_, opts_.max_poll_interval, poll_warned_, opts_.group_id);
+  if (!measured) return false;
+  if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
+    protocol::leave_group_request req;
+    req.group_id = opts_.group_id;
+    req.member_id = member_id_;
+    req.members.push_back({member_id_, opts_.group_instance_id, "consumer poll timeout has expired"});
+    actions_.emplace_back(send_leave_group{std::move(req)});
+    in_flight_ = in_flight::leave;
+    leave_sent_ = true;
   }
-  if (!poll_warned_ && since >= opts_.max_poll_interval * 8 / 10) {
-    poll_warned_ = true;
-    logger()->warn("group '{}': {} ms since the last poll(), over 80% of max.poll.interval.ms ({} ms)",
-                   opts_.group_id, std::chrono::duration_cast<ms>(since).count(),
-                   opts_.max_poll_interval.count());
-  }
-  return false;
+  generation_ = -1;
+  if (!opts_.group_instance_id) member_id_.clear();
+  rejoin_needed_ = false;
+  // A callback the stalled application has not run belongs to a generation that is gone: the
+  // next poll() reports what is owned as lost instead.
+  cancel_unstarted_listener();
+  rebalance_begins(now, RebalanceCause::poll_timeout, poll_timeout_detail(*measured, opts_.max_poll_interval));
+  transition(member_state::poll_timed_out, "max.poll.interval.ms exceeded");
+  actions_.emplace_back(poll_timeout_error());
+  return true;
 }
 
 void member::assignment_computed(
@@ -418,7 +401,7 @@ bool member::needs_coordinator() const noexcept {
     case member_state::preparing:
       return generation_ >= 0;
     case member_state::leaving:
-      return !leave_sent_ && !member_id_.empty() && !pending_listener_;
+      return !leave_sent_ && !member_id_.empty() && !listener_.pending();
     default:
       return false;
   }
@@ -441,7 +424,7 @@ void member::pump(time_point now) {
       if (in_flight_ == in_flight::none) send_join(now);
       return;
     case member_state::stable:
-      if (rejoin_needed_ && in_flight_ == in_flight::none && !pending_listener_) {
+      if (rejoin_needed_ && in_flight_ == in_flight::none && !listener_.pending()) {
         start_rebalance(now, rejoin_reason_);
         return;
       }
@@ -466,7 +449,7 @@ void member::pump(time_point now) {
         }
         return;
       }
-      if (!pending_listener_ && !leave_sent_ && in_flight_ == in_flight::none) {
+      if (!listener_.pending() && !leave_sent_ && in_flight_ == in_flight::none) {
         send_leave(now, "the consumer is leaving");
       }
       return;
@@ -573,29 +556,14 @@ void member::finish_leave(time_point now) {
   }
 }
 
-void member::supersede_pending_listener() {
-  if (!pending_listener_) return;
-  if (!pending_started_) {
-    cancel_unstarted_listener();
-    return;
-  }
-  // Already running on the user thread: it finishes as what it is. What it revokes (or loses) is
-  // gone for the callback that follows, so no partition is both revoked and lost; what it assigns
-  // stays owned, so the next callback takes it back. Its own listener_done is stale from here.
-  if (pending_kind_ != listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
-  pending_listener_.reset();
-  pending_parts_.clear();
-  after_listener_ = then::nothing;
-}
+void member::supersede_pending_listener() { release_listener(false); }
 
-void member::cancel_unstarted_listener() {
-  if (!pending_listener_ || pending_started_) return;
-  actions_.emplace_back(cancel_listener{*pending_listener_});
-  // Partitions the application was never told about are not its to lose.
-  if (pending_kind_ == listener_kind::assigned) set_owned(minus(owned_, pending_parts_));
-  pending_listener_.reset();
-  pending_parts_.clear();
-  after_listener_ = then::nothing;
+void member::cancel_unstarted_listener() { release_listener(true); }
+
+void member::release_listener(bool unstarted_only) {
+  const auto cancelled =
+      listener_.release(unstarted_only, [&](const auto& parts) { set_owned(minus(owned_, parts)); });
+  if (cancelled) actions_.emplace_back(cancel_listener{*cancelled});
 }
 
 void member::lose_partitions(time_point now, const std::string& why, then next) {
@@ -617,19 +585,8 @@ void member::request_listener(listener_kind kind, const partition_set& parts, th
   // removed while the application did not poll): the lost callback replaces it, so the
   // application never commits partitions that may already have a new owner.
   const std::uint64_t seq = next_seq_++;
-  pending_listener_ = seq;
-  pending_started_ = false;
-  pending_kind_ = kind;
-  pending_parts_ = parts;
-  after_listener_ = next;
-  if (!stats_.history.empty() && !stats_.history.back().end) {
-    auto& e = stats_.history.back();
-    auto& into = kind == listener_kind::revoked    ? e.revoked
-                 : kind == listener_kind::assigned ? e.assigned
-                                                   : e.lost;
-    into.insert(parts.begin(), parts.end());
-    ++stats_.version;
-  }
+  listener_.request(seq, kind, parts, next);
+  stats_.listener_called(kind, parts);
   actions_.emplace_back(run_listener{kind, to_vector(parts), seq});
 }
 
@@ -713,7 +670,7 @@ void member::fatal(std::error_code ec, std::string message) {
     return;
   }
   in_flight_ = in_flight::none;
-  pending_listener_.reset();
+  listener_.drop();
   transition(member_state::fatal, message.c_str());
   actions_.emplace_back(report_error{ec, std::move(message), true});
 }

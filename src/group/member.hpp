@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/backoff.hpp"
+#include "group/listener_handshake.hpp"
 #include "group/types.hpp"
 #include "kgroup/assignor.hpp"
 #include "kgroup/types.hpp"
@@ -263,6 +264,8 @@ class member {
   void send_leave(time_point now, const std::string& reason);
   void lose_partitions(time_point now, const std::string& why, then next);
   void cancel_unstarted_listener();
+  // Both: the handshake's release() with its effect on owned_ and the cancel action.
+  void release_listener(bool unstarted_only);
   /// A new callback replaces the pending one: cancelled if not started, else its effect on
   /// ownership applied now (see member.cpp).
   void supersede_pending_listener();
@@ -336,12 +339,8 @@ class member {
   time_point sync_sent_{};
   member_stats stats_;
   bool closing_ = false;  // leaving is for close(), not unsubscribe()
-  std::optional<std::uint64_t> pending_listener_;
-  bool pending_started_ = false;  // the user thread began running pending_listener_
-  then after_listener_ = then::nothing;
+  listener_handshake<partition_set, then> listener_;  // the listener call the user thread has
   std::uint64_t next_seq_ = 1;
-  listener_kind pending_kind_ = listener_kind::assigned;
-  partition_set pending_parts_;
   bool leave_sent_ = false;
   std::uint64_t invalid_transitions_ = 0;
   std::optional<std::regex> pattern_;

@@ -201,12 +201,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
 void member::heartbeat_done(time_point now, const protocol::heartbeat_response& r) {
   if (in_flight_ != in_flight::heartbeat) return;  // stale
   in_flight_ = in_flight::none;
-  ++stats_.heartbeats;
-  stats_.heartbeat_rtt_max =
-      std::max(stats_.heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - last_heartbeat_sent_));
-  stats_.heartbeat_hist.observe(std::chrono::duration<double>(now - last_heartbeat_sent_).count());
-  stats_.last_heartbeat_response = now;
-  ++stats_.version;
+  stats_.heartbeat_answered(now, last_heartbeat_sent_);
   const std::int16_t c = r.error_code;
   if (c == 0) {
     unexpected_in_a_row_.erase("Heartbeat");

@@ -6,43 +6,75 @@
 
 namespace kgroup::group {
 
-void member::rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail) {
-  if (!stats_.history.empty() && !stats_.history.back().end) return;  // one already under way keeps its cause
-  if (stats_.history.size() >= member_stats::history_max) stats_.history.pop_front();
+namespace {
+
+void trim_to_last_hour(std::deque<time_point>& times, time_point now) {
+  while (!times.empty() && now - times.front() > std::chrono::hours(1)) times.pop_front();
+}
+
+}  // namespace
+
+bool member_stats::begin(time_point now, RebalanceCause cause, const std::string& detail) {
+  if (open_entry()) return false;
+  if (history.size() >= history_max) history.pop_front();
   rebalance_entry e;
   e.cause = cause;
   e.detail = detail;
   e.start = now;
-  stats_.history.push_back(std::move(e));
-  ++stats_.version;
+  history.push_back(std::move(e));
+  ++version;
+  return true;
 }
 
-void member::rebalance_ends(time_point now, bool completed) {
-  if (stats_.history.empty() || stats_.history.back().end) return;
-  auto& e = stats_.history.back();
-  e.end = now;
-  e.completed = completed;
-  e.generation = generation_;
+void member_stats::end(time_point now, bool completed, std::int32_t generation) {
+  auto* e = open_entry();
+  if (!e) return;
+  e->end = now;
+  e->completed = completed;
+  e->generation = generation;
   if (completed) {
-    const auto took = std::chrono::duration_cast<ms>(now - e.start);
-    ++stats_.rebalances;
-    stats_.rebalance_latency_total += took;
-    stats_.rebalance_latency_max = std::max(stats_.rebalance_latency_max, took);
-    stats_.rebalance_hist.observe(std::chrono::duration<double>(now - e.start).count());
-    stats_.completed_at.push_back(now);
-    while (!stats_.completed_at.empty() && now - stats_.completed_at.front() > std::chrono::hours(1)) {
-      stats_.completed_at.pop_front();
-    }
+    const auto took = std::chrono::duration_cast<ms>(now - e->start);
+    ++rebalances;
+    rebalance_latency_total += took;
+    rebalance_latency_max = std::max(rebalance_latency_max, took);
+    rebalance_hist.observe(std::chrono::duration<double>(now - e->start).count());
+    completed_at.push_back(now);
+    trim_to_last_hour(completed_at, now);
   }
-  ++stats_.version;
+  trim_to_last_hour(failed_at, now);
+  ++version;
 }
 
-void member::rebalance_failed(time_point now) {
-  ++stats_.failed_rebalances;
-  stats_.failed_at.push_back(now);
-  while (!stats_.failed_at.empty() && now - stats_.failed_at.front() > std::chrono::hours(1)) stats_.failed_at.pop_front();
-  ++stats_.version;
+void member_stats::failed(time_point now) {
+  ++failed_rebalances;
+  failed_at.push_back(now);
+  trim_to_last_hour(failed_at, now);
+  ++version;
 }
+
+void member_stats::listener_called(listener_kind kind, const partition_set& parts) {
+  auto* e = open_entry();
+  if (!e) return;
+  auto& into = kind == listener_kind::revoked ? e->revoked : kind == listener_kind::assigned ? e->assigned : e->lost;
+  into.insert(parts.begin(), parts.end());
+  ++version;
+}
+
+void member_stats::heartbeat_answered(time_point now, time_point sent) {
+  ++heartbeats;
+  heartbeat_rtt_max = std::max(heartbeat_rtt_max, std::chrono::duration_cast<ms>(now - sent));
+  heartbeat_hist.observe(std::chrono::duration<double>(now - sent).count());
+  last_heartbeat_response = now;
+  ++version;
+}
+
+void member::rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail) {
+  stats_.begin(now, cause, detail);
+}
+
+void member::rebalance_ends(time_point now, bool completed) { stats_.end(now, completed, generation_); }
+
+void member::rebalance_failed(time_point now) { stats_.failed(now); }
 
 void member::describe_rebalance(RebalanceCause cause, std::string detail) {
   if (stats_.history.empty() || stats_.history.back().end) return;

@@ -102,6 +102,20 @@ struct member_stats {
   std::deque<rebalance_entry> history;  // the last `history_max`, oldest first; the last may be open
   static constexpr std::size_t history_max = 50;
 
+  /// Opens a history entry (a rebalance, or a KIP-848 reconciliation); false if one is open
+  /// already (it keeps its cause).
+  bool begin(time_point now, RebalanceCause cause, const std::string& detail);
+  /// Closes the open entry, if any: completed ones count toward the latencies.
+  void end(time_point now, bool completed, std::int32_t generation);
+  /// A failed attempt (counted per hour).
+  void failed(time_point now);
+  /// The open entry, if any.
+  rebalance_entry* open_entry() { return history.empty() || history.back().end ? nullptr : &history.back(); }
+  /// Records what a listener call revokes, assigns or loses in the open entry.
+  void listener_called(listener_kind kind, const partition_set& parts);
+  /// A heartbeat answered (any outcome) `now`, sent at `sent`.
+  void heartbeat_answered(time_point now, time_point sent);
+
   /// A JoinGroup or SyncGroup that succeeded after `took`: counts it, its time and its histogram.
   void step_done(std::chrono::steady_clock::duration took, std::int64_t& count, ms& total, ms& max,
                  detail::histogram& hist) {
