@@ -78,7 +78,7 @@ struct KGROUP_EXPORT ConsumerMetrics {
   std::int32_t generation = -1;
   std::string state;              // membership state ("stable", "joining", ...)
   std::int32_t coordinator = -1;  // broker id, -1 unknown
-  std::string protocol;           // "eager" or "cooperative"
+  std::string protocol;           // "eager" or "cooperative" (group.protocol=classic), "consumer" (KIP-848)
   std::string assignor;           // the assignor the group chose (empty before the first join)
   bool leader = false;
   std::string http_endpoint;      // "host:port" of the embedded HTTP endpoint, empty when off

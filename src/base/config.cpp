@@ -491,11 +491,7 @@ void Config::validate() const {
                             key, why));
       }
     }
-    // The KIP-848 membership core is built (src/group/consumer_member.hpp) but no driver runs it
-    // yet: the Consumer must not start and quietly use the classic protocol instead.
-    invalid("group.protocol=consumer (KIP-848) is not supported yet by this build of kgroup; use group.protocol=classic");
-  }
-  if (!get("group.remote.assignor").empty()) {
+  } else if (!get("group.remote.assignor").empty()) {
     invalid("group.remote.assignor applies only with group.protocol=consumer (the broker's assignor); with "
             "group.protocol=classic the assignors are partition.assignment.strategy");
   }

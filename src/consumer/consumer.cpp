@@ -98,12 +98,31 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   };
   fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
   dopts.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };
-  driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
+  kip848_ = config_.get("group.protocol") == "consumer";
+  if (kip848_) {
+    // KIP-848: the coordinator assigns; the classic keys (assignors, session and heartbeat
+    // timers) were refused by validate(). Same listener, fetcher and commit plumbing.
+    net::consumer_group_driver_options kopts;
+    kopts.member.group_id = mo.group_id;
+    kopts.member.group_instance_id = mo.group_instance_id;
+    kopts.member.rack = mo.rack;
+    if (auto a = config_.get("group.remote.assignor"); !a.empty()) kopts.member.remote_assignor = a;
+    kopts.member.max_poll_interval = mo.max_poll_interval;
+    kopts.member.retry_backoff = mo.retry_backoff;
+    kopts.member.retry_backoff_max = mo.retry_backoff_max;
+    kopts.request_timeout = mo.request_timeout;
+    kopts.run_listener_inline = std::move(dopts.run_listener_inline);
+    kopts.on_assignment_changed = std::move(dopts.on_assignment_changed);
+    driver_ = std::make_shared<net::consumer_group_driver>(io_, cluster_, std::move(kopts), shared_);
+  } else {
+    driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
+  }
   default_timeout_ = config_.get_ms("default.api.timeout.ms");
   metrics_id_.client_id = config_.get("client.id");
   metrics_id_.group_id = mo.group_id;
   metrics_id_.group_instance_id = mo.group_instance_id;
-  metrics_id_.protocol = mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
+  metrics_id_.protocol =
+      kip848_ ? "consumer" : mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
   metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
   metrics_id_.wall_minus_steady_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -135,6 +154,12 @@ void Consumer::impl::subscribe(std::vector<std::string> topics,
 
 void Consumer::impl::subscribe(std::regex pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
   check_open();
+  if (kip848_) {
+    throw Error(make_error_code(client_errc::invalid_argument),
+                "subscribe(std::regex) is not available with group.protocol=consumer: the broker evaluates "
+                "subscription patterns (RE2/J syntax) and a std::regex keeps no source text to send; "
+                "subscribe to topic names, or use group.protocol=classic");
+  }
   check_can_subscribe();
   set_listener(std::move(listener));
   post([this, pattern = std::move(pattern)]() mutable { driver_->subscribe_pattern(std::move(pattern)); });
@@ -281,7 +306,7 @@ fetch::group_identity Consumer::impl::identity() const {
     id.stable = true;
     return id;
   }
-  static_cast<group::standing&>(id) = driver_->core().standing();
+  static_cast<group::standing&>(id) = driver_->standing();
   id.subscribed = true;
   return id;
 }

@@ -35,6 +35,7 @@
 #include "http/server.hpp"
 #endif
 #include "net/cluster.hpp"
+#include "net/consumer_group_driver.hpp"
 #include "net/group_driver.hpp"
 #include "protocol/error_reactions.hpp"
 #include "protocol/records.hpp"
@@ -323,7 +324,9 @@ class Consumer::impl {
   std::shared_ptr<fetch::group_observer> group_observer_;  // what GET /group shows; with http_ only
 #endif
   std::shared_ptr<net::cluster> cluster_;
-  std::shared_ptr<net::group_driver> driver_;
+  // The classic driver, or KIP-848's with group.protocol=consumer (chosen at construction).
+  std::shared_ptr<net::membership_driver> driver_;
+  bool kip848_ = false;
   mutable detail::shared_state shared_;
   std::thread thread_;
   std::chrono::milliseconds default_timeout_{60000};

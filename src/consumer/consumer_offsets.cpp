@@ -202,7 +202,10 @@ bool Consumer::impl::retriable_coordinator_error(std::error_code ec) {
          ec == make_error_code(client_errc::request_timed_out) ||
          // Partition-level, retriable as in Java (issue 13, item 8).
          ec == make_error_code(kafka_errc::request_timed_out) ||
-         ec == make_error_code(kafka_errc::unstable_offset_commit);
+         ec == make_error_code(kafka_errc::unstable_offset_commit) ||
+         // KIP-848: the commit's member epoch is behind the coordinator's; the retry carries the
+         // epoch of the latest heartbeat (identity() is read again for every attempt).
+         ec == make_error_code(kafka_errc::stale_member_epoch);
 }
 
 std::optional<detail::commit_done> Consumer::impl::wait_request(std::uint64_t id,

@@ -15,7 +15,7 @@ struct metrics_identity {
   std::string client_id;
   std::string group_id;
   std::optional<std::string> group_instance_id;
-  std::string protocol;  // "eager" or "cooperative"
+  std::string protocol;  // "eager" or "cooperative" (classic), "consumer" (KIP-848)
   std::int64_t max_poll_interval_ms = 0;
   /// Wall-clock milliseconds minus steady-clock milliseconds, taken once: converting the core's
   /// steady times with a fixed offset keeps a rebalance's start_ms identical in every snapshot.

@@ -406,6 +406,15 @@ void consumer_member::coordinator_failed(time_point now, std::error_code ec) {
   pump(now);
 }
 
+void consumer_member::coordinator_unusable(time_point now, std::error_code ec, std::string message) {
+  coord_.forget();
+  if (state_ == s::leaving || state_ == s::prepare_leaving) {
+    coordinator_failed(now, ec);
+    return;
+  }
+  fatal(now, ec, std::move(message));
+}
+
 void consumer_member::request_failed(time_point now, std::error_code ec) {
   const in_flight was = in_flight_;
   if (was == in_flight::none) return;  // stale
@@ -707,10 +716,18 @@ void consumer_member::send_heartbeat(time_point now) {
   }
   // While the revoke of unsubscribe()/close() runs, the subscription on record stays as it was.
   const bool subscription = state_ != s::prepare_leaving;
+  // From v1 on, a subscription goes out whole: names with an empty regex, or a regex with no
+  // names, never one field alone (the other null). Brokers read the empty value as "none";
+  // librdkafka sends the same, and its mock cluster refuses (aborts on) one field alone.
+  const bool whole = version_ >= 1;
   if (subscription && regex_) {
     if (all || sent_.regex != regex_) {
       req.subscribed_topic_regex = regex_;
       sent_.regex = regex_;
+      if (whole) {
+        req.subscribed_topic_names = std::vector<std::string>{};
+        sent_.topics = std::vector<std::string>{};
+      }
     }
     if (sent_.topics && !sent_.topics->empty()) {
       // From names to a regex: the names are cleared.
@@ -721,6 +738,10 @@ void consumer_member::send_heartbeat(time_point now) {
     if (all || sent_.topics != topics_) {
       req.subscribed_topic_names = topics_;
       sent_.topics = topics_;
+      if (whole) {
+        req.subscribed_topic_regex = std::string{};
+        sent_.regex = std::string{};
+      }
     }
     if (sent_.regex && !sent_.regex->empty()) {
       // From a regex to names: the regex is cleared (an empty string).

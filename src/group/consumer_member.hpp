@@ -6,7 +6,7 @@
 // assignment with what it owns, revoking before assigning, and acknowledges it in the next
 // heartbeat. See docs/DESIGN.md, "KIP-848 membership core".
 //
-// No driver feeds it yet (issue 16): the runtime's group driver knows only the classic core.
+// Its driver is src/net/consumer_group_driver.cpp (the classic core's is net/group_driver.cpp).
 #pragma once
 
 #include <chrono>
@@ -118,6 +118,10 @@ class consumer_member {
   /// `heartbeat_version` (0: the coordinator assigns the member id; 1+: this client's own).
   void coordinator_found(time_point now, std::int32_t node, std::int16_t heartbeat_version);
   void coordinator_failed(time_point now, std::error_code ec);
+  /// The coordinator cannot serve this protocol at all (its ApiVersions lack
+  /// ConsumerGroupHeartbeat): fatal with `message`, no fallback. While leaving, the leave ends
+  /// without a coordinator instead (the member was never known there).
+  void coordinator_unusable(time_point now, std::error_code ec, std::string message);
   /// Connection error or timeout of the heartbeat in flight.
   void request_failed(time_point now, std::error_code ec);
   void heartbeat_done(time_point now, const protocol::consumer_group_heartbeat_response& r);

@@ -20,6 +20,7 @@
 #include "runtime/shared_state.hpp"
 #include "group/member.hpp"
 #include "net/cluster.hpp"
+#include "net/membership_driver.hpp"
 
 namespace kgroup::net {
 
@@ -32,24 +33,25 @@ struct group_driver_options {
   std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
 };
 
-class group_driver : public std::enable_shared_from_this<group_driver> {
+class group_driver : public membership_driver, public std::enable_shared_from_this<group_driver> {
  public:
   group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
                detail::shared_state& shared);
 
   // All of these run on the io_context's thread (the facade posts them).
-  void subscribe(std::vector<std::string> topics);
-  void subscribe_pattern(std::regex pattern);
-  void unsubscribe();
-  void close();
-  void poll_called();
-  void poll_returned();
-  void commit_failed(std::int32_t generation, std::int16_t code);
-  void listener_done(std::uint64_t seq);
-  void listener_started(std::uint64_t seq);
-  void enforce_rebalance(std::string reason);
-  void shutdown();
+  void subscribe(std::vector<std::string> topics) override;
+  void subscribe_pattern(std::regex pattern) override;
+  void unsubscribe() override;
+  void close() override;
+  void poll_called() override;
+  void poll_returned() override;
+  void commit_failed(std::int32_t generation, std::int16_t code) override;
+  void listener_done(std::uint64_t seq) override;
+  void listener_started(std::uint64_t seq) override;
+  void enforce_rebalance(std::string reason) override;
+  void shutdown() override;
 
+  group::standing standing() const override { return member_.standing(); }
   const group::member& core() const noexcept { return member_; }
 
  private:

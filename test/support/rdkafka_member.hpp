@@ -43,7 +43,7 @@ class rdkafka_member {
   using event_sink = std::function<void(const std::string&, timeline::kind, const std::vector<TopicPartition>&)>;
 
   /// Creates the consumer (session.timeout.ms 6000, heartbeat.interval.ms 500 unless `extra` says
-  /// otherwise), subscribes to `topics` and starts polling on a thread of its own.
+  /// otherwise, or sets group.protocol=consumer: then neither, nor `strategy`), subscribes to `topics` and starts polling on a thread of its own.
   /// `strategy` is librdkafka's partition.assignment.strategy ("range", "cooperative-sticky", ...).
   /// Throws std::runtime_error if librdkafka refuses the configuration or the subscription.
   rdkafka_member(std::string name, const std::string& bootstrap, const std::string& group,
@@ -64,9 +64,13 @@ class rdkafka_member {
       set_config(conf, "bootstrap.servers", bootstrap);
       set_config(conf, "group.id", group);
       set_config(conf, "client.id", "rdkafka-" + name_);
-      set_config(conf, "partition.assignment.strategy", strategy);
-      set_config(conf, "session.timeout.ms", "6000");
-      set_config(conf, "heartbeat.interval.ms", "500");
+      // With group.protocol=consumer (KIP-848) the broker owns the assignor and the timers.
+      const auto protocol = extra.find("group.protocol");
+      if (protocol == extra.end() || protocol->second != "consumer") {
+        set_config(conf, "partition.assignment.strategy", strategy);
+        set_config(conf, "session.timeout.ms", "6000");
+        set_config(conf, "heartbeat.interval.ms", "500");
+      }
       set_config(conf, "enable.auto.commit", "false");
       set_config(conf, "auto.offset.reset", "earliest");
       set_config(conf, "allow.auto.create.topics", "false");

@@ -315,7 +315,8 @@ TEST_CASE("kip848: join, first assignment by topic id, names resolved, assign, a
   CHECK(j.rack_id == std::optional<std::string>("r1"));
   CHECK(j.rebalance_timeout_ms == 60000);
   CHECK(j.subscribed_topic_names == std::optional<std::vector<std::string>>({"t"}));
-  CHECK_FALSE(j.subscribed_topic_regex.has_value());
+  // v1: the subscription goes out whole, the regex empty ("none"), never null beside the names.
+  CHECK(j.subscribed_topic_regex == std::optional<std::string>(""));
   CHECK(j.server_assignor == std::optional<std::string>("uniform"));
   REQUIRE(j.topic_partitions.has_value());
   CHECK(j.topic_partitions->empty());
@@ -549,7 +550,7 @@ TEST_CASE("kip848: heartbeats carry only changed fields; after an error all of t
     CHECK_FALSE(hb.full);
     CHECK(hb.request.instance_id == std::optional<std::string>("inst-1"));  // always, when static
     CHECK(hb.request.subscribed_topic_names == std::optional<std::vector<std::string>>({"t", "u"}));
-    CHECK_FALSE(hb.request.subscribed_topic_regex.has_value());
+    CHECK(hb.request.subscribed_topic_regex == std::optional<std::string>(""));
     CHECK_FALSE(hb.request.topic_partitions.has_value());
     CHECK_FALSE(hb.request.server_assignor.has_value());
     CHECK(hb.request.rebalance_timeout_ms == -1);
@@ -646,7 +647,7 @@ TEST_CASE("kip848: fatal errors end the membership with a message that says why"
   a = h.found();
   auto join = expect<send_consumer_group_heartbeat>(a);
   CHECK(join.request.subscribed_topic_regex == std::optional<std::string>("(t"));
-  CHECK_FALSE(join.request.subscribed_topic_names.has_value());
+  CHECK(join.request.subscribed_topic_names == std::optional<std::vector<std::string>>(std::vector<std::string>{}));
   a = h.answer(err(r.code, "the broker's words"));
   auto e = expect<report_error>(a);
   expect_empty(a);
@@ -1529,4 +1530,72 @@ TEST_CASE("kip848: an unexpected error that is not retriable becomes fatal the t
   CHECK(e.fatal);
   CHECK(e.message.find("10 times in a row") != std::string::npos);
   REQUIRE(h.m.state() == st::fatal);
+}
+
+TEST_CASE("kip848: a coordinator without ConsumerGroupHeartbeat is fatal at once; close() then ends quietly",
+          "[kip848]") {
+  harness h;
+  h.m.subscribe(h.now, {"t"});
+  auto a = h.take();
+  expect<find_coordinator>(a);
+  h.m.coordinator_unusable(h.now, make_error_code(client_errc::no_compatible_version), "needs KIP-848");
+  a = h.take();
+  auto e = expect<report_error>(a);
+  CHECK(e.fatal);
+  CHECK(e.message == "needs KIP-848");
+  expect_empty(a);
+  CHECK(h.m.state() == st::fatal);
+  CHECK_FALSE(h.m.next_deadline().has_value());
+  h.m.close(h.now);
+  a = h.take();
+  expect<left_group>(a);
+  expect_empty(a);
+  CHECK(h.m.state() == st::closed);
+}
+
+TEST_CASE("kip848: from v1 a subscription is sent whole (names with an empty regex, a regex with no names); v0 sends names only",
+          "[kip848]") {
+  {
+    harness h;
+    auto join = h.start({"t"}, 1);
+    CHECK(join.request.subscribed_topic_names == std::optional<std::vector<std::string>>({"t"}));
+    CHECK(join.request.subscribed_topic_regex == std::optional<std::string>(""));
+  }
+  {
+    harness h;
+    auto join = h.start({"t"}, 0);
+    CHECK(join.request.subscribed_topic_names == std::optional<std::vector<std::string>>({"t"}));
+    CHECK_FALSE(join.request.subscribed_topic_regex.has_value());
+  }
+  {
+    harness h;
+    h.m.subscribe_regex(h.now, "t.*");
+    auto a = h.take();
+    expect<find_coordinator>(a);
+    a = h.found(1);
+    auto join = expect<send_consumer_group_heartbeat>(a);
+    CHECK(join.request.subscribed_topic_regex == std::optional<std::string>("t.*"));
+    CHECK(join.request.subscribed_topic_names == std::optional<std::vector<std::string>>(std::vector<std::string>{}));
+  }
+}
+
+TEST_CASE("kip848: while leaving, a coordinator without ConsumerGroupHeartbeat ends the leave without it",
+          "[kip848]") {
+  harness h;
+  h.make_stable({});
+  h.m.close(h.now);
+  auto a = h.take();
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.leave);
+  // The leave fails on the connection; the member looks the coordinator up again and finds one
+  // that lacks the API (a broker downgraded): the leave is given up, close() finishes.
+  h.m.request_failed(h.now, make_error_code(client_errc::connection_closed));
+  a = h.take();
+  if (h.m.state() != st::closed) {
+    expect<find_coordinator>(a);
+    h.m.coordinator_unusable(h.now, make_error_code(client_errc::no_compatible_version), "needs KIP-848");
+    a = h.take();
+  }
+  expect<left_group>(a);
+  CHECK(h.m.state() == st::closed);
 }

@@ -1,0 +1,309 @@
+#include "net/consumer_group_driver.hpp"
+
+#include <random>
+
+#include <fmt/format.h>
+
+#include "base/log.hpp"
+#include "kgroup/error.hpp"
+
+namespace kgroup::net {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+namespace k = group::kip848;
+
+std::string make_member_id() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(clock::now().time_since_epoch().count()));
+  for (;;) {
+    protocol::uuid id;
+    for (std::size_t i = 0; i < id.bytes.size(); i += 8) {
+      std::uint64_t r = gen();
+      for (std::size_t j = 0; j < 8; ++j) id.bytes[i + j] = static_cast<std::uint8_t>(r >> (8 * j));
+    }
+    id.bytes[6] = static_cast<std::uint8_t>((id.bytes[6] & 0x0F) | 0x40);  // version 4
+    id.bytes[8] = static_cast<std::uint8_t>((id.bytes[8] & 0x3F) | 0x80);  // IETF variant
+    std::string s = id.to_string();
+    if (!s.empty() && s.front() != '-') return s;
+  }
+}
+
+std::string kip848_unsupported_message(std::int32_t node) {
+  return fmt::format(
+      "group.protocol=consumer needs a broker with ConsumerGroupHeartbeat (KIP-848, Kafka 4.0+): the group "
+      "coordinator (broker {}) does not offer it; use group.protocol=classic with this cluster",
+      node);
+}
+
+consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
+                                             consumer_group_driver_options opts, detail::shared_state& shared)
+    : io_(io),
+      cluster_(std::move(c)),
+      opts_([&] {
+        if (opts.member.member_id.empty()) opts.member.member_id = make_member_id();
+        return std::move(opts);
+      }()),
+      shared_(shared),
+      member_(opts_.member),
+      timer_(io) {
+  // Every refresh (periodic, or another part of the client's) may name topic ids the core waits for.
+  cluster_->on_metadata([this] { feed_names(); });
+}
+
+void consumer_group_driver::subscribe(std::vector<std::string> topics) {
+  topics_ = topics;
+  std::sort(topics_.begin(), topics_.end());
+  topics_.erase(std::unique(topics_.begin(), topics_.end()), topics_.end());
+  member_.subscribe(clock::now(), std::move(topics));
+  cluster_->start_periodic_refresh();
+  process();
+}
+
+void consumer_group_driver::subscribe_pattern(std::regex) {
+  shared_.push(detail::fatal_error{
+      make_error_code(client_errc::invalid_argument),
+      "subscribe(std::regex) is not available with group.protocol=consumer: the broker evaluates the "
+      "pattern (RE2/J syntax) and a std::regex keeps no source text to send"});
+}
+
+void consumer_group_driver::unsubscribe() {
+  topics_.clear();
+  if (member_.state() == k::consumer_member_state::unsubscribed) {
+    {
+      std::lock_guard lock(shared_.mutex);
+      ++shared_.left_count;
+    }
+    shared_.push(detail::left_event{});
+    return;
+  }
+  member_.unsubscribe(clock::now());
+  process();
+}
+
+void consumer_group_driver::close() {
+  member_.close(clock::now());
+  process();
+}
+
+void consumer_group_driver::poll_called() {
+  member_.poll_called(clock::now());
+  process();
+}
+
+void consumer_group_driver::poll_returned() {
+  member_.poll_returned(clock::now());
+  process();
+}
+
+void consumer_group_driver::commit_failed(std::int32_t epoch, std::int16_t code) {
+  // The core learns about fencing from its own heartbeats (FENCED_MEMBER_EPOCH,
+  // UNKNOWN_MEMBER_ID); a commit refused with STALE_MEMBER_EPOCH is the committer's to retry.
+  logger()->debug("group '{}': a commit with member epoch {} failed with error {}", opts_.member.group_id,
+                  epoch, code);
+}
+
+void consumer_group_driver::listener_done(std::uint64_t seq) {
+  member_.listener_done(clock::now(), seq);
+  process();
+}
+
+void consumer_group_driver::listener_started(std::uint64_t seq) {
+  if (stopped_) return;
+  member_.listener_started(clock::now(), seq);
+  process();
+}
+
+void consumer_group_driver::enforce_rebalance(std::string reason) {
+  // KIP-848 has no client-triggered rebalance: the coordinator computes assignments (Java's new
+  // consumer ignores enforceRebalance too).
+  logger()->info("group '{}': enforce_rebalance('{}') has no effect with group.protocol=consumer",
+                 opts_.member.group_id, reason);
+}
+
+void consumer_group_driver::shutdown() {
+  stopped_ = true;
+  timer_.cancel();
+  cluster_->on_metadata(nullptr);
+}
+
+void consumer_group_driver::process() {
+  if (stopped_) return;
+  // Applying an action can feed the core again (an inline listener), so loop until quiet.
+  for (int rounds = 0; rounds < 64; ++rounds) {
+    auto actions = member_.take_actions();
+    if (actions.empty()) break;
+    for (auto& a : actions) apply(a);
+    if (stopped_) return;
+  }
+  publish_snapshot();
+  arm_timer();
+}
+
+void consumer_group_driver::arm_timer() {
+  auto when = member_.next_deadline();
+  if (!when) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(*when);
+  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec || self->stopped_) return;
+    self->member_.tick(clock::now());
+    self->process();
+  });
+}
+
+void consumer_group_driver::publish_snapshot() {
+  std::lock_guard lock(shared_.mutex);
+  shared_.owned = member_.owned();
+  shared_.topics = topics_;
+  shared_.member_id = member_.member_id();
+  shared_.generation = member_.member_epoch();
+  shared_.state = k::to_string(member_.state());
+  auto& m = shared_.metrics;
+  m.coordinator = member_.coordinator().value_or(-1);
+  m.assignor = opts_.member.remote_assignor.value_or("");
+  m.leader = false;  // no leader in KIP-848: the coordinator assigns
+  if (m.group.version != member_.stats().version) m.group = member_.stats();
+}
+
+void consumer_group_driver::on_coordinator(std::int32_t node) {
+  // The coordinator's ApiVersions decide: ConsumerGroupHeartbeat or a clear fatal error.
+  auto conn = cluster_->broker(node, channel::group);
+  if (!conn) {
+    member_.coordinator_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+    process();
+    return;
+  }
+  conn->when_ready([self = shared_from_this(), conn, node](std::error_code ec) {
+    if (self->stopped_) return;
+    const auto now = clock::now();
+    if (ec) {
+      self->member_.coordinator_failed(now, ec);
+    } else {
+      const auto version =
+          conn->versions().common(protocol::consumer_group_heartbeat_request::api_key,
+                                  protocol::consumer_group_heartbeat_request::lowest_version,
+                                  protocol::consumer_group_heartbeat_request::highest_version);
+      if (version < 0) {
+        self->member_.coordinator_unusable(now, make_error_code(client_errc::no_compatible_version),
+                                           kip848_unsupported_message(node));
+      } else {
+        self->member_.coordinator_found(now, node, version);
+      }
+    }
+    self->process();
+  });
+}
+
+void consumer_group_driver::send_heartbeat(k::send_consumer_group_heartbeat hb) {
+  auto node = member_.coordinator();
+  auto conn = node ? cluster_->broker(*node, channel::group) : nullptr;
+  if (!conn) {
+    member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+    return;
+  }
+  const std::uint64_t seq = ++heartbeat_seq_;
+  conn->send_adjusted(
+      std::move(hb.request), [](protocol::consumer_group_heartbeat_request&, std::int16_t) {},
+      [self = shared_from_this(), seq](std::error_code ec, const protocol::consumer_group_heartbeat_response& r,
+                                       const response_frame&) {
+        if (self->stopped_ || seq != self->heartbeat_seq_) return;
+        if (ec) {
+          self->member_.request_failed(clock::now(), ec);
+        } else {
+          self->member_.heartbeat_done(clock::now(), r);
+        }
+        self->process();
+      },
+      opts_.request_timeout);
+}
+
+void consumer_group_driver::resolve_names() {
+  // Metadata v10+ carries topic ids; an all-topics refresh names every id the target can hold
+  // (a subscription by regex included). Ids still unknown are asked for again by the core.
+  if (names_in_flight_) return;
+  names_in_flight_ = true;
+  cluster_->refresh_metadata(std::nullopt, opts_.request_timeout,
+                             [self = shared_from_this()](std::error_code ec) {
+                               if (self->stopped_) return;
+                               self->names_in_flight_ = false;
+                               if (ec) {
+                                 logger()->debug("group '{}': metadata for topic ids failed: {}",
+                                                 self->opts_.member.group_id, ec.message());
+                                 self->member_.topic_names_resolved(clock::now(), {});
+                                 self->process();
+                                 return;
+                               }
+                               self->feed_names();
+                             });
+}
+
+void consumer_group_driver::feed_names() {
+  if (stopped_) return;
+  std::vector<std::pair<k::topic_id, std::string>> names;
+  for (const auto& [name, t] : cluster_->metadata().topics) {
+    if (!t.topic_id.is_zero() && t.error_code == 0) names.emplace_back(t.topic_id, name);
+  }
+  member_.topic_names_resolved(clock::now(), names);
+  process();
+}
+
+void consumer_group_driver::apply(k::action& a) {
+  auto self = shared_from_this();
+  std::visit(
+      [&](auto& act) {
+        using T = std::decay_t<decltype(act)>;
+        if constexpr (std::is_same_v<T, group::find_coordinator>) {
+          cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
+                                     [self](std::error_code ec, std::int32_t node) {
+                                       if (self->stopped_) return;
+                                       if (ec) {
+                                         self->member_.coordinator_failed(clock::now(), ec);
+                                         self->process();
+                                       } else {
+                                         self->on_coordinator(node);
+                                       }
+                                     });
+        } else if constexpr (std::is_same_v<T, k::send_consumer_group_heartbeat>) {
+          send_heartbeat(std::move(act));
+        } else if constexpr (std::is_same_v<T, k::need_topic_names>) {
+          resolve_names();
+        } else if constexpr (std::is_same_v<T, group::run_listener>) {
+          detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+          publish_snapshot();
+          if (opts_.run_listener_inline) {
+            opts_.run_listener_inline(call);
+            member_.listener_done(clock::now(), call.seq);
+          } else {
+            shared_.push(std::move(call));
+          }
+        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
+          if (opts_.on_assignment_changed) opts_.on_assignment_changed(act.owned);
+        } else if constexpr (std::is_same_v<T, group::report_error>) {
+          if (act.fatal) {
+            shared_.push(detail::fatal_error{act.code, act.message});
+          } else {
+            logger()->warn("group '{}': {}", opts_.member.group_id, act.message);
+          }
+        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
+          std::lock_guard lock(shared_.mutex);
+          if (shared_.started_listeners.count(act.seq)) {
+            shared_.late_cancels.insert(act.seq);
+          } else {
+            shared_.cancelled_listeners.insert(act.seq);
+          }
+        } else if constexpr (std::is_same_v<T, group::left_group>) {
+          {
+            std::lock_guard lock(shared_.mutex);
+            ++shared_.left_count;
+          }
+          shared_.push(detail::left_event{});
+        }
+      },
+      a);
+}
+
+}  // namespace kgroup::net

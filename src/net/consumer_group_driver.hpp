@@ -1,0 +1,93 @@
+// The driver of the KIP-848 membership core (group.protocol=consumer): runs on the background
+// thread, feeds group::kip848::consumer_member with events (ConsumerGroupHeartbeat answers,
+// failures, timer ticks, topic names from Metadata, user calls posted from the user thread) and
+// carries out its actions with real connections. Thin like the classic driver
+// (net/group_driver.hpp), whose listener and shared_state plumbing it shares: every decision is
+// the core's; this file finds, sends, resolves and delivers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "group/consumer_member.hpp"
+#include "net/cluster.hpp"
+#include "net/membership_driver.hpp"
+#include "runtime/shared_state.hpp"
+
+namespace kgroup::net {
+
+struct consumer_group_driver_options {
+  /// member_id may be left empty: the driver makes one (make_member_id()).
+  group::kip848::consumer_member_options member;
+  std::chrono::milliseconds request_timeout{30000};
+  /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
+  std::function<void(const detail::listener_call&)> run_listener_inline;
+  /// The owned set changed (the data path starts or stops fetching).
+  std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
+};
+
+/// A new member id as KIP-1082 asks of the client: a random (version 4) UUID in Kafka's
+/// base64url form without padding (22 characters), never starting with '-' (Kafka's own random
+/// UUIDs avoid that too: such ids look like command-line options).
+std::string make_member_id();
+
+/// The error a coordinator without ConsumerGroupHeartbeat gets (no fallback to classic).
+std::string kip848_unsupported_message(std::int32_t node);
+
+class consumer_group_driver : public membership_driver,
+                              public std::enable_shared_from_this<consumer_group_driver> {
+ public:
+  consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c,
+                        consumer_group_driver_options opts, detail::shared_state& shared);
+
+  void subscribe(std::vector<std::string> topics) override;
+  /// A std::regex cannot be sent to the broker (it keeps no source text, and the broker speaks
+  /// RE2/J): refused by the facade before it gets here; reported as fatal if it does.
+  void subscribe_pattern(std::regex pattern) override;
+  void unsubscribe() override;
+  void close() override;
+  void poll_called() override;
+  void poll_returned() override;
+  void commit_failed(std::int32_t generation, std::int16_t code) override;
+  void listener_done(std::uint64_t seq) override;
+  void listener_started(std::uint64_t seq) override;
+  void enforce_rebalance(std::string reason) override;
+  void shutdown() override;
+  group::standing standing() const override { return member_.standing(); }
+
+  const group::kip848::consumer_member& core() const noexcept { return member_; }
+
+ private:
+  void process();
+  void apply(group::kip848::action& a);
+  void arm_timer();
+  void on_coordinator(std::int32_t node);
+  void send_heartbeat(group::kip848::send_consumer_group_heartbeat hb);
+  void resolve_names();
+  void feed_names();
+  void publish_snapshot();
+
+  boost::asio::io_context& io_;
+  std::shared_ptr<cluster> cluster_;
+  consumer_group_driver_options opts_;
+  detail::shared_state& shared_;
+  group::kip848::consumer_member member_;
+  boost::asio::steady_timer timer_;
+  std::vector<std::string> topics_;  // the subscription, for subscription()
+  bool stopped_ = false;
+  // Bumped per heartbeat sent: only the answer to the latest one reaches the core (one is in
+  // flight at a time; an older one is from before a failure the core already handled).
+  std::uint64_t heartbeat_seq_ = 0;
+  bool names_in_flight_ = false;
+};
+
+}  // namespace kgroup::net
