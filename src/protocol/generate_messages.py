@@ -421,7 +421,10 @@ def emit_field_read(f, out, pad, top, ctx, flex="flex", r="r"):
             out.append(f"{pad}  {dst}.reset();")
             out.append(f"{pad}  {null_check}")
             out.append(f"{pad}}} else {{")
-            out.append(f"{pad}  decode_{struct_fn(f.struct, top)}({r}, {dst}.emplace(), v);")
+            # emplace(T{}), not emplace(): clang decides a nested struct with member initializers
+            # is not default-constructible while its enclosing struct is being defined (where
+            # std::optional<T> is first instantiated), and keeps that answer.
+            out.append(f"{pad}  decode_{struct_fn(f.struct, top)}({r}, {dst}.emplace(std::remove_reference_t<decltype(*{dst})>{{}}), v);")
             out.append(f"{pad}}}")
         else:
             raise SystemExit(f"unsupported nullable {f.elem}")

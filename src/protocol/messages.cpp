@@ -4823,7 +4823,7 @@ void decode_consumer_group_heartbeat_response(reader& r, consumer_group_heartbea
       m.assignment.reset();
       if (!m.assignment && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "Assignment");
     } else {
-      decode_consumer_group_heartbeat_response__assignment_t(r, m.assignment.emplace(), v);
+      decode_consumer_group_heartbeat_response__assignment_t(r, m.assignment.emplace(std::remove_reference_t<decltype(*m.assignment)>{}), v);
     }
   }
   if (flex && r.ok()) {
