@@ -199,6 +199,13 @@ class KGROUP_EXPORT Consumer {
   /// whenever metadata is refreshed (metadata.max.age.ms). Internal topics are excluded while
   /// exclude.internal.topics is true.
   void subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
+  /// group.protocol=consumer (KIP-848) only: subscribes to every topic whose name the broker
+  /// matches with `pattern` (RE2/J syntax, evaluated by the group coordinator, sent as
+  /// ConsumerGroupHeartbeat's subscribed_topic_regex). A pattern the broker cannot compile ends the
+  /// membership with kafka_errc::invalid_regular_expression, raised from poll(). Throws
+  /// kgroup::Error(client_errc::invalid_argument) for an empty pattern or with
+  /// group.protocol=classic (whose patterns are std::regex, matched here).
+  void subscribe(const SubscriptionPattern& pattern, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
   /// Gives up all partitions (on_partitions_revoked runs here, or on_partitions_lost if the
   /// membership already expired) and leaves the group. Blocks until done or
   /// default.api.timeout.ms passes. Rethrows the first listener exception.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace kgroup {
 
@@ -22,6 +23,15 @@ struct KGROUP_EXPORT TopicPartitionHash {
   std::size_t operator()(const TopicPartition& tp) const noexcept {
     return std::hash<std::string>{}(tp.topic) * 31 + static_cast<std::size_t>(tp.partition);
   }
+};
+
+/// A topic pattern the group coordinator evaluates (KIP-848, group.protocol=consumer): RE2/J
+/// syntax, matched against whole topic names by the broker, not by this client. Java's
+/// SubscriptionPattern. Explicit, so a string is never taken for a pattern by accident.
+struct KGROUP_EXPORT SubscriptionPattern {
+  explicit SubscriptionPattern(std::string p) : pattern(std::move(p)) {}
+  std::string pattern;
+  bool operator==(const SubscriptionPattern&) const = default;
 };
 
 }  // namespace kgroup

@@ -158,11 +158,25 @@ void Consumer::impl::subscribe(std::regex pattern, std::shared_ptr<ConsumerRebal
     throw Error(make_error_code(client_errc::invalid_argument),
                 "subscribe(std::regex) is not available with group.protocol=consumer: the broker evaluates "
                 "subscription patterns (RE2/J syntax) and a std::regex keeps no source text to send; "
-                "subscribe to topic names, or use group.protocol=classic");
+                "subscribe with a kgroup::SubscriptionPattern, or use group.protocol=classic");
   }
   check_can_subscribe();
   set_listener(std::move(listener));
   post([this, pattern = std::move(pattern)]() mutable { driver_->subscribe_pattern(std::move(pattern)); });
+}
+
+void Consumer::impl::subscribe(SubscriptionPattern pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
+  check_open();
+  if (!kip848_) {
+    throw Error(make_error_code(client_errc::invalid_argument),
+                "subscribe(SubscriptionPattern) needs group.protocol=consumer: it is a pattern the broker "
+                "evaluates (KIP-848); with group.protocol=classic subscribe with a std::regex");
+  }
+  if (pattern.pattern.empty())
+    throw Error(make_error_code(client_errc::invalid_argument), "subscribe(): empty subscription pattern");
+  check_can_subscribe();
+  set_listener(std::move(listener));
+  post([this, p = std::move(pattern.pattern)]() mutable { driver_->subscribe_pattern(std::move(p)); });
 }
 
 void Consumer::impl::unsubscribe() {
@@ -425,6 +439,9 @@ void Consumer::subscribe(const std::vector<std::string>& topics,
   self()->subscribe(topics, std::move(listener));
 }
 void Consumer::subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
+  self()->subscribe(pattern, std::move(listener));
+}
+void Consumer::subscribe(const SubscriptionPattern& pattern, std::shared_ptr<ConsumerRebalanceListener> listener) {
   self()->subscribe(pattern, std::move(listener));
 }
 void Consumer::unsubscribe() {

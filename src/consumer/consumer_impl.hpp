@@ -58,6 +58,7 @@ class Consumer::impl {
   void subscribe(std::vector<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener);
 
   void subscribe(std::regex pattern, std::shared_ptr<ConsumerRebalanceListener> listener);
+  void subscribe(SubscriptionPattern pattern, std::shared_ptr<ConsumerRebalanceListener> listener);
 
   void unsubscribe();
 

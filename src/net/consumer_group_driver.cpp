@@ -1,6 +1,7 @@
 #include "net/consumer_group_driver.hpp"
 
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,7 @@ consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_p
 }
 
 void consumer_group_driver::subscribe(std::vector<std::string> topics) {
+  regex_subscribed_ = false;
   topics_ = topics;
   std::sort(topics_.begin(), topics_.end());
   topics_.erase(std::unique(topics_.begin(), topics_.end()), topics_.end());
@@ -68,7 +70,16 @@ void consumer_group_driver::subscribe_pattern(std::regex) {
       "pattern (RE2/J syntax) and a std::regex keeps no source text to send"});
 }
 
+void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
+  topics_.clear();
+  regex_subscribed_ = true;
+  member_.subscribe_regex(clock::now(), std::move(broker_pattern));
+  cluster_->start_periodic_refresh();
+  process();
+}
+
 void consumer_group_driver::unsubscribe() {
+  regex_subscribed_ = false;
   topics_.clear();
   if (member_.state() == k::consumer_member_state::unsubscribed) {
     {
@@ -158,7 +169,14 @@ void consumer_group_driver::arm_timer() {
 void consumer_group_driver::publish_snapshot() {
   std::lock_guard lock(shared_.mutex);
   shared_.owned = member_.owned();
-  shared_.topics = topics_;
+  if (regex_subscribed_) {
+    // The broker matched the pattern: the subscription is the topics it assigned from.
+    std::set<std::string> matched;
+    for (const auto& tp : member_.owned()) matched.insert(tp.topic);
+    shared_.topics.assign(matched.begin(), matched.end());
+  } else {
+    shared_.topics = topics_;
+  }
   shared_.member_id = member_.member_id();
   shared_.generation = member_.member_epoch();
   shared_.state = k::to_string(member_.state());

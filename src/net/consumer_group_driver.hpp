@@ -53,6 +53,8 @@ class consumer_group_driver : public membership_driver,
   /// A std::regex cannot be sent to the broker (it keeps no source text, and the broker speaks
   /// RE2/J): refused by the facade before it gets here; reported as fatal if it does.
   void subscribe_pattern(std::regex pattern) override;
+  /// Sent as subscribed_topic_regex; the broker matches it (RE2/J).
+  void subscribe_pattern(std::string broker_pattern) override;
   void unsubscribe() override;
   void close() override;
   void poll_called() override;
@@ -83,6 +85,7 @@ class consumer_group_driver : public membership_driver,
   group::kip848::consumer_member member_;
   boost::asio::steady_timer timer_;
   std::vector<std::string> topics_;  // the subscription, for subscription()
+  bool regex_subscribed_ = false;    // a broker pattern: subscription() lists the topics assigned from it
   bool stopped_ = false;
   // Bumped per heartbeat sent: only the answer to the latest one reaches the core (one is in
   // flight at a time; an older one is from before a failure the core already handled).

@@ -80,6 +80,11 @@ void group_driver::subscribe_pattern(std::regex pattern) {
   process();
 }
 
+void group_driver::subscribe_pattern(std::string) {
+  shared_.push(detail::fatal_error{make_error_code(client_errc::invalid_argument),
+                                   "a broker-evaluated subscription pattern needs group.protocol=consumer"});
+}
+
 void group_driver::unsubscribe() {
   if (member_.state() == group::member_state::unsubscribed) {
     // Nothing to leave; still tell the waiting user thread it is done.

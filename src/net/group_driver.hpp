@@ -41,6 +41,7 @@ class group_driver : public membership_driver, public std::enable_shared_from_th
   // All of these run on the io_context's thread (the facade posts them).
   void subscribe(std::vector<std::string> topics) override;
   void subscribe_pattern(std::regex pattern) override;
+  void subscribe_pattern(std::string broker_pattern) override;
   void unsubscribe() override;
   void close() override;
   void poll_called() override;

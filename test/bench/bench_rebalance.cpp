@@ -2,14 +2,17 @@
 //
 // Setup: a 3-broker librdkafka mock cluster, one 24-partition topic, session.timeout.ms 6000 and
 // heartbeat.interval.ms 500. For each rebalance protocol (eager = range, cooperative =
-// cooperative-sticky) and each client (kgroup, librdkafka), on a fresh mock cluster and group:
+// cooperative-sticky, consumer = KIP-848's group.protocol=consumer, where the mock coordinator
+// assigns, hands out a 500 ms heartbeat interval and fences a member silent for 6 s; librdkafka
+// 2.15's mock only, so it is skipped on 2.0.2's) and each client (kgroup, librdkafka), on a fresh
+// mock cluster and group:
 //   start  3 members start together and settle
 //   join   a 4th member joins
 //   leave  one member leaves cleanly (SIGTERM: the member closes, so it revokes and sends LeaveGroup)
 //   kill   one member is killed (SIGKILL: no revoke, no LeaveGroup; the coordinator notices when
 //          its session expires)
 // Prints one line per phase:
-//   client=kgroup|librdkafka protocol=eager|cooperative phase=NAME settle_ms=N unowned_partitions=N
+//   client=kgroup|librdkafka protocol=eager|cooperative|consumer phase=NAME settle_ms=N unowned_partitions=N
 //   max_unowned_ms=N overlaps=N
 // then '#' lines: per scenario the number of group generations each phase went through, and the
 // clients side by side, phase by phase.
@@ -47,7 +50,10 @@
 // same delay; it adds a few tens of milliseconds to each phase. --rtt-ms 0 shows the raw mock.
 // Look at the generations before reading a difference in settle_ms as a difference between clients.
 //
-// Usage: kgroup-bench-rebalance [--quick] [--protocol eager|cooperative] [--client kgroup|librdkafka]
+// Generations of a consumer (KIP-848) group are its group epochs: the coordinator bumps it once per
+// membership change, and members reach it one by one, without a barrier.
+//
+// Usage: kgroup-bench-rebalance [--quick] [--protocol eager|cooperative|consumer] [--client kgroup|librdkafka]
 //                               [--rtt-ms N] [--child-log PATH|""] [--events]
 //   --quick      cooperative protocol, kgroup members only (the ctest smoke test).
 //   --rtt-ms     delay of every mock broker response, default 10 (0: the raw mock; see above).
@@ -99,6 +105,8 @@ constexpr int partition_count = 24;
 constexpr const char* topic_name = "bench";
 constexpr auto phase_limit = 120s;
 constexpr auto quiet_window = 1s;
+// The child's --strategy for protocol=consumer: group.protocol=consumer, no client-side assignor.
+constexpr const char* kip848_strategy = "kip848";
 
 std::int64_t to_ns(steady::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -185,12 +193,15 @@ int run_kgroup_child(const child_args& a) {
   const char* level = std::getenv("KGROUP_BENCH_LOG_LEVEL");
   kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(
       level != nullptr ? kgroup::detail::log_level_from_name(level) : kgroup::LogLevel::warn, a.name));
-  kgroup::Consumer consumer(kgroup::Config{{"bootstrap.servers", a.bootstrap},
-                                           {"group.id", a.group},
-                                           {"client.id", a.name},
-                                           {"session.timeout.ms", "6000"},
-                                           {"heartbeat.interval.ms", "500"},
-                                           {"partition.assignment.strategy", a.strategy}});
+  kgroup::Config config{{"bootstrap.servers", a.bootstrap}, {"group.id", a.group}, {"client.id", a.name}};
+  if (a.strategy == kip848_strategy) {
+    config.set("group.protocol", "consumer");  // the coordinator assigns and sets the timers
+  } else {
+    config.set("session.timeout.ms", "6000");
+    config.set("heartbeat.interval.ms", "500");
+    config.set("partition.assignment.strategy", a.strategy);
+  }
+  kgroup::Consumer consumer(config);
   auto listener = std::make_shared<child_listener>();
   consumer.subscribe({a.topic}, listener);
   auto last_status = steady::time_point{};
@@ -215,10 +226,11 @@ int run_kgroup_child(const child_args& a) {
 }
 
 int run_librdkafka_child(const child_args& a) {
-  kgroup::test::rdkafka_member member(a.name, a.bootstrap, a.group, a.strategy, {a.topic},
-                                      [](const std::string&, timeline::kind k, const std::vector<TopicPartition>& p) {
-                                        emit_event(k, p);
-                                      });
+  std::map<std::string, std::string> extra;
+  if (a.strategy == kip848_strategy) extra["group.protocol"] = "consumer";
+  kgroup::test::rdkafka_member member(
+      a.name, a.bootstrap, a.group, a.strategy, {a.topic},
+      [](const std::string&, timeline::kind k, const std::vector<TopicPartition>& p) { emit_event(k, p); }, extra);
   while (!g_stop) {
     std::this_thread::sleep_for(50ms);
     const auto join = member.last_join();
@@ -581,8 +593,16 @@ void dump_events(const std::vector<event>& events, steady::time_point start, con
 
 scenario_result run_scenario(const options& opt, const std::string& client, const std::string& protocol) {
   scenario_result result{client, protocol, {}, true};
-  const std::string strategy = protocol == "eager" ? "range" : "cooperative-sticky";
+  const std::string strategy = protocol == "eager"         ? "range"
+                               : protocol == "consumer" ? kip848_strategy
+                                                        : "cooperative-sticky";
   kgroup::test::mock_cluster mc(3);
+  if (protocol == "consumer" && !mc.set_consumer_group_timers(500, 6000)) {
+    std::printf("# client=%s protocol=consumer: skipped, librdkafka %s's mock has no KIP-848 groups\n", client.c_str(),
+                kgroup::test::mock_cluster::librdkafka_version_string().c_str());
+    std::fflush(stdout);
+    return result;
+  }
   mc.create_topic(topic_name, partition_count);
   if (opt.rtt_ms > 0) mc.set_rtt(-1, opt.rtt_ms);
   recorder rec;
@@ -628,8 +648,9 @@ scenario_result run_scenario(const options& opt, const std::string& client, cons
 
   // start: three members start together.
   auto t0 = steady::now();
-  // The mock numbers a new group's first generation 2 (its counter starts at 1).
-  std::int32_t g0 = 1;
+  // The mock numbers a new classic group's first generation 2 (its counter starts at 1); a new
+  // consumer group starts at epoch 0.
+  std::int32_t g0 = protocol == "consumer" ? 0 : 1;
   spawn("m1");
   spawn("m2");
   spawn("m3");
@@ -688,7 +709,7 @@ scenario_result run_scenario(const options& opt, const std::string& client, cons
 
 int usage() {
   std::fprintf(stderr,
-               "usage: kgroup-bench-rebalance [--quick] [--protocol eager|cooperative] [--client kgroup|librdkafka]\n"
+               "usage: kgroup-bench-rebalance [--quick] [--protocol eager|cooperative|consumer] [--client kgroup|librdkafka]\n"
                "                              [--rtt-ms N] [--child-log PATH] [--events]\n");
   return 2;
 }
@@ -712,6 +733,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::string> protocols{"eager", "cooperative"};
+  if (kgroup::test::mock_cluster::modern()) protocols.push_back("consumer");
   std::vector<std::string> clients{"kgroup", "librdkafka"};
   options opt;
   opt.child_log = "/tmp/kgroup-bench-rebalance." + std::to_string(getpid()) + ".log";
@@ -736,7 +758,7 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& p : protocols) {
-    if (p != "eager" && p != "cooperative") return usage();
+    if (p != "eager" && p != "cooperative" && p != "consumer") return usage();
   }
   for (const auto& c : clients) {
     if (c != "kgroup" && c != "librdkafka") return usage();

@@ -7,9 +7,9 @@
 //   kgroup-integration-tests "[kip848]"
 #include <catch2/catch.hpp>
 
-#include <dlfcn.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -36,15 +36,6 @@ kgroup::Config kip848_config(const mock_cluster& mc, const std::string& group) {
                         {"retry.backoff.ms", "50"}};
 }
 
-// The mock's KIP-848 heartbeat interval (its default is the broker's 5 s). librdkafka 2.15's own
-// mock API, looked up at run time: the test binary is built against 2.0.2's headers.
-void set_mock_heartbeat_interval(const mock_cluster& mc, int ms) {
-  using fn = void (*)(rd_kafka_mock_cluster_t*, int);
-  auto* f = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms"));
-  REQUIRE(f != nullptr);
-  f(mc.handle(), ms);
-}
-
 // A member polling on its own thread, remembering every record it saw.
 struct reading_member {
   std::string name;
@@ -55,6 +46,7 @@ struct reading_member {
   std::atomic<bool> running{true};
   std::atomic<int> poll_errors{0};
   std::string first_error;
+  std::map<std::string, std::size_t> topics_seen;  // guarded by seen_mutex
   std::thread thread;
 
   reading_member(std::string n, const kgroup::Config& cfg, timeline& t, std::mutex& m,
@@ -63,6 +55,18 @@ struct reading_member {
         seen_mutex(m), seen(s) {
     consumer.subscribe({"k"}, listener);
     start();
+  }
+  /// Subscribed with a pattern the broker matches instead; records seen are counted per topic.
+  reading_member(std::string n, const kgroup::Config& cfg, timeline& t, std::mutex& m,
+                 std::set<std::pair<std::int32_t, std::int64_t>>& s, const kgroup::SubscriptionPattern& pattern)
+      : name(std::move(n)), listener(std::make_shared<recording_listener>(name, t)), consumer(cfg),
+        seen_mutex(m), seen(s) {
+    consumer.subscribe(pattern, listener);
+    start();
+  }
+  std::map<std::string, std::size_t> per_topic() const {
+    std::lock_guard lock(seen_mutex);
+    return topics_seen;
   }
   ~reading_member() { stop(); }
   /// Polls on a thread of its own until stop().
@@ -74,6 +78,7 @@ struct reading_member {
           for (const auto& r : consumer.poll(50ms)) {
             std::lock_guard lock(seen_mutex);
             seen.emplace(r.partition, r.offset);
+            ++topics_seen[std::string(r.topic)];
           }
         } catch (const std::exception& e) {
           if (poll_errors++ == 0) first_error = e.what();
@@ -101,7 +106,7 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
   const std::string listener_thread = GENERATE(as<std::string>{}, "poll", "heartbeat");
   CAPTURE(listener_thread);
   mock_cluster mc(3);
-  set_mock_heartbeat_interval(mc, 500);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
   mc.create_topic("k", 6);
   mc.produce("k", 600);
   const auto all = kgroup::test::all_partitions("k", 6);
@@ -192,7 +197,7 @@ TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves;
     return;
   }
   mock_cluster mc(1);
-  set_mock_heartbeat_interval(mc, 500);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
   mc.create_topic("k", 4);
   mc.produce("k", 40);
   const auto all = kgroup::test::all_partitions("k", 4);
@@ -251,7 +256,7 @@ TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.
     return;
   }
   mock_cluster mc(3);
-  set_mock_heartbeat_interval(mc, 500);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
   mc.create_topic("k", 6);
   mc.produce("k", 300);
   const auto all = kgroup::test::all_partitions("k", 6);
@@ -300,7 +305,7 @@ TEST_CASE("kip848: the coordinator moves to another broker: members follow it wi
     return;
   }
   mock_cluster mc(3);
-  set_mock_heartbeat_interval(mc, 500);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
   mc.create_topic("k", 6);
   mc.produce("k", 60);
   const auto all = kgroup::test::all_partitions("k", 6);
@@ -403,6 +408,123 @@ TEST_CASE("kip848: subscribe(std::regex) is refused with group.protocol=consumer
   }
   CHECK(c.subscription().empty());
   c.close(5s);
+}
+
+TEST_CASE("kip848: subscribe(SubscriptionPattern) sends the pattern to the broker, which picks the topics",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(3);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  mc.create_topic("re-a", 3);
+  mc.create_topic("re-b", 2);
+  mc.create_topic("other", 2);
+  mc.produce("re-a", 30);
+  mc.produce("re-b", 20);
+  mc.produce("other", 20);
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  // Matches the whole name as RE2/J does on a broker (the mock's matcher is unanchored).
+  auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-re"), tl, seen_mutex, seen,
+                                            kgroup::SubscriptionPattern("re-.*"));
+  auto expected = kgroup::test::all_partitions("re-a", 3);
+  for (const auto& tp : kgroup::test::all_partitions("re-b", 2)) expected.insert(tp);
+  CHECK(eventually([&] { return a->listener->owned() == expected; }, 30s));
+  CHECK(eventually(
+      [&] {
+        const auto n = a->per_topic();
+        return n.count("re-a") != 0 && n.at("re-a") >= 30 && n.count("re-b") != 0 && n.at("re-b") >= 20;
+      },
+      30s));
+  a->stop();
+  const auto n = a->per_topic();
+  CHECK(n.count("other") == 0);
+  CHECK(a->consumer.subscription() == std::vector<std::string>{"re-a", "re-b"});
+  CHECK(a->poll_errors == 0);
+  INFO(a->first_error);
+  a->consumer.close(10s);
+}
+
+TEST_CASE("kip848: subscribe(SubscriptionPattern) is refused with group.protocol=classic and for an empty pattern",
+          "[kip848]") {
+  mock_cluster mc(1);
+  auto classic = kip848_config(mc, "g-re-classic");
+  classic.set("group.protocol", "classic");
+  kgroup::Consumer c(classic);
+  try {
+    c.subscribe(kgroup::SubscriptionPattern("k.*"));
+    FAIL("a broker pattern was accepted with group.protocol=classic");
+  } catch (const kgroup::Error& e) {
+    CHECK(e.code() == kgroup::make_error_code(kgroup::client_errc::invalid_argument));
+    CHECK(std::string(e.what()).find("group.protocol=consumer") != std::string::npos);
+  }
+  CHECK(c.subscription().empty());
+  c.close(5s);
+  kgroup::Consumer k(kip848_config(mc, "g-re-empty"));
+  CHECK_THROWS_AS(k.subscribe(kgroup::SubscriptionPattern("")), kgroup::Error);
+  CHECK(k.subscription().empty());
+  k.close(5s);
+}
+
+TEST_CASE("kip848: every broker goes down for a while: members keep their partitions, read every record after, no overlaps",
+          "[kip848]") {
+  if (!mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  mock_cluster mc(3);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // an outage shorter than the session
+  mc.create_topic("k", 6);
+  mc.produce("k", 60);
+  const auto all = kgroup::test::all_partitions("k", 6);
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-outage"), tl, seen_mutex, seen);
+  auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848-outage"), tl, seen_mutex, seen);
+  REQUIRE(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 60 && a->listener->owned().size() + b->listener->owned().size() == 6 &&
+               !a->listener->owned().empty() && !b->listener->owned().empty();
+      },
+      30s));
+  const auto a_owned = a->listener->owned();
+  const auto b_owned = b->listener->owned();
+
+  mc.broker_down(-1);
+  std::this_thread::sleep_for(4s);  // heartbeats and fetches fail for eight heartbeat intervals
+  mc.broker_up(-1);
+  mc.produce("k", 60);
+  CHECK(eventually(
+      [&] {
+        std::lock_guard lock(seen_mutex);
+        return seen.size() >= 120;
+      },
+      30s));
+  // The session outlived the outage: nobody lost anything, nothing moved.
+  CHECK(a->listener->lost_calls() == 0);
+  CHECK(b->listener->lost_calls() == 0);
+  CHECK(a->listener->owned() == a_owned);
+  CHECK(b->listener->owned() == b_owned);
+  for (auto* m : {a.get(), b.get()}) {
+    m->stop();
+    INFO(m->name << ": " << m->first_error);
+    CHECK(m->poll_errors == 0);
+    m->consumer.close(10s);
+  }
+  {
+    std::lock_guard lock(seen_mutex);
+    CHECK(seen.size() == 120);
+  }
+  const auto overlaps = tl.overlaps();
+  for (const auto& o : overlaps) UNSCOPED_INFO(o);
+  CHECK(overlaps.empty());
 }
 
 TEST_CASE("kip848: member ids are random UUIDs in Kafka's base64url form (KIP-1082)", "[kip848]") {

@@ -1,5 +1,6 @@
 #include "mock_cluster.hpp"
 
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -623,6 +624,22 @@ void mock_cluster::broker_up(std::int32_t broker_id) {
 void mock_cluster::set_rtt(std::int32_t broker_id, int ms) {
   check(call_mock([&] { return rd_kafka_mock_broker_set_rtt(cluster_, broker_id, ms); }),
         "rtt of broker " + std::to_string(broker_id));
+}
+
+bool mock_cluster::set_consumer_group_timers(int heartbeat_interval_ms, int session_timeout_ms) {
+  using setter = void (*)(rd_kafka_mock_cluster_t*, int);
+  auto* heartbeat = reinterpret_cast<setter>(dlsym(RTLD_DEFAULT, "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms"));
+  auto* session = reinterpret_cast<setter>(dlsym(RTLD_DEFAULT, "rd_kafka_mock_set_group_consumer_session_timeout_ms"));
+  if (heartbeat == nullptr || session == nullptr) return false;
+  call_mock([&] {
+    heartbeat(cluster_, heartbeat_interval_ms);
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  });
+  call_mock([&] {
+    session(cluster_, session_timeout_ms);
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  });
+  return true;
 }
 
 void mock_cluster::set_coordinator(const std::string& group, std::int32_t broker_id) {

@@ -218,6 +218,12 @@ class mock_cluster {
   /// Delays every response of the broker by `ms` milliseconds. -1 means every broker.
   void set_rtt(std::int32_t broker_id, int ms);
 
+  /// KIP-848 `consumer` groups (librdkafka 2.15's mock only): the heartbeat interval the
+  /// coordinator hands its members and the session timeout after which it fences a silent one
+  /// (the mock's defaults are the broker's, 5 s and 45 s). Looked up at run time: this wrapper is
+  /// built against 2.0.2's headers. Returns false on a mock without them.
+  bool set_consumer_group_timers(int heartbeat_interval_ms, int session_timeout_ms);
+
   /// Makes `broker_id` the coordinator of consumer group `group` (FindCoordinator answers it).
   /// The id does not have to exist, to test clients against a bogus coordinator.
   void set_coordinator(const std::string& group, std::int32_t broker_id);
