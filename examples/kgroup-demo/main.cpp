@@ -25,7 +25,9 @@
 // until an assign callback for it starts on another (or the same) member. The mock's own timers
 // dominate the durations: a first join waits 3 s and every later rebalance waits
 // session.timeout.ms - 1 s (librdkafka's mock group coordinator), so compare the protocols side by
-// side (--protocol eager vs cooperative), not against real Kafka.
+// side (--protocol eager vs cooperative), not against real Kafka. --protocol consumer tells the
+// story with KIP-848 members (librdkafka 2.15's mock only), then again with the classic protocol
+// (cooperative-sticky) on a fresh cluster, and compares the steps in a table at the end.
 //
 // Exit status 0 when the story ran as scripted (every step settled with every partition owned by a
 // live member, no partition owned by two live members at once, every produced record consumed,
@@ -64,12 +66,15 @@ void on_sigint(int) { demo::g_interrupted = 1; }
 
 void usage(std::FILE* to) {
   std::fputs(
-      "usage: kgroup-demo [--protocol cooperative|eager] [--serve] [--rate N]\n"
+      "usage: kgroup-demo [--protocol cooperative|eager|consumer] [--serve] [--rate N]\n"
       "  Starts a mock Kafka cluster (librdkafka's: 3 brokers, topic 'orders' with 12 partitions, a\n"
       "  producer writing N records/s, default 400) and tells a consumer group's story with kgroup\n"
       "  members: three join, a fourth joins, one leaves cleanly, one is killed, one stalls past\n"
       "  max.poll.interval.ms. Prints a timeline and a summary; takes about a minute.\n"
-      "  --protocol  cooperative (cooperative-sticky, the default) or eager (range)\n"
+      "  --protocol  cooperative (cooperative-sticky, the default), eager (range), or consumer\n"
+      "              (KIP-848, group.protocol=consumer; needs librdkafka 2.15's mock, see .ci/demo): the\n"
+      "              story is then told again with the classic protocol and the two are compared\n"
+      "  --no-compare  with --protocol consumer, skip the classic run and the comparison\n"
       "  --serve     after the story, keep the members and their dashboards running until Ctrl-C\n"
       "  --security-protocol SSL|SASL_PLAINTEXT|SASL_SSL\n"
       "              members reach the cluster through a TLS/SASL front (test/support/secure_front.hpp)\n"
@@ -85,71 +90,12 @@ int parse_timeouts(const std::string& text, demo::member_options& o) {
              : 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-
-  // Hidden member mode: the parent runs this binary once per group member.
-  if (!args.empty() && args[0] == "--member") {
-    demo::member_options o;
-    for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
-      if (args[i] == "--member") o.name = args[i + 1];
-      else if (args[i] == "--bootstrap") o.bootstrap = args[i + 1];
-      else if (args[i] == "--group") o.group = args[i + 1];
-      else if (args[i] == "--strategy") o.strategy = args[i + 1];
-      else if (args[i] == "--timeouts" && parse_timeouts(args[i + 1], o) != 0) return 2;
-      else if (args[i] == "--set" && args[i + 1].find('=') != std::string::npos) {
-        const auto eq = args[i + 1].find('=');
-        o.settings.emplace_back(args[i + 1].substr(0, eq), args[i + 1].substr(eq + 1));
-      }
-    }
-    return demo::run_member(o);
-  }
-
-  demo::options opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    } else if (a == "--protocol" && i + 1 < args.size() && (args[i + 1] == "eager" || args[i + 1] == "cooperative")) {
-      opt.protocol = args[++i];
-    } else if (a == "--serve") {
-      opt.serve = true;
-    } else if (a == "--security-protocol" && i + 1 < args.size() &&
-               (args[i + 1] == "PLAINTEXT" || args[i + 1] == "SSL" || args[i + 1] == "SASL_PLAINTEXT" ||
-                args[i + 1] == "SASL_SSL")) {
-      opt.security_protocol = args[++i];
-    } else if (a == "--sasl-mechanism" && i + 1 < args.size() &&
-               (args[i + 1] == "PLAIN" || args[i + 1] == "SCRAM-SHA-256" || args[i + 1] == "SCRAM-SHA-512" ||
-                args[i + 1] == "OAUTHBEARER")) {
-      opt.sasl_mechanism = args[++i];
-    } else if (a == "--rate" && i + 1 < args.size() && std::atoi(args[i + 1].c_str()) > 0 &&
-               std::atoi(args[i + 1].c_str()) <= 20000) {
-      opt.rate = std::atoi(args[++i].c_str());
-    } else {
-      std::fprintf(stderr, "kgroup-demo: bad argument '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
-
-  std::signal(SIGPIPE, SIG_IGN);  // a member that died must not take the parent with it
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
-  char dir_template[] = "/tmp/kgroup-demo.XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) {
-    std::fprintf(stderr, "kgroup-demo: cannot create a log directory under /tmp: %s\n", std::strerror(errno));
-    return 1;
-  }
-  const std::string log_dir = dir_template;
-
-  std::vector<std::string> failures;
+// Runs the story once on a fresh mock cluster (and its fronts); returns the failures.
+std::vector<std::string> run_story(const demo::options& opt, const std::string& log_dir,
+                                   std::vector<demo::step_result>* steps) {
+  // KIP-848: the coordinator's timers, the same as the classic members' own (story.cpp).
+  constexpr int opt_heartbeat_ms = 500;
+  constexpr int opt_session_ms = 6000;
   try {
     kgroup::test::mock_cluster cluster(demo::broker_count);
     cluster.create_topic(demo::topic_name, demo::partition_count);
@@ -157,6 +103,11 @@ int main(int argc, char** argv) {
     // the leader's, which forces another rebalance; 10 ms on every response keeps the leader's
     // SyncGroup (it fetches metadata first) behind the followers', as the benchmarks do.
     cluster.set_rtt(-1, 10);
+    if (opt.protocol == "consumer" && !cluster.set_consumer_group_timers(opt_heartbeat_ms, opt_session_ms)) {
+      return {"--protocol consumer needs librdkafka 2.15's mock cluster (KIP-848); librdkafka " +
+              kgroup::test::mock_cluster::librdkafka_version_string() +
+              " is loaded. .ci/demo --protocol consumer builds 2.15.1 and runs the demo with it"};
+    }
     // The mocks cannot describe groups (DescribeGroups), which every member's dashboard needs for
     // its group map: the members reach the cluster through a proxy that answers DescribeGroups
     // from the JoinGroup/SyncGroup traffic it relays (test/support/group_proxy.hpp).
@@ -194,9 +145,120 @@ int main(int argc, char** argv) {
                  sasl ? " sasl.mechanism=" + opt.sasl_mechanism : std::string(), member_bootstrap);
     }
 
-    failures = demo::tell_story(opt, cluster, member_bootstrap, log_dir, settings);
+    return demo::tell_story(opt, cluster, member_bootstrap, log_dir, settings, steps);
   } catch (const std::exception& e) {
-    failures.push_back(e.what());
+    return {e.what()};
+  }
+}
+
+// The KIP-848 run against the classic (cooperative-sticky) run of the same story, step by step.
+void print_comparison(const std::vector<demo::step_result>& kip848, const std::vector<demo::step_result>& classic) {
+  fmt::print("\nComparison on the same mock cluster (librdkafka {}): consumer (KIP-848) against classic\n"
+             "(cooperative-sticky); settled = from the step's action to the last ownership change; paused = the\n"
+             "partitions another member stopped consuming that resumed within the step\n",
+             kgroup::test::mock_cluster::librdkafka_version_string());
+  fmt::print("  {:<44} {:>19}   {:>31}\n", "step", "settled (s)", "paused: count, part-s, longest");
+  fmt::print("  {:<44} {:>9} {:>9}   {:>15} {:>15}\n", "", "consumer", "classic", "consumer", "classic");
+  for (std::size_t i = 0; i < std::min(kip848.size(), classic.size()); ++i) {
+    const auto& a = kip848[i];
+    const auto& b = classic[i];
+    // The runs pick different members for steps 3-5: "member-N" becomes "a member".
+    std::string title = a.title.substr(0, a.title.find(" ("));
+    for (auto at = title.find("member-"); at != std::string::npos; at = title.find("member-", at)) {
+      auto end = at + 7;
+      while (end < title.size() && title[end] >= '0' && title[end] <= '9') ++end;
+      title.replace(at, end - at, "a member");
+      at += 8;
+    }
+    if (title.size() > 44) title = title.substr(0, 41) + "...";
+    fmt::print("  {:<44} {:>9.1f} {:>9.1f}   {:>15} {:>15}\n", title, a.settle_s, b.settle_s,
+               fmt::format("{}, {:.1f}, {:.2f}", a.paused, a.paused_s, a.longest_s),
+               fmt::format("{}, {:.1f}, {:.2f}", b.paused, b.paused_s, b.longest_s));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+
+  // Hidden member mode: the parent runs this binary once per group member.
+  if (!args.empty() && args[0] == "--member") {
+    demo::member_options o;
+    for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+      if (args[i] == "--member") o.name = args[i + 1];
+      else if (args[i] == "--bootstrap") o.bootstrap = args[i + 1];
+      else if (args[i] == "--group") o.group = args[i + 1];
+      else if (args[i] == "--strategy") o.strategy = args[i + 1];
+      else if (args[i] == "--timeouts" && parse_timeouts(args[i + 1], o) != 0) return 2;
+      else if (args[i] == "--set" && args[i + 1].find('=') != std::string::npos) {
+        const auto eq = args[i + 1].find('=');
+        o.settings.emplace_back(args[i + 1].substr(0, eq), args[i + 1].substr(eq + 1));
+      }
+    }
+    return demo::run_member(o);
+  }
+
+  demo::options opt;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--protocol" && i + 1 < args.size() &&
+               (args[i + 1] == "eager" || args[i + 1] == "cooperative" || args[i + 1] == "consumer")) {
+      opt.protocol = args[++i];
+    } else if (a == "--no-compare") {
+      opt.compare = false;
+    } else if (a == "--serve") {
+      opt.serve = true;
+    } else if (a == "--security-protocol" && i + 1 < args.size() &&
+               (args[i + 1] == "PLAINTEXT" || args[i + 1] == "SSL" || args[i + 1] == "SASL_PLAINTEXT" ||
+                args[i + 1] == "SASL_SSL")) {
+      opt.security_protocol = args[++i];
+    } else if (a == "--sasl-mechanism" && i + 1 < args.size() &&
+               (args[i + 1] == "PLAIN" || args[i + 1] == "SCRAM-SHA-256" || args[i + 1] == "SCRAM-SHA-512" ||
+                args[i + 1] == "OAUTHBEARER")) {
+      opt.sasl_mechanism = args[++i];
+    } else if (a == "--rate" && i + 1 < args.size() && std::atoi(args[i + 1].c_str()) > 0 &&
+               std::atoi(args[i + 1].c_str()) <= 20000) {
+      opt.rate = std::atoi(args[++i].c_str());
+    } else {
+      std::fprintf(stderr, "kgroup-demo: bad argument '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  std::signal(SIGPIPE, SIG_IGN);  // a member that died must not take the parent with it
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  char dir_template[] = "/tmp/kgroup-demo.XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) {
+    std::fprintf(stderr, "kgroup-demo: cannot create a log directory under /tmp: %s\n", std::strerror(errno));
+    return 1;
+  }
+  const std::string log_dir = dir_template;
+
+  std::vector<std::string> failures;
+  std::vector<demo::step_result> steps;
+  failures = run_story(opt, log_dir, &steps);
+  // --protocol consumer: the same story with the classic protocol afterwards, and the two compared.
+  if (opt.protocol == "consumer" && opt.compare && failures.empty() && !opt.serve && !demo::g_interrupted) {
+    fmt::print("\n==== The same story with group.protocol=classic (cooperative-sticky), for comparison\n\n");
+    std::fflush(stdout);
+    demo::options classic = opt;
+    classic.protocol = "cooperative";
+    std::vector<demo::step_result> classic_steps;
+    const std::string classic_logs = log_dir + "/classic";
+    std::filesystem::create_directories(classic_logs);
+    const auto more = run_story(classic, classic_logs, &classic_steps);
+    failures.insert(failures.end(), more.begin(), more.end());
+    if (more.empty()) print_comparison(steps, classic_steps);
   }
 
   if (!failures.empty()) {

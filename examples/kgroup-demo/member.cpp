@@ -132,9 +132,6 @@ int run(const member_options& o) {
       {"bootstrap.servers", o.bootstrap},
       {"group.id", o.group},
       {"client.id", o.name},
-      {"partition.assignment.strategy", o.strategy},
-      {"session.timeout.ms", std::to_string(o.session_timeout_ms)},
-      {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval_ms)},
       {"max.poll.interval.ms", std::to_string(o.max_poll_interval_ms)},
       {"auto.offset.reset", "earliest"},
       {"enable.auto.commit", "true"},
@@ -142,6 +139,13 @@ int run(const member_options& o) {
       {"observability.http.listen", "127.0.0.1:0"},
   };
   for (const auto& [key, value] : o.settings) config.set(key, value);
+  // The classic protocol's timers and assignor; with group.protocol=consumer the coordinator owns
+  // them (and Config::validate() refuses them).
+  if (config.get("group.protocol") != "consumer") {
+    config.set("partition.assignment.strategy", o.strategy);
+    config.set("session.timeout.ms", std::to_string(o.session_timeout_ms));
+    config.set("heartbeat.interval.ms", std::to_string(o.heartbeat_interval_ms));
+  }
   // This consumer's log to stderr (which the parent points at this member's log file), at info
   // whatever KGROUP_LOG_LEVEL says, each line naming the member.
   config.set_log_sink(kgroup::make_stderr_log_sink(kgroup::LogLevel::info, o.name));

@@ -29,6 +29,13 @@ class story {
     base_.settings = std::move(member_settings);
     base_.group = "kgroup-demo";
     base_.strategy = opt.protocol == "eager" ? "range" : "cooperative-sticky";
+    if (opt.protocol == "consumer") {
+      // KIP-848: the coordinator assigns and owns the timers (the mock's are set to the same 6 s
+      // session and 500 ms heartbeat interval as the classic runs).
+      base_.strategy.clear();
+      base_.settings.emplace_back("group.protocol", "consumer");
+      state_.set_kip848(true);
+    }
     base_.session_timeout_ms = 6000;
     base_.heartbeat_interval_ms = 500;
     base_.max_poll_interval_ms = 8000;
@@ -37,11 +44,20 @@ class story {
 
   /// Runs the story; returns the failures (empty: it ran as scripted).
   std::vector<std::string> run() {
-    fmt::print("Group '{}' with the {} protocol (partition.assignment.strategy={}); every member has\n"
-               "session.timeout.ms={}, heartbeat.interval.ms={}, max.poll.interval.ms={}, auto.offset.reset=earliest.\n"
-               "Each member is a child process (so one can be SIGKILLed); their logs (kept if something fails): {}\n\n",
-               base_.group, opt_.protocol, base_.strategy, base_.session_timeout_ms, base_.heartbeat_interval_ms,
-               base_.max_poll_interval_ms, log_dir_);
+    if (kip848()) {
+      fmt::print("Group '{}' with the consumer protocol (KIP-848: group.protocol=consumer, the coordinator\n"
+                 "assigns, no group-wide barrier); the coordinator's session timeout is {} ms and its heartbeat\n"
+                 "interval {} ms; every member has max.poll.interval.ms={}, auto.offset.reset=earliest.\n"
+                 "Each member is a child process (so one can be SIGKILLed); their logs (kept if something fails): {}\n\n",
+                 base_.group, base_.session_timeout_ms, base_.heartbeat_interval_ms, base_.max_poll_interval_ms,
+                 log_dir_);
+    } else {
+      fmt::print("Group '{}' with the {} protocol (partition.assignment.strategy={}); every member has\n"
+                 "session.timeout.ms={}, heartbeat.interval.ms={}, max.poll.interval.ms={}, auto.offset.reset=earliest.\n"
+                 "Each member is a child process (so one can be SIGKILLed); their logs (kept if something fails): {}\n\n",
+                 base_.group, opt_.protocol, base_.strategy, base_.session_timeout_ms, base_.heartbeat_interval_ms,
+                 base_.max_poll_interval_ms, log_dir_);
+    }
     producer_ = std::make_unique<producer>(cluster_.bootstrap_servers(), opt_.rate);
     state_.note(steady::now(), fmt::format("producer started: about {} records/s over the {} partitions", opt_.rate,
                                            partition_count));
@@ -50,7 +66,7 @@ class story {
       for (const char* n : {"member-1", "member-2", "member-3"}) start(n);
       return std::function<bool()>([] { return true; });
     });
-    check_owns("after the first rebalance, member-1", "member-1");
+    check_owns(fmt::format("after the first {}, member-1", state_.rebalance_word()), "member-1");
     if (!failures_.empty()) return failures_;
 
     step("2. A fourth member joins", {"member-1", "member-2", "member-3", "member-4"}, [&] {
@@ -66,7 +82,9 @@ class story {
     std::vector<std::string> alive{"member-1", "member-2", "member-3", "member-4"};
     const std::string leaver = pick_non_leader({"member-2", "member-3", "member-1", "member-4"}, alive);
     alive.erase(std::find(alive.begin(), alive.end(), leaver));
-    step(fmt::format("3. {} leaves cleanly (close(): revokes its partitions, sends LeaveGroup)", leaver), alive, [&] {
+    step(fmt::format("3. {} leaves cleanly (close(): revokes its partitions, sends {})", leaver,
+                     kip848() ? "a heartbeat with epoch -1" : "LeaveGroup"),
+         alive, [&] {
       state_.note(steady::now(), leaver + " is told to close");
       find(leaver).command("leave");
       return std::function<bool()>([this, leaver] { return state_.member(leaver).closed_cleanly; });
@@ -79,9 +97,9 @@ class story {
 
     const std::string victim = pick_non_leader({"member-3", "member-1", "member-4", "member-2"}, alive);
     alive.erase(std::find(alive.begin(), alive.end(), victim));
-    step(fmt::format("4. {} is killed (SIGKILL: no revoke, no LeaveGroup; the coordinator notices after "
-                     "session.timeout.ms={})",
-                     victim, base_.session_timeout_ms),
+    step(fmt::format("4. {} is killed (SIGKILL: no revoke, no {}; the coordinator notices after {}={})", victim,
+                     kip848() ? "leave heartbeat" : "LeaveGroup",
+                     kip848() ? "group.consumer.session.timeout.ms" : "session.timeout.ms", base_.session_timeout_ms),
          alive, [&] {
            const auto at = steady::now();
            find(victim).kill();
@@ -133,10 +151,10 @@ class story {
     const auto totals = state_.record_totals(produced);
     const auto pauses = state_.pauses();
 
-    fmt::print("\nSummary ({} protocol, {:.1f} s, {} rebalance{})\n", opt_.protocol, seconds(story_end - state_.t0()),
-               state_.rebalance_count(), state_.rebalance_count() == 1 ? "" : "s");
+    fmt::print("\nSummary ({} protocol, {:.1f} s, {} {}{})\n", opt_.protocol, seconds(story_end - state_.t0()),
+               state_.rebalance_count(), state_.rebalance_word(), state_.rebalance_count() == 1 ? "" : "s");
     fmt::print("  {:<9} {:<24} {:<20} {:>9} {:>11}  {}\n", "member", "fate", "partitions at end", "records",
-               "rebalances", "its partitions paused (count, total, longest)");
+               kip848() ? "reconciled" : "rebalances", "its partitions paused (count, total, longest)");
     for (const auto& [name, m] : at_end) {
       int count = 0;
       double total = 0, longest = 0;
@@ -163,14 +181,20 @@ class story {
     }
     std::int64_t produced_total = 0;
     for (auto v : produced) produced_total += v;
-    fmt::print("  partitions paused by rebalances: {} times, {:.1f} partition-seconds in total, longest {:.2f} s\n",
-               paused_count, paused_total, paused_longest);
+    fmt::print("  partitions paused by {}s: {} times, {:.1f} partition-seconds in total, longest {:.2f} s\n",
+               state_.rebalance_word(), paused_count, paused_total, paused_longest);
     fmt::print("  records: produced {}, consumed {} ({} distinct, {} duplicates), missing {}, wrong key {}\n",
                with_commas(produced_total), with_commas(totals.consumed), with_commas(totals.distinct),
                with_commas(totals.duplicates), with_commas(totals.missing), with_commas(totals.bad));
-    fmt::print("  (rebalances: completed, as each member's metrics count them; a cooperative rebalance that moves\n"
-               "   partitions takes two. paused: from the owner stopping - revoke or lost callback returned,\n"
-               "   killed, poll loop stalled - until an assign callback for the partition starts)\n");
+    if (kip848()) {
+      fmt::print("  (reconciled: the reconciliations each member's metrics count, one per new target assignment it\n"
+                 "   reached. paused: from the owner stopping - revoke or lost callback returned, killed, poll loop\n"
+                 "   stalled - until an assign callback for the partition starts)\n");
+    } else {
+      fmt::print("  (rebalances: completed, as each member's metrics count them; a cooperative rebalance that moves\n"
+                 "   partitions takes two. paused: from the owner stopping - revoke or lost callback returned,\n"
+                 "   killed, poll loop stalled - until an assign callback for the partition starts)\n");
+    }
     fmt::print("  (duplicates are records consumed again by a partition's next owner: those after the last\n"
                "   auto-commit, auto.commit.interval.ms=1000, of a killed or stalled member, or of a revoke\n"
                "   the mock refused to commit during a rebalance)\n");
@@ -291,6 +315,16 @@ class story {
     }
     // The last ownership change is when the step settled; wait a little for late history lines.
     const auto settled_at = std::max(t, state_.last_ownership_event());
+    step_result result;
+    result.title = title;
+    result.settle_s = seconds(settled_at - t);
+    for (const auto& p : state_.pauses()) {
+      if (p.from.empty() || p.end <= t || p.end > settled_at) continue;
+      ++result.paused;
+      result.paused_s += seconds(p.end - p.start);
+      result.longest_s = std::max(result.longest_s, seconds(p.end - p.start));
+    }
+    steps_.push_back(result);
     std::this_thread::sleep_for(300ms);
     state_.flush_journal(true);
     fmt::print("  -> settled {:.1f} s after the step began; {} records consumed meanwhile\n", seconds(settled_at - t),
@@ -313,16 +347,23 @@ class story {
   std::unique_ptr<producer> producer_;
   std::vector<std::unique_ptr<member_process>> members_;
   std::vector<std::string> failures_;
+  std::vector<step_result> steps_;
+
+ public:
+  bool kip848() const { return opt_.protocol == "consumer"; }
+  const std::vector<step_result>& steps() const { return steps_; }
 };
 
 }  // namespace
 
 std::vector<std::string> tell_story(const options& opt, kgroup::test::mock_cluster& cluster,
                                     const std::string& member_bootstrap, const std::string& log_dir,
-                                    std::vector<std::pair<std::string, std::string>> member_settings) {
+                                    std::vector<std::pair<std::string, std::string>> member_settings,
+                                    std::vector<step_result>* steps) {
   story s(opt, cluster, member_bootstrap, log_dir, std::move(member_settings));
   auto failures = s.run();
   const auto more = s.finish();
+  if (steps != nullptr) *steps = s.steps();
   failures.insert(failures.end(), more.begin(), more.end());
   if (opt.serve && !g_interrupted) s.serve();
   s.close_members();

@@ -11,11 +11,21 @@
 namespace demo {
 
 struct options {
-  std::string protocol = "cooperative";
+  std::string protocol = "cooperative";  // eager, cooperative, or consumer (KIP-848)
   bool serve = false;
+  bool compare = true;  // --protocol consumer: tell it again with classic and compare
   int rate = 400;  // records per second
   std::string security_protocol = "PLAINTEXT";
   std::string sasl_mechanism = "SCRAM-SHA-256";
+};
+
+/// One step's measures, for comparing two runs of the story.
+struct step_result {
+  std::string title;
+  double settle_s = -1;        // from the step's action to the last ownership change
+  int paused = 0;              // partitions paused (by a previous owner) that resumed within the step
+  double paused_s = 0;         // their pauses, summed (partition-seconds)
+  double longest_s = 0;        // the longest of them
 };
 
 /// Tells the story with members that connect to `member_bootstrap` (the group proxy in front of
@@ -24,6 +34,7 @@ struct options {
 /// it ran as scripted).
 std::vector<std::string> tell_story(const options& opt, kgroup::test::mock_cluster& cluster,
                                     const std::string& member_bootstrap, const std::string& log_dir,
-                                    std::vector<std::pair<std::string, std::string>> member_settings);
+                                    std::vector<std::pair<std::string, std::string>> member_settings,
+                                    std::vector<step_result>* steps = nullptr);
 
 }  // namespace demo

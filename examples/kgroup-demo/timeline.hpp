@@ -71,6 +71,12 @@ class story_state {
 
   steady::time_point t0() const { return t0_; }
 
+  /// KIP-848 (group.protocol=consumer): the words change (a reconciliation to a member epoch, not a
+  /// rebalance to a generation; no group leader; a leave heartbeat, not LeaveGroup).
+  void set_kip848(bool on) { kip848_ = on; }
+  const char* rebalance_word() const { return kip848_ ? "reconciliation" : "rebalance"; }
+  const char* generation_word() const { return kip848_ ? "epoch" : "generation"; }
+
   void add_member(const std::string& name) {
     std::lock_guard lock(mutex_);
     members_[name];
@@ -124,8 +130,8 @@ class story_state {
       const auto ps = demo::decode_partitions(list);
       for (auto p : ps) assign_locked(name, p, at);
       m.last_ownership_event = at;
-      note_locked(at, fmt::format("{} assigned {}{} (generation {})", name, partition_list(ps),
-                                  ps.empty() ? " new" : "", gen));
+      note_locked(at, fmt::format("{} assigned {}{} ({} {})", name, partition_list(ps), ps.empty() ? " new" : "",
+                                  generation_word(), gen));
     } else if (tag == "V" || tag == "L") {
       std::string list;
       in >> list;
@@ -204,7 +210,8 @@ class story_state {
       note_locked(at, fmt::format("{} error:{}", name, rest));
     } else if (tag == "X") {
       m.closed_cleanly = true;
-      note_locked(at, fmt::format("{} closed its consumer (LeaveGroup sent)", name));
+      note_locked(at, fmt::format("{} closed its consumer ({} sent)", name,
+                                  kip848_ ? "leave heartbeat, epoch -1," : "LeaveGroup"));
     }
   }
 
@@ -309,21 +316,22 @@ class story_state {
     }
     for (const auto& [gen, g] : gens) {
       if (g.why.empty()) {
-        out.push_back(fmt::format("rebalance left unfinished by {} (generation {})", fmt::join(g.abandoned, ", "),
-                                  gen));
+        out.push_back(fmt::format("{} left unfinished by {} ({} {})", rebalance_word(), fmt::join(g.abandoned, ", "),
+                                  generation_word(), gen));
         continue;
       }
       ++rebalance_count_;
-      out.push_back(fmt::format("rebalance #{} -> generation {}: started at {:.1f}s, took up to {:.1f} s", rebalance_count_,
-                                gen, seconds(g.first_start - t0_), g.longest_ms / 1000.0));
+      out.push_back(fmt::format("{} #{} -> {} {}: started at {:.1f}s, took up to {:.1f} s", rebalance_word(),
+                                rebalance_count_, generation_word(), gen, seconds(g.first_start - t0_),
+                                g.longest_ms / 1000.0));
       // Group the members by the reason they saw.
       std::vector<std::pair<std::string, std::vector<std::string>>> reasons;
       for (const auto& [reason, name] : g.why) {
         auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == reason; });
         if (it == reasons.end()) {
           reasons.push_back({reason, {name}});
-        } else {
-          it->second.push_back(name);
+        } else if (std::find(it->second.begin(), it->second.end(), name) == it->second.end()) {
+          it->second.push_back(name);  // a member that reached the same epoch twice is named once
         }
       }
       for (const auto& [reason, names] : reasons) {
@@ -372,8 +380,12 @@ class story_state {
       if (m.owned.empty() || m.killed) continue;
       owners += fmt::format("{}{} {}", owners.empty() ? "" : " | ", name, short_list(m.owned));
     }
-    out.push_back(fmt::format("owners now: {}; group leader: {}", owners.empty() ? "-" : owners,
-                              leader.empty() ? "?" : leader));
+    if (kip848_) {
+      out.push_back(fmt::format("owners now: {}; assigned by the coordinator", owners.empty() ? "-" : owners));
+    } else {
+      out.push_back(fmt::format("owners now: {}; group leader: {}", owners.empty() ? "-" : owners,
+                                leader.empty() ? "?" : leader));
+    }
     return out;
   }
 
@@ -486,6 +498,7 @@ class story_state {
   std::int64_t stray_records_ = 0;
   std::size_t ownership_events_ = 0;
   int rebalance_count_ = 0;
+  bool kip848_ = false;
   int max_poll_ms_ = 0;
 };
 

@@ -113,8 +113,8 @@ select { font:inherit; font-size:12px; }
       <tbody id="partitions"></tbody></table>
   </section>
   <section class="card wide">
-    <h2>Rebalances (newest first)</h2>
-    <table><thead><tr><th>started</th><th>cause</th><th>detail</th><th class="num">generation</th>
+    <h2 id="rebalances-title">Rebalances (newest first)</h2>
+    <table><thead><tr><th>started</th><th>cause</th><th>detail</th><th class="num" id="generation-column">generation</th>
       <th class="num">duration</th><th>revoked</th><th>assigned</th><th>lost</th></tr></thead>
       <tbody id="rebalances"></tbody></table>
   </section>
@@ -125,6 +125,16 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const CAUSE_COLORS = { "member joined":"#2f6fde", "member left":"#8e5bd8", "group rebalancing":"#3a9fb0",
   "poll timeout":"#d6453d", "session timeout":"#d6453d", "metadata change":"#d99a1e",
   "subscription change":"#b0762f", "enforce_rebalance":"#5a6b85", "cooperative round":"#2e9e5b", "error":"#d6453d" };
+// KIP-848 (protocol "consumer"): a member reconciles to a target assignment at a member epoch;
+// the classic protocol rebalances to a generation. The page uses the words of the member's protocol.
+let WORDS = { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
+function setWords(protocol) {
+  WORDS = protocol === "consumer"
+    ? { rebalance: "reconciliation", Rebalances: "Reconciliations", generation: "epoch" }
+    : { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
+  $("rebalances-title").textContent = WORDS.Rebalances + " (newest first)";
+  $("generation-column").textContent = WORDS.generation;
+}
 const seen = new Map();  // start_ms -> rebalance: every one this page has seen
 const lastOwned = new Map(); // partition name -> last snapshot time it was owned
 let originMs = null, last = null;
@@ -253,7 +263,7 @@ function drawTimeline(s, rebs) {
                                "text-anchor": left ? "end" : "start" }, r.cause));
     const list = (ps) => ps.length ? ps.map(pname).join(", ") : "none";
     g.appendChild(el("title", {}, r.cause + (r.detail ? " (" + r.detail + ")" : "") + "\nstarted " + fmtTime(r.start_ms) +
-      ", " + (r.duration_ms >= 0 ? "took " + fmtDur(r.duration_ms) : "in progress") + ", generation " + r.generation +
+      ", " + (r.duration_ms >= 0 ? "took " + fmtDur(r.duration_ms) : "in progress") + ", " + WORDS.generation + " " + r.generation +
       "\nrevoked: " + list(r.revoked) + "\nassigned: " + list(r.assigned) + "\nlost: " + list(r.lost)));
     svg.appendChild(g);
   }
@@ -299,10 +309,10 @@ function drawStats(s) {
   const m = s.metrics, stats = $("stats");
   stats.replaceChildren();
   const items = [
-    ["partitions", s.assigned_partitions], ["rebalances", m.rebalance_total],
+    ["partitions", s.assigned_partitions], [WORDS.rebalance + "s", m.rebalance_total],
     ["per hour", fmtNum(m.rebalance_rate_per_hour, 1)], ["failed", m.failed_rebalance_total],
-    ["last rebalance", m.last_rebalance_seconds_ago >= 0 ? fmtDur(1000 * m.last_rebalance_seconds_ago) + " ago" : "none"],
-    ["rebalance avg / max", fmtDur(m.rebalance_latency_avg_ms) + " / " + fmtDur(m.rebalance_latency_max_ms)],
+    ["last " + WORDS.rebalance, m.last_rebalance_seconds_ago >= 0 ? fmtDur(1000 * m.last_rebalance_seconds_ago) + " ago" : "none"],
+    [WORDS.rebalance + " avg / max", fmtDur(m.rebalance_latency_avg_ms) + " / " + fmtDur(m.rebalance_latency_max_ms)],
     ["records/s", fmtNum(m.records_consumed_rate, 1)], ["records", m.records_consumed_total],
     ["lag max", m.records_lag_max >= 0 ? m.records_lag_max : "–"],
     ["commit avg", fmtDur(m.commit_latency_avg_ms)],
@@ -346,6 +356,7 @@ function drawTables(s, rebs) {
 }
 
 function render(s) {
+  setWords(s.protocol);
   for (const r of s.rebalances) seen.set(String(r.start_ms), r);  // the cause may still be refined
   while (seen.size > 1000) seen.delete(seen.keys().next().value);
   for (const p of s.assignment) lastOwned.set(pname(p), s.timestamp_ms);
@@ -357,8 +368,9 @@ function render(s) {
   const ident = $("ident");
   ident.replaceChildren();
   const parts = [["client", s.client_id], ["member", s.member_id || "–"], ["instance", s.instance_id],
-    ["generation", s.generation], ["state", s.state], ["coordinator", s.coordinator >= 0 ? s.coordinator : "–"],
-    ["protocol", s.protocol], ["assignor", s.assignor || "–"], ["leader", s.leader ? "yes" : "no"]];
+    [WORDS.generation, s.generation], ["state", s.state], ["coordinator", s.coordinator >= 0 ? s.coordinator : "–"],
+    ["protocol", s.protocol], ["assignor", s.assignor || "–"],
+    ["leader", s.protocol === "consumer" ? null : s.leader ? "yes" : "no"]];  // KIP-848: the coordinator assigns
   for (const [k, v] of parts) {
     if (v === null || v === undefined || v === "") continue;
     ident.appendChild(document.createTextNode(k + " "));

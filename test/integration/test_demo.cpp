@@ -110,7 +110,8 @@ void check_story(const run_result& r, const std::string& protocol) {
   CHECK(has(r.out, "== 2. A fourth member joins"));
   CHECK(has(r.out, "member-4 assigned orders-"));
   CHECK(has(r.out, " leaves cleanly (close()"));
-  CHECK(has(r.out, " closed its consumer (LeaveGroup sent)"));
+  CHECK(has(r.out, protocol == "consumer" ? " closed its consumer (leave heartbeat, epoch -1, sent)"
+                                          : " closed its consumer (LeaveGroup sent)"));
   CHECK(has(r.out, " is killed (SIGKILL"));
   CHECK(has(r.out, "paused (killed: member-"));
   CHECK(has(r.out, " stalls: no poll() for "));
@@ -138,6 +139,24 @@ TEST_CASE("kgroup-demo: the eager story runs as scripted, its members over SASL_
   check_story(r, "eager");
   CHECK(has(r.out, "members connect with security.protocol=SASL_SSL sasl.mechanism=SCRAM-SHA-256"));
   CHECK_FALSE(has(r.out, "demo-secret"));
+}
+
+TEST_CASE("kgroup-demo: --protocol consumer tells the story with KIP-848, then with classic, and compares them",
+          "[demo848]") {
+  // Needs librdkafka 2.15's mock: ctest runs it as demo848@2.15 (LD_LIBRARY_PATH reaches the demo).
+  const auto r = run_demo({"--protocol", "consumer"}, std::chrono::seconds(300));
+  check_story(r, "consumer");
+  CHECK(has(r.out, "reconciliation #1 -> epoch "));
+  CHECK(has(r.out, "assigned by the coordinator"));
+  CHECK(has(r.out, "==== The same story with group.protocol=classic"));
+  CHECK(has(r.out, "with the cooperative protocol"));
+  const auto table = r.out.find("\nComparison on the same mock cluster (librdkafka 2.15");
+  REQUIRE(table != std::string::npos);
+  // One row per step, consumer first.
+  for (const char* step : {"1. Three members join", "2. A fourth member joins", " leaves cleanly", " is killed",
+                           " stalls: no poll() for "}) {
+    CHECK(r.out.find(step, table) != std::string::npos);
+  }
 }
 
 TEST_CASE("kgroup-demo: a bad argument is refused with status 2", "[demo]") {

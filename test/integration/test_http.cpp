@@ -948,6 +948,30 @@ TEST_CASE("http: the dashboard in headless chromium shows the member's partition
   CHECK(dom.find("orders-app") != std::string::npos);
 }
 
+TEST_CASE("http: the dashboard of a KIP-848 member speaks of reconciliations and epochs", "[http][browser]") {
+  auto m = fake_metrics();
+  m.protocol = "consumer";
+  m.leader = false;
+  running_server srv(test_options(), m);
+  std::string dom;
+  try {
+    dom = kgroup::test::dump_dom("http://" + srv.endpoint() + "/");
+  } catch (const std::exception& e) {
+    FAIL(e.what());
+  }
+  INFO(dom.substr(0, 4000));
+  CHECK(dom.find(">Reconciliations (newest first)</h2>") != std::string::npos);
+  CHECK(dom.find("id=\"generation-column\">epoch</th>") != std::string::npos);
+  CHECK(dom.find(">reconciliations</span>") != std::string::npos);
+  CHECK(dom.find(">last reconciliation</span>") != std::string::npos);
+  CHECK(dom.find(">Rebalances (newest first)<") == std::string::npos);
+  // The classic page keeps its words.
+  running_server classic(test_options());
+  const auto classic_dom = kgroup::test::dump_dom("http://" + classic.endpoint() + "/");
+  CHECK(classic_dom.find(">Rebalances (newest first)</h2>") != std::string::npos);
+  CHECK(classic_dom.find("id=\"generation-column\">generation</th>") != std::string::npos);
+}
+
 TEST_CASE("http: a live consumer serves its metrics, status and dashboard", "[http][browser][live]") {
   kgroup::test::mock_cluster mc(3);
   mc.create_topic("orders", 4);
