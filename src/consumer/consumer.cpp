@@ -291,6 +291,7 @@ void Consumer::impl::start_http() {
   // GET /group: the whole group's view, gathered on this thread only while it is asked for.
   fetch::group_observer_options go;
   go.group_id = config_.get("group.id");
+  go.kip848 = kip848_;
   go.request_timeout = std::min(config_.get_ms("request.timeout.ms"), std::chrono::milliseconds(5000));
   group_observer_ =
       std::make_shared<fetch::group_observer>(io_, cluster_, fetcher_, go, [this] { return identity(); });

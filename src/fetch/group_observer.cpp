@@ -29,6 +29,34 @@ bool coordinator_moved(std::int16_t code) {
   return protocol::reacts(code, protocol::reaction::coordinator_moved);
 }
 
+// The view's partitions: every owned one with its owner, and the partitions of `topics` (the
+// members' subscriptions) that nobody owns, by topic then partition.
+void list_partitions(std::map<TopicPartition, std::string> owner, const std::set<std::string>& topics,
+                     const std::map<std::string, std::int32_t>& known_topics, base::group_view& out) {
+  for (const auto& t : topics) {
+    auto it = known_topics.find(t);
+    if (it == known_topics.end()) continue;
+    for (std::int32_t p = 0; p < it->second; ++p) owner.try_emplace(TopicPartition{t, p});
+  }
+  for (auto& [tp, who] : owner) {
+    base::group_view_partition vp;
+    vp.partition = tp;
+    vp.owner = std::move(who);
+    out.partitions.push_back(std::move(vp));
+  }
+}
+
+// A failed describe answer: the coordinator moved or is loading (look it up again), or another error.
+struct describe_failure {
+  bool rediscover = false;
+  std::string text;
+};
+describe_failure describe_error(const char* api, std::int16_t code) {
+  if (coordinator_moved(code) || code == static_cast<std::int16_t>(kafka_errc::coordinator_load_in_progress))
+    return {true, "coordinator not known: " + kafka_error_name(code)};
+  return {false, std::string(api) + ": " + kafka_error_name(code)};
+}
+
 }  // namespace
 
 void build_members(const protocol::describe_groups_response::described_group& g,
@@ -71,18 +99,46 @@ void build_members(const protocol::describe_groups_response::described_group& g,
     }
     out.members.push_back(std::move(vm));
   }
-  std::map<TopicPartition, std::string> parts = std::move(owner);  // partition -> owner ("" none)
-  for (const auto& t : topics) {
-    auto it = known_topics.find(t);
-    if (it == known_topics.end()) continue;
-    for (std::int32_t p = 0; p < it->second; ++p) parts.try_emplace(TopicPartition{t, p});
+  list_partitions(std::move(owner), topics, known_topics, out);
+}
+
+void build_members(const protocol::consumer_group_describe_response::described_group& g,
+                   const std::map<std::string, std::int32_t>& known_topics,
+                   const std::map<protocol::uuid, std::string>& names, base::group_view& out) {
+  out.members.clear();
+  out.partitions.clear();
+  std::map<TopicPartition, std::string> owner;
+  std::set<std::string> topics;
+  for (const auto& m : g.members) {
+    base::group_view_member vm;
+    vm.member_id = m.member_id;
+    vm.client_id = m.client_id;
+    vm.host = m.client_host;
+    vm.instance_id = m.instance_id;
+    std::vector<std::string> unknown;
+    for (const auto& t : m.assignment.topic_partitions) {
+      std::string name = t.topic_name;
+      if (name.empty()) {
+        if (auto it = names.find(t.topic_id); it != names.end()) name = it->second;
+      }
+      if (name.empty()) {
+        unknown.push_back(t.topic_id.to_string());
+        continue;
+      }
+      for (const auto p : t.partitions) vm.partitions.push_back({name, p});
+    }
+    if (!unknown.empty()) {
+      vm.error = "topic id" + std::string(unknown.size() > 1 ? "s " : " ");
+      for (std::size_t i = 0; i < unknown.size(); ++i) vm.error += (i ? ", " : "") + unknown[i];
+      vm.error += " not in metadata; those partitions not shown";
+    }
+    std::sort(vm.partitions.begin(), vm.partitions.end());
+    vm.partitions.erase(std::unique(vm.partitions.begin(), vm.partitions.end()), vm.partitions.end());
+    for (const auto& tp : vm.partitions) owner.emplace(tp, vm.member_id);
+    topics.insert(m.subscribed_topic_names.begin(), m.subscribed_topic_names.end());
+    out.members.push_back(std::move(vm));
   }
-  for (auto& [tp, who] : parts) {
-    base::group_view_partition vp;
-    vp.partition = tp;
-    vp.owner = std::move(who);
-    out.partitions.push_back(std::move(vp));
-  }
+  list_partitions(std::move(owner), topics, known_topics, out);
 }
 
 group_observer::group_observer(asio::io_context& io, std::shared_ptr<net::cluster> c,
@@ -167,6 +223,7 @@ void group_observer::describe(std::int32_t coordinator) {
       return self->finish("coordinator " + std::to_string(coordinator) + " unreachable: " + ec.message(),
                           false);
     }
+    if (self->opts_.kip848) return self->describe_consumer_group(coordinator, conn);
     // Checked here rather than left to the connection, which would log an error for every
     // refresh: some brokers (librdkafka's mock among them) do not offer DescribeGroups.
     if (conn->versions().common(protocol::describe_groups_request::api_key,
@@ -191,12 +248,9 @@ void group_observer::describe(std::int32_t coordinator) {
                                        [&](const auto& g) { return g.group_id == self->opts_.group_id; });
           if (it == r.groups.end()) return self->finish("DescribeGroups: the answer lacks the group", false);
           if (it->error_code != 0) {
-            if (coordinator_moved(it->error_code) ||
-                it->error_code == static_cast<std::int16_t>(kafka_errc::coordinator_load_in_progress)) {
-              self->coordinator_.reset();
-              return self->finish("coordinator not known: " + kafka_error_name(it->error_code), false);
-            }
-            return self->finish("DescribeGroups: " + kafka_error_name(it->error_code), false);
+            auto failure = describe_error("DescribeGroups", it->error_code);
+            if (failure.rediscover) self->coordinator_.reset();
+            return self->finish(std::move(failure.text), false);
           }
           self->on_described(coordinator, *it);
         },
@@ -215,11 +269,65 @@ void group_observer::on_described(std::int32_t coordinator,
     view_.state = next_.state;
     return finish("group is rebalancing: state " + g.group_state, false);
   }
+  build_members(g, known_topics(), next_);
+  members_built(coordinator);
+}
+
+std::map<std::string, std::int32_t> group_observer::known_topics() const {
   std::map<std::string, std::int32_t> known;
   for (const auto& [name, t] : cluster_->metadata().topics) {
     if (t.error_code == 0) known[name] = static_cast<std::int32_t>(t.partitions.size());
   }
-  build_members(g, known, next_);
+  return known;
+}
+
+void group_observer::describe_consumer_group(std::int32_t coordinator, const std::shared_ptr<net::connection>& conn) {
+  using request = protocol::consumer_group_describe_request;
+  if (conn->versions().common(request::api_key, request::lowest_version, request::highest_version) < 0) {
+    return finish("the coordinator cannot describe consumer groups (" + conn->versions().mismatch<request>() + ")",
+                  false);
+  }
+  request req;
+  req.group_ids = {opts_.group_id};
+  conn->send_adjusted(
+      std::move(req), [](request&, std::int16_t) {},
+      [self = shared_from_this(), round = round_, coordinator](
+          std::error_code ec, const protocol::consumer_group_describe_response& r, const net::response_frame&) {
+        if (round != self->round_) return;
+        if (ec) {
+          self->coordinator_.reset();
+          return self->finish("ConsumerGroupDescribe: " + ec.message(), false);
+        }
+        const auto it = std::find_if(r.groups.begin(), r.groups.end(),
+                                     [&](const auto& g) { return g.group_id == self->opts_.group_id; });
+        if (it == r.groups.end()) return self->finish("ConsumerGroupDescribe: the answer lacks the group", false);
+        if (it->error_code != 0) {
+          auto failure = describe_error("ConsumerGroupDescribe", it->error_code);
+          if (failure.rediscover) self->coordinator_.reset();
+          if (it->error_message && !it->error_message->empty()) failure.text += " (" + *it->error_message + ")";
+          return self->finish(std::move(failure.text), false);
+        }
+        self->on_described(coordinator, *it);
+      },
+      opts_.request_timeout);
+}
+
+void group_observer::on_described(std::int32_t coordinator,
+                                  const protocol::consumer_group_describe_response::described_group& g) {
+  // Every state has readable assignments (Stable, Assigning, Reconciling, Empty): members keep
+  // their current partitions while they reconcile, so the map is always the latest.
+  next_.state = g.group_state;
+  next_.protocol_type = "consumer";
+  next_.protocol = g.assignor_name;
+  std::map<protocol::uuid, std::string> names;
+  for (const auto& [name, t] : cluster_->metadata().topics) {
+    if (!t.topic_id.is_zero()) names.emplace(t.topic_id, name);
+  }
+  build_members(g, known_topics(), names, next_);
+  members_built(coordinator);
+}
+
+void group_observer::members_built(std::int32_t coordinator) {
   const auto who = identity_();
   const bool member =
       !who.member_id.empty() && std::any_of(next_.members.begin(), next_.members.end(),

@@ -1,6 +1,8 @@
 // The group view behind GET /group (base/group_view.hpp), gathered on the background thread:
 // DescribeGroups at the group coordinator for the members and their assignments (decoded with
-// the consumer protocol), OffsetFetch there for the group's committed offsets, and ListOffsets
+// the consumer protocol), or ConsumerGroupDescribe for a KIP-848 group (group.protocol=consumer:
+// assignments by topic id and name, no bytes to decode), OffsetFetch there for the group's
+// committed offsets, and ListOffsets
 // (latest, with the consumer's isolation level) at each partition's leader for the end offsets.
 //
 // Only while someone looks: view() (one call per GET /group) marks the view wanted; the observer
@@ -29,6 +31,8 @@ namespace kgroup::fetch {
 
 struct group_observer_options {
   std::string group_id;
+  /// group.protocol=consumer: describe with ConsumerGroupDescribe (KIP-848).
+  bool kip848 = false;
   std::chrono::milliseconds refresh_interval{2000};
   std::chrono::milliseconds wanted_for{30000};
   /// Bound on each step of a refresh (coordinator lookup, DescribeGroups, offsets).
@@ -41,6 +45,14 @@ struct group_observer_options {
 /// count) that nobody owns. Pure; committed and end offsets are left unknown.
 void build_members(const protocol::describe_groups_response::described_group& g,
                    const std::map<std::string, std::int32_t>& known_topics, base::group_view& out);
+
+/// The same from one ConsumerGroupDescribe group entry (KIP-848): each member's current
+/// assignment, a topic named by the answer or else through `names` (topic id -> name, from
+/// metadata); a topic id neither knows is that member's error, its other topics are kept. The
+/// unowned partitions listed are those of the members' subscribed topic names.
+void build_members(const protocol::consumer_group_describe_response::described_group& g,
+                   const std::map<std::string, std::int32_t>& known_topics,
+                   const std::map<protocol::uuid, std::string>& names, base::group_view& out);
 
 class group_observer : public std::enable_shared_from_this<group_observer> {
  public:
@@ -58,6 +70,12 @@ class group_observer : public std::enable_shared_from_this<group_observer> {
   void refresh();
   void describe(std::int32_t coordinator);
   void on_described(std::int32_t coordinator, const protocol::describe_groups_response::described_group& g);
+  void describe_consumer_group(std::int32_t coordinator, const std::shared_ptr<net::connection>& conn);
+  void on_described(std::int32_t coordinator, const protocol::consumer_group_describe_response::described_group& g);
+  /// After members: this consumer's generation (member epoch) if it is one of them, then offsets.
+  void members_built(std::int32_t coordinator);
+  /// Topic partition count per topic name, from metadata.
+  std::map<std::string, std::int32_t> known_topics() const;
   void query_offsets(std::int32_t coordinator);
   /// Ends a refresh: `error` empty means it succeeded; with `gathered`, `next_` replaces the view.
   void finish(std::string error, bool gathered);

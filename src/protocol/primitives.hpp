@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,6 +48,7 @@ inline std::error_code make_error_code(codec_errc e) noexcept {
 struct uuid {
   std::array<std::uint8_t, 16> bytes{};
   bool operator==(const uuid&) const = default;
+  auto operator<=>(const uuid&) const = default;  // byte order, for maps keyed by topic id
   bool is_zero() const noexcept;
   std::string to_string() const;  // Kafka's base64url form, as the Java client prints it
 };

@@ -1237,6 +1237,49 @@ TEST_CASE("http: GET /group serves the group view and the dashboard draws it as 
   }
 }
 
+namespace {
+
+// Polls `m`'s /group until `done(view)` holds (each request keeps the view wanted); the last view.
+json group_of(kgroup::test::polling_member& m, const std::function<bool(const json&)>& done) {
+  json j;
+  kgroup::test::eventually(
+      [&] {
+        client cl(m.consumer().http_endpoint());
+        j = parse_json(cl.get("/group").body());
+        return done(j);
+      },
+      30s, 200ms);
+  return j;
+}
+
+std::map<std::string, const json*> members_by_id(const json& j) {
+  std::map<std::string, const json*> out;
+  for (std::size_t i = 0; i < j["members"].size(); ++i) out[j["members"][i]["member_id"].str()] = &j["members"][i];
+  return out;
+}
+
+std::set<kgroup::TopicPartition> partitions_of(const json& member) {
+  std::set<kgroup::TopicPartition> out;
+  for (std::size_t i = 0; i < member["partitions"].size(); ++i) {
+    const auto& p = member["partitions"][i];
+    out.insert({p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())});
+  }
+  return out;
+}
+
+// partition -> owner ("" for none) in a view.
+std::map<kgroup::TopicPartition, std::string> owner_in(const json& j) {
+  std::map<kgroup::TopicPartition, std::string> out;
+  for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
+    const auto& p = j["partitions"][i];
+    out[{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())}] =
+        p["owner"].is_null() ? std::string() : p["owner"].str();
+  }
+  return out;
+}
+
+}  // namespace
+
 // The mocks cannot describe groups: group_proxy relays everything to them and answers
 // DescribeGroups from the JoinGroup and SyncGroup traffic it relayed (see group_proxy.hpp).
 TEST_CASE("http: /group of a live mixed group lists every member, owner and lag; bad bytes are reported per member",
@@ -1306,41 +1349,6 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   };
   REQUIRE(eventually([&] { return !a.listener().owned().empty() && !b.listener().owned().empty() && union_owned() == all; },
                      60s));
-
-  // Polls `m`'s /group until `done(view)` holds (each request keeps the view wanted).
-  const auto group_of = [](kgroup::test::polling_member& m, const std::function<bool(const json&)>& done) {
-    json j;
-    eventually(
-        [&] {
-          client cl(m.consumer().http_endpoint());
-          j = parse_json(cl.get("/group").body());
-          return done(j);
-        },
-        30s, 200ms);
-    return j;
-  };
-  const auto members_by_id = [](const json& j) {
-    std::map<std::string, const json*> out;
-    for (std::size_t i = 0; i < j["members"].size(); ++i) out[j["members"][i]["member_id"].str()] = &j["members"][i];
-    return out;
-  };
-  const auto partitions_of = [](const json& member) {
-    std::set<kgroup::TopicPartition> out;
-    for (std::size_t i = 0; i < member["partitions"].size(); ++i) {
-      const auto& p = member["partitions"][i];
-      out.insert({p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())});
-    }
-    return out;
-  };
-  const auto owner_in = [](const json& j) {
-    std::map<kgroup::TopicPartition, std::string> out;
-    for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
-      const auto& p = j["partitions"][i];
-      out[{p["topic"].str(), static_cast<std::int32_t>(p["partition"].num())}] =
-          p["owner"].is_null() ? std::string() : p["owner"].str();
-    }
-    return out;
-  };
 
   // Two kgroup members: every member and partition, owners as each member's assignment, lag.
   {
@@ -1483,4 +1491,140 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   b.stop();
   CHECK_FALSE(a.poll_error());
   CHECK_FALSE(b.poll_error());
+}
+
+// KIP-848: the view comes from ConsumerGroupDescribe (group_proxy answers it from the
+// ConsumerGroupHeartbeat traffic it relays; topics by id only, so the member names them).
+TEST_CASE("http: /group of a KIP-848 group (ConsumerGroupDescribe) lists every member, owner and lag",
+          "[kip848][live]") {
+  if (!kgroup::test::mock_cluster::modern()) {
+    WARN("skipped: librdkafka " << kgroup::test::mock_cluster::librdkafka_version_string()
+                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+    return;
+  }
+  using kgroup::test::eventually;
+  kgroup::test::mock_cluster mc(3);
+  REQUIRE(mc.set_consumer_group_timers(500, 45000));
+  mc.create_topic("orders", 6);
+  mc.produce("orders", 6 * 20);  // 20 records per partition
+  kgroup::test::group_proxy proxy(mc);
+  const std::string group = "g-group-view-848";
+  const auto config = [&](const std::string& client_id) {
+    return kgroup::Config({{"bootstrap.servers", proxy.bootstrap_servers()},
+                           {"group.id", group},
+                           {"client.id", client_id},
+                           {"group.protocol", "consumer"},
+                           {"auto.offset.reset", "earliest"},
+                           {"auto.commit.interval.ms", "200"},
+                           {"observability.http.listen", "127.0.0.1:0"}});
+  };
+  const auto all = kgroup::test::all_partitions("orders", 6);
+  kgroup::test::timeline tl;
+  kgroup::test::polling_member a("a", config("app-a"), {"orders"}, tl);
+  kgroup::test::polling_member b("b", config("app-b"), {"orders"}, tl);
+  REQUIRE(eventually(
+      [&] {
+        auto both = a.listener().owned();
+        const auto ob = b.listener().owned();
+        both.insert(ob.begin(), ob.end());
+        return !a.listener().owned().empty() && !ob.empty() && both == all;
+      },
+      30s));
+  const auto a_id = a.consumer().group_metadata().member_id;
+  const auto b_id = b.consumer().group_metadata().member_id;
+  // Every record consumed and auto-committed: lag 0 everywhere, owners as the listeners say.
+  const auto j = group_of(a, [&](const json& v) {
+    if (v["age_ms"].is_null() || !v["error"].is_null() || v["members"].size() != 2 || v["partitions"].size() != 6)
+      return false;
+    for (std::size_t i = 0; i < v["partitions"].size(); ++i) {
+      if (v["partitions"][i]["lag"].is_null() || v["partitions"][i]["lag"].num() != 0) return false;
+    }
+    return true;
+  });
+  INFO(render_json_error(j));
+  CHECK(j["group"].str() == group);
+  CHECK(j["state"].str() == "Stable");
+  CHECK(j["protocol_type"].str() == "consumer");
+  CHECK(j["member_id"].str() == a_id);
+  CHECK(j["generation"].num() == a.consumer().group_metadata().generation_id);  // the member epoch
+  const auto members = members_by_id(j);
+  REQUIRE(members.size() == 2);
+  for (auto* m : {&a, &b}) {
+    const auto id = m->consumer().group_metadata().member_id;
+    REQUIRE(members.count(id));
+    const auto& e = *members.at(id);
+    CHECK(e["client_id"].str() == (m == &a ? "app-a" : "app-b"));
+    CHECK(e["host"].str() == "/127.0.0.1");
+    CHECK(e["error"].is_null());
+    CHECK(partitions_of(e) == m->listener().owned());
+  }
+  const auto owners = owner_in(j);
+  REQUIRE(owners.size() == 6);
+  for (const auto& [tp, owner] : owners) {
+    INFO(tp.topic << "-" << tp.partition);
+    CHECK(owner == (a.listener().owned().count(tp) ? a_id : b_id));
+  }
+  for (std::size_t i = 0; i < j["partitions"].size(); ++i) {
+    CHECK(j["partitions"][i]["end_offset"].num() == 20);
+    CHECK(j["partitions"][i]["committed"].num() == 20);
+  }
+  CHECK(proxy.describe_requests() > 0);
+
+  // b leaves: a's view shows one member owning everything.
+  b.stop();
+  const auto after = group_of(a, [&](const json& v) {
+    return v["members"].size() == 1 && owner_in(v).size() == 6 && partitions_of(v["members"][0]) == all;
+  });
+  INFO(render_json_error(after));
+  CHECK(after["members"].size() == 1);
+  for (const auto& [tp, owner] : owner_in(after)) CHECK(owner == a_id);
+  a.stop();
+  CHECK(tl.overlaps().empty());
+}
+
+TEST_CASE("http: the view of a ConsumerGroupDescribe answer: topics named by the answer or by id, unknown ids per member",
+          "[http]") {
+  using described = kgroup::protocol::consumer_group_describe_response::described_group;
+  kgroup::protocol::uuid orders_id, audit_id, gone_id;
+  orders_id.bytes[0] = 1;
+  audit_id.bytes[0] = 2;
+  gone_id.bytes[0] = 3;
+  described g;
+  g.group_id = "orders-app";
+  g.group_state = "Reconciling";
+  g.assignor_name = "uniform";
+  described::member a;
+  a.member_id = "a";
+  a.client_id = "app-a";
+  a.client_host = "/10.0.0.1";
+  a.subscribed_topic_names = {"orders", "audit"};
+  a.assignment.topic_partitions = {{orders_id, "orders", {1, 0}}};  // named by the broker
+  described::member b;
+  b.member_id = "b";
+  b.instance_id = "pod-b";
+  b.client_id = "app-b";
+  b.client_host = "/10.0.0.2";
+  b.subscribed_topic_names = {"orders"};
+  // Named through metadata; an id metadata does not know is b's error, its other topics stay.
+  b.assignment.topic_partitions = {{orders_id, "", {2}}, {gone_id, "", {0}}};
+  // The target assignment is not the current one: only what a member owns is shown.
+  b.target_assignment.topic_partitions = {{audit_id, "audit", {0, 1}}};
+  g.members = {a, b};
+  kgroup::base::group_view v;
+  kgroup::fetch::build_members(g, {{"orders", 4}, {"audit", 2}, {"other", 3}}, {{orders_id, "orders"}}, v);
+  REQUIRE(v.members.size() == 2);
+  CHECK(v.members[0].partitions == std::vector<kgroup::TopicPartition>{{"orders", 0}, {"orders", 1}});
+  CHECK(v.members[0].error.empty());
+  CHECK(v.members[1].partitions == std::vector<kgroup::TopicPartition>{{"orders", 2}});
+  CHECK(v.members[1].error == "topic id " + gone_id.to_string() + " not in metadata; those partitions not shown");
+  CHECK(v.members[1].instance_id == "pod-b");
+  CHECK(v.members[1].host == "/10.0.0.2");
+  std::vector<std::pair<std::string, std::string>> owners;
+  for (const auto& p : v.partitions) owners.emplace_back(p.partition.topic + "-" + std::to_string(p.partition.partition), p.owner);
+  CHECK(owners == std::vector<std::pair<std::string, std::string>>{{"audit-0", ""},
+                                                                    {"audit-1", ""},
+                                                                    {"orders-0", "a"},
+                                                                    {"orders-1", "a"},
+                                                                    {"orders-2", "b"},
+                                                                    {"orders-3", ""}});
 }

@@ -1,10 +1,10 @@
-// A relaying proxy in front of a librdkafka mock cluster that adds DescribeGroups, which neither
-// librdkafka mock (2.0.2, 2.15) implements, so the group view (GET /group) can be tested with
-// real members of a real group.
+// A relaying proxy in front of a librdkafka mock cluster that adds DescribeGroups and
+// ConsumerGroupDescribe (KIP-848), which neither librdkafka mock (2.0.2, 2.15) implements, so the
+// group view (GET /group) can be tested with real members of a real group.
 //
 // One listener per mock broker. Every request is relayed to the broker unchanged and every answer
 // comes back unchanged, except:
-//   - ApiVersions answers also offer DescribeGroups 0-5;
+//   - ApiVersions answers also offer DescribeGroups 0-5 and ConsumerGroupDescribe 0;
 //   - Metadata and FindCoordinator answers name the proxy's ports instead of the brokers', so
 //     clients keep talking through it;
 //   - DescribeGroups is answered by the proxy itself, in order with the relayed answers, from what
@@ -12,6 +12,11 @@
 //     leader saw it) and the assignment its SyncGroup answer carried, for the members that synced
 //     the group's latest generation. LeaveGroup removes members. The state is "Stable" once a
 //     member synced the latest generation, "Empty" without members, "CompletingRebalance" else.
+//   - ConsumerGroupDescribe likewise, from the ConsumerGroupHeartbeat traffic of `consumer`
+//     groups: each member's client id, host, instance id, subscribed topic names, epoch and the
+//     assignment its latest heartbeat answer carried (topic ids only: the client names them); a
+//     heartbeat with epoch -1 or -2 removes the member. The state is "Stable" when every member is
+//     at the group's highest epoch, "Reconciling" else, "Empty" without members.
 // `set_tamper` lets a test change each DescribeGroups answer before it is sent (bad assignment
 // bytes, another state).
 //
@@ -84,7 +89,7 @@ class group_proxy {
     tamper_ = std::move(f);
   }
 
-  /// DescribeGroups requests answered so far.
+  /// DescribeGroups and ConsumerGroupDescribe requests answered so far.
   int describe_requests() const { return describes_; }
 
   void stop() {
@@ -129,6 +134,7 @@ class group_proxy {
     std::string group, member_id, client_id;
     std::optional<std::string> instance_id;
     std::int32_t generation = -1;
+    std::optional<std::vector<std::string>> subscribed;  // ConsumerGroupHeartbeat's topic names
   };
 
   struct relay {
@@ -159,7 +165,16 @@ class group_proxy {
     std::int32_t generation = -1;  // the generation it synced
     bytes assignment;
   };
+  // A KIP-848 member, from its ConsumerGroupHeartbeats.
+  struct consumer_member_rec {
+    std::string client_id, host;
+    std::optional<std::string> instance_id;
+    std::int32_t epoch = 0;
+    std::vector<std::string> subscribed;
+    std::vector<protocol::consumer_group_heartbeat_response::topic_partitions_t> assignment;
+  };
   struct group_rec {
+    std::map<std::string, consumer_member_rec> consumer_members;  // group.protocol=consumer
     std::string protocol;
     std::int32_t generation = -1;
     std::map<std::string, member_rec> members;
@@ -203,6 +218,23 @@ class group_proxy {
         protocol::describe_groups_request req;
         if (kafka_relay::decode_request(frame, p.version, req)) p.answer = describe(req, p.version, corr);
         ++describes_;
+      } else if (p.api_key == protocol::consumer_group_describe_request::api_key) {
+        protocol::consumer_group_describe_request req;
+        if (kafka_relay::decode_request(frame, p.version, req)) p.answer = describe_consumer(req, p.version, corr);
+        ++describes_;
+      } else if (p.api_key == protocol::consumer_group_heartbeat_request::api_key) {
+        protocol::consumer_group_heartbeat_request req;
+        if (kafka_relay::decode_request(frame, p.version, req)) {
+          p.group = req.group_id;
+          p.member_id = req.member_id;
+          p.instance_id = req.instance_id;
+          p.generation = req.member_epoch;
+          p.subscribed = req.subscribed_topic_names;
+          if (req.member_epoch < 0) {  // leaving
+            std::lock_guard lock(state_mutex_);
+            groups_[req.group_id].consumer_members.erase(req.member_id);
+          }
+        }
       } else if (p.api_key == protocol::join_group_request::api_key) {
         protocol::join_group_request req;
         if (kafka_relay::decode_request(frame, p.version, req)) {
@@ -267,6 +299,9 @@ class group_proxy {
       if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0) return;
       std::erase_if(m.api_keys, [](const auto& k) { return k.api_key == protocol::describe_groups_request::api_key; });
       m.api_keys.push_back({protocol::describe_groups_request::api_key, 0, 5});
+      std::erase_if(m.api_keys,
+                    [](const auto& k) { return k.api_key == protocol::consumer_group_describe_request::api_key; });
+      m.api_keys.push_back({protocol::consumer_group_describe_request::api_key, 0, 0});
       if (auto out = kafka_relay::encode_response(m, p.version, h.correlation_id); !out.empty()) frame = std::move(out);
     } else if (p.api_key == protocol::metadata_response::api_key ||
                p.api_key == protocol::find_coordinator_response::api_key) {
@@ -286,6 +321,17 @@ class group_proxy {
         g.subscriptions.clear();
         for (const auto& jm : m.members) g.subscriptions[jm.member_id] = jm.metadata;
       }
+    } else if (p.api_key == protocol::consumer_group_heartbeat_response::api_key) {
+      protocol::consumer_group_heartbeat_response m;
+      if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0 || p.generation < 0) return;
+      std::lock_guard lock(state_mutex_);
+      auto& rec = groups_[p.group].consumer_members[m.member_id.value_or(p.member_id)];
+      rec.client_id = p.client_id;
+      rec.host = r.host;
+      rec.instance_id = p.instance_id;
+      rec.epoch = m.member_epoch;
+      if (p.subscribed) rec.subscribed = *p.subscribed;
+      if (m.assignment) rec.assignment = m.assignment->topic_partitions;
     } else if (p.api_key == protocol::sync_group_response::api_key) {
       protocol::sync_group_response m;
       if (!kafka_relay::decode_response(frame, p.version, h, m) || m.error_code != 0) return;
@@ -326,6 +372,41 @@ class group_proxy {
         d.group_state = !d.members.empty() ? "Stable" : g.members.empty() ? "Empty" : "CompletingRebalance";
       }
       if (tamper_) tamper_(d);
+      resp.groups.push_back(std::move(d));
+    }
+    return kafka_relay::encode_response(resp, version, corr);
+  }
+
+  bytes describe_consumer(const protocol::consumer_group_describe_request& req, std::int16_t version,
+                          std::int32_t corr) {
+    using response = protocol::consumer_group_describe_response;
+    response resp;
+    std::lock_guard lock(state_mutex_);
+    for (const auto& id : req.group_ids) {
+      response::described_group d;
+      d.group_id = id;
+      auto it = groups_.find(id);
+      if (it == groups_.end() || it->second.consumer_members.empty()) {
+        d.group_state = "Empty";
+      } else {
+        std::int32_t top = 0, low = INT32_MAX;
+        for (const auto& [member_id, m] : it->second.consumer_members) {
+          response::described_group::member dm;
+          dm.member_id = member_id;
+          dm.instance_id = m.instance_id;
+          dm.member_epoch = m.epoch;
+          dm.client_id = m.client_id;
+          dm.client_host = m.host;
+          dm.subscribed_topic_names = m.subscribed;
+          for (const auto& t : m.assignment) dm.assignment.topic_partitions.push_back({t.topic_id, "", t.partitions});
+          top = std::max(top, m.epoch);
+          low = std::min(low, m.epoch);
+          d.members.push_back(std::move(dm));
+        }
+        d.group_epoch = top;
+        d.assignment_epoch = top;
+        d.group_state = low == top ? "Stable" : "Reconciling";
+      }
       resp.groups.push_back(std::move(d));
     }
     return kafka_relay::encode_response(resp, version, corr);
