@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 
+#include <fmt/format.h>
+
 #include "base/log.hpp"
 #include "group/member_reactions.hpp"
 #include "group/poll_interval.hpp"
@@ -510,11 +512,30 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
       transition(s::reconciling, "joined the group");
     }
   } else if (state_ == s::stable && target_ && *target_ != owned_) {
-    reconciliation_begins(now, next_cause_.value_or(RebalanceCause::group_rebalancing),
-                          "new target assignment of epoch " + std::to_string(epoch_));
+    reconciliation_begins(now, next_cause_.value_or(RebalanceCause::group_rebalancing), target_detail());
     transition(s::reconciling, "new target assignment");
   }
   pump(now);
+}
+
+std::string consumer_member::target_detail() const {
+  // "new target assignment of epoch 7: 4 partitions, 1 to revoke, 2 to add"
+  std::size_t total = 0, revoke = 0, add = 0;
+  const auto count_missing = [](const id_assignment& from, const id_assignment& in) {
+    std::size_t n = 0;
+    for (const auto& [id, parts] : from) {
+      const auto it = in.find(id);
+      for (const auto p : parts) n += it == in.end() || it->second.count(p) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  if (target_) {
+    for (const auto& [id, parts] : *target_) total += parts.size();
+    revoke = count_missing(owned_, *target_);
+    add = count_missing(*target_, owned_);
+  }
+  return fmt::format("new target assignment of epoch {}: {} partition{}, {} to revoke, {} to add", epoch_, total,
+                     total == 1 ? "" : "s", revoke, add);
 }
 
 void consumer_member::heartbeat_error(time_point now, const protocol::consumer_group_heartbeat_response& r) {

@@ -203,6 +203,8 @@ class consumer_member {
   void backoff(time_point now);
   /// The part of `a` whose topic names are known, and the ids that are not.
   id_assignment resolved(const id_assignment& a, std::vector<topic_id>* unknown) const;
+  /// The reconciliation's detail: the target's epoch, size, and what moves.
+  std::string target_detail() const;
   partition_set names_of(const id_assignment& a) const;
   std::string fatal_message(std::int16_t c, const std::optional<std::string>& broker_message) const;
 

@@ -248,7 +248,7 @@ TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves;
   CHECK(overlaps.empty());
 }
 
-TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.protocol=consumer) shares a topic without overlaps",
+TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.protocol=consumer) shares a topic and hands over either way without overlaps",
           "[kip848]") {
   if (!mock_cluster::modern()) {
     WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
@@ -278,6 +278,24 @@ TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.
       30s);
   INFO("kgroup owns " << a->listener->owned().size() << ", librdkafka owns " << r->owned().size());
   CHECK(split);
+  // Both directions: the kgroup member hands over to librdkafka's, or the other way round.
+  const bool kgroup_leaves = GENERATE(false, true);
+  CAPTURE(kgroup_leaves);
+  if (kgroup_leaves) {
+    a->stop();
+    CHECK(a->poll_errors == 0);
+    a->consumer.close(10s);
+    CHECK(a->listener->owned().empty());
+    CHECK(a->listener->lost_calls() == 0);
+    CHECK(eventually([&] { return r->owned() == all; }, 30s));
+    CHECK(r->lost_calls() == 0);
+    r->stop();
+    for (const auto& e : r->errors()) UNSCOPED_INFO("librdkafka: " << e);
+    const auto overlaps = tl.overlaps();
+    for (const auto& o : overlaps) UNSCOPED_INFO(o);
+    CHECK(overlaps.empty());
+    return;
+  }
   // The librdkafka member leaves: kgroup takes everything.
   r->stop();
   CHECK(eventually([&] { return a->listener->owned() == all; }, 30s));

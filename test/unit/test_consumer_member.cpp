@@ -1341,6 +1341,8 @@ TEST_CASE("kip848: each reconciliation is recorded with its cause, partitions, e
   {
     const auto& e = stats.history.back();
     CHECK(e.cause == RebalanceCause::subscription_change);
+    // The target as the detail says it: owned t0,t1 -> target t1,u0.
+    CHECK(e.detail == "new target assignment of epoch 2: 2 partitions, 1 to revoke, 1 to add");
     CHECK(e.completed);
     CHECK(e.generation == 2);
     CHECK(e.revoked == partition_set{{"t", 0}});
