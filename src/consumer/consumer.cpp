@@ -57,7 +57,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   dopts.member = mo;
   dopts.request_timeout = mo.request_timeout;
   if (config_.get("rebalance.listener.thread") == "heartbeat") {
-    dopts.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
+    dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
     inline_listener_ = true;
   }
   auto copts = net::cluster_options::from_config(config_);
@@ -97,7 +97,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
     driver_->commit_failed(generation, c);
   };
   fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
-  dopts.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };
+  dopts.hooks.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };
   kip848_ = config_.get("group.protocol") == "consumer";
   if (kip848_) {
     // KIP-848: the coordinator assigns; the classic keys (assignors, session and heartbeat
@@ -111,8 +111,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
     kopts.member.retry_backoff = mo.retry_backoff;
     kopts.member.retry_backoff_max = mo.retry_backoff_max;
     kopts.request_timeout = mo.request_timeout;
-    kopts.run_listener_inline = std::move(dopts.run_listener_inline);
-    kopts.on_assignment_changed = std::move(dopts.on_assignment_changed);
+    kopts.hooks = std::move(dopts.hooks);
     driver_ = std::make_shared<net::consumer_group_driver>(io_, cluster_, std::move(kopts), shared_);
   } else {
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);

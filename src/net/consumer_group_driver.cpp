@@ -40,15 +40,16 @@ std::string kip848_unsupported_message(std::int32_t node) {
 
 consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
                                              consumer_group_driver_options opts, detail::shared_state& shared)
-    : io_(io),
-      cluster_(std::move(c)),
-      opts_([&] {
-        if (opts.member.member_id.empty()) opts.member.member_id = make_member_id();
-        return std::move(opts);
-      }()),
-      shared_(shared),
-      member_(opts_.member),
-      timer_(io) {
+    : consumer_group_driver(io, std::move(c), shared, with_member_id(std::move(opts)), true) {}
+
+consumer_group_driver_options consumer_group_driver::with_member_id(consumer_group_driver_options opts) {
+  if (opts.member.member_id.empty()) opts.member.member_id = make_member_id();
+  return opts;
+}
+
+consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
+                                             detail::shared_state& shared, consumer_group_driver_options opts, bool)
+    : base(io, shared, opts.hooks, opts.member), io_(io), cluster_(std::move(c)), opts_(std::move(opts)) {
   // Every refresh (periodic, or another part of the client's) may name topic ids the core waits for.
   cluster_->on_metadata([this] { feed_names(); });
 }
@@ -81,31 +82,7 @@ void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
 void consumer_group_driver::unsubscribe() {
   regex_subscribed_ = false;
   topics_.clear();
-  if (member_.state() == k::consumer_member_state::unsubscribed) {
-    {
-      std::lock_guard lock(shared_.mutex);
-      ++shared_.left_count;
-    }
-    shared_.push(detail::left_event{});
-    return;
-  }
-  member_.unsubscribe(clock::now());
-  process();
-}
-
-void consumer_group_driver::close() {
-  member_.close(clock::now());
-  process();
-}
-
-void consumer_group_driver::poll_called() {
-  member_.poll_called(clock::now());
-  process();
-}
-
-void consumer_group_driver::poll_returned() {
-  member_.poll_returned(clock::now());
-  process();
+  base::unsubscribe();
 }
 
 void consumer_group_driver::commit_failed(std::int32_t epoch, std::int16_t code) {
@@ -113,17 +90,6 @@ void consumer_group_driver::commit_failed(std::int32_t epoch, std::int16_t code)
   // UNKNOWN_MEMBER_ID); a commit refused with STALE_MEMBER_EPOCH is the committer's to retry.
   logger()->debug("group '{}': a commit with member epoch {} failed with error {}", opts_.member.group_id,
                   epoch, code);
-}
-
-void consumer_group_driver::listener_done(std::uint64_t seq) {
-  member_.listener_done(clock::now(), seq);
-  process();
-}
-
-void consumer_group_driver::listener_started(std::uint64_t seq) {
-  if (stopped_) return;
-  member_.listener_started(clock::now(), seq);
-  process();
 }
 
 void consumer_group_driver::enforce_rebalance(std::string reason) {
@@ -134,36 +100,8 @@ void consumer_group_driver::enforce_rebalance(std::string reason) {
 }
 
 void consumer_group_driver::shutdown() {
-  stopped_ = true;
-  timer_.cancel();
+  stop();
   cluster_->on_metadata(nullptr);
-}
-
-void consumer_group_driver::process() {
-  if (stopped_) return;
-  // Applying an action can feed the core again (an inline listener), so loop until quiet.
-  for (int rounds = 0; rounds < 64; ++rounds) {
-    auto actions = member_.take_actions();
-    if (actions.empty()) break;
-    for (auto& a : actions) apply(a);
-    if (stopped_) return;
-  }
-  publish_snapshot();
-  arm_timer();
-}
-
-void consumer_group_driver::arm_timer() {
-  auto when = member_.next_deadline();
-  if (!when) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_at(*when);
-  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (ec || self->stopped_) return;
-    self->member_.tick(clock::now());
-    self->process();
-  });
 }
 
 void consumer_group_driver::publish_snapshot() {
@@ -274,6 +212,7 @@ void consumer_group_driver::apply(k::action& a) {
   std::visit(
       [&](auto& act) {
         using T = std::decay_t<decltype(act)>;
+        if (apply_shared(act)) return;
         if constexpr (std::is_same_v<T, group::find_coordinator>) {
           cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
                                      [self](std::error_code ec, std::int32_t node) {
@@ -289,36 +228,6 @@ void consumer_group_driver::apply(k::action& a) {
           send_heartbeat(std::move(act));
         } else if constexpr (std::is_same_v<T, k::need_topic_names>) {
           resolve_names();
-        } else if constexpr (std::is_same_v<T, group::run_listener>) {
-          detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
-          publish_snapshot();
-          if (opts_.run_listener_inline) {
-            opts_.run_listener_inline(call);
-            member_.listener_done(clock::now(), call.seq);
-          } else {
-            shared_.push(std::move(call));
-          }
-        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
-          if (opts_.on_assignment_changed) opts_.on_assignment_changed(act.owned);
-        } else if constexpr (std::is_same_v<T, group::report_error>) {
-          if (act.fatal) {
-            shared_.push(detail::fatal_error{act.code, act.message});
-          } else {
-            logger()->warn("group '{}': {}", opts_.member.group_id, act.message);
-          }
-        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
-          std::lock_guard lock(shared_.mutex);
-          if (shared_.started_listeners.count(act.seq)) {
-            shared_.late_cancels.insert(act.seq);
-          } else {
-            shared_.cancelled_listeners.insert(act.seq);
-          }
-        } else if constexpr (std::is_same_v<T, group::left_group>) {
-          {
-            std::lock_guard lock(shared_.mutex);
-            ++shared_.left_count;
-          }
-          shared_.push(detail::left_event{});
         }
       },
       a);

@@ -20,7 +20,7 @@
 
 #include "group/consumer_member.hpp"
 #include "net/cluster.hpp"
-#include "net/membership_driver.hpp"
+#include "net/driver_base.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::net {
@@ -29,10 +29,7 @@ struct consumer_group_driver_options {
   /// member_id may be left empty: the driver makes one (make_member_id()).
   group::kip848::consumer_member_options member;
   std::chrono::milliseconds request_timeout{30000};
-  /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
-  std::function<void(const detail::listener_call&)> run_listener_inline;
-  /// The owned set changed (the data path starts or stops fetching).
-  std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
+  membership_hooks hooks;
 };
 
 /// A new member id as KIP-1082 asks of the client: a random (version 4) UUID in Kafka's
@@ -43,7 +40,7 @@ std::string make_member_id();
 /// The error a coordinator without ConsumerGroupHeartbeat gets (no fallback to classic).
 std::string kip848_unsupported_message(std::int32_t node);
 
-class consumer_group_driver : public membership_driver,
+class consumer_group_driver : public driver_base<consumer_group_driver, group::kip848::consumer_member>,
                               public std::enable_shared_from_this<consumer_group_driver> {
  public:
   consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c,
@@ -56,22 +53,18 @@ class consumer_group_driver : public membership_driver,
   /// Sent as subscribed_topic_regex; the broker matches it (RE2/J).
   void subscribe_pattern(std::string broker_pattern) override;
   void unsubscribe() override;
-  void close() override;
-  void poll_called() override;
-  void poll_returned() override;
   void commit_failed(std::int32_t generation, std::int16_t code) override;
-  void listener_done(std::uint64_t seq) override;
-  void listener_started(std::uint64_t seq) override;
   void enforce_rebalance(std::string reason) override;
   void shutdown() override;
-  group::standing standing() const override { return member_.standing(); }
-
-  const group::kip848::consumer_member& core() const noexcept { return member_; }
 
  private:
-  void process();
+  friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
+  using base = driver_base<consumer_group_driver, group::kip848::consumer_member>;
+  /// The public constructor's, with a member id made when the options have none.
+  consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, detail::shared_state& shared,
+                        consumer_group_driver_options opts, bool);
+  static consumer_group_driver_options with_member_id(consumer_group_driver_options opts);
   void apply(group::kip848::action& a);
-  void arm_timer();
   void on_coordinator(std::int32_t node);
   void send_heartbeat(group::kip848::send_consumer_group_heartbeat hb);
   void resolve_names();
@@ -81,12 +74,8 @@ class consumer_group_driver : public membership_driver,
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   consumer_group_driver_options opts_;
-  detail::shared_state& shared_;
-  group::kip848::consumer_member member_;
-  boost::asio::steady_timer timer_;
   std::vector<std::string> topics_;  // the subscription, for subscription()
   bool regex_subscribed_ = false;    // a broker pattern: subscription() lists the topics assigned from it
-  bool stopped_ = false;
   // Bumped per heartbeat sent: only the answer to the latest one reaches the core (one is in
   // flight at a time; an older one is from before a failure the core already handled).
   std::uint64_t heartbeat_seq_ = 0;

@@ -25,16 +25,12 @@ std::vector<TopicPartitions> group_by_topic(const group::partition_set& parts) {
 
 group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
                            detail::shared_state& shared)
-    : io_(io),
-      cluster_(std::move(c)),
-      opts_(std::move(opts)),
-      shared_(shared),
-      member_(
-          opts_.member,
+    : driver_base(
+          io, shared, opts.hooks, opts.member,
           // The JoinGroup protocol list: one entry per assignor, in preference order, each with the
           // member's subscription encoded with the consumer protocol (v3: owned partitions,
           // generation, rack).
-          [assignors = opts_.member.assignors](const group::member_snapshot& s) {
+          [assignors = opts.member.assignors](const group::member_snapshot& s) {
             std::vector<protocol::join_group_request::join_group_request_protocol> out;
             for (const auto& a : assignors) {
               MemberState self{s.topics, group_by_topic(s.owned), s.generation, s.rack};
@@ -62,7 +58,9 @@ group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, gro
             }
             return {};
           }),
-      timer_(io) {
+      io_(io),
+      cluster_(std::move(c)),
+      opts_(std::move(opts)) {
   cluster_->on_metadata([this] { on_metadata(); });
 }
 
@@ -85,50 +83,10 @@ void group_driver::subscribe_pattern(std::string) {
                                    "a broker-evaluated subscription pattern needs group.protocol=consumer"});
 }
 
-void group_driver::unsubscribe() {
-  if (member_.state() == group::member_state::unsubscribed) {
-    // Nothing to leave; still tell the waiting user thread it is done.
-    {
-      std::lock_guard lock(shared_.mutex);
-      ++shared_.left_count;
-    }
-    shared_.push(detail::left_event{});
-    return;
-  }
-  member_.unsubscribe(clock::now());
-  process();
-}
-
-void group_driver::close() {
-  member_.close(clock::now());
-  process();
-}
-
-void group_driver::poll_called() {
-  member_.poll_called(clock::now());
-  process();
-}
-
 void group_driver::commit_failed(std::int32_t generation, std::int16_t code) {
   if (stopped_) return;
   member_.commit_failed(clock::now(), generation, code);
   process();
-}
-
-void group_driver::poll_returned() {
-  member_.poll_returned(clock::now());
-  process();
-}
-
-void group_driver::listener_done(std::uint64_t seq) {
-  member_.listener_done(clock::now(), seq);
-  process();
-}
-
-void group_driver::listener_started(std::uint64_t seq) {
-  if (stopped_) return;
-  member_.listener_started(clock::now(), seq);
-  process();  // the poll timer may run again (a callback inside poll())
 }
 
 void group_driver::enforce_rebalance(std::string reason) {
@@ -137,35 +95,8 @@ void group_driver::enforce_rebalance(std::string reason) {
 }
 
 void group_driver::shutdown() {
-  stopped_ = true;
-  timer_.cancel();
+  stop();
   cluster_->on_metadata(nullptr);
-}
-
-void group_driver::process() {
-  if (stopped_) return;
-  // Applying an action can feed the core again (an inline listener), so loop until quiet.
-  for (int rounds = 0; rounds < 64; ++rounds) {
-    auto actions = member_.take_actions();
-    if (actions.empty()) break;
-    for (auto& a : actions) apply(a);
-  }
-  publish_snapshot();
-  arm_timer();
-}
-
-void group_driver::arm_timer() {
-  auto when = member_.next_deadline();
-  if (!when) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_at(*when);
-  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (ec || self->stopped_) return;
-    self->member_.tick(clock::now());
-    self->process();
-  });
 }
 
 void group_driver::publish_snapshot() {
@@ -217,6 +148,7 @@ void group_driver::apply(group::action& a) {
   std::visit(
       [&](auto& act) {
         using T = std::decay_t<decltype(act)>;
+        if (apply_shared(act)) return;
         if constexpr (std::is_same_v<T, group::find_coordinator>) {
           cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
                                      [self](std::error_code ec, std::int32_t node) {
@@ -246,45 +178,12 @@ void group_driver::apply(group::action& a) {
               [](group::member& m, const auto& r) { m.leave_group_done(clock::now(), r); });
         } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
           do_compute_assignment(std::move(act));
-        } else if constexpr (std::is_same_v<T, group::run_listener>) {
-          detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
-          // The callback sees the membership it is told about: assignment(), group_metadata()
-          // and position() inside on_partitions_assigned already know the new generation.
-          publish_snapshot();
-          if (opts_.run_listener_inline) {
-            opts_.run_listener_inline(call);
-            member_.listener_done(clock::now(), call.seq);
-          } else {
-            shared_.push(std::move(call));
-          }
-        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
-          // The snapshot is published after this batch (publish_snapshot).
-          if (opts_.on_assignment_changed) opts_.on_assignment_changed(act.owned);
-        } else if constexpr (std::is_same_v<T, group::report_error>) {
-          if (act.fatal) {
-            shared_.push(detail::fatal_error{act.code, act.message});
-          } else {
-            logger()->warn("group '{}': {}", opts_.member.group_id, act.message);
-          }
-        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
-          std::lock_guard lock(shared_.mutex);
-          if (shared_.started_listeners.count(act.seq)) {
-            shared_.late_cancels.insert(act.seq);  // the user thread is running it already
-          } else {
-            shared_.cancelled_listeners.insert(act.seq);
-          }
         } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
           // Callbacks of the requests sent so far are dropped (the core forgot them); failing the
           // group connection ends them now instead of at request.timeout.ms.
           ++request_epoch_;
           if (auto conn = cluster_->broker(act.node, channel::group))
             conn->abort_requests("coordinator given up");
-        } else if constexpr (std::is_same_v<T, group::left_group>) {
-          {
-            std::lock_guard lock(shared_.mutex);
-            ++shared_.left_count;
-          }
-          shared_.push(detail::left_event{});
         }
       },
       a);

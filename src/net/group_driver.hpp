@@ -17,23 +17,21 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "runtime/shared_state.hpp"
 #include "group/member.hpp"
 #include "net/cluster.hpp"
-#include "net/membership_driver.hpp"
+#include "net/driver_base.hpp"
+#include "runtime/shared_state.hpp"
 
 namespace kgroup::net {
 
 struct group_driver_options {
   group::member_options member;
   std::chrono::milliseconds request_timeout{30000};
-  /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
-  std::function<void(const detail::listener_call&)> run_listener_inline;
-  /// The owned set changed (the data path starts or stops fetching).
-  std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
+  membership_hooks hooks;
 };
 
-class group_driver : public membership_driver, public std::enable_shared_from_this<group_driver> {
+class group_driver : public driver_base<group_driver, group::member>,
+                     public std::enable_shared_from_this<group_driver> {
  public:
   group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
                detail::shared_state& shared);
@@ -42,23 +40,13 @@ class group_driver : public membership_driver, public std::enable_shared_from_th
   void subscribe(std::vector<std::string> topics) override;
   void subscribe_pattern(std::regex pattern) override;
   void subscribe_pattern(std::string broker_pattern) override;
-  void unsubscribe() override;
-  void close() override;
-  void poll_called() override;
-  void poll_returned() override;
   void commit_failed(std::int32_t generation, std::int16_t code) override;
-  void listener_done(std::uint64_t seq) override;
-  void listener_started(std::uint64_t seq) override;
   void enforce_rebalance(std::string reason) override;
   void shutdown() override;
 
-  group::standing standing() const override { return member_.standing(); }
-  const group::member& core() const noexcept { return member_; }
-
  private:
-  void process();
+  friend class driver_base<group_driver, group::member>;
   void apply(group::action& a);
-  void arm_timer();
   std::shared_ptr<connection> coordinator_connection();
   /// Sends a membership request to the coordinator on the group connection; its answer goes to
   /// `deliver(member, response)`, a failure to member::request_failed. Answers to requests sent
@@ -72,10 +60,6 @@ class group_driver : public membership_driver, public std::enable_shared_from_th
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   group_driver_options opts_;
-  detail::shared_state& shared_;
-  group::member member_;
-  boost::asio::steady_timer timer_;
-  bool stopped_ = false;
   // Bumped by abandon_requests: callbacks of coordinator requests sent before it are ignored.
   std::uint64_t request_epoch_ = 0;
 };

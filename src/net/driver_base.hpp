@@ -1,0 +1,179 @@
+// What the two membership drivers share (classic net/group_driver, KIP-848
+// net/consumer_group_driver): the user calls both cores take alike, the loop that drains a core's
+// actions and arms its timer, and the actions both cores emit (a listener call and its
+// cancellation, an error, the end of a leave, a changed assignment). Each driver adds its own
+// core's actions (requests, the assignor, topic names), its snapshot for the user thread and the
+// calls whose meaning differs by protocol (subscribe, commit failures, enforce_rebalance).
+//
+// CRTP: `Derived` derives from driver_base<Derived, Core> and from
+// std::enable_shared_from_this<Derived>, and gives the base (a friend) `apply(action&)` and
+// `publish_snapshot()`. Everything runs on the io_context's thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "base/log.hpp"
+#include "group/types.hpp"
+#include "net/membership_driver.hpp"
+#include "runtime/shared_state.hpp"
+
+namespace kgroup::net {
+
+/// The facade's hooks into the membership, the same for both protocols.
+struct membership_hooks {
+  /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
+  std::function<void(const detail::listener_call&)> run_listener_inline;
+  /// The owned set changed (the data path starts or stops fetching).
+  std::function<void(const std::set<TopicPartition>&)> on_assignment_changed;
+};
+
+template <class Derived, class Core>
+class driver_base : public membership_driver {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  void unsubscribe() override {
+    if (member_.state() == decltype(member_.state())::unsubscribed) {
+      signal_left();  // nothing to leave; the waiting user thread is still told it is done
+      return;
+    }
+    member_.unsubscribe(clock::now());
+    process();
+  }
+  void close() override {
+    member_.close(clock::now());
+    process();
+  }
+  void poll_called() override {
+    member_.poll_called(clock::now());
+    process();
+  }
+  void poll_returned() override {
+    member_.poll_returned(clock::now());
+    process();
+  }
+  void listener_done(std::uint64_t seq) override {
+    member_.listener_done(clock::now(), seq);
+    process();
+  }
+  void listener_started(std::uint64_t seq) override {
+    if (stopped_) return;
+    member_.listener_started(clock::now(), seq);
+    process();  // the poll timer may run again (a callback inside poll())
+  }
+  group::standing standing() const override { return member_.standing(); }
+  const Core& core() const noexcept { return member_; }
+
+ protected:
+  using action = typename decltype(std::declval<Core&>().take_actions())::value_type;
+
+  template <class... CoreArgs>
+  driver_base(boost::asio::io_context& io, detail::shared_state& shared, membership_hooks hooks,
+              CoreArgs&&... core_args)
+      : shared_(shared), hooks_(std::move(hooks)), member_(std::forward<CoreArgs>(core_args)...), timer_(io) {}
+
+  /// Carries out the core's actions until it has none (applying one can feed it again, e.g. an
+  /// inline listener), then publishes the snapshot and re-arms the timer.
+  void process() {
+    if (stopped_) return;
+    for (int rounds = 0; rounds < 64; ++rounds) {
+      auto actions = member_.take_actions();
+      if (actions.empty()) break;
+      for (auto& a : actions) derived().apply(a);
+      if (stopped_) return;
+    }
+    derived().publish_snapshot();
+    arm_timer();
+  }
+
+  /// Nothing reaches the core afterwards: completion handlers and the timer check stopped_.
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+
+  /// Handles `act` if it is one of the actions both cores emit; false when it is the driver's own.
+  template <class T>
+  bool apply_shared(T& act) {
+    if constexpr (std::is_same_v<T, group::run_listener>) {
+      detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+      // The callback sees the membership it is told about: assignment(), group_metadata() and
+      // position() inside on_partitions_assigned already know the new generation or epoch.
+      derived().publish_snapshot();
+      if (hooks_.run_listener_inline) {
+        hooks_.run_listener_inline(call);
+        member_.listener_done(clock::now(), call.seq);
+      } else {
+        shared_.push(std::move(call));
+      }
+      return true;
+    } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
+      // The snapshot is published after this batch (process()).
+      if (hooks_.on_assignment_changed) hooks_.on_assignment_changed(act.owned);
+      return true;
+    } else if constexpr (std::is_same_v<T, group::report_error>) {
+      if (act.fatal) {
+        shared_.push(detail::fatal_error{act.code, act.message});
+      } else {
+        logger()->warn("group '{}': {}", member_.options().group_id, act.message);
+      }
+      return true;
+    } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
+      std::lock_guard lock(shared_.mutex);
+      if (shared_.started_listeners.count(act.seq)) {
+        shared_.late_cancels.insert(act.seq);  // the user thread is running it already
+      } else {
+        shared_.cancelled_listeners.insert(act.seq);
+      }
+      return true;
+    } else if constexpr (std::is_same_v<T, group::left_group>) {
+      signal_left();
+      return true;
+    } else {
+      return false;
+    }
+  }
+
+  detail::shared_state& shared_;
+  membership_hooks hooks_;
+  Core member_;
+  boost::asio::steady_timer timer_;
+  bool stopped_ = false;
+
+ private:
+  Derived& derived() { return static_cast<Derived&>(*this); }
+
+  void arm_timer() {
+    auto when = member_.next_deadline();
+    if (!when) {
+      timer_.cancel();
+      return;
+    }
+    timer_.expires_at(*when);
+    timer_.async_wait([self = derived().shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || self->stopped_) return;
+      self->member_.tick(clock::now());
+      self->process();
+    });
+  }
+
+  /// The user thread waits for left_count to move (unsubscribe(), close()).
+  void signal_left() {
+    {
+      std::lock_guard lock(shared_.mutex);
+      ++shared_.left_count;
+    }
+    shared_.push(detail::left_event{});
+  }
+};
+
+}  // namespace kgroup::net
