@@ -18,15 +18,15 @@ using clock = std::chrono::steady_clock;
 void fetcher::send_offset_fetch() {
   if (offset_fetch_in_flight_) return;
   std::map<std::string, std::vector<std::int32_t>> wanted;
-  for (auto& [tp, p] : parts_) {
-    if (p.state == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
   }
   if (wanted.empty()) return;
   const auto id = identity_();
   if (!id.group_mode) {
-    for (auto& [tp, p] : parts_) {
-      if (p.state == pstate::needs_committed) {
-        p.state = pstate::needs_reset;
+    for (auto& [tp, p] : positions_.parts()) {
+      if (p.state() == pstate::needs_committed) {
+        set_state(tp, p, pstate::needs_reset, "no group: no committed offset");
         p.reset_timestamp = reset_timestamp();
       }
     }
@@ -42,7 +42,10 @@ void fetcher::send_offset_fetch() {
   req.group_id = opts_.group_id;
   for (auto& [topic, parts] : wanted) {
     req.topics->push_back({topic, parts});
-    for (auto pi : parts) parts_[{topic, pi}].state = pstate::fetching_committed;
+    for (auto pi : parts) {
+      const TopicPartition tp{topic, pi};
+      set_state(tp, positions_.parts()[tp], pstate::fetching_committed, "OffsetFetch sent");
+    }
   }
   req.require_stable = true;
   offset_fetch_in_flight_ = true;
@@ -53,8 +56,8 @@ void fetcher::send_offset_fetch() {
         self->offset_fetch_in_flight_ = false;
         if (self->stopped_) return;
         auto retry_all = [&] {
-          for (auto& [tp, p] : self->parts_) {
-            if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+          for (auto& [tp, p] : self->positions_.parts()) {
+            if (p.state() == pstate::fetching_committed) self->set_state(tp, p, pstate::needs_committed, "OffsetFetch failed");
           }
           self->schedule_retry();
         };
@@ -73,17 +76,17 @@ void fetcher::send_offset_fetch() {
         }
         auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
                          const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
-          auto it = self->parts_.find({topic, partition});
-          if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
+          auto it = self->positions_.parts().find({topic, partition});
+          if (it == self->positions_.parts().end() || it->second.state() != pstate::fetching_committed) return;
           if (err != 0) {
-            it->second.state = pstate::needs_committed;  // e.g. UNSTABLE_OFFSET_COMMIT: retry
+            self->set_state(it->first, it->second, pstate::needs_committed, "OffsetFetch partition error");  // e.g. UNSTABLE_OFFSET_COMMIT: retry
             self->schedule_retry();
             return;
           }
           if (offset >= 0) {
             // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
             // leader's log first: the log may have been truncated below it since (KIP-320).
-            it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
+            self->set_state(it->first, it->second, epoch >= 0 ? pstate::needs_validation : pstate::ready, "committed offset");
             it->second.fetch_pos = offset;
             it->second.epoch = epoch;
             logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
@@ -93,15 +96,15 @@ void fetcher::send_offset_fetch() {
             }
             self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
           } else {
-            it->second.state = pstate::needs_reset;
+            self->set_state(it->first, it->second, pstate::needs_reset, "no committed offset");
             it->second.reset_timestamp = self->reset_timestamp();
             it->second.reset_forced = false;
           }
         };
         for_each_committed(r, apply);
         // Anything the broker did not answer is asked again.
-        for (auto& [tp, p] : self->parts_) {
-          if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
+        for (auto& [tp, p] : self->positions_.parts()) {
+          if (p.state() == pstate::fetching_committed) self->set_state(tp, p, pstate::needs_committed, "not answered by OffsetFetch");
         }
         self->pump();
       });
@@ -113,10 +116,10 @@ void fetcher::send_list_offsets() {
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   const auto& md = cluster_->metadata();
   bool missing = false;
-  for (auto& [tp, p] : parts_) {
-    if (p.state != pstate::needs_reset) continue;
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() != pstate::needs_reset) continue;
     if (p.reset_timestamp == -1 && opts_.auto_offset_reset == "none" && !p.reset_forced) {
-      p.state = pstate::resetting;  // stays until the user seeks
+      set_state(tp, p, pstate::resetting, "auto.offset.reset=none");  // stays until the user seeks
       shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                       "no committed offset for " + tp.topic + "-" +
                                           std::to_string(tp.partition) + " and auto.offset.reset=none"});
@@ -143,8 +146,8 @@ void fetcher::send_list_offsets() {
     // start a new reset while an older one is in flight (the older answer is then stale).
     std::map<TopicPartition, std::uint64_t> seqs;
     for (const auto& tp : tps) {
-      auto& p = parts_[tp];
-      p.state = pstate::resetting;
+      auto& p = positions_.parts()[tp];
+      set_state(tp, p, pstate::resetting, "ListOffsets sent");
       seqs[tp] = ++p.reset_seq;
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
@@ -161,9 +164,9 @@ void fetcher::send_list_offsets() {
                                                const net::response_frame&) {
           if (self->stopped_) return;
           const auto current = [&](const TopicPartition& tp) -> part* {
-            auto it = self->parts_.find(tp);
+            auto it = self->positions_.parts().find(tp);
             const auto s = seqs.find(tp);
-            if (it == self->parts_.end() || s == seqs.end() || it->second.state != pstate::resetting ||
+            if (it == self->positions_.parts().end() || s == seqs.end() || it->second.state() != pstate::resetting ||
                 it->second.reset_seq != s->second)
               return nullptr;
             return &it->second;
@@ -173,7 +176,7 @@ void fetcher::send_list_offsets() {
             for (const auto& t : r.topics) {
               for (const auto& p : t.partitions) {
                 TopicPartition tp{t.name, p.partition_index};
-                auto it = self->parts_.find(tp);
+                auto it = self->positions_.parts().find(tp);
                 if (!current(tp)) continue;
                 if (p.error_code != 0 || p.offset < 0) {
                   if (protocol::reacts(p.error_code, protocol::reaction::refresh_metadata)) self->maybe_refresh_metadata();
@@ -181,7 +184,7 @@ void fetcher::send_list_offsets() {
                 }
                 answered.insert(tp);
                 logger()->debug("{}-{}: reset to offset {}", tp.topic, tp.partition, p.offset);
-                it->second.state = pstate::ready;
+                self->set_state(tp, it->second, pstate::ready, "ListOffsets answered");
                 it->second.fetch_pos = p.offset;
                 it->second.epoch = p.leader_epoch;  // v4+; -1 before
                 self->shared_.push(detail::position_event{tp, p.offset, true, p.leader_epoch});
@@ -191,7 +194,7 @@ void fetcher::send_list_offsets() {
           }
           for (const auto& tp : tps) {
             if (answered.count(tp)) continue;
-            if (auto* p = current(tp)) p->state = pstate::needs_reset;
+            if (auto* p = current(tp)) self->set_state(tp, *p, pstate::needs_reset, "not answered by ListOffsets");
           }
           if (answered.size() != tps.size()) self->schedule_retry();
           self->pump();
@@ -209,8 +212,8 @@ void fetcher::send_validations() {
   const auto& md = cluster_->metadata();
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   bool missing = false;
-  for (auto& [tp, p] : parts_) {
-    if (p.state != pstate::needs_validation) continue;
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() != pstate::needs_validation) continue;
     if (this->missing(tp, p)) {
       missing = true;
       continue;
@@ -219,7 +222,7 @@ void fetcher::send_validations() {
     if (p.epoch < 0 || pi.leader_epoch < 0) {
       // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
       // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
-      p.state = pstate::ready;
+      set_state(tp, p, pstate::ready, "nothing to validate with");
       p.leader_epoch = pi.leader_epoch;
       continue;
     }
@@ -240,9 +243,9 @@ void fetcher::send_validations() {
     std::map<std::string, std::size_t> index;
     auto sent = std::make_shared<std::map<TopicPartition, sent_part>>();
     for (const auto& tp : tps) {
-      auto& p = parts_[tp];
+      auto& p = positions_.parts()[tp];
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      p.state = pstate::validating;
+      set_state(tp, p, pstate::validating, "OffsetForLeaderEpoch sent");
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
       req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch});
@@ -253,9 +256,9 @@ void fetcher::send_validations() {
       if (self->stopped_) return;
       // Still waiting for this answer: not seeked, reset or revoked meanwhile.
       auto waiting = [&](const TopicPartition& tp) -> part* {
-        auto it = self->parts_.find(tp);
+        auto it = self->positions_.parts().find(tp);
         auto s = sent->find(tp);
-        if (it == self->parts_.end() || s == sent->end() || it->second.state != pstate::validating ||
+        if (it == self->positions_.parts().end() || s == sent->end() || it->second.state() != pstate::validating ||
             it->second.fetch_pos != s->second.position)
           return nullptr;
         return &it->second;
@@ -265,7 +268,7 @@ void fetcher::send_validations() {
         logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
         for (const auto& [tp, sp] : *sent) {
           if (part* p = waiting(tp); p != nullptr) {
-            p->state = pstate::ready;
+            self->set_state(tp, *p, pstate::ready, "validation not supported by the leader");
             p->leader_epoch = sp.leader_epoch;
           }
         }
@@ -288,7 +291,7 @@ void fetcher::send_validations() {
       bool retry = false;
       for (const auto& [tp, sp] : *sent) {
         if (part* p = waiting(tp); p != nullptr) {  // not answered: asked again
-          p->state = pstate::needs_validation;
+          self->set_state(tp, *p, pstate::needs_validation, "not answered by OffsetForLeaderEpoch");
           retry = true;
         }
       }
@@ -304,7 +307,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
   if (error_code != 0) {
     // FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...: asked again once metadata is fresh.
     logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(error_code));
-    p.state = pstate::needs_validation;
+    set_state(tp, p, pstate::needs_validation, "OffsetForLeaderEpoch error");
     if (protocol::reacts(error_code, protocol::reaction::refresh_metadata)) maybe_refresh_metadata();
     schedule_retry();
     return;
@@ -318,7 +321,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
     if (truncated) ++shared_.metrics.log_truncations;
   }
   if (!truncated) {
-    p.state = pstate::ready;
+    set_state(tp, p, pstate::ready, "validated");
     return;
   }
   if (opts_.auto_offset_reset != "none") {
@@ -326,7 +329,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
       logger()->warn("{}: log truncation detected at offset {} (leader epoch {}); the leader cannot tell where its log "
                      "diverged, so auto.offset.reset={} applies",
                      name, p.fetch_pos, p.epoch, opts_.auto_offset_reset);
-      p.state = pstate::needs_reset;
+      set_state(tp, p, pstate::needs_reset, "truncated, divergence unknown");
       p.reset_timestamp = reset_timestamp();
       p.reset_forced = true;
     } else {
@@ -335,14 +338,14 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
       logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
                      "diverged at offset {} (epoch {}); resuming there",
                      name, p.fetch_pos, p.epoch, end_offset, end_epoch);
-      p.state = pstate::ready;
+      set_state(tp, p, pstate::ready, "truncated: resumed at the divergence");
       p.fetch_pos = end_offset;
       p.epoch = end_epoch;
       shared_.push(detail::position_event{tp, end_offset, true, end_epoch});
     }
     return;
   }
-  p.state = pstate::awaiting_seek;
+  set_state(tp, p, pstate::awaiting_seek, "truncated, auto.offset.reset=none");
   std::string message = "log truncation detected for " + name + " at offset " + std::to_string(p.fetch_pos) +
                         " (leader epoch " + std::to_string(p.epoch) + ")";
   message += unknown ? ": the leader cannot tell where its log diverged"
