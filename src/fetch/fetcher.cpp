@@ -19,7 +19,8 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
       opts_(std::move(opts)),
       shared_(shared),
       identity_(std::move(identity)),
-      positions_([](const std::string& refused) { logger()->error("{}", refused); }),
+      positions_(data::parse_reset_policy(opts_.auto_offset_reset),
+                 [](const std::string& refused) { logger()->error("{}", refused); }),
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -56,73 +57,38 @@ bool fetcher::missing(const TopicPartition& tp, part& p) {
   return true;
 }
 
-std::int64_t fetcher::reset_timestamp() const {
-  return opts_.auto_offset_reset == "earliest" ? -2 : -1;
-}
-
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   manual_ = manual;
-  for (auto it = positions_.parts().begin(); it != positions_.parts().end();) {
-    if (!owned.count(it->first)) {
-      last_auto_committed_.erase(it->first);
-      it = positions_.parts().erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const auto& tp : owned) {
-    if (!positions_.parts().count(tp)) positions_.parts().emplace(tp, part{});
-  }
+  for (const auto& tp : positions_.assign(owned)) last_auto_committed_.erase(tp);
   arm_auto_commit();
   pump();
 }
 
 void fetcher::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
   shared_.push(detail::position_event{tp, offset, false, epoch, true});
-  auto it = positions_.parts().find(tp);
-  if (it == positions_.parts().end()) return;
-  set_state(tp, it->second, epoch >= 0 ? pstate::needs_validation : pstate::ready, "seek");
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  if (!positions_.seek(tp, offset, epoch)) return;
   pump();
 }
 
 void fetcher::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
-  auto it = positions_.parts().find(tp);
-  if (it == positions_.parts().end() || it->second.state() != pstate::ready) return;  // moved on meanwhile (reset, seek)
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  if (!positions_.refetch(tp, offset, epoch)) return;  // moved on meanwhile (reset, seek)
   pump();
 }
 
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
   for (const auto& tp : tps) {
     shared_.push(detail::position_event{tp, -1, false, -1, true});
-    auto it = positions_.parts().find(tp);
-    if (it == positions_.parts().end()) continue;
-    set_state(tp, it->second, pstate::needs_reset, "seek_to");
-    it->second.reset_forced = true;
-    it->second.reset_timestamp = beginning ? -2 : -1;
+    positions_.seek_to(tp, beginning);
   }
   pump();
 }
 
 void fetcher::pause(const std::set<TopicPartition>& tps) {
-  for (const auto& tp : tps) {
-    if (auto it = positions_.parts().find(tp); it != positions_.parts().end()) it->second.paused = true;
-  }
+  for (const auto& tp : tps) positions_.pause(tp);
 }
 
 void fetcher::resume(const std::map<TopicPartition, detail::epoch_offset>& positions) {
-  for (const auto& [tp, pos] : positions) {
-    auto it = positions_.parts().find(tp);
-    if (it == positions_.parts().end()) continue;
-    it->second.paused = false;
-    if (pos.offset >= 0 && it->second.state() == pstate::ready) {
-      it->second.fetch_pos = pos.offset;
-      it->second.epoch = pos.epoch;
-    }
-  }
+  for (const auto& [tp, pos] : positions) positions_.resume(tp, pos.offset, pos.epoch);
   pump();
 }
 
@@ -205,10 +171,10 @@ void fetcher::send_fetches() {
     }
     const auto& t = md.topics.find(tp.topic)->second;
     const auto& pi = t.partitions[static_cast<std::size_t>(tp.partition)];
-    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch && p.epoch >= 0) {
+    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch &&
+        positions_.leader_changed(tp, p)) {
       // A new leader (epoch): the log it has may end below this position, if an unclean election
       // truncated it. Validated first (KIP-320), as Java does after every leader change.
-      set_state(tp, p, pstate::needs_validation, "leader epoch changed");
       validate = true;
       continue;
     }
@@ -268,10 +234,6 @@ void fetcher::send_fetches() {
 std::int32_t fetcher::fetch_node(part& p, std::int32_t leader) {
   const bool known = p.preferred_replica >= 0 && cluster_->metadata().brokers.count(p.preferred_replica) != 0;
   return data::fetch_positions::fetch_node(p, leader, known, std::chrono::steady_clock::now());
-}
-
-void fetcher::set_state(const TopicPartition& tp, part& p, pstate to, const char* why) {
-  positions_.transition(tp, p, to, why);  // a refusal is logged by the sink set in the constructor
 }
 
 void fetcher::clear_preferred_replica(const TopicPartition& tp, part& p, std::string_view why) {
@@ -368,11 +330,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
                        p.fetch_pos, opts_.auto_offset_reset);
-        set_state(tp, p, pstate::needs_reset, "offset out of range");
-        p.reset_timestamp = reset_timestamp();
-        p.reset_forced = opts_.auto_offset_reset != "none";
-        if (opts_.auto_offset_reset == "none") {
-          set_state(tp, p, pstate::resetting, "out of range, auto.offset.reset=none");
+        if (positions_.offset_out_of_range(tp, p)) {
           shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                           "offset " + std::to_string(p.fetch_pos) + " of " + tp.topic + "-" +
                                               std::to_string(tp.partition) +
@@ -384,9 +342,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
         // The leader epochs of this member and the broker differ: a leader change, after which
         // the new leader's log is checked against the position once metadata names it (KIP-320).
         if ((pd.error_code == static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch) ||
-             pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)) &&
-            p.epoch >= 0)
-          set_state(tp, p, pstate::needs_validation, "fenced or unknown leader epoch");
+             pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)))
+          positions_.leader_changed(tp, p);
         retry_after_metadata();
       } else {
         logger()->warn("{}-{}: fetch error {}", tp.topic, tp.partition, kafka_error_name(pd.error_code));

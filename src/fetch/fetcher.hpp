@@ -101,11 +101,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void shutdown();
 
  private:
-  // Per-partition state and its transition table: data/fetch_positions.hpp.
+  // Per-partition state, its transition table and the decisions on it: data/fetch_positions.hpp.
   using pstate = data::fetch_state;
   using part = data::fetch_part;
-  /// Moves `tp` to `to` through the position table; a refused transition is logged as an error.
-  void set_state(const TopicPartition& tp, part& p, pstate to, const char* why);
   /// The broker to fetch `tp` from: its preferred read replica while that is valid and known to
   /// metadata, else its leader.
   std::int32_t fetch_node(part& p, std::int32_t leader);
@@ -141,7 +139,6 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void retry_query(std::shared_ptr<offsets_query> q);
   void auto_commit();
   void arm_auto_commit();
-  std::int64_t reset_timestamp() const;
 
   boost::asio::io_context& io_;
   std::shared_ptr<net::cluster> cluster_;
