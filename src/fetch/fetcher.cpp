@@ -19,6 +19,8 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
       opts_(std::move(opts)),
       shared_(shared),
       identity_(std::move(identity)),
+      positions_(data::parse_reset_policy(opts_.auto_offset_reset),
+                 [](const std::string& refused) { logger()->error("{}", refused); }),
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -41,89 +43,52 @@ bool fetcher::missing(const TopicPartition& tp, part& p) {
     const auto leader = t->second.partitions[static_cast<std::size_t>(tp.partition)].leader;
     return leader < 0 || md.brokers.count(leader) == 0;
   }();
-  if (!absent) {
-    p.missing_since = 0;
-    p.reported_missing = false;
-    return no_leader;
-  }
-  if (p.missing_since == 0) {
-    p.missing_since = md.refreshes + 1;
-  } else if (manual_ && !p.reported_missing && md.refreshes > p.missing_since) {
-    p.reported_missing = true;
-    shared_.push(detail::data_error{tp, make_error_code(client_errc::partition_not_found),
-                                    tp.topic + "-" + std::to_string(tp.partition) +
-                                        " is not in the cluster metadata (deleted, or never existed)"});
+  switch (data::fetch_positions::missing(p, absent, md.refreshes, manual_)) {
+    case data::missing_verdict::present:
+      return no_leader;
+    case data::missing_verdict::report_missing:
+      shared_.push(detail::data_error{tp, make_error_code(client_errc::partition_not_found),
+                                      tp.topic + "-" + std::to_string(tp.partition) +
+                                          " is not in the cluster metadata (deleted, or never existed)"});
+      break;
+    case data::missing_verdict::missing:
+      break;
   }
   return true;
 }
 
-std::int64_t fetcher::reset_timestamp() const {
-  return opts_.auto_offset_reset == "earliest" ? -2 : -1;
-}
-
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   manual_ = manual;
-  for (auto it = parts_.begin(); it != parts_.end();) {
-    if (!owned.count(it->first)) {
-      last_auto_committed_.erase(it->first);
-      it = parts_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const auto& tp : owned) {
-    if (!parts_.count(tp)) parts_.emplace(tp, part{});
-  }
+  for (const auto& tp : positions_.assign(owned)) last_auto_committed_.erase(tp);
   arm_auto_commit();
   pump();
 }
 
 void fetcher::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
   shared_.push(detail::position_event{tp, offset, false, epoch, true});
-  auto it = parts_.find(tp);
-  if (it == parts_.end()) return;
-  it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  if (!positions_.seek(tp, offset, epoch)) return;
   pump();
 }
 
 void fetcher::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
-  auto it = parts_.find(tp);
-  if (it == parts_.end() || it->second.state != pstate::ready) return;  // moved on meanwhile (reset, seek)
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  if (!positions_.refetch(tp, offset, epoch)) return;  // moved on meanwhile (reset, seek)
   pump();
 }
 
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
   for (const auto& tp : tps) {
     shared_.push(detail::position_event{tp, -1, false, -1, true});
-    auto it = parts_.find(tp);
-    if (it == parts_.end()) continue;
-    it->second.state = pstate::needs_reset;
-    it->second.reset_forced = true;
-    it->second.reset_timestamp = beginning ? -2 : -1;
+    positions_.seek_to(tp, beginning);
   }
   pump();
 }
 
 void fetcher::pause(const std::set<TopicPartition>& tps) {
-  for (const auto& tp : tps) {
-    if (auto it = parts_.find(tp); it != parts_.end()) it->second.paused = true;
-  }
+  for (const auto& tp : tps) positions_.pause(tp);
 }
 
 void fetcher::resume(const std::map<TopicPartition, detail::epoch_offset>& positions) {
-  for (const auto& [tp, pos] : positions) {
-    auto it = parts_.find(tp);
-    if (it == parts_.end()) continue;
-    it->second.paused = false;
-    if (pos.offset >= 0 && it->second.state == pstate::ready) {
-      it->second.fetch_pos = pos.offset;
-      it->second.epoch = pos.epoch;
-    }
-  }
+  for (const auto& [tp, pos] : positions) positions_.resume(tp, pos.offset, pos.epoch);
   pump();
 }
 
@@ -173,7 +138,7 @@ void fetcher::maybe_refresh_metadata() {
   if (now - last_metadata_refresh_ < opts_.retry_backoff * 5) return;
   last_metadata_refresh_ = now;
   std::set<std::string> topics;
-  for (const auto& [tp, p] : parts_) topics.insert(tp.topic);
+  for (const auto& [tp, p] : positions_.parts()) topics.insert(tp.topic);
   if (topics.empty()) return;
   cluster_->refresh_metadata(std::vector<std::string>(topics.begin(), topics.end()), opts_.request_timeout,
                              [self = shared_from_this()](std::error_code) {
@@ -194,8 +159,8 @@ void fetcher::send_fetches() {
   bool validate = false;
   bool backing_off = false;
   const auto now = std::chrono::steady_clock::now();
-  for (auto& [tp, p] : parts_) {
-    if (p.state != pstate::ready || p.paused || p.in_flight) continue;
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() != pstate::ready || p.paused || p.in_flight) continue;
     if (now < p.backoff_until) {
       backing_off = true;
       continue;
@@ -206,10 +171,10 @@ void fetcher::send_fetches() {
     }
     const auto& t = md.topics.find(tp.topic)->second;
     const auto& pi = t.partitions[static_cast<std::size_t>(tp.partition)];
-    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch && p.epoch >= 0) {
+    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch &&
+        positions_.leader_changed(tp, p)) {
       // A new leader (epoch): the log it has may end below this position, if an unclean election
       // truncated it. Validated first (KIP-320), as Java does after every leader change.
-      p.state = pstate::needs_validation;
       validate = true;
       continue;
     }
@@ -240,7 +205,7 @@ void fetcher::send_fetches() {
     req.rack_id = opts_.client_rack;  // v11+ (KIP-392)
     bool all_ids = true;
     for (const auto& [tp, pf] : wanted) {
-      parts_[tp].in_flight = true;
+      positions_.parts()[tp].in_flight = true;
       all_ids = all_ids && !pf.topic_id.is_zero();
     }
     fetching_nodes_.insert(leader);
@@ -267,14 +232,8 @@ void fetcher::send_fetches() {
 }
 
 std::int32_t fetcher::fetch_node(part& p, std::int32_t leader) {
-  if (p.preferred_replica < 0) return leader;
-  if (std::chrono::steady_clock::now() >= p.replica_until || !cluster_->metadata().brokers.count(p.preferred_replica)) {
-    // Expired (ask the leader again, as Java does after metadata.max.age.ms) or no longer a
-    // broker of the cluster.
-    p.preferred_replica = -1;
-    return leader;
-  }
-  return p.preferred_replica;
+  const bool known = p.preferred_replica >= 0 && cluster_->metadata().brokers.count(p.preferred_replica) != 0;
+  return data::fetch_positions::fetch_node(p, leader, known, std::chrono::steady_clock::now());
 }
 
 void fetcher::clear_preferred_replica(const TopicPartition& tp, part& p, std::string_view why) {
@@ -305,14 +264,14 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
   fetching_nodes_.erase(node);
   if (stopped_) return;
   for (const auto& [tp, pf] : sent) {
-    if (auto it = parts_.find(tp); it != parts_.end()) it->second.in_flight = false;
+    if (auto it = positions_.parts().find(tp); it != positions_.parts().end()) it->second.in_flight = false;
   }
   if (ec) {
     session(node).on_request_failed();
     logger()->debug("fetch from broker {} failed: {}", node, ec.message());
     // A replica that cannot be reached is left for the leader (KIP-392).
     for (const auto& [tp, pf] : sent) {
-      if (auto it = parts_.find(tp); it != parts_.end() && it->second.preferred_replica == node)
+      if (auto it = positions_.parts().find(tp); it != positions_.parts().end() && it->second.preferred_replica == node)
         clear_preferred_replica(tp, it->second, "the replica's connection failed");
     }
     retry_after_metadata();
@@ -335,11 +294,11 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     const auto& pd = *pdp;
     logger()->trace("{}-{}: fetch answer: error {}, high watermark {}, {} bytes", tp.topic, tp.partition, pd.error_code,
                     pd.high_watermark, pd.records ? pd.records->data.size() : 0);
-    auto it = parts_.find(tp);
+    auto it = positions_.parts().find(tp);
     auto s = sent.find(tp);
-    if (it == parts_.end() || s == sent.end()) continue;
+    if (it == positions_.parts().end() || s == sent.end()) continue;
     part& p = it->second;
-    if (p.state != pstate::ready || p.fetch_pos != s->second.fetch_offset)
+    if (p.state() != pstate::ready || p.fetch_pos != s->second.fetch_offset)
       continue;  // seeked or reset meanwhile
     const bool from_replica = p.preferred_replica == node;
     if (pd.error_code != 0 && from_replica) {
@@ -371,11 +330,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
                        p.fetch_pos, opts_.auto_offset_reset);
-        p.state = pstate::needs_reset;
-        p.reset_timestamp = reset_timestamp();
-        p.reset_forced = opts_.auto_offset_reset != "none";
-        if (opts_.auto_offset_reset == "none") {
-          p.state = pstate::resetting;
+        if (positions_.offset_out_of_range(tp, p)) {
           shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                           "offset " + std::to_string(p.fetch_pos) + " of " + tp.topic + "-" +
                                               std::to_string(tp.partition) +
@@ -387,9 +342,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
         // The leader epochs of this member and the broker differ: a leader change, after which
         // the new leader's log is checked against the position once metadata names it (KIP-320).
         if ((pd.error_code == static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch) ||
-             pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)) &&
-            p.epoch >= 0)
-          p.state = pstate::needs_validation;
+             pd.error_code == static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch)))
+          positions_.leader_changed(tp, p);
         retry_after_metadata();
       } else {
         logger()->warn("{}-{}: fetch error {}", tp.topic, tp.partition, kafka_error_name(pd.error_code));

@@ -21,6 +21,7 @@
 
 #include "data/committer.hpp"
 #include "runtime/shared_state.hpp"
+#include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
 #include "net/cluster.hpp"
@@ -100,39 +101,9 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void shutdown();
 
  private:
-  // needs_validation/validating: the position is checked against the leader's log with
-  // OffsetForLeaderEpoch before fetching (KIP-320); awaiting_seek: the log was truncated below it
-  // and auto.offset.reset is none, so it waits for the application's seek().
-  enum class pstate {
-    needs_committed,
-    fetching_committed,
-    needs_reset,
-    resetting,
-    needs_validation,
-    validating,
-    awaiting_seek,
-    ready
-  };
-  struct part {
-    pstate state = pstate::needs_committed;
-    std::int64_t fetch_pos = -1;
-    std::int32_t epoch = -1;         // leader epoch of the record before fetch_pos; -1 unknown
-    std::int32_t leader_epoch = -1;  // the leader's epoch (metadata) when last fetched or validated
-    bool paused = false;
-    bool in_flight = false;
-    bool reset_forced = false;          // announce the reset position as forced (seek_to_*, out of range)
-    std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
-    std::uint64_t reset_seq = 0;        // ListOffsets requests sent for resets (the last one counts)
-    std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
-    bool reported_missing = false;
-    // KIP-392: the replica the leader told this member to read from, until `replica_until`; -1
-    // reads from the leader.
-    std::int32_t preferred_replica = -1;
-    std::chrono::steady_clock::time_point replica_until{};
-    // Not fetched before this time: after a replica failed it, or named a replica this client
-    // cannot use (the leader then sends no data, and asking again at once would spin).
-    std::chrono::steady_clock::time_point backoff_until{};
-  };
+  // Per-partition state, its transition table and the decisions on it: data/fetch_positions.hpp.
+  using pstate = data::fetch_state;
+  using part = data::fetch_part;
   /// The broker to fetch `tp` from: its preferred read replica while that is valid and known to
   /// metadata, else its leader.
   std::int32_t fetch_node(part& p, std::int32_t leader);
@@ -168,7 +139,6 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void retry_query(std::shared_ptr<offsets_query> q);
   void auto_commit();
   void arm_auto_commit();
-  std::int64_t reset_timestamp() const;
 
   boost::asio::io_context& io_;
   std::shared_ptr<net::cluster> cluster_;
@@ -176,7 +146,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   detail::shared_state& shared_;
   std::function<group_identity()> identity_;
   void coordinator_unusable(bool failed);
-  std::map<TopicPartition, part> parts_;
+  data::fetch_positions positions_;
   std::set<std::int32_t> fetching_nodes_;           // one Fetch in flight per broker
   std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
   bool offset_fetch_in_flight_ = false;

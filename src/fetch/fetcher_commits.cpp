@@ -131,7 +131,7 @@ void fetcher::arm_auto_commit() {
 
 void fetcher::auto_commit() {
   std::set<TopicPartition> owned;
-  for (const auto& [tp, p] : parts_) owned.insert(owned.end(), tp);
+  for (const auto& [tp, p] : positions_.parts()) owned.insert(owned.end(), tp);
   commit_map offsets;
   {
     std::lock_guard lock(shared_.mutex);

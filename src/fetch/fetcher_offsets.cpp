@@ -18,17 +18,14 @@ using clock = std::chrono::steady_clock;
 void fetcher::send_offset_fetch() {
   if (offset_fetch_in_flight_) return;
   std::map<std::string, std::vector<std::int32_t>> wanted;
-  for (auto& [tp, p] : parts_) {
-    if (p.state == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
   }
   if (wanted.empty()) return;
   const auto id = identity_();
   if (!id.group_mode) {
-    for (auto& [tp, p] : parts_) {
-      if (p.state == pstate::needs_committed) {
-        p.state = pstate::needs_reset;
-        p.reset_timestamp = reset_timestamp();
-      }
+    for (auto& [tp, p] : positions_.parts()) {
+      if (p.state() == pstate::needs_committed) positions_.no_group(tp, p);
     }
     return;
   }
@@ -42,7 +39,10 @@ void fetcher::send_offset_fetch() {
   req.group_id = opts_.group_id;
   for (auto& [topic, parts] : wanted) {
     req.topics->push_back({topic, parts});
-    for (auto pi : parts) parts_[{topic, pi}].state = pstate::fetching_committed;
+    for (auto pi : parts) {
+      const TopicPartition tp{topic, pi};
+      positions_.committed_requested(tp, positions_.parts()[tp]);
+    }
   }
   req.require_stable = true;
   offset_fetch_in_flight_ = true;
@@ -53,9 +53,7 @@ void fetcher::send_offset_fetch() {
         self->offset_fetch_in_flight_ = false;
         if (self->stopped_) return;
         auto retry_all = [&] {
-          for (auto& [tp, p] : self->parts_) {
-            if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
-          }
+          for (auto& [tp, p] : self->positions_.parts()) self->positions_.committed_failed(tp, p);
           self->schedule_retry();
         };
         if (ec) {
@@ -73,36 +71,26 @@ void fetcher::send_offset_fetch() {
         }
         auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
                          const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
-          auto it = self->parts_.find({topic, partition});
-          if (it == self->parts_.end() || it->second.state != pstate::fetching_committed) return;
+          auto it = self->positions_.parts().find({topic, partition});
+          if (it == self->positions_.parts().end() || it->second.state() != pstate::fetching_committed) return;
           if (err != 0) {
-            it->second.state = pstate::needs_committed;  // e.g. UNSTABLE_OFFSET_COMMIT: retry
+            self->positions_.committed_failed(it->first, it->second);  // e.g. UNSTABLE_OFFSET_COMMIT: retry
             self->schedule_retry();
             return;
           }
+          self->positions_.committed(it->first, it->second, offset, epoch);
           if (offset >= 0) {
-            // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
-            // leader's log first: the log may have been truncated below it since (KIP-320).
-            it->second.state = epoch >= 0 ? pstate::needs_validation : pstate::ready;
-            it->second.fetch_pos = offset;
-            it->second.epoch = epoch;
             logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
             {
               std::lock_guard lock(self->shared_.mutex);
               self->shared_.metrics.committed[{topic, partition}] = offset;
             }
             self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
-          } else {
-            it->second.state = pstate::needs_reset;
-            it->second.reset_timestamp = self->reset_timestamp();
-            it->second.reset_forced = false;
           }
         };
         for_each_committed(r, apply);
         // Anything the broker did not answer is asked again.
-        for (auto& [tp, p] : self->parts_) {
-          if (p.state == pstate::fetching_committed) p.state = pstate::needs_committed;
-        }
+        for (auto& [tp, p] : self->positions_.parts()) self->positions_.committed_failed(tp, p);
         self->pump();
       });
 }
@@ -113,10 +101,9 @@ void fetcher::send_list_offsets() {
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   const auto& md = cluster_->metadata();
   bool missing = false;
-  for (auto& [tp, p] : parts_) {
-    if (p.state != pstate::needs_reset) continue;
-    if (p.reset_timestamp == -1 && opts_.auto_offset_reset == "none" && !p.reset_forced) {
-      p.state = pstate::resetting;  // stays until the user seeks
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() != pstate::needs_reset) continue;
+    if (positions_.reset_waits_for_seek(tp, p)) {
       shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                       "no committed offset for " + tp.topic + "-" +
                                           std::to_string(tp.partition) + " and auto.offset.reset=none"});
@@ -143,9 +130,8 @@ void fetcher::send_list_offsets() {
     // start a new reset while an older one is in flight (the older answer is then stale).
     std::map<TopicPartition, std::uint64_t> seqs;
     for (const auto& tp : tps) {
-      auto& p = parts_[tp];
-      p.state = pstate::resetting;
-      seqs[tp] = ++p.reset_seq;
+      auto& p = positions_.parts()[tp];
+      seqs[tp] = positions_.reset_requested(tp, p);
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
       // current_leader_epoch travels from v4 on (the leader fences a stale one).
@@ -161,37 +147,30 @@ void fetcher::send_list_offsets() {
                                                const net::response_frame&) {
           if (self->stopped_) return;
           const auto current = [&](const TopicPartition& tp) -> part* {
-            auto it = self->parts_.find(tp);
             const auto s = seqs.find(tp);
-            if (it == self->parts_.end() || s == seqs.end() || it->second.state != pstate::resetting ||
-                it->second.reset_seq != s->second)
-              return nullptr;
-            return &it->second;
+            return s == seqs.end() ? nullptr : self->positions_.reset_current(tp, s->second);
           };
           std::set<TopicPartition> answered;
           if (!ec) {
             for (const auto& t : r.topics) {
               for (const auto& p : t.partitions) {
                 TopicPartition tp{t.name, p.partition_index};
-                auto it = self->parts_.find(tp);
-                if (!current(tp)) continue;
+                part* cur = current(tp);
+                if (cur == nullptr) continue;
                 if (p.error_code != 0 || p.offset < 0) {
                   if (protocol::reacts(p.error_code, protocol::reaction::refresh_metadata)) self->maybe_refresh_metadata();
                   continue;
                 }
                 answered.insert(tp);
                 logger()->debug("{}-{}: reset to offset {}", tp.topic, tp.partition, p.offset);
-                it->second.state = pstate::ready;
-                it->second.fetch_pos = p.offset;
-                it->second.epoch = p.leader_epoch;  // v4+; -1 before
+                self->positions_.reset_answered(tp, *cur, p.offset, p.leader_epoch);  // epoch: v4+; -1 before
                 self->shared_.push(detail::position_event{tp, p.offset, true, p.leader_epoch});
-                it->second.reset_forced = false;
               }
             }
           }
           for (const auto& tp : tps) {
             if (answered.count(tp)) continue;
-            if (auto* p = current(tp)) p->state = pstate::needs_reset;
+            if (auto* p = current(tp)) self->positions_.reset_failed(tp, *p);
           }
           if (answered.size() != tps.size()) self->schedule_retry();
           self->pump();
@@ -209,8 +188,8 @@ void fetcher::send_validations() {
   const auto& md = cluster_->metadata();
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   bool missing = false;
-  for (auto& [tp, p] : parts_) {
-    if (p.state != pstate::needs_validation) continue;
+  for (auto& [tp, p] : positions_.parts()) {
+    if (p.state() != pstate::needs_validation) continue;
     if (this->missing(tp, p)) {
       missing = true;
       continue;
@@ -219,8 +198,7 @@ void fetcher::send_validations() {
     if (p.epoch < 0 || pi.leader_epoch < 0) {
       // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
       // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
-      p.state = pstate::ready;
-      p.leader_epoch = pi.leader_epoch;
+      positions_.validation_skipped(tp, p, pi.leader_epoch);
       continue;
     }
     by_leader[pi.leader].push_back(tp);
@@ -240,9 +218,9 @@ void fetcher::send_validations() {
     std::map<std::string, std::size_t> index;
     auto sent = std::make_shared<std::map<TopicPartition, sent_part>>();
     for (const auto& tp : tps) {
-      auto& p = parts_[tp];
+      auto& p = positions_.parts()[tp];
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      p.state = pstate::validating;
+      positions_.validation_requested(tp, p);
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
       req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch});
@@ -253,9 +231,9 @@ void fetcher::send_validations() {
       if (self->stopped_) return;
       // Still waiting for this answer: not seeked, reset or revoked meanwhile.
       auto waiting = [&](const TopicPartition& tp) -> part* {
-        auto it = self->parts_.find(tp);
+        auto it = self->positions_.parts().find(tp);
         auto s = sent->find(tp);
-        if (it == self->parts_.end() || s == sent->end() || it->second.state != pstate::validating ||
+        if (it == self->positions_.parts().end() || s == sent->end() || it->second.state() != pstate::validating ||
             it->second.fetch_pos != s->second.position)
           return nullptr;
         return &it->second;
@@ -265,8 +243,7 @@ void fetcher::send_validations() {
         logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
         for (const auto& [tp, sp] : *sent) {
           if (part* p = waiting(tp); p != nullptr) {
-            p->state = pstate::ready;
-            p->leader_epoch = sp.leader_epoch;
+            self->positions_.validation_skipped(tp, *p, sp.leader_epoch);
           }
         }
         self->pump();
@@ -288,7 +265,7 @@ void fetcher::send_validations() {
       bool retry = false;
       for (const auto& [tp, sp] : *sent) {
         if (part* p = waiting(tp); p != nullptr) {  // not answered: asked again
-          p->state = pstate::needs_validation;
+          self->positions_.validation_failed(tp, *p);
           retry = true;
         }
       }
@@ -301,50 +278,41 @@ void fetcher::send_validations() {
 void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
                            std::int32_t end_epoch, std::int64_t end_offset) {
   const std::string name = tp.topic + "-" + std::to_string(tp.partition);
-  if (error_code != 0) {
+  using verdict = data::validation_outcome::verdict;
+  const auto o = positions_.validated(tp, p, leader_epoch, error_code, end_epoch, end_offset);
+  if (o.what == verdict::retry) {
     // FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...: asked again once metadata is fresh.
     logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(error_code));
-    p.state = pstate::needs_validation;
     if (protocol::reacts(error_code, protocol::reaction::refresh_metadata)) maybe_refresh_metadata();
     schedule_retry();
     return;
   }
-  p.leader_epoch = leader_epoch;
-  const bool unknown = end_offset < 0 || end_epoch < 0;
-  const bool truncated = unknown || end_offset < p.fetch_pos;
   {
     std::lock_guard lock(shared_.mutex);
     ++shared_.metrics.offset_validations;
-    if (truncated) ++shared_.metrics.log_truncations;
+    if (o.what != verdict::valid) ++shared_.metrics.log_truncations;
   }
-  if (!truncated) {
-    p.state = pstate::ready;
-    return;
-  }
-  if (opts_.auto_offset_reset != "none") {
-    if (unknown) {
+  switch (o.what) {
+    case verdict::retry:
+    case verdict::valid:
+      return;
+    case verdict::reset:
       logger()->warn("{}: log truncation detected at offset {} (leader epoch {}); the leader cannot tell where its log "
                      "diverged, so auto.offset.reset={} applies",
-                     name, p.fetch_pos, p.epoch, opts_.auto_offset_reset);
-      p.state = pstate::needs_reset;
-      p.reset_timestamp = reset_timestamp();
-      p.reset_forced = true;
-    } else {
-      // As Java: resume at the first offset known to diverge (not at the log's start or end), so
-      // no record the new leader has is skipped.
+                     name, o.position, o.epoch, opts_.auto_offset_reset);
+      return;
+    case verdict::resumed:
       logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
                      "diverged at offset {} (epoch {}); resuming there",
-                     name, p.fetch_pos, p.epoch, end_offset, end_epoch);
-      p.state = pstate::ready;
-      p.fetch_pos = end_offset;
-      p.epoch = end_epoch;
+                     name, o.position, o.epoch, end_offset, end_epoch);
       shared_.push(detail::position_event{tp, end_offset, true, end_epoch});
-    }
-    return;
+      return;
+    case verdict::awaiting_seek:
+      break;
   }
-  p.state = pstate::awaiting_seek;
-  std::string message = "log truncation detected for " + name + " at offset " + std::to_string(p.fetch_pos) +
-                        " (leader epoch " + std::to_string(p.epoch) + ")";
+  const bool unknown = o.divergence_unknown;
+  std::string message = "log truncation detected for " + name + " at offset " + std::to_string(o.position) +
+                        " (leader epoch " + std::to_string(o.epoch) + ")";
   message += unknown ? ": the leader cannot tell where its log diverged"
                      : ": the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
                            std::to_string(end_epoch) + ")";

@@ -1,0 +1,283 @@
+#include "data/fetch_positions.hpp"
+
+#include <array>
+
+namespace kgroup::data {
+
+namespace {
+
+constexpr unsigned bit(fetch_state s) noexcept {
+  return 1u << static_cast<unsigned>(s);
+}
+
+// A user seek() (-> ready or needs_validation) and seek_to_*() (-> needs_reset) may come in any
+// state; they are in every row.
+constexpr unsigned by_user = bit(fetch_state::ready) | bit(fetch_state::needs_validation) | bit(fetch_state::needs_reset);
+
+// transitions[from]: the states `from` may move to.
+constexpr std::array<unsigned, fetch_state_count> transitions = {
+    // needs_committed: OffsetFetch sent; or no group, so the reset policy applies.
+    by_user | bit(fetch_state::fetching_committed),
+    // fetching_committed: the answer (offset: ready/needs_validation; none: needs_reset), or asked again.
+    by_user | bit(fetch_state::needs_committed),
+    // needs_reset: ListOffsets sent, or auto.offset.reset=none leaves it in resetting.
+    by_user | bit(fetch_state::resetting),
+    // resetting: the answer (ready), or not answered (needs_reset again).
+    by_user,
+    // needs_validation: OffsetForLeaderEpoch sent, or nothing to validate with (ready).
+    by_user | bit(fetch_state::validating),
+    // validating: not truncated (ready), truncated (needs_reset, ready at the divergence, or
+    // awaiting_seek), or asked again (needs_validation).
+    by_user | bit(fetch_state::awaiting_seek),
+    // awaiting_seek: only the user's seek.
+    by_user,
+    // ready: a leader change or FENCED_LEADER_EPOCH (needs_validation), out of range (needs_reset).
+    by_user,
+};
+
+}  // namespace
+
+const char* to_string(fetch_state s) noexcept {
+  switch (s) {
+    case fetch_state::needs_committed: return "needs_committed";
+    case fetch_state::fetching_committed: return "fetching_committed";
+    case fetch_state::needs_reset: return "needs_reset";
+    case fetch_state::resetting: return "resetting";
+    case fetch_state::needs_validation: return "needs_validation";
+    case fetch_state::validating: return "validating";
+    case fetch_state::awaiting_seek: return "awaiting_seek";
+    case fetch_state::ready: return "ready";
+  }
+  return "?";
+}
+
+bool fetch_transition_allowed(fetch_state from, fetch_state to) noexcept {
+  const auto f = static_cast<std::size_t>(from);
+  return f < fetch_state_count && static_cast<std::size_t>(to) < fetch_state_count && (transitions[f] & bit(to)) != 0;
+}
+
+bool fetch_positions::transition(const TopicPartition& tp, fetch_part& p, fetch_state to, const char* reason) {
+  if (p.state_ == to) return true;
+  if (!fetch_transition_allowed(p.state_, to)) {
+    ++invalid_transitions_;
+    last_refusal_ = "internal error: invalid position transition of " + tp.topic + "-" + std::to_string(tp.partition) +
+                    ": " + to_string(p.state_) + " -> " + to_string(to) + " (" + reason + "); not applied";
+    if (on_refused_) on_refused_(last_refusal_);
+    return false;
+  }
+  p.state_ = to;
+  return true;
+}
+
+reset_policy parse_reset_policy(std::string_view s) noexcept {
+  if (s == "earliest") return reset_policy::earliest;
+  if (s == "none") return reset_policy::none;
+  return reset_policy::latest;
+}
+
+std::int64_t reset_timestamp(reset_policy p) noexcept {
+  return p == reset_policy::earliest ? -2 : -1;
+}
+
+std::vector<TopicPartition> fetch_positions::assign(const std::set<TopicPartition>& owned) {
+  std::vector<TopicPartition> removed;
+  for (auto it = parts_.begin(); it != parts_.end();) {
+    if (!owned.count(it->first)) {
+      removed.push_back(it->first);
+      it = parts_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& tp : owned) parts_.try_emplace(tp);
+  return removed;
+}
+
+bool fetch_positions::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end()) return false;
+  transition(tp, it->second, epoch >= 0 ? fetch_state::needs_validation : fetch_state::ready, "seek");
+  it->second.fetch_pos = offset;
+  it->second.epoch = epoch;
+  return true;
+}
+
+bool fetch_positions::seek_to(const TopicPartition& tp, bool beginning) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end()) return false;
+  transition(tp, it->second, fetch_state::needs_reset, "seek_to");
+  it->second.reset_forced = true;
+  it->second.reset_timestamp = beginning ? -2 : -1;
+  return true;
+}
+
+bool fetch_positions::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end() || it->second.state_ != fetch_state::ready) return false;
+  it->second.fetch_pos = offset;
+  it->second.epoch = epoch;
+  return true;
+}
+
+void fetch_positions::pause(const TopicPartition& tp) {
+  if (auto it = parts_.find(tp); it != parts_.end()) it->second.paused = true;
+}
+
+void fetch_positions::resume(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end()) return;
+  it->second.paused = false;
+  if (offset >= 0 && it->second.state_ == fetch_state::ready) {
+    it->second.fetch_pos = offset;
+    it->second.epoch = epoch;
+  }
+}
+
+void fetch_positions::no_group(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::needs_reset, "no group: no committed offset");
+  p.reset_timestamp = reset_timestamp(policy_);
+}
+
+void fetch_positions::committed_requested(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::fetching_committed, "OffsetFetch sent");
+}
+
+void fetch_positions::committed(const TopicPartition& tp, fetch_part& p, std::int64_t offset, std::int32_t epoch) {
+  if (offset >= 0) {
+    // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
+    // leader's log first: the log may have been truncated below it since (KIP-320).
+    transition(tp, p, epoch >= 0 ? fetch_state::needs_validation : fetch_state::ready, "committed offset");
+    p.fetch_pos = offset;
+    p.epoch = epoch;
+  } else {
+    transition(tp, p, fetch_state::needs_reset, "no committed offset");
+    p.reset_timestamp = reset_timestamp(policy_);
+    p.reset_forced = false;
+  }
+}
+
+void fetch_positions::committed_failed(const TopicPartition& tp, fetch_part& p) {
+  if (p.state_ == fetch_state::fetching_committed)
+    transition(tp, p, fetch_state::needs_committed, "OffsetFetch not answered");
+}
+
+bool fetch_positions::reset_waits_for_seek(const TopicPartition& tp, fetch_part& p) {
+  if (p.reset_timestamp != -1 || policy_ != reset_policy::none || p.reset_forced) return false;
+  transition(tp, p, fetch_state::resetting, "auto.offset.reset=none");  // stays until the user seeks
+  return true;
+}
+
+std::uint64_t fetch_positions::reset_requested(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::resetting, "ListOffsets sent");
+  return ++p.reset_seq;
+}
+
+fetch_part* fetch_positions::reset_current(const TopicPartition& tp, std::uint64_t seq) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end() || it->second.state_ != fetch_state::resetting || it->second.reset_seq != seq)
+    return nullptr;
+  return &it->second;
+}
+
+void fetch_positions::reset_answered(const TopicPartition& tp, fetch_part& p, std::int64_t offset,
+                                     std::int32_t epoch) {
+  transition(tp, p, fetch_state::ready, "ListOffsets answered");
+  p.fetch_pos = offset;
+  p.epoch = epoch;
+  p.reset_forced = false;
+}
+
+void fetch_positions::reset_failed(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::needs_reset, "not answered by ListOffsets");
+}
+
+bool fetch_positions::offset_out_of_range(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::needs_reset, "offset out of range");
+  p.reset_timestamp = reset_timestamp(policy_);
+  p.reset_forced = policy_ != reset_policy::none;
+  if (policy_ != reset_policy::none) return false;
+  transition(tp, p, fetch_state::resetting, "out of range, auto.offset.reset=none");
+  return true;
+}
+
+bool fetch_positions::leader_changed(const TopicPartition& tp, fetch_part& p) {
+  if (p.epoch < 0) return false;
+  transition(tp, p, fetch_state::needs_validation, "leader epoch changed");
+  return true;
+}
+
+void fetch_positions::validation_requested(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::validating, "OffsetForLeaderEpoch sent");
+}
+
+void fetch_positions::validation_skipped(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch) {
+  transition(tp, p, fetch_state::ready, "nothing to validate with");
+  p.leader_epoch = leader_epoch;
+}
+
+void fetch_positions::validation_failed(const TopicPartition& tp, fetch_part& p) {
+  transition(tp, p, fetch_state::needs_validation, "not answered by OffsetForLeaderEpoch");
+}
+
+validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch,
+                                              std::int16_t error_code, std::int32_t end_epoch,
+                                              std::int64_t end_offset) {
+  validation_outcome o;
+  o.position = p.fetch_pos;
+  o.epoch = p.epoch;
+  if (error_code != 0) {
+    transition(tp, p, fetch_state::needs_validation, "OffsetForLeaderEpoch error");
+    return o;
+  }
+  p.leader_epoch = leader_epoch;
+  o.divergence_unknown = end_offset < 0 || end_epoch < 0;
+  if (!o.divergence_unknown && end_offset >= p.fetch_pos) {
+    transition(tp, p, fetch_state::ready, "validated");
+    o.what = validation_outcome::verdict::valid;
+    return o;
+  }
+  if (policy_ == reset_policy::none) {
+    transition(tp, p, fetch_state::awaiting_seek, "truncated, auto.offset.reset=none");
+    o.what = validation_outcome::verdict::awaiting_seek;
+  } else if (o.divergence_unknown) {
+    transition(tp, p, fetch_state::needs_reset, "truncated, divergence unknown");
+    p.reset_timestamp = reset_timestamp(policy_);
+    p.reset_forced = true;
+    o.what = validation_outcome::verdict::reset;
+  } else {
+    // As Java: resume at the first offset known to diverge (not at the log's start or end), so
+    // no record the new leader has is skipped.
+    transition(tp, p, fetch_state::ready, "truncated: resumed at the divergence");
+    p.fetch_pos = end_offset;
+    p.epoch = end_epoch;
+    o.what = validation_outcome::verdict::resumed;
+  }
+  return o;
+}
+
+std::int32_t fetch_positions::fetch_node(fetch_part& p, std::int32_t leader, bool replica_known,
+                                         std::chrono::steady_clock::time_point now) {
+  if (p.preferred_replica < 0) return leader;
+  if (now >= p.replica_until || !replica_known) {
+    p.preferred_replica = -1;
+    return leader;
+  }
+  return p.preferred_replica;
+}
+
+missing_verdict fetch_positions::missing(fetch_part& p, bool absent, std::uint64_t refreshes, bool manual) {
+  if (!absent) {
+    p.missing_since = 0;
+    p.reported_missing = false;
+    return missing_verdict::present;
+  }
+  if (p.missing_since == 0) {
+    p.missing_since = refreshes + 1;
+  } else if (manual && !p.reported_missing && refreshes > p.missing_since) {
+    p.reported_missing = true;
+    return missing_verdict::report_missing;
+  }
+  return missing_verdict::missing;
+}
+
+}  // namespace kgroup::data
