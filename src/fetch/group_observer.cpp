@@ -209,6 +209,31 @@ void group_observer::refresh() {
       });
 }
 
+template <class Group>
+const Group* group_observer::described(const char* api, std::error_code ec, const std::vector<Group>& groups) {
+  if (ec) {
+    coordinator_.reset();
+    finish(std::string(api) + ": " + ec.message(), false);
+    return nullptr;
+  }
+  const auto it =
+      std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.group_id == opts_.group_id; });
+  if (it == groups.end()) {
+    finish(std::string(api) + ": the answer lacks the group", false);
+    return nullptr;
+  }
+  if (it->error_code != 0) {
+    auto failure = describe_error(api, it->error_code);
+    if (failure.rediscover) coordinator_.reset();
+    if constexpr (requires { it->error_message; }) {
+      if (it->error_message && !it->error_message->empty()) failure.text += " (" + *it->error_message + ")";
+    }
+    finish(std::move(failure.text), false);
+    return nullptr;
+  }
+  return &*it;
+}
+
 void group_observer::describe(std::int32_t coordinator) {
   auto conn = cluster_->broker(coordinator, net::channel::offsets);
   if (!conn) {
@@ -240,19 +265,7 @@ void group_observer::describe(std::int32_t coordinator) {
         [self, round, coordinator](std::error_code ec, const protocol::describe_groups_response& r,
                                    const net::response_frame&) {
           if (round != self->round_) return;
-          if (ec) {
-            self->coordinator_.reset();
-            return self->finish("DescribeGroups: " + ec.message(), false);
-          }
-          const auto it = std::find_if(r.groups.begin(), r.groups.end(),
-                                       [&](const auto& g) { return g.group_id == self->opts_.group_id; });
-          if (it == r.groups.end()) return self->finish("DescribeGroups: the answer lacks the group", false);
-          if (it->error_code != 0) {
-            auto failure = describe_error("DescribeGroups", it->error_code);
-            if (failure.rediscover) self->coordinator_.reset();
-            return self->finish(std::move(failure.text), false);
-          }
-          self->on_described(coordinator, *it);
+          if (const auto* g = self->described("DescribeGroups", ec, r.groups)) self->on_described(coordinator, *g);
         },
         self->opts_.request_timeout);
   });
@@ -294,20 +307,7 @@ void group_observer::describe_consumer_group(std::int32_t coordinator, const std
       [self = shared_from_this(), round = round_, coordinator](
           std::error_code ec, const protocol::consumer_group_describe_response& r, const net::response_frame&) {
         if (round != self->round_) return;
-        if (ec) {
-          self->coordinator_.reset();
-          return self->finish("ConsumerGroupDescribe: " + ec.message(), false);
-        }
-        const auto it = std::find_if(r.groups.begin(), r.groups.end(),
-                                     [&](const auto& g) { return g.group_id == self->opts_.group_id; });
-        if (it == r.groups.end()) return self->finish("ConsumerGroupDescribe: the answer lacks the group", false);
-        if (it->error_code != 0) {
-          auto failure = describe_error("ConsumerGroupDescribe", it->error_code);
-          if (failure.rediscover) self->coordinator_.reset();
-          if (it->error_message && !it->error_message->empty()) failure.text += " (" + *it->error_message + ")";
-          return self->finish(std::move(failure.text), false);
-        }
-        self->on_described(coordinator, *it);
+        if (const auto* g = self->described("ConsumerGroupDescribe", ec, r.groups)) self->on_described(coordinator, *g);
       },
       opts_.request_timeout);
 }

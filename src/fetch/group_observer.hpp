@@ -71,6 +71,11 @@ class group_observer : public std::enable_shared_from_this<group_observer> {
   void describe(std::int32_t coordinator);
   void on_described(std::int32_t coordinator, const protocol::describe_groups_response::described_group& g);
   void describe_consumer_group(std::int32_t coordinator, const std::shared_ptr<net::connection>& conn);
+  /// The group's entry in a describe answer; nullptr after finishing the refresh with why not
+  /// (a failed request, the group missing, an error code: the coordinator is looked up again
+  /// when it moved).
+  template <class Group>
+  const Group* described(const char* api, std::error_code ec, const std::vector<Group>& groups);
   void on_described(std::int32_t coordinator, const protocol::consumer_group_describe_response::described_group& g);
   /// After members: this consumer's generation (member epoch) if it is one of them, then offsets.
   void members_built(std::int32_t coordinator);

@@ -214,16 +214,8 @@ void consumer_group_driver::apply(k::action& a) {
         using T = std::decay_t<decltype(act)>;
         if (apply_shared(act)) return;
         if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
-                                     [self](std::error_code ec, std::int32_t node) {
-                                       if (self->stopped_) return;
-                                       if (ec) {
-                                         self->member_.coordinator_failed(clock::now(), ec);
-                                         self->process();
-                                       } else {
-                                         self->on_coordinator(node);
-                                       }
-                                     });
+          find_coordinator(*cluster_, opts_.request_timeout,
+                           [](consumer_group_driver& d, std::int32_t node) { d.on_coordinator(node); });
         } else if constexpr (std::is_same_v<T, k::send_consumer_group_heartbeat>) {
           send_heartbeat(std::move(act));
         } else if constexpr (std::is_same_v<T, k::need_topic_names>) {

@@ -23,6 +23,7 @@
 
 #include "base/log.hpp"
 #include "group/types.hpp"
+#include "net/cluster.hpp"
 #include "net/membership_driver.hpp"
 #include "runtime/shared_state.hpp"
 
@@ -99,6 +100,21 @@ class driver_base : public membership_driver {
   void stop() {
     stopped_ = true;
     timer_.cancel();
+  }
+
+  /// FindCoordinator for the group: a failure goes to the core, a node to `found(driver, node)`.
+  template <class Found>
+  void find_coordinator(cluster& c, std::chrono::milliseconds timeout, Found found) {
+    c.find_coordinator(member_.options().group_id, timeout,
+                       [self = derived().shared_from_this(), found](std::error_code ec, std::int32_t node) {
+                         if (self->stopped_) return;
+                         if (ec) {
+                           self->member_.coordinator_failed(clock::now(), ec);
+                           self->process();
+                           return;
+                         }
+                         found(*self, node);
+                       });
   }
 
   /// Handles `act` if it is one of the actions both cores emit; false when it is the driver's own.

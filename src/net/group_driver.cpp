@@ -150,16 +150,10 @@ void group_driver::apply(group::action& a) {
         using T = std::decay_t<decltype(act)>;
         if (apply_shared(act)) return;
         if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          cluster_->find_coordinator(opts_.member.group_id, opts_.request_timeout,
-                                     [self](std::error_code ec, std::int32_t node) {
-                                       if (self->stopped_) return;
-                                       if (ec) {
-                                         self->member_.coordinator_failed(clock::now(), ec);
-                                       } else {
-                                         self->member_.coordinator_found(clock::now(), node);
-                                       }
-                                       self->process();
-                                     });
+          find_coordinator(*cluster_, opts_.request_timeout, [](group_driver& d, std::int32_t node) {
+            d.member_.coordinator_found(clock::now(), node);
+            d.process();
+          });
         } else if constexpr (std::is_same_v<T, group::send_join_group>) {
           send_to_coordinator(
               std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
