@@ -24,6 +24,7 @@
 #include "kgroup/error.hpp"
 #include "kgroup/metrics.hpp"
 #include "kgroup/rebalance_listener.hpp"
+#include "kgroup/record.hpp"
 #include "kgroup/types.hpp"
 
 namespace kgroup {
@@ -35,61 +36,6 @@ struct KGROUP_EXPORT ConsumerGroupMetadata {
   std::int32_t generation_id = -1;
   std::optional<std::string> group_instance_id;
 };
-
-/// How a record's timestamp was set.
-enum class TimestampType { none = -1, create_time = 0, log_append_time = 1 };
-
-/// One record header. Views into the fetched data, valid as long as the ConsumerRecords that
-/// returned it.
-struct KGROUP_EXPORT Header {
-  std::string_view key;
-  std::optional<std::string_view> value;
-};
-
-struct OwnedRecord;
-
-/// One record returned by poll(). `topic`, `key`, `value` and `headers` view the fetched buffer
-/// (no copy for uncompressed data) and stay valid only as long as the ConsumerRecords batch that
-/// holds them: keeping a ConsumerRecord (or a string_view taken from it) after that batch is
-/// destroyed reads freed memory. To keep a record, take owned(), which copies it.
-struct KGROUP_EXPORT ConsumerRecord {
-  std::string_view topic;
-  std::int32_t partition = 0;
-  std::int64_t offset = 0;
-  std::int64_t timestamp = -1;
-  TimestampType timestamp_type = TimestampType::create_time;
-  std::int32_t leader_epoch = -1;  // -1 when unknown (legacy message formats)
-  std::optional<std::string_view> key;
-  std::optional<std::string_view> value;
-  std::vector<Header> headers;     // empty (no allocation) for records without headers
-
-  /// A copy that owns its bytes and outlives the batch.
-  OwnedRecord owned() const;
-};
-
-/// A record that owns its topic, key, value and headers (ConsumerRecord::owned()).
-struct KGROUP_EXPORT OwnedRecord {
-  std::string topic;
-  std::int32_t partition = 0;
-  std::int64_t offset = 0;
-  std::int64_t timestamp = -1;
-  TimestampType timestamp_type = TimestampType::create_time;
-  std::int32_t leader_epoch = -1;
-  std::optional<std::string> key;
-  std::optional<std::string> value;
-  std::vector<std::pair<std::string, std::optional<std::string>>> headers;
-  bool operator==(const OwnedRecord&) const = default;
-};
-
-inline OwnedRecord ConsumerRecord::owned() const {
-  OwnedRecord r{std::string(topic), partition, offset, timestamp, timestamp_type, leader_epoch, std::nullopt, std::nullopt, {}};
-  if (key) r.key.emplace(*key);
-  if (value) r.value.emplace(*value);
-  r.headers.reserve(headers.size());
-  for (const auto& h : headers)
-    r.headers.emplace_back(std::string(h.key), h.value ? std::optional<std::string>(std::string(*h.value)) : std::nullopt);
-  return r;
-}
 
 /// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
 /// records view.
@@ -237,7 +183,8 @@ class KGROUP_EXPORT Consumer {
   /// Same, waiting at most `timeout` instead of default.api.timeout.ms (then
   /// client_errc::request_timed_out, or the last retriable error).
   void commit_sync(std::chrono::milliseconds timeout);
-  /// Commits exactly these offsets (same errors).
+  /// Commits exactly these offsets (same errors). A negative offset throws
+  /// client_errc::invalid_argument and commits nothing.
   void commit_sync(const OffsetMap& offsets);
   void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
   /// Commits positions without waiting; `callback` (optional) runs inside a later poll(),

@@ -31,8 +31,8 @@ const std::vector<ConfigKey> key_table = {
     {"max.poll.interval.ms", "300000", "int", 1, i32max, "", "a member that does not call poll() for this long leaves the group"},
     {"max.poll.records", "500", "int", 1, i32max, "", "most records one poll() returns"},
     {"partition.assignment.strategy", "range,cooperative-sticky", "list", 0, 0, "", "assignors in preference order"},
-    // KIP-848 (issue 16): the membership core exists, no driver yet, so validate() refuses
-    // "consumer" for now.
+    // KIP-848 (issue 16): "consumer" runs net/consumer_group_driver; validate() refuses the
+    // classic-only keys with it.
     {"group.protocol", "classic", "enum", 0, 0, "classic,consumer", "group membership protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)"},
     {"group.remote.assignor", "", "string", 0, 0, "", "group.protocol=consumer: the broker-side assignor (uniform, range); empty = the broker's default"},
     {"retry.backoff.ms", "100", "int", 0, i32max, "", "wait before retrying a failed request"},

@@ -237,8 +237,6 @@ class Consumer::impl {
  private:
   static fetch::commit_map to_commit_map(const OffsetMap& offsets);
 
-  static bool retriable_coordinator_error(std::error_code ec);
-
   void commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
     coordinator_request([this, offsets](std::uint64_t id) { fetcher_->commit(id, offsets); }, deadline,
                         "commit_sync()");
@@ -260,7 +258,7 @@ class Consumer::impl {
                     std::string(what) + ": no answer in time");
       if (!done->code) return std::move(*done);
       const auto wait = retry.next();
-      if (!retriable_coordinator_error(done->code) || clock::now() + wait >= deadline) {
+      if (!data::commit_retriable(done->code) || clock::now() + wait >= deadline) {
         throw Error(done->code, done->message);
       }
       std::this_thread::sleep_for(wait);

@@ -188,24 +188,16 @@ std::map<std::string, std::vector<PartitionInfo>> Consumer::impl::topic_partitio
 
 fetch::commit_map Consumer::impl::to_commit_map(const OffsetMap& offsets) {
   fetch::commit_map m;
-  for (const auto& [tp, om] : offsets) m[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
-  return m;
-}
-
-bool Consumer::impl::retriable_coordinator_error(std::error_code ec) {
-  if (ec.category() == kafka_category() &&
-      protocol::reacts(static_cast<std::int16_t>(ec.value()),
-                       protocol::reaction::coordinator_moved | protocol::reaction::coordinator_busy)) {
-    return true;
+  for (const auto& [tp, om] : offsets) {
+    // As Java's OffsetAndMetadata: a negative offset (the default -1 included) is the caller's
+    // mistake, refused before anything is sent.
+    if (om.offset < 0)
+      throw Error(make_error_code(client_errc::invalid_argument),
+                  "commit: negative offset " + std::to_string(om.offset) + " for " + tp.topic + "-" +
+                      std::to_string(tp.partition));
+    m[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
   }
-  return ec == make_error_code(client_errc::connection_closed) ||
-         ec == make_error_code(client_errc::request_timed_out) ||
-         // Partition-level, retriable as in Java (issue 13, item 8).
-         ec == make_error_code(kafka_errc::request_timed_out) ||
-         ec == make_error_code(kafka_errc::unstable_offset_commit) ||
-         // KIP-848: the commit's member epoch is behind the coordinator's; the retry carries the
-         // epoch of the latest heartbeat (identity() is read again for every attempt).
-         ec == make_error_code(kafka_errc::stale_member_epoch);
+  return m;
 }
 
 std::optional<detail::commit_done> Consumer::impl::wait_request(std::uint64_t id,

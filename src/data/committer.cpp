@@ -91,6 +91,64 @@ std::optional<commit_failure> read_commit_response(const protocol::offset_commit
   return std::nullopt;
 }
 
+commit_map auto_committer::due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
+                               const std::set<TopicPartition>& owned, const group_identity& who) const {
+  if (!who.stable) return {};
+  return auto_commit_due(consumed, owned, last_);
+}
+
+void auto_committer::committed(const commit_map& offsets) {
+  for (const auto& [tp, om] : offsets) last_[tp] = om.offset;
+}
+
+std::optional<commit_error> refuse_offset_fetch(const group_identity& who) {
+  if (!who.group_mode) return commit_error{make_error_code(kafka_errc::invalid_group_id), "no group.id"};
+  return std::nullopt;
+}
+
+commit_error coordinator_unknown() {
+  return {make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet"};
+}
+
+protocol::offset_fetch_request make_offset_fetch_request(const std::string& group_id,
+                                                         const std::set<TopicPartition>& tps) {
+  protocol::offset_fetch_request req;
+  req.group_id = group_id;
+  req.require_stable = true;
+  std::map<std::string, std::size_t> index;
+  for (const auto& tp : tps) {
+    auto [it, inserted] = index.emplace(tp.topic, req.topics->size());
+    if (inserted) req.topics->push_back({tp.topic, {}});
+    (*req.topics)[it->second].partition_indexes.push_back(tp.partition);
+  }
+  return req;
+}
+
+committed_answer read_committed(const protocol::offset_fetch_response& r) {
+  committed_answer out;
+  const std::int16_t top = r.groups.empty() ? r.error_code : r.groups.front().error_code;
+  out.coordinator_gone = protocol::reacts(top, protocol::reaction::coordinator_moved);
+  if (top != 0) out.error = {make_error_code(static_cast<kafka_errc>(top)), "OffsetFetch failed: " + kafka_error_name(top)};
+  for_each_committed(r, [&](const std::string& topic, std::int32_t p, std::int64_t off,
+                            const std::optional<std::string>& m, std::int32_t epoch, std::int16_t err) {
+    if (err == 0 && off >= 0) out.offsets[{topic, p}] = {off, m.value_or(""), epoch};
+    if (err != 0 && !out.error.code) {
+      out.error = {make_error_code(static_cast<kafka_errc>(err)),
+                   "OffsetFetch of " + topic + "-" + std::to_string(p) + " failed: " + kafka_error_name(err)};
+    }
+  });
+  return out;
+}
+
+bool commit_retriable(std::error_code ec) {
+  if (ec.category() == kafka_category()) {
+    return protocol::reacts(static_cast<std::int16_t>(ec.value()), protocol::reaction::coordinator_moved |
+                                                                       protocol::reaction::coordinator_busy |
+                                                                       protocol::reaction::retry_commit);
+  }
+  return ec == make_error_code(client_errc::connection_closed) || ec == make_error_code(client_errc::request_timed_out);
+}
+
 commit_map auto_commit_due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
                            const std::set<TopicPartition>& owned,
                            const std::map<TopicPartition, std::int64_t>& last_committed) {

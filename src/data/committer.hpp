@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "data/types.hpp"
+#include "data/offset_fetch.hpp"
 #include "group/types.hpp"
 #include "kgroup/types.hpp"
 #include "protocol/messages.hpp"
@@ -57,5 +58,50 @@ std::optional<commit_failure> read_commit_response(const protocol::offset_commit
 commit_map auto_commit_due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
                            const std::set<TopicPartition>& owned,
                            const std::map<TopicPartition, std::int64_t>& last_committed);
+
+/// Auto-commit's policy and memory: what was last committed per owned partition.
+class auto_committer {
+ public:
+  /// What to commit now: auto_commit_due() of `consumed`, and nothing unless `who` is stable (a
+  /// commit during a rebalance would be refused; the revoke listener's commit covers it).
+  commit_map due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
+                 const std::set<TopicPartition>& owned, const group_identity& who) const;
+  /// `offsets` were committed (by auto-commit or the user).
+  void committed(const commit_map& offsets);
+  /// `tp` is no longer owned: a later owner of it starts afresh.
+  void forget(const TopicPartition& tp) { last_.erase(tp); }
+  const std::map<TopicPartition, std::int64_t>& last() const noexcept { return last_; }
+
+ private:
+  std::map<TopicPartition, std::int64_t> last_;
+};
+
+// ---- committed offsets (OffsetFetch) ----
+
+/// Why committed offsets cannot be asked for with `who`'s identity (no group.id), or nothing.
+std::optional<commit_error> refuse_offset_fetch(const group_identity& who);
+/// The error of a commit or an OffsetFetch while no coordinator is known (commit_sync() and
+/// committed() retry it until their deadline).
+commit_error coordinator_unknown();
+/// The OffsetFetch request for `tps`. KIP-447 require_stable: an offset with a transactional
+/// commit pending comes back as UNSTABLE_OFFSET_COMMIT (retried) instead of a stale offset.
+protocol::offset_fetch_request make_offset_fetch_request(const std::string& group_id,
+                                                         const std::set<TopicPartition>& tps);
+/// What an OffsetFetch answer says to committed(): the offsets committed (a partition with none
+/// is absent), or the first error: the group's, else the first partition's (a partition error,
+/// UNSTABLE_OFFSET_COMMIT say, fails the call instead of passing for "nothing committed").
+struct committed_answer {
+  commit_map offsets;
+  commit_error error;             // no code: success
+  bool coordinator_gone = false;  // rediscover the coordinator
+};
+committed_answer read_committed(const protocol::offset_fetch_response& r);
+
+/// Whether a commit_sync() or committed() that failed with `ec` is tried again before its
+/// deadline, as Java retries: the coordinator moved or is loading, a lost connection or a
+/// timeout, and the codes of the reaction class retry_commit (REQUEST_TIMED_OUT,
+/// UNSTABLE_OFFSET_COMMIT, and KIP-848's STALE_MEMBER_EPOCH: the retry carries the epoch of the
+/// latest heartbeat).
+bool commit_retriable(std::error_code ec);
 
 }  // namespace kgroup::data

@@ -97,8 +97,8 @@ bool fetch_positions::seek(const TopicPartition& tp, std::int64_t offset, std::i
   auto it = parts_.find(tp);
   if (it == parts_.end()) return false;
   transition(tp, it->second, epoch >= 0 ? fetch_state::needs_validation : fetch_state::ready, "seek");
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  it->second.fetch_pos_ = offset;
+  it->second.epoch_ = epoch;
   return true;
 }
 
@@ -106,36 +106,36 @@ bool fetch_positions::seek_to(const TopicPartition& tp, bool beginning) {
   auto it = parts_.find(tp);
   if (it == parts_.end()) return false;
   transition(tp, it->second, fetch_state::needs_reset, "seek_to");
-  it->second.reset_forced = true;
-  it->second.reset_timestamp = beginning ? -2 : -1;
+  it->second.reset_forced_ = true;
+  it->second.reset_timestamp_ = beginning ? -2 : -1;
   return true;
 }
 
 bool fetch_positions::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
   auto it = parts_.find(tp);
   if (it == parts_.end() || it->second.state_ != fetch_state::ready) return false;
-  it->second.fetch_pos = offset;
-  it->second.epoch = epoch;
+  it->second.fetch_pos_ = offset;
+  it->second.epoch_ = epoch;
   return true;
 }
 
 void fetch_positions::pause(const TopicPartition& tp) {
-  if (auto it = parts_.find(tp); it != parts_.end()) it->second.paused = true;
+  if (auto it = parts_.find(tp); it != parts_.end()) it->second.paused_ = true;
 }
 
 void fetch_positions::resume(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
   auto it = parts_.find(tp);
   if (it == parts_.end()) return;
-  it->second.paused = false;
+  it->second.paused_ = false;
   if (offset >= 0 && it->second.state_ == fetch_state::ready) {
-    it->second.fetch_pos = offset;
-    it->second.epoch = epoch;
+    it->second.fetch_pos_ = offset;
+    it->second.epoch_ = epoch;
   }
 }
 
 void fetch_positions::no_group(const TopicPartition& tp, fetch_part& p) {
   transition(tp, p, fetch_state::needs_reset, "no group: no committed offset");
-  p.reset_timestamp = reset_timestamp(policy_);
+  p.reset_timestamp_ = reset_timestamp(policy_);
 }
 
 void fetch_positions::committed_requested(const TopicPartition& tp, fetch_part& p) {
@@ -147,12 +147,12 @@ void fetch_positions::committed(const TopicPartition& tp, fetch_part& p, std::in
     // A committed offset with its leader epoch (OffsetFetch v5+) is validated against the
     // leader's log first: the log may have been truncated below it since (KIP-320).
     transition(tp, p, epoch >= 0 ? fetch_state::needs_validation : fetch_state::ready, "committed offset");
-    p.fetch_pos = offset;
-    p.epoch = epoch;
+    p.fetch_pos_ = offset;
+    p.epoch_ = epoch;
   } else {
     transition(tp, p, fetch_state::needs_reset, "no committed offset");
-    p.reset_timestamp = reset_timestamp(policy_);
-    p.reset_forced = false;
+    p.reset_timestamp_ = reset_timestamp(policy_);
+    p.reset_forced_ = false;
   }
 }
 
@@ -162,19 +162,19 @@ void fetch_positions::committed_failed(const TopicPartition& tp, fetch_part& p) 
 }
 
 bool fetch_positions::reset_waits_for_seek(const TopicPartition& tp, fetch_part& p) {
-  if (p.reset_timestamp != -1 || policy_ != reset_policy::none || p.reset_forced) return false;
+  if (p.reset_timestamp_ != -1 || policy_ != reset_policy::none || p.reset_forced_) return false;
   transition(tp, p, fetch_state::resetting, "auto.offset.reset=none");  // stays until the user seeks
   return true;
 }
 
 std::uint64_t fetch_positions::reset_requested(const TopicPartition& tp, fetch_part& p) {
   transition(tp, p, fetch_state::resetting, "ListOffsets sent");
-  return ++p.reset_seq;
+  return ++p.reset_seq_;
 }
 
 fetch_part* fetch_positions::reset_current(const TopicPartition& tp, std::uint64_t seq) {
   auto it = parts_.find(tp);
-  if (it == parts_.end() || it->second.state_ != fetch_state::resetting || it->second.reset_seq != seq)
+  if (it == parts_.end() || it->second.state_ != fetch_state::resetting || it->second.reset_seq_ != seq)
     return nullptr;
   return &it->second;
 }
@@ -182,9 +182,9 @@ fetch_part* fetch_positions::reset_current(const TopicPartition& tp, std::uint64
 void fetch_positions::reset_answered(const TopicPartition& tp, fetch_part& p, std::int64_t offset,
                                      std::int32_t epoch) {
   transition(tp, p, fetch_state::ready, "ListOffsets answered");
-  p.fetch_pos = offset;
-  p.epoch = epoch;
-  p.reset_forced = false;
+  p.fetch_pos_ = offset;
+  p.epoch_ = epoch;
+  p.reset_forced_ = false;
 }
 
 void fetch_positions::reset_failed(const TopicPartition& tp, fetch_part& p) {
@@ -193,15 +193,15 @@ void fetch_positions::reset_failed(const TopicPartition& tp, fetch_part& p) {
 
 bool fetch_positions::offset_out_of_range(const TopicPartition& tp, fetch_part& p) {
   transition(tp, p, fetch_state::needs_reset, "offset out of range");
-  p.reset_timestamp = reset_timestamp(policy_);
-  p.reset_forced = policy_ != reset_policy::none;
+  p.reset_timestamp_ = reset_timestamp(policy_);
+  p.reset_forced_ = policy_ != reset_policy::none;
   if (policy_ != reset_policy::none) return false;
   transition(tp, p, fetch_state::resetting, "out of range, auto.offset.reset=none");
   return true;
 }
 
 bool fetch_positions::leader_changed(const TopicPartition& tp, fetch_part& p) {
-  if (p.epoch < 0) return false;
+  if (p.epoch_ < 0) return false;
   transition(tp, p, fetch_state::needs_validation, "leader epoch changed");
   return true;
 }
@@ -212,7 +212,7 @@ void fetch_positions::validation_requested(const TopicPartition& tp, fetch_part&
 
 void fetch_positions::validation_skipped(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch) {
   transition(tp, p, fetch_state::ready, "nothing to validate with");
-  p.leader_epoch = leader_epoch;
+  p.leader_epoch_ = leader_epoch;
 }
 
 void fetch_positions::validation_failed(const TopicPartition& tp, fetch_part& p) {
@@ -223,15 +223,15 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
                                               std::int16_t error_code, std::int32_t end_epoch,
                                               std::int64_t end_offset) {
   validation_outcome o;
-  o.position = p.fetch_pos;
-  o.epoch = p.epoch;
+  o.position = p.fetch_pos_;
+  o.epoch = p.epoch_;
   if (error_code != 0) {
     transition(tp, p, fetch_state::needs_validation, "OffsetForLeaderEpoch error");
     return o;
   }
-  p.leader_epoch = leader_epoch;
+  p.leader_epoch_ = leader_epoch;
   o.divergence_unknown = end_offset < 0 || end_epoch < 0;
-  if (!o.divergence_unknown && end_offset >= p.fetch_pos) {
+  if (!o.divergence_unknown && end_offset >= p.fetch_pos_) {
     transition(tp, p, fetch_state::ready, "validated");
     o.what = validation_outcome::verdict::valid;
     return o;
@@ -241,15 +241,15 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
     o.what = validation_outcome::verdict::awaiting_seek;
   } else if (o.divergence_unknown) {
     transition(tp, p, fetch_state::needs_reset, "truncated, divergence unknown");
-    p.reset_timestamp = reset_timestamp(policy_);
-    p.reset_forced = true;
+    p.reset_timestamp_ = reset_timestamp(policy_);
+    p.reset_forced_ = true;
     o.what = validation_outcome::verdict::reset;
   } else {
     // As Java: resume at the first offset known to diverge (not at the log's start or end), so
     // no record the new leader has is skipped.
     transition(tp, p, fetch_state::ready, "truncated: resumed at the divergence");
-    p.fetch_pos = end_offset;
-    p.epoch = end_epoch;
+    p.fetch_pos_ = end_offset;
+    p.epoch_ = end_epoch;
     o.what = validation_outcome::verdict::resumed;
   }
   return o;
@@ -257,24 +257,89 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
 
 std::int32_t fetch_positions::fetch_node(fetch_part& p, std::int32_t leader, bool replica_known,
                                          std::chrono::steady_clock::time_point now) {
-  if (p.preferred_replica < 0) return leader;
-  if (now >= p.replica_until || !replica_known) {
-    p.preferred_replica = -1;
+  if (p.preferred_replica_ < 0) return leader;
+  if (now >= p.replica_until_ || !replica_known) {
+    p.preferred_replica_ = -1;
     return leader;
   }
-  return p.preferred_replica;
+  return p.preferred_replica_;
+}
+
+fetch_part* fetch_positions::find(const TopicPartition& tp) noexcept {
+  auto it = parts_.find(tp);
+  return it == parts_.end() ? nullptr : &it->second;
+}
+
+fetch_check fetch_positions::fetchable(const fetch_part& p, std::chrono::steady_clock::time_point now) noexcept {
+  if (p.state_ != fetch_state::ready || p.paused_ || p.in_flight_) return fetch_check::skip;
+  if (now < p.backoff_until_) return fetch_check::backing_off;
+  return fetch_check::fetch;
+}
+
+bool fetch_positions::leader_epoch_seen(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch) {
+  if (leader_epoch >= 0 && p.leader_epoch_ >= 0 && leader_epoch != p.leader_epoch_ && leader_changed(tp, p))
+    return true;
+  p.leader_epoch_ = leader_epoch;
+  return false;
+}
+
+void fetch_positions::fetch_ended(const TopicPartition& tp) noexcept {
+  if (auto* p = find(tp)) p->in_flight_ = false;
+}
+
+bool fetch_positions::answer_applies(const fetch_part& p, std::int64_t sent_offset) noexcept {
+  return p.state_ == fetch_state::ready && p.fetch_pos_ == sent_offset;
+}
+
+replica_outcome fetch_positions::replica_answer(fetch_part& p, std::int32_t node, std::int16_t error_code,
+                                                std::int32_t preferred_read_replica, bool replica_known,
+                                                std::chrono::steady_clock::time_point now) {
+  replica_outcome o;
+  if (error_code != 0 && p.preferred_replica_ == node && node >= 0) {
+    o.what = replica_outcome::verdict::replica_failed;
+    o.replica = node;
+    p.preferred_replica_ = -1;
+    p.backoff_until_ = now + timing_.retry_backoff;
+    return o;
+  }
+  if (preferred_read_replica < 0 || preferred_read_replica == node) return o;
+  o.replica = preferred_read_replica;
+  if (!replica_known) {
+    o.what = replica_outcome::verdict::replica_unknown;
+    p.backoff_until_ = now + timing_.retry_backoff;
+    return o;
+  }
+  o.what = replica_outcome::verdict::replica_named;
+  o.changed = p.preferred_replica_ != preferred_read_replica;
+  p.preferred_replica_ = preferred_read_replica;
+  p.replica_until_ = now + timing_.replica_ttl;
+  return o;
+}
+
+std::int32_t fetch_positions::replica_unreachable(const TopicPartition& tp, std::int32_t node) {
+  auto* p = find(tp);
+  if (!p || p->preferred_replica_ < 0 || p->preferred_replica_ != node) return -1;
+  p->preferred_replica_ = -1;
+  return node;
+}
+
+bool fetch_positions::fetched(fetch_part& p, std::int64_t next, std::int32_t last_epoch) noexcept {
+  if (next == p.fetch_pos_) return false;
+  p.fetch_pos_ = next;
+  p.epoch_ = last_epoch;
+  return true;
 }
 
 missing_verdict fetch_positions::missing(fetch_part& p, bool absent, std::uint64_t refreshes, bool manual) {
   if (!absent) {
-    p.missing_since = 0;
-    p.reported_missing = false;
+    p.missing_since_ = 0;
+    p.reported_missing_ = false;
     return missing_verdict::present;
   }
-  if (p.missing_since == 0) {
-    p.missing_since = refreshes + 1;
-  } else if (manual && !p.reported_missing && refreshes > p.missing_since) {
-    p.reported_missing = true;
+  if (p.missing_since_ == 0) {
+    p.missing_since_ = refreshes + 1;
+  } else if (manual && !p.reported_missing_ && refreshes > p.missing_since_) {
+    p.reported_missing_ = true;
     return missing_verdict::report_missing;
   }
   return missing_verdict::missing;

@@ -38,32 +38,77 @@ const char* to_string(fetch_state s) noexcept;
 /// entered only from their "needs" state, and left only by their answer.
 bool fetch_transition_allowed(fetch_state from, fetch_state to) noexcept;
 
-/// One owned partition. The state is changed only through fetch_positions::transition().
+/// One owned partition. Read-only outside fetch_positions: its state and fields change only
+/// through fetch_positions' events, so every decision on them is made (and tested) there.
 class fetch_part {
  public:
   fetch_state state() const noexcept { return state_; }
 
-  std::int64_t fetch_pos = -1;
-  std::int32_t epoch = -1;         // leader epoch of the record before fetch_pos; -1 unknown
-  std::int32_t leader_epoch = -1;  // the leader's epoch (metadata) when last fetched or validated
-  bool paused = false;
-  bool in_flight = false;
-  bool reset_forced = false;          // announce the reset position as forced (seek_to_*, out of range)
-  std::int64_t reset_timestamp = -1;  // -2 earliest, -1 latest
-  std::uint64_t reset_seq = 0;        // ListOffsets requests sent for resets (the last one counts)
-  std::uint64_t missing_since = 0;    // metadata refresh count when first seen missing (0: not missing)
-  bool reported_missing = false;
-  // KIP-392: the replica the leader told this member to read from, until `replica_until`; -1
-  // reads from the leader.
-  std::int32_t preferred_replica = -1;
-  std::chrono::steady_clock::time_point replica_until{};
-  // Not fetched before this time: after a replica failed it, or named a replica this client
-  // cannot use (the leader then sends no data, and asking again at once would spin).
-  std::chrono::steady_clock::time_point backoff_until{};
+  std::int64_t fetch_pos() const noexcept { return fetch_pos_; }
+  /// Leader epoch of the record before fetch_pos; -1 unknown.
+  std::int32_t epoch() const noexcept { return epoch_; }
+  /// The leader's epoch (metadata) when last fetched or validated.
+  std::int32_t leader_epoch() const noexcept { return leader_epoch_; }
+  bool paused() const noexcept { return paused_; }
+  /// A Fetch that covers it is in flight.
+  bool in_flight() const noexcept { return in_flight_; }
+  /// The reset position is announced as forced (seek_to_*, out of range).
+  bool reset_forced() const noexcept { return reset_forced_; }
+  /// -2 earliest, -1 latest.
+  std::int64_t reset_timestamp() const noexcept { return reset_timestamp_; }
+  /// KIP-392: the replica the leader told this member to read from, until replica_until(); -1
+  /// reads from the leader.
+  std::int32_t preferred_replica() const noexcept { return preferred_replica_; }
+  std::chrono::steady_clock::time_point replica_until() const noexcept { return replica_until_; }
+  /// Not fetched before this time: after a replica failed it, or named a replica this client
+  /// cannot use (the leader then sends no data, and asking again at once would spin).
+  std::chrono::steady_clock::time_point backoff_until() const noexcept { return backoff_until_; }
 
  private:
   friend class fetch_positions;
   fetch_state state_ = fetch_state::needs_committed;
+  std::int64_t fetch_pos_ = -1;
+  std::int32_t epoch_ = -1;
+  std::int32_t leader_epoch_ = -1;
+  bool paused_ = false;
+  bool in_flight_ = false;
+  bool reset_forced_ = false;
+  std::int64_t reset_timestamp_ = -1;
+  std::uint64_t reset_seq_ = 0;      // ListOffsets requests sent for resets (the last one counts)
+  std::uint64_t missing_since_ = 0;  // metadata refresh count when first seen missing (0: not missing)
+  bool reported_missing_ = false;
+  std::int32_t preferred_replica_ = -1;
+  std::chrono::steady_clock::time_point replica_until_{};
+  std::chrono::steady_clock::time_point backoff_until_{};
+};
+
+/// Whether a partition is fetched now (fetch_positions::fetchable).
+enum class fetch_check {
+  skip,         // not ready, paused, or a Fetch for it is in flight
+  backing_off,  // ready, but its backoff has not passed (try again later)
+  fetch,
+};
+
+/// What a Fetch answer's KIP-392 part decided (fetch_positions::replica_answer).
+struct replica_outcome {
+  enum class verdict {
+    none,             // nothing about replicas
+    replica_failed,   // the preferred replica answered with an error: back to the leader, after
+                      // the backoff; the rest of the answer for this partition is ignored
+    replica_named,    // the leader named a replica (known to metadata): read from it until the TTL
+    replica_unknown,  // the leader named a replica metadata does not know: backoff, refresh metadata
+  };
+  verdict what = verdict::none;
+  bool changed = false;       // replica_named: a different replica than before
+  std::int32_t replica = -1;  // replica_failed: the one dropped; else the one named
+};
+
+/// Timing the table applies (the fetcher's configuration).
+struct fetch_timing {
+  /// Backoff after a replica failed a partition or named an unusable replica (retry.backoff.ms).
+  std::chrono::milliseconds retry_backoff{100};
+  /// How long a preferred read replica is followed before asking the leader again.
+  std::chrono::milliseconds replica_ttl{300000};
 };
 
 /// auto.offset.reset.
@@ -101,13 +146,22 @@ class fetch_positions {
 
   /// Receives the description of each refused transition (the driver logs it).
   using refusal_sink = std::function<void(const std::string&)>;
-  explicit fetch_positions(reset_policy policy = reset_policy::latest, refusal_sink on_refused = {})
-      : policy_(policy), on_refused_(std::move(on_refused)) {}
+  explicit fetch_positions(reset_policy policy = reset_policy::latest, refusal_sink on_refused = {},
+                           fetch_timing timing = {})
+      : policy_(policy), on_refused_(std::move(on_refused)), timing_(timing) {}
 
   reset_policy policy() const noexcept { return policy_; }
 
-  map& parts() noexcept { return parts_; }
+  /// Every owned partition, read-only: changed only through the events below.
   const map& parts() const noexcept { return parts_; }
+  /// The entry of `tp` for the events below; nullptr when not owned.
+  fetch_part* find(const TopicPartition& tp) noexcept;
+  /// Calls `f(tp, part)` for every owned partition, in order, to pass them to the events below
+  /// (the set of partitions changes only through assign()).
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [tp, p] : parts_) f(tp, p);
+  }
 
   /// Moves `p` (the entry of `tp`) to `to`; true when it is there. Same state: nothing happens.
   /// A transition the table does not list is a bug in the caller: it is not applied, but counted
@@ -173,6 +227,33 @@ class fetch_positions {
   validation_outcome validated(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch,
                                std::int16_t error_code, std::int32_t end_epoch, std::int64_t end_offset);
 
+  /// Whether `p` is fetched at `now` (ready, not paused, none in flight, its backoff passed).
+  static fetch_check fetchable(const fetch_part& p, std::chrono::steady_clock::time_point now) noexcept;
+  /// Before a Fetch: metadata names the leader epoch `leader_epoch` (-1 none). A new one sends
+  /// the position to validation first (true: not fetched now), as Java does after every leader
+  /// change, since an unclean election may have truncated the log below it (KIP-320); else the
+  /// epoch is recorded and the partition fetched.
+  bool leader_epoch_seen(const TopicPartition& tp, fetch_part& p, std::int32_t leader_epoch);
+  /// A Fetch covering `p` was sent / its answer (or failure) arrived.
+  void fetch_sent(fetch_part& p) noexcept { p.in_flight_ = true; }
+  void fetch_ended(const TopicPartition& tp) noexcept;
+  /// Whether an answer to a Fetch sent from `sent_offset` still applies to `p` (not seeked or
+  /// reset meanwhile).
+  static bool answer_applies(const fetch_part& p, std::int64_t sent_offset) noexcept;
+  /// The KIP-392 part of a Fetch answer for `p` from broker `node`: its `error_code` and the
+  /// `preferred_read_replica` it names (-1 none), `replica_known` when metadata knows that broker.
+  /// Any error from the preferred replica sends the partition back to its leader (an offset out
+  /// of range on a follower is no reset), as Java and librdkafka do.
+  replica_outcome replica_answer(fetch_part& p, std::int32_t node, std::int16_t error_code,
+                                 std::int32_t preferred_read_replica, bool replica_known,
+                                 std::chrono::steady_clock::time_point now);
+  /// The connection to broker `node` failed: a partition that read from it as its preferred
+  /// replica goes back to the leader. Returns the replica dropped (-1: none).
+  std::int32_t replica_unreachable(const TopicPartition& tp, std::int32_t node);
+  /// Fetched data ends before `next` (its last batch of leader epoch `last_epoch`): the next
+  /// Fetch starts there. False when it does not move the position (only a partial batch).
+  bool fetched(fetch_part& p, std::int64_t next, std::int32_t last_epoch) noexcept;
+
   /// The broker to fetch `p` from at `now`: its preferred read replica while that is valid and
   /// `replica_known` (metadata names it), else `leader`. An expired or unknown replica is
   /// dropped (asked of the leader again, as Java does after metadata.max.age.ms).
@@ -187,6 +268,7 @@ class fetch_positions {
  private:
   reset_policy policy_;
   refusal_sink on_refused_;
+  fetch_timing timing_;
   map parts_;
   std::uint64_t invalid_transitions_ = 0;
   std::string last_refusal_;

@@ -16,7 +16,7 @@
 #include "data/positions.hpp"
 #include "data/txn_filter.hpp"
 #include "data/types.hpp"
-#include "kgroup/consumer.hpp"
+#include "kgroup/record.hpp"
 #include "protocol/records.hpp"
 
 namespace kgroup::data {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
-#include "fetch/offset_fetch.hpp"
+#include "data/offset_fetch.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
@@ -20,7 +20,8 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
       shared_(shared),
       identity_(std::move(identity)),
       positions_(data::parse_reset_policy(opts_.auto_offset_reset),
-                 [](const std::string& refused) { logger()->error("{}", refused); }),
+                 [](const std::string& refused) { logger()->error("{}", refused); },
+                 data::fetch_timing{opts_.retry_backoff, opts_.preferred_replica_ttl}),
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -59,7 +60,7 @@ bool fetcher::missing(const TopicPartition& tp, part& p) {
 
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   manual_ = manual;
-  for (const auto& tp : positions_.assign(owned)) last_auto_committed_.erase(tp);
+  for (const auto& tp : positions_.assign(owned)) auto_committer_.forget(tp);
   arm_auto_commit();
   pump();
 }
@@ -159,31 +160,29 @@ void fetcher::send_fetches() {
   bool validate = false;
   bool backing_off = false;
   const auto now = std::chrono::steady_clock::now();
-  for (auto& [tp, p] : positions_.parts()) {
-    if (p.state() != pstate::ready || p.paused || p.in_flight) continue;
-    if (now < p.backoff_until) {
+  for (const auto& [tp, cp] : positions_.parts()) {
+    const auto check = data::fetch_positions::fetchable(cp, now);
+    if (check == data::fetch_check::skip) continue;
+    if (check == data::fetch_check::backing_off) {
       backing_off = true;
       continue;
     }
+    part& p = *positions_.find(tp);
     if (this->missing(tp, p)) {
       missing = true;
       continue;
     }
     const auto& t = md.topics.find(tp.topic)->second;
     const auto& pi = t.partitions[static_cast<std::size_t>(tp.partition)];
-    if (pi.leader_epoch >= 0 && p.leader_epoch >= 0 && pi.leader_epoch != p.leader_epoch &&
-        positions_.leader_changed(tp, p)) {
-      // A new leader (epoch): the log it has may end below this position, if an unclean election
-      // truncated it. Validated first (KIP-320), as Java does after every leader change.
-      validate = true;
+    if (positions_.leader_epoch_seen(tp, p, pi.leader_epoch)) {
+      validate = true;  // a new leader: its log is checked against the position first (KIP-320)
       continue;
     }
-    p.leader_epoch = pi.leader_epoch;
     const auto node = fetch_node(p, pi.leader);
     if (fetching_nodes_.count(node)) continue;
     partition_fetch pf;
     pf.topic_id = t.topic_id;
-    pf.fetch_offset = p.fetch_pos;
+    pf.fetch_offset = p.fetch_pos();
     pf.current_leader_epoch = pi.leader_epoch;  // -1 when metadata has none (before Metadata v7)
     pf.max_bytes = opts_.max_partition_fetch_bytes;
     by_leader[node].emplace(tp, pf);
@@ -205,7 +204,7 @@ void fetcher::send_fetches() {
     req.rack_id = opts_.client_rack;  // v11+ (KIP-392)
     bool all_ids = true;
     for (const auto& [tp, pf] : wanted) {
-      positions_.parts()[tp].in_flight = true;
+      positions_.fetch_sent(*positions_.find(tp));
       all_ids = all_ids && !pf.topic_id.is_zero();
     }
     fetching_nodes_.insert(leader);
@@ -232,15 +231,14 @@ void fetcher::send_fetches() {
 }
 
 std::int32_t fetcher::fetch_node(part& p, std::int32_t leader) {
-  const bool known = p.preferred_replica >= 0 && cluster_->metadata().brokers.count(p.preferred_replica) != 0;
+  const bool known = p.preferred_replica() >= 0 && cluster_->metadata().brokers.count(p.preferred_replica()) != 0;
   return data::fetch_positions::fetch_node(p, leader, known, std::chrono::steady_clock::now());
 }
 
-void fetcher::clear_preferred_replica(const TopicPartition& tp, part& p, std::string_view why) {
-  if (p.preferred_replica < 0) return;
-  logger()->info("{}-{}: reading from the leader again instead of replica {}: {}", tp.topic, tp.partition,
-                 p.preferred_replica, why);
-  p.preferred_replica = -1;
+void fetcher::log_replica_dropped(const TopicPartition& tp, std::int32_t replica, std::string_view why) {
+  if (replica < 0) return;
+  logger()->info("{}-{}: reading from the leader again instead of replica {}: {}", tp.topic, tp.partition, replica,
+                 why);
 }
 
 void fetcher::record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r) {
@@ -263,17 +261,13 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
                                 const net::response_frame& frame, const fetch_set& sent) {
   fetching_nodes_.erase(node);
   if (stopped_) return;
-  for (const auto& [tp, pf] : sent) {
-    if (auto it = positions_.parts().find(tp); it != positions_.parts().end()) it->second.in_flight = false;
-  }
+  for (const auto& [tp, pf] : sent) positions_.fetch_ended(tp);
   if (ec) {
     session(node).on_request_failed();
     logger()->debug("fetch from broker {} failed: {}", node, ec.message());
     // A replica that cannot be reached is left for the leader (KIP-392).
-    for (const auto& [tp, pf] : sent) {
-      if (auto it = positions_.parts().find(tp); it != positions_.parts().end() && it->second.preferred_replica == node)
-        clear_preferred_replica(tp, it->second, "the replica's connection failed");
-    }
+    for (const auto& [tp, pf] : sent)
+      log_replica_dropped(tp, positions_.replica_unreachable(tp, node), "the replica's connection failed");
     retry_after_metadata();
     return;
   }
@@ -294,45 +288,37 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     const auto& pd = *pdp;
     logger()->trace("{}-{}: fetch answer: error {}, high watermark {}, {} bytes", tp.topic, tp.partition, pd.error_code,
                     pd.high_watermark, pd.records ? pd.records->data.size() : 0);
-    auto it = positions_.parts().find(tp);
+    part* pp = positions_.find(tp);
     auto s = sent.find(tp);
-    if (it == positions_.parts().end() || s == sent.end()) continue;
-    part& p = it->second;
-    if (p.state() != pstate::ready || p.fetch_pos != s->second.fetch_offset)
-      continue;  // seeked or reset meanwhile
-    const bool from_replica = p.preferred_replica == node;
-    if (pd.error_code != 0 && from_replica) {
-      // Any error from a follower (it lags behind the position, it no longer follows, ...) sends
-      // the partition back to its leader, which may name a replica again (KIP-392; Java and
-      // librdkafka do the same). An offset out of range on a follower is not a reset.
-      clear_preferred_replica(tp, p, kafka_error_name(pd.error_code));
-      p.backoff_until = std::chrono::steady_clock::now() + opts_.retry_backoff;
+    if (!pp || s == sent.end()) continue;
+    part& p = *pp;
+    if (!data::fetch_positions::answer_applies(p, s->second.fetch_offset)) continue;  // seeked or reset meanwhile
+    // KIP-392: the decisions are the position table's; here they are logged and acted on.
+    const auto replica = positions_.replica_answer(
+        p, node, pd.error_code, pd.preferred_read_replica,
+        pd.preferred_read_replica >= 0 && cluster_->metadata().brokers.count(pd.preferred_read_replica) != 0,
+        std::chrono::steady_clock::now());
+    using rv = data::replica_outcome::verdict;
+    if (replica.what == rv::replica_failed) {
+      log_replica_dropped(tp, replica.replica, kafka_error_name(pd.error_code));
       schedule_retry();
       continue;
     }
-    if (pd.preferred_read_replica >= 0 && pd.preferred_read_replica != node) {
-      // The leader names a replica closer to this client's rack (KIP-392): fetch from it until
-      // it fails or preferred_replica_ttl passes. A broker metadata does not know is ignored.
-      if (cluster_->metadata().brokers.count(pd.preferred_read_replica)) {
-        if (p.preferred_replica != pd.preferred_read_replica)
-          logger()->info("{}-{}: reading from replica {} (preferred by leader {})", tp.topic, tp.partition,
-                         pd.preferred_read_replica, node);
-        p.preferred_replica = pd.preferred_read_replica;
-        p.replica_until = std::chrono::steady_clock::now() + opts_.preferred_replica_ttl;
-      } else {
-        logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader",
-                        tp.topic, tp.partition, pd.preferred_read_replica);
-        p.backoff_until = std::chrono::steady_clock::now() + opts_.retry_backoff;
-        retry_after_metadata();
-      }
+    if (replica.what == rv::replica_named && replica.changed) {
+      logger()->info("{}-{}: reading from replica {} (preferred by leader {})", tp.topic, tp.partition,
+                     replica.replica, node);
+    } else if (replica.what == rv::replica_unknown) {
+      logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader", tp.topic,
+                      tp.partition, replica.replica);
+      retry_after_metadata();
     }
     if (pd.error_code != 0) {
       if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
-                       p.fetch_pos, opts_.auto_offset_reset);
+                       p.fetch_pos(), opts_.auto_offset_reset);
         if (positions_.offset_out_of_range(tp, p)) {
           shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
-                                          "offset " + std::to_string(p.fetch_pos) + " of " + tp.topic + "-" +
+                                          "offset " + std::to_string(p.fetch_pos()) + " of " + tp.topic + "-" +
                                               std::to_string(tp.partition) +
                                               " is out of range and auto.offset.reset=none"});
         }
@@ -352,13 +338,13 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       continue;
     }
     if (!pd.records || pd.records->data.empty()) continue;
-    std::int32_t last_epoch = p.epoch;
-    const std::int64_t next = next_fetch_offset(pd.records->data, p.fetch_pos, &last_epoch);
-    if (next == p.fetch_pos) continue;  // only a partial batch: fetch again (more bytes next time)
-    p.epoch = last_epoch;
+    std::int32_t last_epoch = p.epoch();
+    const std::int64_t from = p.fetch_pos();
+    const std::int64_t next = next_fetch_offset(pd.records->data, from, &last_epoch);
+    if (!positions_.fetched(p, next, last_epoch)) continue;  // only a partial batch: fetch again (more bytes next time)
     detail::fetched_data d;
     d.tp = tp;
-    d.fetch_offset = p.fetch_pos;
+    d.fetch_offset = from;
     d.high_watermark = pd.high_watermark;
     d.last_stable_offset = pd.last_stable_offset;
     d.log_start_offset = pd.log_start_offset;
@@ -370,7 +356,6 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     d.replica = node;
     d.bytes = pd.records->data.size();
     pushed_bytes += d.bytes;
-    p.fetch_pos = next;
     out.push_back(std::move(d));
   }
   if (!out.empty()) {

@@ -107,8 +107,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// The broker to fetch `tp` from: its preferred read replica while that is valid and known to
   /// metadata, else its leader.
   std::int32_t fetch_node(part& p, std::int32_t leader);
-  /// Back to the leader for `tp` (an error from the replica, or the replica is gone).
-  void clear_preferred_replica(const TopicPartition& tp, part& p, std::string_view why);
+  /// Logs that `tp` reads from its leader again instead of `replica` (-1: nothing to log).
+  void log_replica_dropped(const TopicPartition& tp, std::int32_t replica, std::string_view why);
   /// True when `tp` is absent from metadata; reports it (manual assignment) once a refresh made
   /// after it went missing still lacks it.
   bool missing(const TopicPartition& tp, part& p);
@@ -146,6 +146,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   detail::shared_state& shared_;
   std::function<group_identity()> identity_;
   void coordinator_unusable(bool failed);
+  /// The coordinator's offsets connection for `who`; none (nullptr) reports coordinator_unusable(false).
+  std::shared_ptr<net::connection> coordinator_connection(const group_identity& who);
   data::fetch_positions positions_;
   std::set<std::int32_t> fetching_nodes_;           // one Fetch in flight per broker
   std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
@@ -154,7 +156,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   bool retry_armed_ = false;
   boost::asio::steady_timer auto_commit_timer_;
   bool auto_commit_armed_ = false;
-  std::map<TopicPartition, std::int64_t> last_auto_committed_;
+  data::auto_committer auto_committer_;
   std::chrono::steady_clock::time_point last_metadata_refresh_{};
   bool stopped_ = false;
   bool manual_ = false;

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
-#include "fetch/offset_fetch.hpp"
+#include "data/offset_fetch.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
@@ -17,6 +17,12 @@ using clock = std::chrono::steady_clock;
 
 void fetcher::coordinator_unusable(bool failed) {
   if (opts_.coordinator_unusable) opts_.coordinator_unusable(failed);
+}
+
+std::shared_ptr<net::connection> fetcher::coordinator_connection(const group_identity& who) {
+  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
+  if (!conn) coordinator_unusable(false);
+  return conn;
 }
 
 void fetcher::commit(std::uint64_t id, commit_map offsets) {
@@ -31,10 +37,10 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
     report(refused->code, std::move(refused->message));
     return;
   }
-  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
+  auto conn = coordinator_connection(who);
   if (!conn) {
-    coordinator_unusable(false);
-    report(make_error_code(kafka_errc::coordinator_not_available), "the group coordinator is not known yet");
+    auto unknown = data::coordinator_unknown();
+    report(unknown.code, std::move(unknown.message));
     return;
   }
   conn->send_adjusted(
@@ -53,7 +59,7 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
           report(failed->error.code, std::move(failed->error.message));
           return;
         }
-        for (const auto& [tp, om] : offsets) self->last_auto_committed_[tp] = om.offset;
+        self->auto_committer_.committed(offsets);
         {
           const double took =
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -71,53 +77,23 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
 
 void fetcher::fetch_committed(std::uint64_t id, std::set<TopicPartition> tps) {
   const auto who = identity_();
-  auto conn = who.coordinator ? cluster_->broker(*who.coordinator, net::channel::offsets) : nullptr;
-  if (!who.group_mode || !conn) {
-    if (who.group_mode) coordinator_unusable(false);
-    shared_.push(
-        detail::commit_done{id,
-                            {},
-                            make_error_code(who.group_mode ? kafka_errc::coordinator_not_available
-                                                           : kafka_errc::invalid_group_id),
-                            who.group_mode ? "the group coordinator is not known yet" : "no group.id"});
-    return;
-  }
-  protocol::offset_fetch_request req;
-  req.group_id = opts_.group_id;
-  // KIP-447: offsets of pending transactional commits come back as UNSTABLE_OFFSET_COMMIT
-  // (retried) instead of a stale committed offset (issue 13, item 8).
-  req.require_stable = true;
-  std::map<std::string, std::size_t> index;
-  for (const auto& tp : tps) {
-    auto [it, inserted] = index.emplace(tp.topic, req.topics->size());
-    if (inserted) req.topics->push_back({tp.topic, {}});
-    (*req.topics)[it->second].partition_indexes.push_back(tp.partition);
-  }
+  auto fail = [&](data::commit_error e) { shared_.push(detail::commit_done{id, {}, e.code, std::move(e.message)}); };
+  if (auto refused = data::refuse_offset_fetch(who)) return fail(std::move(*refused));
+  auto conn = coordinator_connection(who);
+  if (!conn) return fail(data::coordinator_unknown());
   conn->send_adjusted(
-      std::move(req), adjust_offset_fetch,
+      data::make_offset_fetch_request(opts_.group_id, tps), data::adjust_offset_fetch,
       [self = shared_from_this(), id](std::error_code ec, const protocol::offset_fetch_response& r,
                                       const net::response_frame&) {
-        detail::commit_done done{id, {}, ec, ec ? ec.message() : ""};
-        std::int16_t top = r.error_code;
-        if (!r.groups.empty()) top = r.groups.front().error_code;
-        if (ec || protocol::reacts(top, protocol::reaction::coordinator_moved)) self->coordinator_unusable(true);
-        if (!ec && top != 0) {
-          done.code = make_error_code(static_cast<kafka_errc>(top));
-          done.message = "OffsetFetch failed: " + kafka_error_name(top);
+        if (ec) {
+          self->coordinator_unusable(true);
+          self->shared_.push(detail::commit_done{id, {}, ec, ec.message()});
+          return;
         }
-        auto add = [&](const std::string& topic, std::int32_t p, std::int64_t off,
-                       const std::optional<std::string>& m, std::int32_t epoch, std::int16_t err) {
-          if (err == 0 && off >= 0) done.offsets[{topic, p}] = {off, m.value_or(""), epoch};
-          // A partition's error (UNSTABLE_OFFSET_COMMIT under require_stable, ...) fails the call
-          // instead of passing for "nothing committed".
-          if (err != 0 && !done.code) {
-            done.code = make_error_code(static_cast<kafka_errc>(err));
-            done.message =
-                "OffsetFetch of " + topic + "-" + std::to_string(p) + " failed: " + kafka_error_name(err);
-          }
-        };
-        for_each_committed(r, add);
-        self->shared_.push(std::move(done));
+        auto answer = data::read_committed(r);
+        if (answer.coordinator_gone) self->coordinator_unusable(true);
+        self->shared_.push(
+            detail::commit_done{id, std::move(answer.offsets), answer.error.code, std::move(answer.error.message)});
       });
 }
 
@@ -132,14 +108,13 @@ void fetcher::arm_auto_commit() {
 void fetcher::auto_commit() {
   std::set<TopicPartition> owned;
   for (const auto& [tp, p] : positions_.parts()) owned.insert(owned.end(), tp);
+  const auto who = identity_();
   commit_map offsets;
   {
     std::lock_guard lock(shared_.mutex);
-    offsets = data::auto_commit_due(shared_.consumed, owned, last_auto_committed_);
+    offsets = auto_committer_.due(shared_.consumed, owned, who);
   }
-  const auto who = identity_();
-  if (offsets.empty() || !who.stable) return;
-  commit(0, std::move(offsets));
+  if (!offsets.empty()) commit(0, std::move(offsets));
 }
 
 }  // namespace kgroup::fetch

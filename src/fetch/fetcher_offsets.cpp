@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
-#include "fetch/offset_fetch.hpp"
+#include "data/offset_fetch.hpp"
 #include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
@@ -17,43 +17,34 @@ using clock = std::chrono::steady_clock;
 
 void fetcher::send_offset_fetch() {
   if (offset_fetch_in_flight_) return;
-  std::map<std::string, std::vector<std::int32_t>> wanted;
-  for (auto& [tp, p] : positions_.parts()) {
-    if (p.state() == pstate::needs_committed) wanted[tp.topic].push_back(tp.partition);
+  std::set<TopicPartition> wanted;
+  for (const auto& [tp, p] : positions_.parts()) {
+    if (p.state() == pstate::needs_committed) wanted.insert(wanted.end(), tp);
   }
   if (wanted.empty()) return;
   const auto id = identity_();
   if (!id.group_mode) {
-    for (auto& [tp, p] : positions_.parts()) {
+    positions_.for_each([&](const TopicPartition& tp, part& p) {
       if (p.state() == pstate::needs_committed) positions_.no_group(tp, p);
-    }
+    });
     return;
   }
-  auto conn = id.coordinator ? cluster_->broker(*id.coordinator, net::channel::offsets) : nullptr;
+  auto conn = coordinator_connection(id);
   if (!conn) {
-    coordinator_unusable(false);
     schedule_retry();
     return;
   }
-  protocol::offset_fetch_request req;
-  req.group_id = opts_.group_id;
-  for (auto& [topic, parts] : wanted) {
-    req.topics->push_back({topic, parts});
-    for (auto pi : parts) {
-      const TopicPartition tp{topic, pi};
-      positions_.committed_requested(tp, positions_.parts()[tp]);
-    }
-  }
-  req.require_stable = true;
+  for (const auto& tp : wanted) positions_.committed_requested(tp, *positions_.find(tp));
   offset_fetch_in_flight_ = true;
   conn->send_adjusted(
-      std::move(req), adjust_offset_fetch,
+      data::make_offset_fetch_request(opts_.group_id, wanted), data::adjust_offset_fetch,
       [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
                                   const net::response_frame&) {
         self->offset_fetch_in_flight_ = false;
         if (self->stopped_) return;
         auto retry_all = [&] {
-          for (auto& [tp, p] : self->positions_.parts()) self->positions_.committed_failed(tp, p);
+          self->positions_.for_each(
+              [&](const TopicPartition& tp, part& p) { self->positions_.committed_failed(tp, p); });
           self->schedule_retry();
         };
         if (ec) {
@@ -71,14 +62,15 @@ void fetcher::send_offset_fetch() {
         }
         auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
                          const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
-          auto it = self->positions_.parts().find({topic, partition});
-          if (it == self->positions_.parts().end() || it->second.state() != pstate::fetching_committed) return;
+          const TopicPartition tp{topic, partition};
+          part* fp = self->positions_.find(tp);
+          if (!fp || fp->state() != pstate::fetching_committed) return;
           if (err != 0) {
-            self->positions_.committed_failed(it->first, it->second);  // e.g. UNSTABLE_OFFSET_COMMIT: retry
+            self->positions_.committed_failed(tp, *fp);  // e.g. UNSTABLE_OFFSET_COMMIT: retry
             self->schedule_retry();
             return;
           }
-          self->positions_.committed(it->first, it->second, offset, epoch);
+          self->positions_.committed(tp, *fp, offset, epoch);
           if (offset >= 0) {
             logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
             {
@@ -88,9 +80,10 @@ void fetcher::send_offset_fetch() {
             self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
           }
         };
-        for_each_committed(r, apply);
+        data::for_each_committed(r, apply);
         // Anything the broker did not answer is asked again.
-        for (auto& [tp, p] : self->positions_.parts()) self->positions_.committed_failed(tp, p);
+        self->positions_.for_each(
+            [&](const TopicPartition& tp, part& p) { self->positions_.committed_failed(tp, p); });
         self->pump();
       });
 }
@@ -101,21 +94,21 @@ void fetcher::send_list_offsets() {
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   const auto& md = cluster_->metadata();
   bool missing = false;
-  for (auto& [tp, p] : positions_.parts()) {
-    if (p.state() != pstate::needs_reset) continue;
+  positions_.for_each([&](const TopicPartition& tp, part& p) {
+    if (p.state() != pstate::needs_reset) return;
     if (positions_.reset_waits_for_seek(tp, p)) {
       shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                       "no committed offset for " + tp.topic + "-" +
                                           std::to_string(tp.partition) + " and auto.offset.reset=none"});
-      continue;
+      return;
     }
     if (this->missing(tp, p)) {
       missing = true;
-      continue;
+      return;
     }
     auto t = md.topics.find(tp.topic);
     by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
-  }
+  });
   if (missing) {
     retry_after_metadata();
   }
@@ -130,13 +123,13 @@ void fetcher::send_list_offsets() {
     // start a new reset while an older one is in flight (the older answer is then stale).
     std::map<TopicPartition, std::uint64_t> seqs;
     for (const auto& tp : tps) {
-      auto& p = positions_.parts()[tp];
+      auto& p = *positions_.find(tp);
       seqs[tp] = positions_.reset_requested(tp, p);
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
       // current_leader_epoch travels from v4 on (the leader fences a stale one).
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.reset_timestamp, 1});
+      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.reset_timestamp(), 1});
     }
     conn->send_adjusted(
         std::move(req),
@@ -188,21 +181,21 @@ void fetcher::send_validations() {
   const auto& md = cluster_->metadata();
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   bool missing = false;
-  for (auto& [tp, p] : positions_.parts()) {
-    if (p.state() != pstate::needs_validation) continue;
+  positions_.for_each([&](const TopicPartition& tp, part& p) {
+    if (p.state() != pstate::needs_validation) return;
     if (this->missing(tp, p)) {
       missing = true;
-      continue;
+      return;
     }
     const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-    if (p.epoch < 0 || pi.leader_epoch < 0) {
+    if (p.epoch() < 0 || pi.leader_epoch < 0) {
       // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
       // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
       positions_.validation_skipped(tp, p, pi.leader_epoch);
-      continue;
+      return;
     }
     by_leader[pi.leader].push_back(tp);
-  }
+  });
   if (missing) {
     retry_after_metadata();
   }
@@ -218,25 +211,24 @@ void fetcher::send_validations() {
     std::map<std::string, std::size_t> index;
     auto sent = std::make_shared<std::map<TopicPartition, sent_part>>();
     for (const auto& tp : tps) {
-      auto& p = positions_.parts()[tp];
+      auto& p = *positions_.find(tp);
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
       positions_.validation_requested(tp, p);
       auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
       if (inserted) req.topics.push_back({tp.topic, {}});
-      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch});
-      sent->emplace(tp, sent_part{p.fetch_pos, pi.leader_epoch});
+      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch()});
+      sent->emplace(tp, sent_part{p.fetch_pos(), pi.leader_epoch});
     }
     conn->send(std::move(req), [self = shared_from_this(), sent](std::error_code ec,
                                                                 const protocol::offset_for_leader_epoch_response& r) {
       if (self->stopped_) return;
       // Still waiting for this answer: not seeked, reset or revoked meanwhile.
       auto waiting = [&](const TopicPartition& tp) -> part* {
-        auto it = self->positions_.parts().find(tp);
+        part* p = self->positions_.find(tp);
         auto s = sent->find(tp);
-        if (it == self->positions_.parts().end() || s == sent->end() || it->second.state() != pstate::validating ||
-            it->second.fetch_pos != s->second.position)
+        if (!p || s == sent->end() || p->state() != pstate::validating || p->fetch_pos() != s->second.position)
           return nullptr;
-        return &it->second;
+        return p;
       };
       if (ec == make_error_code(client_errc::no_compatible_version)) {
         // A broker older than OffsetForLeaderEpoch v2 (Kafka 2.1) cannot validate: fetch as is.

@@ -6,7 +6,7 @@
 
 #include "assign/consumer_protocol.hpp"
 #include "base/log.hpp"
-#include "fetch/offset_fetch.hpp"
+#include "data/offset_fetch.hpp"
 #include "kgroup/error.hpp"
 #include "protocol/error_reactions.hpp"
 
@@ -57,6 +57,17 @@ describe_failure describe_error(const char* api, std::int16_t code) {
   return {false, std::string(api) + ": " + kafka_error_name(code)};
 }
 
+// Who a described member is (both describe answers name it alike).
+template <class Described>
+base::group_view_member member_view(const Described& m, const std::optional<std::string>& instance_id) {
+  base::group_view_member vm;
+  vm.member_id = m.member_id;
+  vm.client_id = m.client_id;
+  vm.host = m.client_host;
+  vm.instance_id = instance_id;
+  return vm;
+}
+
 }  // namespace
 
 void build_members(const protocol::describe_groups_response::described_group& g,
@@ -69,11 +80,7 @@ void build_members(const protocol::describe_groups_response::described_group& g,
   std::map<TopicPartition, std::string> owner;
   std::set<std::string> topics;
   for (const auto& m : g.members) {
-    base::group_view_member vm;
-    vm.member_id = m.member_id;
-    vm.client_id = m.client_id;
-    vm.host = m.client_host;
-    vm.instance_id = m.group_instance_id;
+    auto vm = member_view(m, m.group_instance_id);
     if (!consumer) {
       vm.error =
           "protocol type \"" + g.protocol_type + "\" is not the consumer protocol; assignment not read";
@@ -110,11 +117,7 @@ void build_members(const protocol::consumer_group_describe_response::described_g
   std::map<TopicPartition, std::string> owner;
   std::set<std::string> topics;
   for (const auto& m : g.members) {
-    base::group_view_member vm;
-    vm.member_id = m.member_id;
-    vm.client_id = m.client_id;
-    vm.host = m.client_host;
-    vm.instance_id = m.instance_id;
+    auto vm = member_view(m, m.instance_id);
     std::vector<std::string> unknown;
     for (const auto& t : m.assignment.topic_partitions) {
       std::string name = t.topic_name;
@@ -387,7 +390,7 @@ void group_observer::query_offsets(std::int32_t coordinator) {
   // Not require_stable: a view shows what is committed now, even with a transaction pending.
   req.require_stable = false;
   conn->send_adjusted(
-      std::move(req), adjust_offset_fetch,
+      std::move(req), data::adjust_offset_fetch,
       [j, one_done](std::error_code ec, const protocol::offset_fetch_response& r,
                     const net::response_frame&) {
         std::int16_t top = r.error_code;
@@ -397,7 +400,7 @@ void group_observer::query_offsets(std::int32_t coordinator) {
         } else if (top != 0) {
           j->committed_error = "committed offsets: " + kafka_error_name(top);
         } else {
-          for_each_committed(r, [&](const std::string& topic, std::int32_t p, std::int64_t offset,
+          data::for_each_committed(r, [&](const std::string& topic, std::int32_t p, std::int64_t offset,
                                     const std::optional<std::string>&, std::int32_t, std::int16_t err) {
             if (err == 0 && offset >= 0) j->committed[{topic, p}] = offset;
           });

@@ -94,6 +94,9 @@ inline constexpr std::int32_t join_epoch = 0;
 inline constexpr std::int32_t leave_epoch_dynamic = -1;
 inline constexpr std::int32_t leave_epoch_static = -2;
 
+/// The fatal error of a coordinator without ConsumerGroupHeartbeat (no fallback to classic).
+std::string unsupported_message(std::int32_t node);
+
 class consumer_member {
  public:
   explicit consumer_member(consumer_member_options opts);
@@ -115,7 +118,9 @@ class consumer_member {
   // ---- events from the driver ----
   void tick(time_point now);
   /// The coordinator is `node`, and the connection to it negotiated ConsumerGroupHeartbeat
-  /// `heartbeat_version` (0: the coordinator assigns the member id; 1+: this client's own).
+  /// `heartbeat_version` (0: the coordinator assigns the member id; 1+: this client's own). A
+  /// negative version (its ApiVersions lack the API) makes it unusable: coordinator_unusable()
+  /// with unsupported_message(node).
   void coordinator_found(time_point now, std::int32_t node, std::int16_t heartbeat_version);
   void coordinator_failed(time_point now, std::error_code ec);
   /// The coordinator cannot serve this protocol at all (its ApiVersions lack
@@ -143,6 +148,9 @@ class consumer_member {
   /// fence or leave).
   const std::optional<id_assignment>& target() const noexcept { return target_; }
   const std::string& member_id() const noexcept { return member_id_; }
+  /// The subscription as subscription() shows it: the topic names (sorted, unique), or with a
+  /// broker-evaluated regex the topics of the partitions the broker assigned from it.
+  std::vector<std::string> subscription() const;
   /// The member epoch OffsetCommit v9+ carries (0 while joining, < 0 while leaving).
   std::int32_t member_epoch() const noexcept { return epoch_; }
   std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }

@@ -118,8 +118,8 @@ bool transition_allowed(member_state from, member_state to) noexcept {
 
 member::member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment)
     : opts_(std::move(opts)),
-      build_protocols_(std::move(build_protocols)),
-      decode_assignment_(std::move(decode_assignment)),
+      build_protocols_(build_protocols ? std::move(build_protocols) : consumer_protocols(opts_.assignors)),
+      decode_assignment_(decode_assignment ? std::move(decode_assignment) : decode_consumer_assignment),
       retry_backoff_(opts_.retry_backoff, opts_.retry_backoff_max) {}  // no jitter: deterministic tests
 
 void member::transition(member_state to, const char* reason) {

@@ -125,7 +125,7 @@ using action = std::variant<find_coordinator, send_join_group, send_sync_group, 
                             report_error, left_group, cancel_listener, abandon_requests>;
 
 /// Builds the JoinGroup protocol list (assignor name + encoded subscription), given what the core
-/// knows about itself. Pure; injected so the core needs no codec for the consumer protocol.
+/// knows about itself. Pure; consumer_protocols() unless a test injects its own.
 struct member_snapshot {
   std::vector<std::string> topics;
   partition_set owned;
@@ -136,6 +136,13 @@ using protocol_builder = std::function<std::vector<protocol::join_group_request:
     const member_snapshot&)>;
 /// Decodes the assignment bytes of a SyncGroup response; returns an error for malformed bytes.
 using assignment_decoder = std::function<std::error_code(std::span<const std::uint8_t>, partition_set&)>;
+
+/// The consumer protocol's JoinGroup list for `assignors` (group/member_protocol.cpp): one entry
+/// per assignor, in preference order, with the subscription (v3: owned partitions, generation,
+/// rack) and the assignor's user data; one that cannot be encoded is left out and logged.
+protocol_builder consumer_protocols(std::vector<std::shared_ptr<PartitionAssignor>> assignors);
+/// The consumer protocol's assignment: the partitions it names (an error for malformed bytes).
+std::error_code decode_consumer_assignment(std::span<const std::uint8_t> in, partition_set& out);
 
 /// What the core needs to know of a topic in a metadata update (pattern matching and the
 /// leader's partition-count watch).
@@ -152,7 +159,9 @@ void fit_leave_group(protocol::leave_group_request& r, std::int16_t version);
 
 class member {
  public:
-  member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment);
+  /// Empty `build_protocols` / `decode_assignment`: the consumer protocol's (above).
+  explicit member(member_options opts, protocol_builder build_protocols = {},
+                  assignment_decoder decode_assignment = {});
 
   // ---- events from the user (through the facade) ----
   void subscribe(time_point now, std::vector<std::string> topics);

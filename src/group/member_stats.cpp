@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "group/member.hpp"
+#include "group/poll_interval.hpp"
+#include "kgroup/error.hpp"
 
 namespace kgroup::group {
 
@@ -13,6 +15,11 @@ void trim_to_last_hour(std::deque<time_point>& times, time_point now) {
 }
 
 }  // namespace
+
+report_error poll_timeout_error() {
+  return report_error{make_error_code(client_errc::request_timed_out),
+                      "max.poll.interval.ms exceeded: left the group", false};
+}
 
 bool member_stats::begin(time_point now, RebalanceCause cause, const std::string& detail) {
   if (open_entry()) return false;

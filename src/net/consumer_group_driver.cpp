@@ -1,9 +1,6 @@
 #include "net/consumer_group_driver.hpp"
 
 #include <random>
-#include <set>
-
-#include <fmt/format.h>
 
 #include "base/log.hpp"
 #include "kgroup/error.hpp"
@@ -31,13 +28,6 @@ std::string make_member_id() {
   }
 }
 
-std::string kip848_unsupported_message(std::int32_t node) {
-  return fmt::format(
-      "group.protocol=consumer needs a broker with ConsumerGroupHeartbeat (KIP-848, Kafka 4.0+): the group "
-      "coordinator (broker {}) does not offer it; use group.protocol=classic with this cluster",
-      node);
-}
-
 consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
                                              consumer_group_driver_options opts, detail::shared_state& shared)
     : consumer_group_driver(io, std::move(c), shared, with_member_id(std::move(opts)), true) {}
@@ -55,10 +45,6 @@ consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_p
 }
 
 void consumer_group_driver::subscribe(std::vector<std::string> topics) {
-  regex_subscribed_ = false;
-  topics_ = topics;
-  std::sort(topics_.begin(), topics_.end());
-  topics_.erase(std::unique(topics_.begin(), topics_.end()), topics_.end());
   member_.subscribe(clock::now(), std::move(topics));
   cluster_->start_periodic_refresh();
   process();
@@ -72,17 +58,9 @@ void consumer_group_driver::subscribe_pattern(std::regex) {
 }
 
 void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
-  topics_.clear();
-  regex_subscribed_ = true;
   member_.subscribe_regex(clock::now(), std::move(broker_pattern));
   cluster_->start_periodic_refresh();
   process();
-}
-
-void consumer_group_driver::unsubscribe() {
-  regex_subscribed_ = false;
-  topics_.clear();
-  base::unsubscribe();
 }
 
 void consumer_group_driver::commit_failed(std::int32_t epoch, std::int16_t code) {
@@ -99,22 +77,10 @@ void consumer_group_driver::enforce_rebalance(std::string reason) {
                  opts_.member.group_id, reason);
 }
 
-void consumer_group_driver::shutdown() {
-  stop();
-  cluster_->on_metadata(nullptr);
-}
-
 void consumer_group_driver::publish_snapshot() {
   std::lock_guard lock(shared_.mutex);
   shared_.owned = member_.owned();
-  if (regex_subscribed_) {
-    // The broker matched the pattern: the subscription is the topics it assigned from.
-    std::set<std::string> matched;
-    for (const auto& tp : member_.owned()) matched.insert(tp.topic);
-    shared_.topics.assign(matched.begin(), matched.end());
-  } else {
-    shared_.topics = topics_;
-  }
+  shared_.topics = member_.subscription();
   shared_.member_id = member_.member_id();
   shared_.generation = member_.member_epoch();
   shared_.state = k::to_string(member_.state());
@@ -139,42 +105,24 @@ void consumer_group_driver::on_coordinator(std::int32_t node) {
     if (ec) {
       self->member_.coordinator_failed(now, ec);
     } else {
-      const auto version =
+      // -1 when its ApiVersions lack the API: the core makes that a clear fatal error.
+      self->member_.coordinator_found(
+          now, node,
           conn->versions().common(protocol::consumer_group_heartbeat_request::api_key,
                                   protocol::consumer_group_heartbeat_request::lowest_version,
-                                  protocol::consumer_group_heartbeat_request::highest_version);
-      if (version < 0) {
-        self->member_.coordinator_unusable(now, make_error_code(client_errc::no_compatible_version),
-                                           kip848_unsupported_message(node));
-      } else {
-        self->member_.coordinator_found(now, node, version);
-      }
+                                  protocol::consumer_group_heartbeat_request::highest_version));
     }
     self->process();
   });
 }
 
 void consumer_group_driver::send_heartbeat(k::send_consumer_group_heartbeat hb) {
-  auto node = member_.coordinator();
-  auto conn = node ? cluster_->broker(*node, channel::group) : nullptr;
-  if (!conn) {
-    member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-    return;
-  }
-  const std::uint64_t seq = ++heartbeat_seq_;
-  conn->send_adjusted(
+  // Only the answer to the latest heartbeat reaches the core (one is in flight at a time; an
+  // older one is from before a failure the core already handled).
+  send_to_coordinator(
       std::move(hb.request), [](protocol::consumer_group_heartbeat_request&, std::int16_t) {},
-      [self = shared_from_this(), seq](std::error_code ec, const protocol::consumer_group_heartbeat_response& r,
-                                       const response_frame&) {
-        if (self->stopped_ || seq != self->heartbeat_seq_) return;
-        if (ec) {
-          self->member_.request_failed(clock::now(), ec);
-        } else {
-          self->member_.heartbeat_done(clock::now(), r);
-        }
-        self->process();
-      },
-      opts_.request_timeout);
+      [](k::consumer_member& m, const auto& r) { m.heartbeat_done(clock::now(), r); }, opts_.request_timeout,
+      supersede::earlier);
 }
 
 void consumer_group_driver::resolve_names() {
@@ -208,21 +156,14 @@ void consumer_group_driver::feed_names() {
 }
 
 void consumer_group_driver::apply(k::action& a) {
-  auto self = shared_from_this();
-  std::visit(
-      [&](auto& act) {
-        using T = std::decay_t<decltype(act)>;
-        if (apply_shared(act)) return;
-        if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          find_coordinator(*cluster_, opts_.request_timeout,
-                           [](consumer_group_driver& d, std::int32_t node) { d.on_coordinator(node); });
-        } else if constexpr (std::is_same_v<T, k::send_consumer_group_heartbeat>) {
-          send_heartbeat(std::move(act));
-        } else if constexpr (std::is_same_v<T, k::need_topic_names>) {
-          resolve_names();
-        }
-      },
-      a);
+  apply_with(a, [&](auto& act) {
+    using T = std::decay_t<decltype(act)>;
+    if constexpr (std::is_same_v<T, k::send_consumer_group_heartbeat>) {
+      send_heartbeat(std::move(act));
+    } else if constexpr (std::is_same_v<T, k::need_topic_names>) {
+      resolve_names();
+    }
+  });
 }
 
 }  // namespace kgroup::net

@@ -37,9 +37,6 @@ struct consumer_group_driver_options {
 /// UUIDs avoid that too: such ids look like command-line options).
 std::string make_member_id();
 
-/// The error a coordinator without ConsumerGroupHeartbeat gets (no fallback to classic).
-std::string kip848_unsupported_message(std::int32_t node);
-
 class consumer_group_driver : public driver_base<consumer_group_driver, group::kip848::consumer_member>,
                               public std::enable_shared_from_this<consumer_group_driver> {
  public:
@@ -52,10 +49,8 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   void subscribe_pattern(std::regex pattern) override;
   /// Sent as subscribed_topic_regex; the broker matches it (RE2/J).
   void subscribe_pattern(std::string broker_pattern) override;
-  void unsubscribe() override;
   void commit_failed(std::int32_t generation, std::int16_t code) override;
   void enforce_rebalance(std::string reason) override;
-  void shutdown() override;
 
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
@@ -64,6 +59,7 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, detail::shared_state& shared,
                         consumer_group_driver_options opts, bool);
   static consumer_group_driver_options with_member_id(consumer_group_driver_options opts);
+  /// KIP-848's own actions; driver_base::apply_with carries out the shared ones.
   void apply(group::kip848::action& a);
   void on_coordinator(std::int32_t node);
   void send_heartbeat(group::kip848::send_consumer_group_heartbeat hb);
@@ -74,11 +70,6 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   consumer_group_driver_options opts_;
-  std::vector<std::string> topics_;  // the subscription, for subscription()
-  bool regex_subscribed_ = false;    // a broker pattern: subscription() lists the topics assigned from it
-  // Bumped per heartbeat sent: only the answer to the latest one reaches the core (one is in
-  // flight at a time; an older one is from before a failure the core already handled).
-  std::uint64_t heartbeat_seq_ = 0;
   bool names_in_flight_ = false;
 };
 

@@ -17,12 +17,14 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "base/log.hpp"
 #include "group/types.hpp"
+#include "kgroup/error.hpp"
 #include "net/cluster.hpp"
 #include "net/membership_driver.hpp"
 #include "runtime/shared_state.hpp"
@@ -71,6 +73,11 @@ class driver_base : public membership_driver {
     member_.listener_started(clock::now(), seq);
     process();  // the poll timer may run again (a callback inside poll())
   }
+  /// Stops (see stop()) and stops watching metadata.
+  void shutdown() override {
+    stop();
+    derived().cluster_->on_metadata(nullptr);
+  }
   group::standing standing() const override { return member_.standing(); }
   const Core& core() const noexcept { return member_; }
 
@@ -95,6 +102,60 @@ class driver_base : public membership_driver {
     derived().publish_snapshot();
     arm_timer();
   }
+
+  /// Carries out one action (the driver's apply(a) calls it): the ones both cores emit here,
+  /// FindCoordinator with its answer to the driver's on_coordinator(node), the rest through
+  /// `own(act)`. Completion handlers check stopped_ so nothing reaches the core after shutdown.
+  template <class Own>
+  void apply_with(action& a, Own&& own) {
+    auto self = derived().shared_from_this();
+    std::visit(
+        [&](auto& act) {
+          using T = std::decay_t<decltype(act)>;
+          if (apply_shared(act)) return;
+          if constexpr (std::is_same_v<T, group::find_coordinator>) {
+            find_coordinator(*derived().cluster_, derived().opts_.request_timeout,
+                             [](Derived& d, std::int32_t node) { d.on_coordinator(node); });
+          } else {
+            own(act);
+          }
+        },
+        a);
+  }
+
+  /// Whether a request makes the answers to the ones sent before it stale.
+  enum class supersede { none, earlier };
+
+  /// Sends a membership request to the coordinator on the group connection; its answer goes to
+  /// `deliver(core, response)`, a failure (or no coordinator) to the core's request_failed.
+  /// Answers to requests sent before abandon_requests() (or, with supersede::earlier, before
+  /// this one), or after stop, reach nobody.
+  template <class Request, class Adjust, class Deliver>
+  void send_to_coordinator(Request request, Adjust adjust, Deliver deliver, std::chrono::milliseconds timeout = {},
+                           supersede s = supersede::none) {
+    auto node = member_.coordinator();
+    auto conn = node ? derived().cluster_->broker(*node, channel::group) : nullptr;
+    if (!conn) {
+      member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+      return;
+    }
+    if (s == supersede::earlier) abandon_requests();
+    conn->send_adjusted(
+        std::move(request), std::move(adjust),
+        [self = derived().shared_from_this(), epoch = request_epoch_, deliver = std::move(deliver)](
+            std::error_code ec, const typename Request::response_type& r, const response_frame&) {
+          if (self->stopped_ || epoch != self->request_epoch_) return;
+          if (ec) {
+            self->member_.request_failed(clock::now(), ec);
+          } else {
+            deliver(self->member_, r);
+          }
+          self->process();
+        },
+        timeout);
+  }
+  /// Answers to the coordinator requests sent so far reach nobody.
+  void abandon_requests() noexcept { ++request_epoch_; }
 
   /// Nothing reaches the core afterwards: completion handlers and the timer check stopped_.
   void stop() {
@@ -164,6 +225,8 @@ class driver_base : public membership_driver {
   Core member_;
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
+  // Bumped by abandon_requests(): answers to coordinator requests sent before it are ignored.
+  std::uint64_t request_epoch_ = 0;
 
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }

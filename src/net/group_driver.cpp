@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "assign/consumer_protocol.hpp"
 #include "base/log.hpp"
 
 namespace kgroup::net {
@@ -10,54 +9,9 @@ namespace kgroup::net {
 namespace asio = boost::asio;
 using clock = std::chrono::steady_clock;
 
-namespace {
-
-std::vector<TopicPartitions> group_by_topic(const group::partition_set& parts) {
-  std::vector<TopicPartitions> out;
-  for (const auto& tp : parts) {
-    if (out.empty() || out.back().topic != tp.topic) out.push_back({tp.topic, {}});
-    out.back().partitions.push_back(tp.partition);
-  }
-  return out;
-}
-
-}  // namespace
-
 group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
                            detail::shared_state& shared)
-    : driver_base(
-          io, shared, opts.hooks, opts.member,
-          // The JoinGroup protocol list: one entry per assignor, in preference order, each with the
-          // member's subscription encoded with the consumer protocol (v3: owned partitions,
-          // generation, rack).
-          [assignors = opts.member.assignors](const group::member_snapshot& s) {
-            std::vector<protocol::join_group_request::join_group_request_protocol> out;
-            for (const auto& a : assignors) {
-              MemberState self{s.topics, group_by_topic(s.owned), s.generation, s.rack};
-              MemberSubscription sub;
-              sub.topics = s.topics;
-              sub.user_data = a->user_data(self);
-              sub.owned_partitions = self.owned_partitions;
-              sub.generation = s.generation;
-              sub.rack = s.rack;
-              protocol::bytes meta;
-              if (auto ec = assign::encode_subscription(sub, assign::subscription_version_max, meta)) {
-                logger()->error("cannot encode the subscription for assignor '{}': {}", a->name(),
-                                ec.message());
-                continue;
-              }
-              out.push_back({a->name(), std::move(meta)});
-            }
-            return out;
-          },
-          [](std::span<const std::uint8_t> in, group::partition_set& out) -> std::error_code {
-            MemberAssignment a;
-            if (auto ec = assign::decode_assignment(in, a)) return ec;
-            for (const auto& tp : a.partitions) {
-              for (auto p : tp.partitions) out.insert({tp.topic, p});
-            }
-            return {};
-          }),
+    : driver_base(io, shared, opts.hooks, opts.member),  // the consumer protocol's bytes (group/member_protocol.cpp)
       io_(io),
       cluster_(std::move(c)),
       opts_(std::move(opts)) {
@@ -94,11 +48,6 @@ void group_driver::enforce_rebalance(std::string reason) {
   process();
 }
 
-void group_driver::shutdown() {
-  stop();
-  cluster_->on_metadata(nullptr);
-}
-
 void group_driver::publish_snapshot() {
   std::lock_guard lock(shared_.mutex);
   shared_.owned = member_.owned();
@@ -113,74 +62,41 @@ void group_driver::publish_snapshot() {
   if (m.group.version != member_.stats().version) m.group = member_.stats();
 }
 
-std::shared_ptr<connection> group_driver::coordinator_connection() {
-  auto node = member_.coordinator();
-  if (!node) return nullptr;
-  return cluster_->broker(*node, channel::group);
-}
-
-template <class Request, class Adjust, class Deliver>
-void group_driver::send_to_coordinator(Request request, Adjust adjust, Deliver deliver,
-                                       std::chrono::milliseconds timeout) {
-  auto conn = coordinator_connection();
-  if (!conn) {
-    member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-    return;
-  }
-  conn->send_adjusted(
-      std::move(request), std::move(adjust),
-      [self = shared_from_this(), epoch = request_epoch_, deliver = std::move(deliver)](
-          std::error_code ec, const typename Request::response_type& r, const response_frame&) {
-        if (self->stopped_ || epoch != self->request_epoch_) return;
-        if (ec) {
-          self->member_.request_failed(clock::now(), ec);
-        } else {
-          deliver(self->member_, r);
-        }
-        self->process();
-      },
-      timeout);
+void group_driver::on_coordinator(std::int32_t node) {
+  member_.coordinator_found(clock::now(), node);
+  process();
 }
 
 void group_driver::apply(group::action& a) {
-  auto self = shared_from_this();
-  // Completion handlers check stopped_ so nothing reaches the core after shutdown.
-  std::visit(
-      [&](auto& act) {
-        using T = std::decay_t<decltype(act)>;
-        if (apply_shared(act)) return;
-        if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          find_coordinator(*cluster_, opts_.request_timeout, [](group_driver& d, std::int32_t node) {
-            d.member_.coordinator_found(clock::now(), node);
-            d.process();
-          });
-        } else if constexpr (std::is_same_v<T, group::send_join_group>) {
-          send_to_coordinator(
-              std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
-              [](group::member& m, const auto& r) { m.join_group_done(clock::now(), r); }, act.timeout);
-        } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
-          send_to_coordinator(
-              std::move(act.request), [](protocol::sync_group_request&, std::int16_t) {},
-              [](group::member& m, const auto& r) { m.sync_group_done(clock::now(), r); });
-        } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
-          send_to_coordinator(
-              std::move(act.request), [](protocol::heartbeat_request&, std::int16_t) {},
-              [](group::member& m, const auto& r) { m.heartbeat_done(clock::now(), r); });
-        } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
-          send_to_coordinator(
-              std::move(act.request), group::fit_leave_group,
-              [](group::member& m, const auto& r) { m.leave_group_done(clock::now(), r); });
-        } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
-          do_compute_assignment(std::move(act));
-        } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
-          // Callbacks of the requests sent so far are dropped (the core forgot them); failing the
-          // group connection ends them now instead of at request.timeout.ms.
-          ++request_epoch_;
-          if (auto conn = cluster_->broker(act.node, channel::group))
-            conn->abort_requests("coordinator given up");
-        }
-      },
-      a);
+  apply_with(a, [&](auto& act) { apply_own(act); });
+}
+
+template <class T>
+void group_driver::apply_own(T& act) {
+  if constexpr (std::is_same_v<T, group::send_join_group>) {
+    send_to_coordinator(
+        std::move(act.request), [](protocol::join_group_request&, std::int16_t) {},
+        [](group::member& m, const auto& r) { m.join_group_done(clock::now(), r); }, act.timeout);
+  } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
+    send_to_coordinator(
+        std::move(act.request), [](protocol::sync_group_request&, std::int16_t) {},
+        [](group::member& m, const auto& r) { m.sync_group_done(clock::now(), r); });
+  } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
+    send_to_coordinator(
+        std::move(act.request), [](protocol::heartbeat_request&, std::int16_t) {},
+        [](group::member& m, const auto& r) { m.heartbeat_done(clock::now(), r); });
+  } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
+    send_to_coordinator(
+        std::move(act.request), group::fit_leave_group,
+        [](group::member& m, const auto& r) { m.leave_group_done(clock::now(), r); });
+  } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
+    do_compute_assignment(std::move(act));
+  } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
+    // Callbacks of the requests sent so far are dropped (the core forgot them); failing the
+    // group connection ends them now instead of at request.timeout.ms.
+    abandon_requests();
+    if (auto conn = cluster_->broker(act.node, channel::group)) conn->abort_requests("coordinator given up");
+  }
 }
 
 void group_driver::do_compute_assignment(group::compute_assignment job) {

@@ -42,17 +42,14 @@ class group_driver : public driver_base<group_driver, group::member>,
   void subscribe_pattern(std::string broker_pattern) override;
   void commit_failed(std::int32_t generation, std::int16_t code) override;
   void enforce_rebalance(std::string reason) override;
-  void shutdown() override;
 
  private:
   friend class driver_base<group_driver, group::member>;
   void apply(group::action& a);
-  std::shared_ptr<connection> coordinator_connection();
-  /// Sends a membership request to the coordinator on the group connection; its answer goes to
-  /// `deliver(member, response)`, a failure to member::request_failed. Answers to requests sent
-  /// before an abandon_requests, or after stop, reach nobody.
-  template <class Request, class Adjust, class Deliver>
-  void send_to_coordinator(Request request, Adjust adjust, Deliver deliver, std::chrono::milliseconds timeout = {});
+  /// The classic protocol's own actions (driver_base::apply_with carries out the shared ones).
+  template <class T>
+  void apply_own(T& act);
+  void on_coordinator(std::int32_t node);
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
   void publish_snapshot();
@@ -60,8 +57,6 @@ class group_driver : public driver_base<group_driver, group::member>,
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   group_driver_options opts_;
-  // Bumped by abandon_requests: callbacks of coordinator requests sent before it are ignored.
-  std::uint64_t request_epoch_ = 0;
 };
 
 }  // namespace kgroup::net

@@ -14,6 +14,7 @@ enum class reaction : std::uint8_t {
   fenced = 4,             // the coordinator no longer knows this member or its generation: lost, rejoin
   group_fatal = 8,        // the membership cannot go on: raised from poll()
   refresh_metadata = 16,  // the partition's leader or the topic changed: refresh metadata first
+  retry_commit = 32,      // a commit or committed offsets lookup refused for now: tried again
 };
 
 constexpr reaction operator|(reaction a, reaction b) noexcept {

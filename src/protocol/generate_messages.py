@@ -679,6 +679,12 @@ REACTIONS = {
     "KAFKA_STORAGE_ERROR": ["refresh_metadata"],
     "OFFSET_NOT_AVAILABLE": ["refresh_metadata"],
     "UNKNOWN_TOPIC_ID": ["refresh_metadata"],
+    # A commit or committed-offsets lookup refused for now: commit_sync()/committed() try again
+    # (as Java): a partition-level timeout, a pending transactional commit (KIP-447), and a
+    # KIP-848 member epoch behind the coordinator's (the retry carries the latest one).
+    "REQUEST_TIMED_OUT": ["retry_commit"],
+    "UNSTABLE_OFFSET_COMMIT": ["retry_commit"],
+    "STALE_MEMBER_EPOCH": ["retry_commit"],
 }
 
 

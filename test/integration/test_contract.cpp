@@ -565,8 +565,22 @@ TEST_CASE("bad arguments throw invalid_argument naming the argument; calls in th
   r = code_of([&] { c.seek({"t", 0}, -5); });
   CHECK(r.first == invalid);
   CHECK(r.second.find("-5") != std::string::npos);
+  // A negative offset to commit (OffsetAndMetadata's default -1) is refused before anything is
+  // sent, as Java's OffsetAndMetadata does (the broker here is unreachable: anything sent would
+  // time out instead).
+  r = code_of([&] { c.commit_sync(kgroup::OffsetMap{{{"t", 0}, kgroup::OffsetAndMetadata{}}}, 1s); });
+  CHECK(r.first == invalid);
+  CHECK(r.second.find("negative offset -1 for t-0") != std::string::npos);
+  bool called = false;
+  r = code_of([&] {
+    c.commit_async(kgroup::OffsetMap{{{"t", 0}, {5, "", std::nullopt}}, {{"t", 1}, {-2, "", std::nullopt}}},
+                   [&](const kgroup::OffsetMap&, std::error_code) { called = true; });
+  });
+  CHECK(r.first == invalid);
+  CHECK(r.second.find("-2") != std::string::npos);
   r = code_of([&] { c.subscribe(std::vector<std::string>{"t"}); });
   CHECK(r.first == kgroup::make_error_code(kgroup::client_errc::illegal_state));
   CHECK(kgroup::error_name(invalid) == "INVALID_ARGUMENT");
   c.close(1s);
+  CHECK_FALSE(called);  // the refused commit_async() has no outcome to report
 }

@@ -93,27 +93,38 @@ struct reading_member {
   }
 };
 
+// True (with a warning) on a cluster without ConsumerGroupHeartbeat: the case is skipped.
+bool skipped_without_kip848() {
+  if (mock_cluster::modern()) return false;
+  WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
+                              << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
+  return true;
+}
+
+// A KIP-848 group's world: the cluster (heartbeat interval 500 ms, session 45 s), the timeline
+// of ownership and the records its members saw. A test binds it: auto& [mc, tl, seen_mutex, seen].
+struct kip848_group {
+  mock_cluster mc;
+  timeline tl;
+  std::mutex seen_mutex;
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  explicit kip848_group(int brokers) : mc(brokers) { REQUIRE(mc.set_consumer_group_timers(500, 45000)); }
+};
+
 }  // namespace
 
 TEST_CASE("kip848: two kgroup members split a topic, read every record, and one takes over when the other closes",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
+  if (skipped_without_kip848()) return;
   // Listener callbacks inside poll() (the default) or on the background thread.
   const std::string listener_thread = GENERATE(as<std::string>{}, "poll", "heartbeat");
   CAPTURE(listener_thread);
-  mock_cluster mc(3);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  kip848_group group(3);  // the broker's session timeout
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("k", 6);
   mc.produce("k", 600);
   const auto all = kgroup::test::all_partitions("k", 6);
 
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   auto cfg = kip848_config(mc, "g-kip848");
   cfg.set("rebalance.listener.thread", listener_thread);
   auto a = std::make_unique<reading_member>("a", cfg, tl, seen_mutex, seen);
@@ -191,19 +202,12 @@ TEST_CASE("kip848: two kgroup members split a topic, read every record, and one 
 
 TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves; on its next poll() its partitions are lost and it rejoins",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
-  mock_cluster mc(1);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  if (skipped_without_kip848()) return;
+  kip848_group group(1);  // the broker's session timeout
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("k", 4);
   mc.produce("k", 40);
   const auto all = kgroup::test::all_partitions("k", 4);
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   auto cfg = kip848_config(mc, "g-kip848-stall");
   cfg.set("max.poll.interval.ms", "2000");
   auto a = std::make_unique<reading_member>("a", cfg, tl, seen_mutex, seen);
@@ -250,19 +254,12 @@ TEST_CASE("kip848: a member that stops polling past max.poll.interval.ms leaves;
 
 TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.protocol=consumer) shares a topic and hands over either way without overlaps",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
-  mock_cluster mc(3);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  if (skipped_without_kip848()) return;
+  kip848_group group(3);  // the broker's session timeout
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("k", 6);
   mc.produce("k", 300);
   const auto all = kgroup::test::all_partitions("k", 6);
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   auto a = std::make_unique<reading_member>("kgroup", kip848_config(mc, "g-kip848-mixed"), tl, seen_mutex, seen);
   auto r = std::make_unique<kgroup::test::rdkafka_member>("rdkafka", mc.bootstrap_servers(), "g-kip848-mixed", "",
                                                           std::vector<std::string>{"k"}, tl,
@@ -317,19 +314,12 @@ TEST_CASE("kip848: a mixed group of kgroup and librdkafka 2.15.1 members (group.
 
 TEST_CASE("kip848: the coordinator moves to another broker: members follow it without losing partitions",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
-  mock_cluster mc(3);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  if (skipped_without_kip848()) return;
+  kip848_group group(3);  // the broker's session timeout
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("k", 6);
   mc.produce("k", 60);
   const auto all = kgroup::test::all_partitions("k", 6);
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   mc.set_coordinator("g-kip848-move", 1);
   auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-move"), tl, seen_mutex, seen);
   auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848-move"), tl, seen_mutex, seen);
@@ -430,22 +420,15 @@ TEST_CASE("kip848: subscribe(std::regex) is refused with group.protocol=consumer
 
 TEST_CASE("kip848: subscribe(SubscriptionPattern) sends the pattern to the broker, which picks the topics",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
-  mock_cluster mc(3);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // the broker's session timeout
+  if (skipped_without_kip848()) return;
+  kip848_group group(3);  // the broker's session timeout
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("re-a", 3);
   mc.create_topic("re-b", 2);
   mc.create_topic("other", 2);
   mc.produce("re-a", 30);
   mc.produce("re-b", 20);
   mc.produce("other", 20);
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   // Matches the whole name as RE2/J does on a broker (the mock's matcher is unanchored).
   auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-re"), tl, seen_mutex, seen,
                                             kgroup::SubscriptionPattern("re-.*"));
@@ -490,19 +473,12 @@ TEST_CASE("kip848: subscribe(SubscriptionPattern) is refused with group.protocol
 
 TEST_CASE("kip848: every broker goes down for a while: members keep their partitions, read every record after, no overlaps",
           "[kip848]") {
-  if (!mock_cluster::modern()) {
-    WARN("skipped: librdkafka " << mock_cluster::librdkafka_version_string()
-                                << "'s mock has no ConsumerGroupHeartbeat (KIP-848); run with librdkafka 2.15.1");
-    return;
-  }
-  mock_cluster mc(3);
-  REQUIRE(mc.set_consumer_group_timers(500, 45000));  // an outage shorter than the session
+  if (skipped_without_kip848()) return;
+  kip848_group group(3);  // an outage shorter than the session
+  auto& [mc, tl, seen_mutex, seen] = group;
   mc.create_topic("k", 6);
   mc.produce("k", 60);
   const auto all = kgroup::test::all_partitions("k", 6);
-  timeline tl;
-  std::mutex seen_mutex;
-  std::set<std::pair<std::int32_t, std::int64_t>> seen;
   auto a = std::make_unique<reading_member>("a", kip848_config(mc, "g-kip848-outage"), tl, seen_mutex, seen);
   auto b = std::make_unique<reading_member>("b", kip848_config(mc, "g-kip848-outage"), tl, seen_mutex, seen);
   REQUIRE(eventually(

@@ -111,3 +111,78 @@ TEST_CASE("committer: auto-commit commits the changed positions of owned partiti
   CHECK(due.at({"t", 1}).epoch == 1);
   CHECK(auto_commit_due(consumed, owned, {}).size() == 2);
 }
+
+TEST_CASE("committer: auto-commit remembers what was committed, forgets revoked partitions, waits out rebalances",
+          "[committer]") {
+  const std::map<TopicPartition, detail::epoch_offset> consumed{{{"t", 0}, {10, 1}}, {{"t", 1}, {20, 1}}};
+  const std::set<TopicPartition> owned{{"t", 0}, {"t", 1}};
+  auto_committer ac;
+  CHECK(ac.due(consumed, owned, member_of(3)).size() == 2);
+  CHECK(ac.due(consumed, owned, member_of(3, false)).empty());  // rebalancing: nothing
+  ac.committed({{{"t", 0}, {10, "", 1}}, {{"t", 1}, {20, "", 1}}});
+  CHECK(ac.due(consumed, owned, member_of(3)).empty());
+  ac.forget({"t", 1});
+  CHECK(ac.last().count({"t", 1}) == 0);
+  const auto due = ac.due(consumed, owned, member_of(3));
+  REQUIRE(due.size() == 1);
+  CHECK(due.count({"t", 1}) == 1);
+}
+
+TEST_CASE("committer: committed offsets: the request, the refusals, and what the answer means", "[committer]") {
+  group_identity none;
+  none.group_mode = false;
+  REQUIRE(refuse_offset_fetch(none).has_value());
+  CHECK(refuse_offset_fetch(none)->code == make_error_code(kafka_errc::invalid_group_id));
+  CHECK_FALSE(refuse_offset_fetch(member_of(1)).has_value());
+  CHECK(coordinator_unknown().code == make_error_code(kafka_errc::coordinator_not_available));
+
+  const auto req = make_offset_fetch_request("g", {{"t", 2}, {"t", 0}, {"u", 1}});
+  CHECK(req.group_id == "g");
+  CHECK(req.require_stable);
+  REQUIRE(req.topics->size() == 2);
+  CHECK((*req.topics)[0].name == "t");
+  CHECK((*req.topics)[0].partition_indexes == std::vector<std::int32_t>{0, 2});
+  CHECK((*req.topics)[1].name == "u");
+
+  protocol::offset_fetch_response r;
+  r.topics.push_back({"t", {{0, 42, 3, "m", 0}, {2, -1, -1, "", 0}}});
+  SECTION("offsets; a partition without one is absent") {
+    const auto a = read_committed(r);
+    CHECK_FALSE(a.error.code);
+    CHECK_FALSE(a.coordinator_gone);
+    REQUIRE(a.offsets.size() == 1);
+    CHECK(a.offsets.at({"t", 0}).offset == 42);
+    CHECK(a.offsets.at({"t", 0}).metadata == "m");
+    CHECK(a.offsets.at({"t", 0}).epoch == 3);
+  }
+  SECTION("a partition's error fails the call") {
+    r.topics[0].partitions[1].error_code = static_cast<std::int16_t>(kafka_errc::unstable_offset_commit);
+    const auto a = read_committed(r);
+    CHECK(a.error.code == make_error_code(kafka_errc::unstable_offset_commit));
+    CHECK_THAT(a.error.message, Catch::Contains("t-2"));
+  }
+  SECTION("the group's error (v8+ layout): the coordinator moved") {
+    protocol::offset_fetch_response g;
+    g.groups.push_back({"g", {}, static_cast<std::int16_t>(kafka_errc::not_coordinator)});
+    const auto a = read_committed(g);
+    CHECK(a.coordinator_gone);
+    CHECK(a.error.code == make_error_code(kafka_errc::not_coordinator));
+  }
+}
+
+TEST_CASE("committer: which commit errors commit_sync() and committed() try again", "[committer]") {
+  for (auto e : {kafka_errc::not_coordinator, kafka_errc::coordinator_not_available,
+                 kafka_errc::coordinator_load_in_progress, kafka_errc::request_timed_out,
+                 kafka_errc::unstable_offset_commit, kafka_errc::stale_member_epoch}) {
+    CAPTURE(static_cast<int>(e));
+    CHECK(commit_retriable(make_error_code(e)));
+  }
+  CHECK(commit_retriable(make_error_code(client_errc::connection_closed)));
+  CHECK(commit_retriable(make_error_code(client_errc::request_timed_out)));
+  for (auto e : {kafka_errc::unknown_member_id, kafka_errc::illegal_generation, kafka_errc::rebalance_in_progress,
+                 kafka_errc::offset_metadata_too_large, kafka_errc::group_authorization_failed}) {
+    CAPTURE(static_cast<int>(e));
+    CHECK_FALSE(commit_retriable(make_error_code(e)));
+  }
+  CHECK_FALSE(commit_retriable(make_error_code(client_errc::commit_failed)));
+}

@@ -38,15 +38,25 @@ void reach(fetch_positions& fp, fetch_part& p, fs target) {
   REQUIRE(p.state() == target);
 }
 
+// The entry of `tp` in `fp`, owned from now on.
+fetch_part& owned(fetch_positions& fp, const TopicPartition& tp) {
+  if (!fp.find(tp)) {
+    std::set<TopicPartition> all{tp};
+    for (const auto& [t, p] : fp.parts()) all.insert(t);
+    fp.assign(all);
+  }
+  return *fp.find(tp);
+}
+
 }  // namespace
 
 TEST_CASE("fetch positions: a new partition needs its committed offset", "[fetchpos]") {
   fetch_positions fp;
-  auto& p = fp.parts()[t0];
+  auto& p = owned(fp, t0);
   CHECK(p.state() == fs::needs_committed);
-  CHECK(p.fetch_pos == -1);
-  CHECK(p.epoch == -1);
-  CHECK(p.preferred_replica == -1);
+  CHECK(p.fetch_pos() == -1);
+  CHECK(p.epoch() == -1);
+  CHECK(p.preferred_replica() == -1);
 }
 
 TEST_CASE("fetch positions: the transition table", "[fetchpos]") {
@@ -78,7 +88,7 @@ TEST_CASE("fetch positions: every documented transition is applied from every st
     for (auto to : all_states) {
       if (from == to || !fetch_transition_allowed(from, to)) continue;
       fetch_positions fp;
-      auto& p = fp.parts()[t0];
+      auto& p = owned(fp, t0);
       reach(fp, p, from);
       INFO(to_string(from) << " -> " << to_string(to));
       CHECK(fp.transition(t0, p, to, "test"));
@@ -91,7 +101,7 @@ TEST_CASE("fetch positions: every documented transition is applied from every st
 TEST_CASE("fetch positions: an illegal transition is refused, counted and reported", "[fetchpos]") {
   std::vector<std::string> reported;
   fetch_positions fp(reset_policy::latest, [&](const std::string& m) { reported.push_back(m); });
-  auto& p = fp.parts()[t0];
+  auto& p = owned(fp, t0);
 
   SECTION("validating without needs_validation") {
     CHECK_FALSE(fp.transition(t0, p, fs::validating, "bug"));
@@ -118,31 +128,35 @@ TEST_CASE("fetch positions: an illegal transition is refused, counted and report
 
 TEST_CASE("fetch positions: the same state is no transition", "[fetchpos]") {
   fetch_positions fp;
-  auto& p = fp.parts()[t0];
+  auto& p = owned(fp, t0);
   reach(fp, p, fs::awaiting_seek);
   CHECK(fp.transition(t0, p, fs::awaiting_seek, "again"));
   CHECK(fp.invalid_transitions() == 0);
 }
 
 TEST_CASE("fetch positions: preferred read replica and its expiry", "[fetchpos]") {
-  fetch_part p;
+  fetch_positions fp(reset_policy::latest, {}, fetch_timing{milliseconds(10), milliseconds(100)});
+  auto& p = owned(fp, t0);
   SECTION("none: the leader") {
     CHECK(fetch_positions::fetch_node(p, 1, true, t_start) == 1);
   }
   SECTION("valid and known: the replica") {
-    p.preferred_replica = 3;
-    p.replica_until = t_start + milliseconds(100);
+    const auto o = fp.replica_answer(p, 1, 0, 3, true, t_start);
+    CHECK(o.what == replica_outcome::verdict::replica_named);
+    CHECK(o.changed);
+    CHECK(o.replica == 3);
+    CHECK(p.replica_until() == t_start + milliseconds(100));
     CHECK(fetch_positions::fetch_node(p, 1, true, t_start) == 3);
     CHECK(fetch_positions::fetch_node(p, 1, true, t_start + milliseconds(99)) == 3);
-    CHECK(p.preferred_replica == 3);
+    CHECK(p.preferred_replica() == 3);
     SECTION("expired: the leader, and the replica is forgotten") {
       CHECK(fetch_positions::fetch_node(p, 1, true, t_start + milliseconds(100)) == 1);
-      CHECK(p.preferred_replica == -1);
+      CHECK(p.preferred_replica() == -1);
       CHECK(fetch_positions::fetch_node(p, 1, true, t_start) == 1);
     }
     SECTION("no longer in metadata: the leader, and the replica is forgotten") {
       CHECK(fetch_positions::fetch_node(p, 1, false, t_start) == 1);
-      CHECK(p.preferred_replica == -1);
+      CHECK(p.preferred_replica() == -1);
     }
   }
 }
@@ -174,20 +188,25 @@ namespace {
 // A partition of `fp` ready at `pos` (epoch `epoch`), fetched with leader epoch 3.
 fetch_part& ready_at(fetch_positions& fp, std::int64_t pos, std::int32_t epoch) {
   fp.assign({t0});
-  REQUIRE(fp.seek(t0, pos, -1));
-  auto& p = fp.parts().at(t0);
-  p.epoch = epoch;
-  p.leader_epoch = 3;
+  REQUIRE(fp.seek(t0, pos, epoch));
+  auto& p = *fp.find(t0);
+  fp.validation_skipped(t0, p, 3);  // ready, fetched with leader epoch 3
   REQUIRE(p.state() == fs::ready);
+  REQUIRE(p.epoch() == epoch);
+  REQUIRE(p.leader_epoch() == 3);
   return p;
 }
 
-// A partition of `fp` whose position `pos` (epoch `epoch`) is being validated.
+// A partition of `fp` whose position `pos` (epoch `epoch`) is being validated; it was fetched
+// with leader epoch 3 before.
 fetch_part& validating_at(fetch_positions& fp, std::int64_t pos, std::int32_t epoch) {
   fp.assign({t0});
+  REQUIRE(fp.seek(t0, pos, -1));
+  auto& p = *fp.find(t0);
+  REQUIRE_FALSE(fp.leader_epoch_seen(t0, p, 3));
   REQUIRE(fp.seek(t0, pos, epoch));
-  auto& p = fp.parts().at(t0);
   REQUIRE(p.state() == fs::needs_validation);
+  REQUIRE(p.leader_epoch() == 3);
   fp.validation_requested(t0, p);
   REQUIRE(p.state() == fs::validating);
   return p;
@@ -211,14 +230,14 @@ TEST_CASE("fetch positions: assign keeps, adds and drops partitions", "[fetchpos
   const TopicPartition t2{"t", 2};
   fetch_positions fp;
   CHECK(fp.assign({t0, t1}).empty());
-  auto& p0 = fp.parts().at(t0);
+  auto& p0 = *fp.find(t0);
   fp.committed_requested(t0, p0);
   fp.committed(t0, p0, 42, -1);
   const auto removed = fp.assign({t0, t2});
   CHECK(removed == std::vector<TopicPartition>{t1});
   REQUIRE(fp.parts().size() == 2);
   CHECK(fp.parts().at(t0).state() == fs::ready);  // kept as it was
-  CHECK(fp.parts().at(t0).fetch_pos == 42);
+  CHECK(fp.parts().at(t0).fetch_pos() == 42);
   CHECK(fp.parts().at(t2).state() == fs::needs_committed);
   // Events for a partition no longer owned change nothing.
   CHECK_FALSE(fp.seek(t1, 5, -1));
@@ -232,26 +251,27 @@ TEST_CASE("fetch positions: assign keeps, adds and drops partitions", "[fetchpos
 TEST_CASE("fetch positions: committed offsets", "[fetchpos]") {
   fetch_positions fp(reset_policy::earliest);
   fp.assign({t0});
-  auto& p = fp.parts().at(t0);
+  auto& p = *fp.find(t0);
   fp.committed_requested(t0, p);
   CHECK(p.state() == fs::fetching_committed);
   SECTION("with a leader epoch: validated first") {
     fp.committed(t0, p, 100, 7);
     CHECK(p.state() == fs::needs_validation);
-    CHECK(p.fetch_pos == 100);
-    CHECK(p.epoch == 7);
+    CHECK(p.fetch_pos() == 100);
+    CHECK(p.epoch() == 7);
   }
   SECTION("without: fetched at once") {
     fp.committed(t0, p, 100, -1);
     CHECK(p.state() == fs::ready);
-    CHECK(p.fetch_pos == 100);
+    CHECK(p.fetch_pos() == 100);
   }
   SECTION("none committed: the reset policy, not forced") {
-    p.reset_forced = true;
+    REQUIRE(fp.seek_to(t0, false));  // forced, to the end
+    REQUIRE(p.reset_forced());
     fp.committed(t0, p, -1, -1);
     CHECK(p.state() == fs::needs_reset);
-    CHECK(p.reset_timestamp == -2);
-    CHECK_FALSE(p.reset_forced);
+    CHECK(p.reset_timestamp() == -2);
+    CHECK_FALSE(p.reset_forced());
   }
   SECTION("failed: asked again; an answer after a seek changes nothing") {
     fp.committed_failed(t0, p);
@@ -263,10 +283,10 @@ TEST_CASE("fetch positions: committed offsets", "[fetchpos]") {
   SECTION("no group: the reset policy") {
     fetch_positions g(reset_policy::latest);
     g.assign({t0});
-    auto& q = g.parts().at(t0);
+    auto& q = *g.find(t0);
     g.no_group(t0, q);
     CHECK(q.state() == fs::needs_reset);
-    CHECK(q.reset_timestamp == -1);
+    CHECK(q.reset_timestamp() == -1);
   }
   CHECK(fp.invalid_transitions() == 0);
 }
@@ -274,7 +294,7 @@ TEST_CASE("fetch positions: committed offsets", "[fetchpos]") {
 TEST_CASE("fetch positions: resets, the last ListOffsets counts", "[fetchpos]") {
   fetch_positions fp(reset_policy::latest);
   fp.assign({t0});
-  auto& p = fp.parts().at(t0);
+  auto& p = *fp.find(t0);
   fp.no_group(t0, p);
   REQUIRE(p.state() == fs::needs_reset);
   CHECK_FALSE(fp.reset_waits_for_seek(t0, p));
@@ -283,19 +303,21 @@ TEST_CASE("fetch positions: resets, the last ListOffsets counts", "[fetchpos]") 
   CHECK(fp.reset_current(t0, first) == &p);
 
   SECTION("answered") {
-    p.reset_forced = true;
+    REQUIRE(fp.seek_to(t0, false));
+    fp.reset_requested(t0, p);
+    REQUIRE(p.reset_forced());
     fp.reset_answered(t0, p, 500, 4);
     CHECK(p.state() == fs::ready);
-    CHECK(p.fetch_pos == 500);
-    CHECK(p.epoch == 4);
-    CHECK_FALSE(p.reset_forced);
+    CHECK(p.fetch_pos() == 500);
+    CHECK(p.epoch() == 4);
+    CHECK_FALSE(p.reset_forced());
     CHECK(fp.reset_current(t0, first) == nullptr);  // no longer resetting
   }
   SECTION("a seek_to while in flight: the older answer is stale") {
     REQUIRE(fp.seek_to(t0, true));
     CHECK(p.state() == fs::needs_reset);
-    CHECK(p.reset_forced);
-    CHECK(p.reset_timestamp == -2);
+    CHECK(p.reset_forced());
+    CHECK(p.reset_timestamp() == -2);
     const auto second = fp.reset_requested(t0, p);
     CHECK(second == first + 1);
     CHECK(fp.reset_current(t0, first) == nullptr);
@@ -304,7 +326,7 @@ TEST_CASE("fetch positions: resets, the last ListOffsets counts", "[fetchpos]") 
   SECTION("a seek while in flight: no answer applies") {
     REQUIRE(fp.seek(t0, 7, -1));
     CHECK(fp.reset_current(t0, first) == nullptr);
-    CHECK(p.fetch_pos == 7);
+    CHECK(p.fetch_pos() == 7);
   }
   SECTION("revoked: no answer applies") {
     fp.assign({});
@@ -320,7 +342,7 @@ TEST_CASE("fetch positions: resets, the last ListOffsets counts", "[fetchpos]") 
 TEST_CASE("fetch positions: auto.offset.reset=none waits for a seek", "[fetchpos]") {
   fetch_positions fp(reset_policy::none);
   fp.assign({t0});
-  auto& p = fp.parts().at(t0);
+  auto& p = *fp.find(t0);
   fp.committed_requested(t0, p);
   fp.committed(t0, p, -1, -1);
   REQUIRE(p.state() == fs::needs_reset);
@@ -343,23 +365,23 @@ TEST_CASE("fetch positions: offset out of range resets, forced", "[fetchpos]") {
     auto& p = ready_at(fp, 100, 2);
     CHECK_FALSE(fp.offset_out_of_range(t0, p));
     CHECK(p.state() == fs::needs_reset);
-    CHECK(p.reset_forced);
-    CHECK(p.reset_timestamp == -2);
-    CHECK(p.fetch_pos == 100);  // unchanged until the answer
+    CHECK(p.reset_forced());
+    CHECK(p.reset_timestamp() == -2);
+    CHECK(p.fetch_pos() == 100);  // unchanged until the answer
   }
   SECTION("latest") {
     fetch_positions fp(reset_policy::latest);
     auto& p = ready_at(fp, 100, 2);
     CHECK_FALSE(fp.offset_out_of_range(t0, p));
-    CHECK(p.reset_forced);
-    CHECK(p.reset_timestamp == -1);
+    CHECK(p.reset_forced());
+    CHECK(p.reset_timestamp() == -1);
   }
   SECTION("none: waits for a seek (reported), not forced") {
     fetch_positions fp(reset_policy::none);
     auto& p = ready_at(fp, 100, 2);
     CHECK(fp.offset_out_of_range(t0, p));
     CHECK(p.state() == fs::resetting);
-    CHECK_FALSE(p.reset_forced);
+    CHECK_FALSE(p.reset_forced());
     CHECK(fp.invalid_transitions() == 0);
   }
 }
@@ -385,8 +407,8 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     const auto o = fp.validated(t0, p, 5, 0, 2, 150);
     CHECK(o.what == verdict::valid);
     CHECK(p.state() == fs::ready);
-    CHECK(p.fetch_pos == 100);
-    CHECK(p.leader_epoch == 5);
+    CHECK(p.fetch_pos() == 100);
+    CHECK(p.leader_epoch() == 5);
   }
   SECTION("end exactly at the position: not truncated") {
     fetch_positions fp;
@@ -396,13 +418,12 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
   SECTION("FENCED/UNKNOWN_LEADER_EPOCH: validated again, nothing else changes") {
     fetch_positions fp;
     auto& p = validating_at(fp, 100, 2);
-    p.leader_epoch = 3;
     for (std::int16_t err : {std::int16_t{74}, std::int16_t{76}, std::int16_t{6}}) {
       const auto o = fp.validated(t0, p, 5, err, -1, -1);
       CHECK(o.what == verdict::retry);
       CHECK(p.state() == fs::needs_validation);
-      CHECK(p.leader_epoch == 3);
-      CHECK(p.fetch_pos == 100);
+      CHECK(p.leader_epoch() == 3);
+      CHECK(p.fetch_pos() == 100);
       fp.validation_requested(t0, p);
     }
   }
@@ -415,8 +436,8 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(o.epoch == 2);
     CHECK_FALSE(o.divergence_unknown);
     CHECK(p.state() == fs::ready);
-    CHECK(p.fetch_pos == 80);
-    CHECK(p.epoch == 1);
+    CHECK(p.fetch_pos() == 80);
+    CHECK(p.epoch() == 1);
   }
   SECTION("truncated, divergence unknown: the reset policy, forced") {
     fetch_positions fp(reset_policy::earliest);
@@ -425,9 +446,9 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(o.what == verdict::reset);
     CHECK(o.divergence_unknown);
     CHECK(p.state() == fs::needs_reset);
-    CHECK(p.reset_forced);
-    CHECK(p.reset_timestamp == -2);
-    CHECK(p.fetch_pos == 100);
+    CHECK(p.reset_forced());
+    CHECK(p.reset_timestamp() == -2);
+    CHECK(p.fetch_pos() == 100);
   }
   SECTION("truncated with auto.offset.reset=none: awaiting_seek until the user seeks") {
     fetch_positions fp(reset_policy::none);
@@ -436,7 +457,7 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(o.what == verdict::awaiting_seek);
     CHECK_FALSE(o.divergence_unknown);
     CHECK(p.state() == fs::awaiting_seek);
-    CHECK(p.fetch_pos == 100);  // not moved: the application decides
+    CHECK(p.fetch_pos() == 100);  // not moved: the application decides
     CHECK_FALSE(fp.refetch(t0, 80, 1));
     const auto unknown = [&] {
       fetch_positions g(reset_policy::none);
@@ -453,10 +474,10 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     fetch_positions fp;
     fp.assign({t0});
     REQUIRE(fp.seek(t0, 100, 2));
-    auto& p = fp.parts().at(t0);
+    auto& p = *fp.find(t0);
     fp.validation_skipped(t0, p, 9);
     CHECK(p.state() == fs::ready);
-    CHECK(p.leader_epoch == 9);
+    CHECK(p.leader_epoch() == 9);
     REQUIRE(fp.seek(t0, 100, 2));
     fp.validation_requested(t0, p);
     fp.validation_failed(t0, p);
@@ -468,23 +489,123 @@ TEST_CASE("fetch positions: seek, refetch, pause and resume", "[fetchpos]") {
   fetch_positions fp;
   auto& p = ready_at(fp, 100, 2);
   CHECK(fp.refetch(t0, 90, 1));
-  CHECK(p.fetch_pos == 90);
-  CHECK(p.epoch == 1);
+  CHECK(p.fetch_pos() == 90);
+  CHECK(p.epoch() == 1);
   fp.pause(t0);
-  CHECK(p.paused);
+  CHECK(p.paused());
   fp.resume(t0, 120, 3);
-  CHECK_FALSE(p.paused);
-  CHECK(p.fetch_pos == 120);
-  CHECK(p.epoch == 3);
+  CHECK_FALSE(p.paused());
+  CHECK(p.fetch_pos() == 120);
+  CHECK(p.epoch() == 3);
   fp.resume(t0, -1, -1);  // position unknown on the user thread: kept
-  CHECK(p.fetch_pos == 120);
+  CHECK(p.fetch_pos() == 120);
   SECTION("not ready: refetch and resume keep the position") {
     REQUIRE(fp.seek_to(t0, true));
     CHECK_FALSE(fp.refetch(t0, 5, -1));
     fp.pause(t0);
     fp.resume(t0, 5, -1);
-    CHECK_FALSE(p.paused);
-    CHECK(p.fetch_pos == 120);
+    CHECK_FALSE(p.paused());
+    CHECK(p.fetch_pos() == 120);
     CHECK(p.state() == fs::needs_reset);
   }
+}
+
+TEST_CASE("fetch positions: which partitions are fetched, and leader epochs before a Fetch", "[fetchpos]") {
+  fetch_positions fp(reset_policy::latest, {}, fetch_timing{milliseconds(10), milliseconds(100)});
+  auto& p = owned(fp, t0);
+  CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::skip);  // no position yet
+  REQUIRE(fp.seek(t0, 10, -1));
+  CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::fetch);
+  SECTION("paused, then resumed") {
+    fp.pause(t0);
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::skip);
+    fp.resume(t0, 12, 1);
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::fetch);
+    CHECK(p.fetch_pos() == 12);
+  }
+  SECTION("one Fetch at a time") {
+    fp.fetch_sent(p);
+    CHECK(p.in_flight());
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::skip);
+    fp.fetch_ended(t0);
+    CHECK_FALSE(p.in_flight());
+    fp.fetch_ended({"other", 0});  // not owned: nothing happens
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::fetch);
+  }
+  SECTION("leader epochs: recorded; a new one with a known position epoch validates first") {
+    CHECK_FALSE(fp.leader_epoch_seen(t0, p, 3));
+    CHECK(p.leader_epoch() == 3);
+    CHECK_FALSE(fp.leader_epoch_seen(t0, p, 3));
+    // The position has no epoch (plain seek): nothing to validate with, fetched as it is.
+    CHECK_FALSE(fp.leader_epoch_seen(t0, p, 4));
+    CHECK(p.state() == fs::ready);
+    CHECK(p.leader_epoch() == 4);
+    REQUIRE(fp.seek(t0, 10, 2));
+    fp.validation_skipped(t0, p, 4);
+    CHECK_FALSE(fp.leader_epoch_seen(t0, p, -1));  // metadata without epochs: fetched
+    CHECK(p.leader_epoch() == -1);
+    CHECK_FALSE(fp.leader_epoch_seen(t0, p, 5));  // unknown before: recorded
+    CHECK(fp.leader_epoch_seen(t0, p, 6));
+    CHECK(p.state() == fs::needs_validation);
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::skip);
+  }
+  SECTION("an answer applies while the position is the one sent") {
+    CHECK(fetch_positions::answer_applies(p, 10));
+    CHECK_FALSE(fetch_positions::answer_applies(p, 9));
+    REQUIRE(fp.seek_to(t0, true));
+    CHECK_FALSE(fetch_positions::answer_applies(p, 10));
+  }
+  SECTION("fetched data moves the position, a partial batch does not") {
+    CHECK_FALSE(fp.fetched(p, 10, 5));
+    CHECK(p.epoch() == -1);
+    CHECK(fp.fetched(p, 25, 5));
+    CHECK(p.fetch_pos() == 25);
+    CHECK(p.epoch() == 5);
+  }
+  CHECK(fp.invalid_transitions() == 0);
+}
+
+TEST_CASE("fetch positions: a Fetch answer's preferred read replica (KIP-392)", "[fetchpos]") {
+  using rv = replica_outcome::verdict;
+  fetch_positions fp(reset_policy::latest, {}, fetch_timing{milliseconds(10), milliseconds(100)});
+  auto& p = owned(fp, t0);
+  REQUIRE(fp.seek(t0, 10, -1));
+  SECTION("no replica named: nothing") {
+    CHECK(fp.replica_answer(p, 1, 0, -1, false, t_start).what == rv::none);
+    CHECK(fp.replica_answer(p, 1, 0, 1, true, t_start).what == rv::none);  // the leader names itself
+    CHECK(fp.replica_answer(p, 1, 6, -1, false, t_start).what == rv::none);  // the leader's error: not ours
+    CHECK(p.preferred_replica() == -1);
+    CHECK(fetch_positions::fetchable(p, t_start) == fetch_check::fetch);
+  }
+  SECTION("named and known: followed; the same again is no change") {
+    CHECK(fp.replica_answer(p, 1, 0, 3, true, t_start).changed);
+    const auto again = fp.replica_answer(p, 1, 0, 3, true, t_start + milliseconds(50));
+    CHECK(again.what == rv::replica_named);
+    CHECK_FALSE(again.changed);
+    CHECK(p.replica_until() == t_start + milliseconds(150));  // the TTL starts again
+    SECTION("an error from the replica: back to the leader after the backoff") {
+      const auto o = fp.replica_answer(p, 3, 1, -1, false, t_start + milliseconds(60));
+      CHECK(o.what == rv::replica_failed);
+      CHECK(o.replica == 3);
+      CHECK(p.preferred_replica() == -1);
+      CHECK(fetch_positions::fetchable(p, t_start + milliseconds(69)) == fetch_check::backing_off);
+      CHECK(fetch_positions::fetchable(p, t_start + milliseconds(70)) == fetch_check::fetch);
+      CHECK(p.state() == fs::ready);  // an out-of-range from a follower is no reset
+    }
+    SECTION("its connection fails: back to the leader") {
+      CHECK(fp.replica_unreachable(t0, 2) == -1);  // another broker
+      CHECK(p.preferred_replica() == 3);
+      CHECK(fp.replica_unreachable(t0, 3) == 3);
+      CHECK(p.preferred_replica() == -1);
+      CHECK(fp.replica_unreachable(t0, 3) == -1);
+    }
+  }
+  SECTION("named but unknown to metadata: not followed, backoff") {
+    const auto o = fp.replica_answer(p, 1, 0, 7, false, t_start);
+    CHECK(o.what == rv::replica_unknown);
+    CHECK(o.replica == 7);
+    CHECK(p.preferred_replica() == -1);
+    CHECK(fetch_positions::fetchable(p, t_start + milliseconds(5)) == fetch_check::backing_off);
+  }
+  CHECK(fp.invalid_transitions() == 0);
 }

@@ -349,3 +349,53 @@ TEST_CASE("coordinator_lookup: one lookup at a time, forgotten when unusable", "
   CHECK_FALSE(c.node().has_value());
   CHECK(c.start());
 }
+
+// ================================================================================================
+// The consumer protocol's bytes (group/member_protocol.cpp; issue 17: moved from the driver)
+// ================================================================================================
+
+TEST_CASE("member protocol: one JoinGroup entry per assignor, in preference order, with the whole subscription",
+          "[member][leader]") {
+  const auto build = group::consumer_protocols(
+      {kgroup::make_cooperative_sticky_assignor(), kgroup::make_range_assignor()});
+  group::member_snapshot s;
+  s.topics = {"a", "b"};
+  s.owned = {{"a", 0}, {"a", 2}, {"b", 1}};
+  s.generation = 7;
+  s.rack = "r1";
+  const auto list = build(s);
+  REQUIRE(list.size() == 2);
+  CHECK(list[0].name == "cooperative-sticky");
+  CHECK(list[1].name == "range");
+  for (const auto& p : list) {
+    MemberSubscription d;
+    std::int16_t version = -1;
+    REQUIRE_FALSE(assign::decode_subscription(p.metadata, d, &version));
+    CHECK(version == assign::subscription_version_max);
+    CHECK(d.topics == s.topics);
+    REQUIRE(d.owned_partitions.size() == 2);
+    CHECK(d.owned_partitions[0].topic == "a");
+    CHECK(d.owned_partitions[0].partitions == std::vector<std::int32_t>{0, 2});
+    CHECK(d.owned_partitions[1].topic == "b");
+    CHECK(d.owned_partitions[1].partitions == std::vector<std::int32_t>{1});
+    CHECK(d.generation == 7);
+    CHECK(d.rack == std::optional<std::string>("r1"));
+  }
+}
+
+TEST_CASE("member protocol: a SyncGroup assignment decodes to its partitions; bad bytes are an error",
+          "[member][leader]") {
+  MemberAssignment a;
+  a.partitions = {{"a", {3, 1}}, {"b", {0}}};
+  protocol::bytes wire;
+  REQUIRE_FALSE(assign::encode_assignment(a, assign::assignment_version_max, wire));
+  group::partition_set out;
+  REQUIRE_FALSE(group::decode_consumer_assignment(wire, out));
+  CHECK(out == group::partition_set{{"a", 1}, {"a", 3}, {"b", 0}});
+  group::partition_set none;
+  CHECK_FALSE(group::decode_consumer_assignment({}, none));  // what a member left out gets
+  CHECK(none.empty());
+  const protocol::bytes bad{0, 1, 0, 0, 0, 5};
+  group::partition_set junk;
+  CHECK(group::decode_consumer_assignment(bad, junk));
+}

@@ -1,12 +1,12 @@
-// OffsetFetch across its two layouts, for every sender of it on the background thread (the
-// fetcher's committed offsets, the group observer's view of the whole group).
+// OffsetFetch across its two layouts, for every sender of it (the fetcher's committed offsets,
+// committed(), the group observer's view of the whole group). Pure.
 #pragma once
 
 #include <cstdint>
 
 #include "protocol/messages.hpp"
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 // OffsetFetch v8+ moved the group and its topics into a groups array (KIP-709); require_stable
 // exists from v7.
@@ -39,4 +39,4 @@ void for_each_committed(const protocol::offset_fetch_response& r, Fn&& fn) {
   }
 }
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data
