@@ -301,6 +301,16 @@ void consumer_member::poll_returned(time_point now) {
   pump(now);
 }
 
+void consumer_member::commit_failed(time_point, std::int32_t epoch, std::int16_t code) {
+  logger()->debug("group '{}': a commit with member epoch {} failed with error {}", opts_.group_id, epoch,
+                  kafka_error_name(code));
+}
+
+void consumer_member::enforce_rebalance(time_point, std::string reason) {
+  logger()->info("group '{}': enforce_rebalance('{}') has no effect with group.protocol=consumer", opts_.group_id,
+                 reason);
+}
+
 void consumer_member::listener_started(time_point now, std::uint64_t seq) {
   if (listener_.start(seq)) {
     if (in_poll_) last_poll_ = now;

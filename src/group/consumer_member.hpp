@@ -114,6 +114,13 @@ class consumer_member {
   void poll_returned(time_point now);
   void listener_started(time_point now, std::uint64_t seq);
   void listener_done(time_point now, std::uint64_t seq);
+  /// A commit with member epoch `epoch` failed with `code`. Nothing changes here: the core learns
+  /// of fencing from its own heartbeats (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), and a
+  /// STALE_MEMBER_EPOCH is the committer's to retry (logged at debug).
+  void commit_failed(time_point now, std::int32_t epoch, std::int16_t code);
+  /// KIP-848 has no client-triggered rebalance (the coordinator computes assignments; Java's new
+  /// consumer ignores enforceRebalance too): logged, nothing else.
+  void enforce_rebalance(time_point now, std::string reason);
 
   // ---- events from the driver ----
   void tick(time_point now);
@@ -151,6 +158,12 @@ class consumer_member {
   /// The subscription as subscription() shows it: the topic names (sorted, unique), or with a
   /// broker-evaluated regex the topics of the partitions the broker assigned from it.
   std::vector<std::string> subscription() const;
+  /// What the user thread shows as the generation and the assignor (one snapshot for both
+  /// protocols): the member epoch; the broker-side assignor asked for ("" the broker's default).
+  std::int32_t generation() const noexcept { return epoch_; }
+  std::string protocol_name() const { return opts_.remote_assignor.value_or(""); }
+  /// No member leads in KIP-848: the coordinator assigns.
+  bool is_leader() const noexcept { return false; }
   /// The member epoch OffsetCommit v9+ carries (0 while joining, < 0 while leaving).
   std::int32_t member_epoch() const noexcept { return epoch_; }
   std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }

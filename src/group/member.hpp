@@ -232,6 +232,8 @@ class member {
   const std::string& protocol_name() const noexcept { return protocol_name_; }
   std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }
   const std::vector<std::string>& topics() const noexcept { return topics_; }
+  /// The subscription as subscription() shows it (the topics, matched ones for a pattern).
+  const std::vector<std::string>& subscription() const noexcept { return topics_; }
   const member_options& options() const noexcept { return opts_; }
   /// The coordinator removed this member (unknown member, fenced generation, session expiry) and
   /// it has not joined a generation since: commits fail with commit_failed, not as "joining".

@@ -63,34 +63,6 @@ void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
   process();
 }
 
-void consumer_group_driver::commit_failed(std::int32_t epoch, std::int16_t code) {
-  // The core learns about fencing from its own heartbeats (FENCED_MEMBER_EPOCH,
-  // UNKNOWN_MEMBER_ID); a commit refused with STALE_MEMBER_EPOCH is the committer's to retry.
-  logger()->debug("group '{}': a commit with member epoch {} failed with error {}", opts_.member.group_id,
-                  epoch, code);
-}
-
-void consumer_group_driver::enforce_rebalance(std::string reason) {
-  // KIP-848 has no client-triggered rebalance: the coordinator computes assignments (Java's new
-  // consumer ignores enforceRebalance too).
-  logger()->info("group '{}': enforce_rebalance('{}') has no effect with group.protocol=consumer",
-                 opts_.member.group_id, reason);
-}
-
-void consumer_group_driver::publish_snapshot() {
-  std::lock_guard lock(shared_.mutex);
-  shared_.owned = member_.owned();
-  shared_.topics = member_.subscription();
-  shared_.member_id = member_.member_id();
-  shared_.generation = member_.member_epoch();
-  shared_.state = k::to_string(member_.state());
-  auto& m = shared_.metrics;
-  m.coordinator = member_.coordinator().value_or(-1);
-  m.assignor = opts_.member.remote_assignor.value_or("");
-  m.leader = false;  // no leader in KIP-848: the coordinator assigns
-  if (m.group.version != member_.stats().version) m.group = member_.stats();
-}
-
 void consumer_group_driver::on_coordinator(std::int32_t node) {
   // The coordinator's ApiVersions decide: ConsumerGroupHeartbeat or a clear fatal error.
   auto conn = cluster_->broker(node, channel::group);

@@ -49,8 +49,6 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   void subscribe_pattern(std::regex pattern) override;
   /// Sent as subscribed_topic_regex; the broker matches it (RE2/J).
   void subscribe_pattern(std::string broker_pattern) override;
-  void commit_failed(std::int32_t generation, std::int16_t code) override;
-  void enforce_rebalance(std::string reason) override;
 
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
@@ -65,7 +63,6 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   void send_heartbeat(group::kip848::send_consumer_group_heartbeat hb);
   void resolve_names();
   void feed_names();
-  void publish_snapshot();
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;

@@ -3,11 +3,12 @@
 // actions and arms its timer, and the actions both cores emit (a listener call and its
 // cancellation, an error, the end of a leave, a changed assignment). Each driver adds its own
 // core's actions (requests, the assignor, topic names), its snapshot for the user thread and the
-// calls whose meaning differs by protocol (subscribe, commit failures, enforce_rebalance).
+// calls whose meaning differs by protocol (subscribe). What a commit failure or
+// enforce_rebalance() means is each core's decision.
 //
 // CRTP: `Derived` derives from driver_base<Derived, Core> and from
-// std::enable_shared_from_this<Derived>, and gives the base (a friend) `apply(action&)` and
-// `publish_snapshot()`. Everything runs on the io_context's thread.
+// std::enable_shared_from_this<Derived>, and gives the base (a friend) `apply(action&)`,
+// `on_coordinator(node)`, `cluster_` and `opts_`. Everything runs on the io_context's thread.
 #pragma once
 
 #include <chrono>
@@ -68,6 +69,15 @@ class driver_base : public membership_driver {
     member_.listener_done(clock::now(), seq);
     process();
   }
+  void commit_failed(std::int32_t generation, std::int16_t code) override {
+    if (stopped_) return;
+    member_.commit_failed(clock::now(), generation, code);
+    process();
+  }
+  void enforce_rebalance(std::string reason) override {
+    member_.enforce_rebalance(clock::now(), std::move(reason));
+    process();
+  }
   void listener_started(std::uint64_t seq) override {
     if (stopped_) return;
     member_.listener_started(clock::now(), seq);
@@ -99,7 +109,7 @@ class driver_base : public membership_driver {
       for (auto& a : actions) derived().apply(a);
       if (stopped_) return;
     }
-    derived().publish_snapshot();
+    publish_snapshot();
     arm_timer();
   }
 
@@ -157,6 +167,22 @@ class driver_base : public membership_driver {
   /// Answers to the coordinator requests sent so far reach nobody.
   void abandon_requests() noexcept { ++request_epoch_; }
 
+  /// What the user thread reads of the membership (under the shared mutex), in one shape for
+  /// both cores.
+  void publish_snapshot() {
+    std::lock_guard lock(shared_.mutex);
+    shared_.owned = member_.owned();
+    shared_.topics = member_.subscription();
+    shared_.member_id = member_.member_id();
+    shared_.generation = member_.generation();
+    shared_.state = to_string(member_.state());
+    auto& m = shared_.metrics;
+    m.coordinator = member_.coordinator().value_or(-1);
+    m.assignor = member_.protocol_name();
+    m.leader = member_.is_leader();
+    if (m.group.version != member_.stats().version) m.group = member_.stats();
+  }
+
   /// Nothing reaches the core afterwards: completion handlers and the timer check stopped_.
   void stop() {
     stopped_ = true;
@@ -185,7 +211,7 @@ class driver_base : public membership_driver {
       detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
       // The callback sees the membership it is told about: assignment(), group_metadata() and
       // position() inside on_partitions_assigned already know the new generation or epoch.
-      derived().publish_snapshot();
+      publish_snapshot();
       if (hooks_.run_listener_inline) {
         hooks_.run_listener_inline(call);
         member_.listener_done(clock::now(), call.seq);

@@ -37,31 +37,6 @@ void group_driver::subscribe_pattern(std::string) {
                                    "a broker-evaluated subscription pattern needs group.protocol=consumer"});
 }
 
-void group_driver::commit_failed(std::int32_t generation, std::int16_t code) {
-  if (stopped_) return;
-  member_.commit_failed(clock::now(), generation, code);
-  process();
-}
-
-void group_driver::enforce_rebalance(std::string reason) {
-  member_.enforce_rebalance(clock::now(), std::move(reason));
-  process();
-}
-
-void group_driver::publish_snapshot() {
-  std::lock_guard lock(shared_.mutex);
-  shared_.owned = member_.owned();
-  shared_.topics = member_.topics();
-  shared_.member_id = member_.member_id();
-  shared_.generation = member_.generation();
-  shared_.state = group::to_string(member_.state());
-  auto& m = shared_.metrics;
-  m.coordinator = member_.coordinator().value_or(-1);
-  m.assignor = member_.protocol_name();
-  m.leader = member_.is_leader();
-  if (m.group.version != member_.stats().version) m.group = member_.stats();
-}
-
 void group_driver::on_coordinator(std::int32_t node) {
   member_.coordinator_found(clock::now(), node);
   process();

@@ -40,8 +40,6 @@ class group_driver : public driver_base<group_driver, group::member>,
   void subscribe(std::vector<std::string> topics) override;
   void subscribe_pattern(std::regex pattern) override;
   void subscribe_pattern(std::string broker_pattern) override;
-  void commit_failed(std::int32_t generation, std::int16_t code) override;
-  void enforce_rebalance(std::string reason) override;
 
  private:
   friend class driver_base<group_driver, group::member>;
@@ -52,7 +50,6 @@ class group_driver : public driver_base<group_driver, group::member>,
   void on_coordinator(std::int32_t node);
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
-  void publish_snapshot();
 
   boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;

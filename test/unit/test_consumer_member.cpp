@@ -1601,3 +1601,39 @@ TEST_CASE("kip848: while leaving, a coordinator without ConsumerGroupHeartbeat e
   expect<left_group>(a);
   CHECK(h.m.state() == st::closed);
 }
+
+TEST_CASE("kip848: what the snapshot shows: the subscription (names, or what a broker regex assigned), epoch, assignor",
+          "[kip848]") {
+  harness h;
+  h.m.subscribe(h.now, {"u", "t", "u"});
+  CHECK(h.m.subscription() == std::vector<std::string>{"t", "u"});  // sorted, once each
+  CHECK(h.m.protocol_name() == "uniform");
+  CHECK_FALSE(h.m.is_leader());
+  h.m.subscribe_regex(h.now, "t|v");
+  CHECK(h.m.subscription().empty());  // nothing assigned from it yet
+  (void)h.take();
+  auto a = h.found(1);
+  (void)expect<send_consumer_group_heartbeat>(a);
+  (void)h.names({{T, "t"}, {V, "v"}});
+  a = h.answer(ok(4, id_assignment{{T, {0, 1}}, {V, {2}}}));
+  CHECK(h.m.generation() == 4);
+  CHECK(h.m.generation() == h.m.member_epoch());
+  CHECK(h.m.subscription() == std::vector<std::string>{"t", "v"});  // the topics assigned from the regex
+  h.m.unsubscribe(h.now);
+  CHECK(h.m.subscription().empty());
+}
+
+TEST_CASE("kip848: a coordinator without ConsumerGroupHeartbeat (version -1) is a clear fatal error, no fallback",
+          "[kip848]") {
+  harness h;
+  h.m.subscribe(h.now, {"t"});
+  (void)h.take();
+  auto a = h.found(-1);
+  const auto err = expect<report_error>(a);
+  CHECK(err.fatal);
+  CHECK(err.code == make_error_code(client_errc::no_compatible_version));
+  CHECK(err.message == unsupported_message(1));
+  CHECK_THAT(err.message, Catch::Contains("ConsumerGroupHeartbeat") && Catch::Contains("group.protocol=classic"));
+  CHECK(h.m.state() == st::fatal);
+  CHECK_FALSE(h.m.coordinator().has_value());
+}
