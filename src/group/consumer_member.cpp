@@ -155,11 +155,10 @@ id_assignment consumer_member::resolved(const id_assignment& a, std::vector<topi
 }
 
 group::standing consumer_member::standing() const {
-  group::standing st;
-  st.generation = epoch_;
-  st.member_id = member_id_;
-  st.instance_id = opts_.group_instance_id;
-  st.coordinator = coord_.node();
+  group::standing st{.generation = epoch_,
+                     .member_id = member_id_,
+                     .instance_id = opts_.group_instance_id,
+                     .coordinator = coord_.node()};
   // Commits are fine while reconciling (the revoke listener commits): the epoch is what counts.
   st.stable = epoch_ > 0 && (state_ == s::stable || state_ == s::reconciling || state_ == s::acknowledging ||
                              state_ == s::prepare_leaving);
@@ -178,19 +177,7 @@ void consumer_member::subscribe(time_point now, std::vector<std::string> topics)
   const bool changed = regex_.has_value() || topics != topics_;
   regex_.reset();
   topics_ = std::move(topics);
-  if (state_ == s::unsubscribed) {
-    last_poll_ = now;
-    poll_warned_ = false;
-    begin_join(now, RebalanceCause::member_joined, "this member subscribed");
-    return;
-  }
-  // A member tells the coordinator at once (the broker recomputes its target); the heartbeat
-  // carries only the changed subscription.
-  if (changed && heartbeating() && state_ != s::prepare_leaving) {
-    heartbeat_now_ = true;
-    next_cause_ = RebalanceCause::subscription_change;
-  }
-  pump(now);
+  subscription_set(now, changed, "this member subscribed");
 }
 
 void consumer_member::subscribe_regex(time_point now, std::string regex) {
@@ -198,12 +185,17 @@ void consumer_member::subscribe_regex(time_point now, std::string regex) {
   const bool changed = regex_ != regex;
   regex_ = std::move(regex);
   topics_.clear();
+  subscription_set(now, changed, "this member subscribed (regex)");
+}
+
+void consumer_member::subscription_set(time_point now, bool changed, const char* why) {
   if (state_ == s::unsubscribed) {
-    last_poll_ = now;
-    poll_warned_ = false;
-    begin_join(now, RebalanceCause::member_joined, "this member subscribed (regex)");
+    poll_.restart(now);
+    begin_join(now, RebalanceCause::member_joined, why);
     return;
   }
+  // A member tells the coordinator at once (the broker recomputes its target); the heartbeat
+  // carries only the changed subscription.
   if (changed && heartbeating() && state_ != s::prepare_leaving) {
     heartbeat_now_ = true;
     next_cause_ = RebalanceCause::subscription_change;
@@ -278,9 +270,7 @@ void consumer_member::close(time_point now) {
 }
 
 void consumer_member::poll_called(time_point now) {
-  last_poll_ = now;
-  in_poll_ = true;
-  poll_warned_ = false;
+  poll_.called(now);
   if (state_ == s::poll_timed_out && !listener_.pending()) {
     // The application is back: it hears that its partitions are lost, then the member rejoins.
     if (!owned_.empty()) {
@@ -295,9 +285,7 @@ void consumer_member::poll_called(time_point now) {
 }
 
 void consumer_member::poll_returned(time_point now) {
-  in_poll_ = false;
-  last_poll_ = now;
-  poll_warned_ = false;
+  poll_.returned(now);
   pump(now);
 }
 
@@ -313,14 +301,14 @@ void consumer_member::enforce_rebalance(time_point, std::string reason) {
 
 void consumer_member::listener_started(time_point now, std::uint64_t seq) {
   if (listener_.start(seq)) {
-    if (in_poll_) last_poll_ = now;
+    poll_.callback_moment(now);
   }
 }
 
 void consumer_member::listener_done(time_point now, std::uint64_t seq) {
   const auto done = listener_.finish(seq);
   if (!done) return;  // stale (cancelled or superseded)
-  if (in_poll_) last_poll_ = now;
+  poll_.callback_moment(now);
   if (done->kind != listener_kind::assigned)
     set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
   const then next = done->after;
@@ -374,13 +362,13 @@ bool consumer_member::poll_timer_running() const noexcept {
   const bool member_like = state_ == s::joining || state_ == s::reconciling || state_ == s::acknowledging ||
                            state_ == s::stable || state_ == s::fenced;
   const bool in_callback = listener_.running();
-  return member_like && (!in_poll_ || in_callback);
+  return member_like && (!poll_.in_poll() || in_callback);
 }
 
 bool consumer_member::check_poll_timeout(time_point now) {
   if (!poll_timer_running()) return false;
   const auto measured =
-      poll_interval_exceeded(now, last_poll_, opts_.max_poll_interval, poll_warned_, opts_.group_id);
+      poll_.exceeded(now, opts_.max_poll_interval, opts_.group_id);
   if (!measured) return false;
   // A callback the stalled application has not started belongs to a membership that is gone.
   supersede_pending_listener();
@@ -414,8 +402,7 @@ std::optional<time_point> consumer_member::next_deadline() const {
     if (!t || x < *t) t = x;
   };
   if (poll_timer_running()) {
-    consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval
-                          : last_poll_ + opts_.max_poll_interval * 8 / 10);
+    consider(poll_.next_check(opts_.max_poll_interval));
   }
   const bool active = state_ != s::unsubscribed && state_ != s::fatal && state_ != s::closed;
   if (!active) return t;

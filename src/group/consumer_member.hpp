@@ -21,6 +21,7 @@
 
 #include "base/backoff.hpp"
 #include "group/member.hpp"  // the actions both cores share (listeners, errors, coordinator lookup)
+#include "group/poll_clock.hpp"
 #include "group/types.hpp"
 #include "protocol/messages.hpp"
 
@@ -203,6 +204,9 @@ class consumer_member {
   bool must_leave() const noexcept;
   std::int32_t leave_epoch() const noexcept;
   void begin_join(time_point now, RebalanceCause cause, const std::string& why);
+  /// The subscription (names or regex) was just set, `changed` from before: join when not a
+  /// member yet, else tell the coordinator at once.
+  void subscription_set(time_point now, bool changed, const char* why);
   void maybe_reconcile(time_point now);
   void maybe_request_names(time_point now);
   void assign_step(time_point now);
@@ -254,9 +258,7 @@ class consumer_member {
   time_point backoff_until_{};
   time_point next_heartbeat_at_{};
   ms interval_;
-  time_point last_poll_{};
-  bool in_poll_ = false;
-  bool poll_warned_ = false;
+  poll_clock poll_;  // max.poll.interval.ms
   bool closing_ = false;
   std::map<std::int16_t, int> unexpected_in_a_row_;
   static constexpr int max_unexpected_in_a_row = 10;

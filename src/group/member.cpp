@@ -159,10 +159,9 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
   topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
   const bool changed = topics != topics_;
   topics_ = std::move(topics);
-  if (last_poll_ == time_point{}) last_poll_ = now;
+  if (!poll_.started()) poll_.restart(now);
   if (state_ == member_state::unsubscribed) {
-    last_poll_ = now;
-    poll_warned_ = false;
+    poll_.restart(now);
     transition(member_state::joining, "subscribed");
     rejoin_reason_ = "subscribed";
     rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
@@ -235,9 +234,7 @@ void member::close(time_point now) {
 }
 
 void member::poll_called(time_point now) {
-  last_poll_ = now;
-  in_poll_ = true;
-  poll_warned_ = false;
+  poll_.called(now);
   if (state_ == member_state::poll_timed_out && !listener_.pending()) {
     lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
   }
@@ -245,9 +242,7 @@ void member::poll_called(time_point now) {
 }
 
 void member::poll_returned(time_point now) {
-  in_poll_ = false;
-  last_poll_ = now;
-  poll_warned_ = false;
+  poll_.returned(now);
   pump(now);
 }
 
@@ -264,14 +259,14 @@ void member::enforce_rebalance(time_point now, std::string reason) {
 void member::listener_started(time_point now, std::uint64_t seq) {
   if (listener_.start(seq)) {
     // Inside poll() the callback's own time counts toward max.poll.interval.ms, from its start.
-    if (in_poll_) last_poll_ = now;
+    poll_.callback_moment(now);
   }
 }
 
 void member::listener_done(time_point now, std::uint64_t seq) {
   const auto done = listener_.finish(seq);
   if (!done) return;  // stale
-  if (in_poll_) last_poll_ = now;
+  poll_.callback_moment(now);
   // The listener's effect on ownership: a revoked or lost partition is no longer ours.
   if (done->kind != listener_kind::assigned)
     set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
@@ -324,13 +319,13 @@ bool member::poll_timer_running() const noexcept {
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
   const bool in_callback = listener_.running();
-  return member_like && (!in_poll_ || in_callback);
+  return member_like && (!poll_.in_poll() || in_callback);
 }
 
 bool member::check_poll_timeout(time_point now) {
   if (!poll_timer_running()) return false;
   const auto measured =
-      poll_interval_exceeded(now, last_poll_, opts_.max_poll_interval, poll_warned_, opts_.group_id);
+      poll_.exceeded(now, opts_.max_poll_interval, opts_.group_id);
   if (!measured) return false;
   if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
     protocol::leave_group_request req;
@@ -690,8 +685,7 @@ std::optional<time_point> member::next_deadline() const {
                            state_ != member_state::fatal && state_ != member_state::closed &&
                            state_ != member_state::leaving;
   if (poll_timer_running()) {
-    consider(poll_warned_ ? last_poll_ + opts_.max_poll_interval
-                          : last_poll_ + opts_.max_poll_interval * 8 / 10);
+    consider(poll_.next_check(opts_.max_poll_interval));
   }
   if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);
   const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||

@@ -21,6 +21,7 @@
 
 #include "base/backoff.hpp"
 #include "group/listener_handshake.hpp"
+#include "group/poll_clock.hpp"
 #include "group/types.hpp"
 #include "kgroup/assignor.hpp"
 #include "kgroup/types.hpp"
@@ -243,7 +244,7 @@ class member {
   /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
   std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   /// Last time poll() was called (for metrics and the 80% warning).
-  time_point last_poll() const noexcept { return last_poll_; }
+  time_point last_poll() const noexcept { return poll_.last(); }
   const member_stats& stats() const noexcept { return stats_; }
   /// The leader's view of the rebalance in progress (who joined or left, from the member lists of
   /// consecutive generations) replaces the generic "group rebalancing" cause.
@@ -338,11 +339,9 @@ class member {
   base::backoff retry_backoff_;
   time_point last_heartbeat_sent_{};
   time_point last_heartbeat_ok_{};
-  time_point last_poll_{};  // poll() called or returned, or a callback inside it began or ended
-  bool in_poll_ = false;    // between poll_called() and poll_returned()
+  poll_clock poll_;  // max.poll.interval.ms
   bool removed_ = false;    // see removed()
   std::map<std::string, int> unexpected_in_a_row_;  // per API, since its last success
-  bool poll_warned_ = false;
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;
   RebalanceCause rejoin_cause_ = RebalanceCause::group_rebalancing;

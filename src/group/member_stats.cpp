@@ -93,11 +93,10 @@ void member::describe_rebalance(RebalanceCause cause, std::string detail) {
 }
 
 group::standing member::standing() const {
-  group::standing s;
-  s.generation = generation_;
-  s.member_id = member_id_;
-  s.instance_id = opts_.group_instance_id;
-  s.coordinator = coord_.node();
+  group::standing s{.generation = generation_,
+                    .member_id = member_id_,
+                    .instance_id = opts_.group_instance_id,
+                    .coordinator = coord_.node()};
   s.poll_timed_out = state_ == member_state::poll_timed_out;
   s.fatal = state_ == member_state::fatal;
   s.removed = removed_;
