@@ -281,7 +281,7 @@ class KGROUP_EXPORT Consumer {
  private:
   class impl;
   class call;  // a public method's access to the impl (consumer.cpp)
-  call self() const;
+  call self(bool any_thread = false) const;
   void close_quietly() noexcept;
   std::unique_ptr<impl> impl_;
 };

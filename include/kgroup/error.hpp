@@ -47,6 +47,7 @@ enum class client_errc {
   log_truncation,            // the log was truncated below the position and auto.offset.reset=none
   corrupt_record,            // record data at the position is corrupt (CRC mismatch, unparsable); seek past it
   tls_failed,                // the TLS handshake failed: the broker's certificate is not trusted, or it refused ours
+  concurrent_access,         // a second thread called the Consumer while one was inside it (not thread-safe)
 };
 
 KGROUP_EXPORT const std::error_category& client_category() noexcept;

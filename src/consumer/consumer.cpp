@@ -211,6 +211,13 @@ void Consumer::impl::assign(const std::set<TopicPartition>& tps) {
                       std::to_string(tp.partition) + ")");
     }
   }
+  if (mode_ == mode::manual) {
+    // As Java's assign(): what the dropped partitions reached is committed first (async).
+    std::set<TopicPartition> dropping;
+    for (const auto& [tp, p] : positions_.entries())
+      if (!tps.count(tp)) dropping.insert(tp);
+    auto_commit_manual(dropping, std::nullopt);
+  }
   mode_ = tps.empty() ? mode::none : mode::manual;
   for (const auto& tp : positions_.retain(tps)) drop_current(tp);
   for (const auto& tp : tps) positions_.own(tp);
@@ -226,6 +233,31 @@ void Consumer::impl::assign(const std::set<TopicPartition>& tps) {
     if (!tps.empty()) standalone_coordinator(false);
     fetcher_->assign(tps, /*manual=*/true);
   });
+}
+
+void Consumer::impl::auto_commit_manual(const std::set<TopicPartition>& tps,
+                                        std::optional<clock::time_point> deadline) {
+  if (!auto_commit_ || config_.get("group.id").empty()) return;
+  fetch::commit_map offsets;
+  OffsetMap user_offsets;
+  for (const auto& tp : tps) {
+    if (auto p = positions_.position(tp)) {
+      offsets[tp] = {p->offset, "", p->epoch};
+      user_offsets[tp] = {p->offset, "", p->epoch >= 0 ? std::optional<std::int32_t>(p->epoch) : std::nullopt};
+    }
+  }
+  if (offsets.empty()) return;
+  if (!deadline) {
+    send_async_commit(std::move(offsets), user_offsets, [](const OffsetMap&, std::error_code ec) {
+      if (ec) logger()->warn("auto-commit of the partitions assign() dropped failed: {}", ec.message());
+    });
+    return;
+  }
+  try {
+    commit_and_wait(std::move(offsets), *deadline);
+  } catch (const std::exception& e) {
+    logger()->warn("auto-commit on close() failed: {}", e.what());
+  }
 }
 
 ConsumerGroupMetadata Consumer::impl::group_metadata() const {
@@ -258,7 +290,20 @@ void Consumer::impl::close(std::chrono::milliseconds timeout) {
   // call the consumer; it counts as closed once the background thread is gone.
   if (closed_ || closing_) return;
   closing_ = true;
-  const auto deadline = clock::now() + timeout;
+  const auto deadline = poll_deadline(clock::now(), timeout);
+  close_deadline_ = deadline;
+  // Java's close(): async commits in flight are waited for (their callbacks run here), and a
+  // manual assignment's positions are auto-committed, all within the timeout (issue 30, items 5, 8).
+  try {
+    if (mode_ == mode::manual) {
+      std::set<TopicPartition> all;
+      for (const auto& [tp, p] : positions_.entries()) all.insert(tp);
+      auto_commit_manual(all, deadline);
+    }
+    finish_async_commits(next_request_id_, deadline);
+  } catch (const std::exception& e) {
+    logger()->warn("close(): committing before leaving failed: {}", e.what());
+  }
   std::uint64_t left_before;
   {
     std::lock_guard lock(shared_.mutex);
@@ -419,19 +464,29 @@ void Consumer::close_quietly() noexcept {
 
 // The impl, with this Consumer's log sink the calling thread's until the end of the public
 // method's full expression, so what the call logs on the user's thread reaches that sink.
+// Unless `any_thread`, the call also enters the impl's single-thread check (impl::enter()) and
+// leaves it at the end of the full expression.
 class Consumer::call {
  public:
-  explicit call(impl& i) noexcept : scope_(i.log_sink()), impl_(i) {}
+  call(impl& i, bool any_thread) : scope_(i.log_sink()), impl_(i), guarded_(!any_thread) {
+    if (guarded_) impl_.enter();
+  }
+  call(const call&) = delete;
+  call& operator=(const call&) = delete;
+  ~call() {
+    if (guarded_) impl_.leave();
+  }
   impl* operator->() const noexcept { return &impl_; }
 
  private:
   detail::log_scope scope_;
   impl& impl_;
+  bool guarded_;
 };
 
-Consumer::call Consumer::self() const {
+Consumer::call Consumer::self(bool any_thread) const {
   if (!impl_) throw Error(make_error_code(client_errc::illegal_state), "this Consumer was moved from");
-  return call(*impl_);
+  return call(*impl_, any_thread);
 }
 
 void Consumer::subscribe(const std::vector<std::string>& topics,
@@ -549,19 +604,19 @@ std::set<TopicPartition> Consumer::paused() const {
   return self()->paused();
 }
 std::set<TopicPartition> Consumer::assignment() const {
-  return self()->assignment();
+  return self(/*any_thread=*/true)->assignment();
 }
 std::vector<std::string> Consumer::subscription() const {
   return self()->subscription();
 }
 ConsumerGroupMetadata Consumer::group_metadata() const {
-  return self()->group_metadata();
+  return self(/*any_thread=*/true)->group_metadata();
 }
 void Consumer::enforce_rebalance(const std::string& reason) {
   self()->enforce_rebalance(reason);
 }
 void Consumer::wakeup() {
-  self()->wakeup();
+  self(/*any_thread=*/true)->wakeup();
 }
 void Consumer::close(std::chrono::milliseconds timeout) {
   self()->close(timeout);

@@ -95,6 +95,27 @@ class Consumer::impl {
 
   void commit_async(const OffsetMap& offsets, CommitCallback cb);
 
+  // The user thread's single-thread check (issue 30, item 8): a public call enters, and leaves
+  // when it returns. Calls nest on one thread (a listener inside poll() calling commit_sync());
+  // a call from a second thread while one is inside throws client_errc::concurrent_access.
+  void enter() {
+    const auto me = std::this_thread::get_id();
+    if (user_thread_.load(std::memory_order_acquire) == me) {
+      ++user_depth_;
+      return;
+    }
+    std::thread::id none;
+    if (!user_thread_.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {
+      throw Error(make_error_code(client_errc::concurrent_access),
+                  "the Consumer is being called from another thread: it is not safe for concurrent use "
+                  "(only wakeup(), assignment() and group_metadata() may be called from any thread)");
+    }
+    user_depth_ = 1;
+  }
+  void leave() noexcept {
+    if (--user_depth_ == 0) user_thread_.store(std::thread::id{}, std::memory_order_release);
+  }
+
   void commit_async(CommitCallback cb) { commit_async(current_positions(), std::move(cb)); }
 
   OffsetMap committed(const std::set<TopicPartition>& tps, std::chrono::milliseconds timeout);
@@ -265,6 +286,28 @@ class Consumer::impl {
     }
   }
 
+  // commit_async(): the request, remembered for its callback (null: a commit nobody awaits, such as
+  // a manual assignment's auto-commit, which close() still waits for).
+  void send_async_commit(fetch::commit_map m, const OffsetMap& offsets, CommitCallback cb);
+
+  // An async commit's answer: its callback runs (on this thread; what it throws is rethrown by
+  // the next poll(), as a listener's is).
+  void complete_async_commit(const detail::commit_done& done);
+
+  // Runs the callbacks of async commits numbered up to `up_to`, in order, waiting for the answers
+  // still out until `deadline` (Java's commitSync() and close() do the same).
+  void finish_async_commits(std::uint64_t up_to, clock::time_point deadline);
+
+  // Throws client_errc::illegal_state unless `tp` is assigned (Java's "No current assignment").
+  void require_assigned(const TopicPartition& tp, const char* what) const;
+
+  // `tps`, or every assigned partition when it is empty (seek_to_beginning({}), as Java).
+  std::set<TopicPartition> or_all_assigned(const std::set<TopicPartition>& tps) const;
+
+  // With enable.auto.commit and a manual assignment: commits the positions of `tps` (Java commits
+  // on close() and before assign() changes the assignment). Async unless `deadline` is given.
+  void auto_commit_manual(const std::set<TopicPartition>& tps, std::optional<clock::time_point> deadline);
+
   // Waits for the commit_done event `id`, leaving every other event queued.
   std::optional<detail::commit_done> wait_request(std::uint64_t id, clock::time_point deadline);
 
@@ -312,6 +355,9 @@ class Consumer::impl {
   // Without `run_listeners`, listener calls stay queued, in order, for the next poll().
   void run_events(bool throw_fatal, bool run_listeners = true);
 
+  // With shared_.mutex held: the next event run_events() takes (end() when none).
+  std::deque<detail::user_event>::iterator next_event(bool run_listeners);
+
   bool wait_left(std::uint64_t left_before, clock::time_point deadline);
 
   void rethrow_listener_error();
@@ -338,6 +384,11 @@ class Consumer::impl {
  private:
   bool closed_ = false;
   bool closing_ = false;  // close() is under way (listener callbacks may still use the consumer)
+  // close()'s deadline while it runs: the auto-commit before its revoke stays within it.
+  std::optional<clock::time_point> close_deadline_;
+  // The thread inside a public call, and how deeply (see enter()); depth: that thread only.
+  std::atomic<std::thread::id> user_thread_{};
+  int user_depth_ = 0;
   std::mutex
       listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
   std::shared_ptr<ConsumerRebalanceListener> listener_;

@@ -34,7 +34,10 @@ void Consumer::impl::invoke(const detail::listener_call& call) {
       }
       if (!offsets.empty()) {
         try {
-          commit_and_wait(offsets, clock::now() + default_timeout_);
+          // Within what is left of close()'s timeout when close() revokes (issue 30, item 8).
+          auto deadline = clock::now() + default_timeout_;
+          if (close_deadline_) deadline = std::min(deadline, *close_deadline_);
+          commit_and_wait(offsets, deadline);
         } catch (const std::exception& e) {
           logger()->warn("auto-commit before revoking partitions failed: {}", e.what());
         }
@@ -118,12 +121,7 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
     detail::user_event e;
     {
       std::lock_guard lock(shared_.mutex);
-      auto it = shared_.events.begin();
-      if (!run_listeners) {
-        it = std::find_if(it, shared_.events.end(), [](const detail::user_event& x) {
-          return !std::holds_alternative<detail::listener_call>(x);
-        });
-      }
+      auto it = next_event(run_listeners);
       if (it == shared_.events.end()) break;
       e = std::move(*it);
       shared_.events.erase(it);
@@ -175,25 +173,31 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
     } else if (auto* de = std::get_if<detail::data_error>(&e)) {
       pending_data_errors_.push_back(*de);
     } else if (auto* cd = std::get_if<detail::commit_done>(&e)) {
-      auto it = async_commits_.find(cd->id);
-      if (it != async_commits_.end()) {
-        auto [offsets, cb] = std::move(it->second);
-        async_commits_.erase(it);
-        if (cb) {
-          try {
-            cb(offsets, cd->code);
-          } catch (...) {
-            std::lock_guard lock(listener_mutex_);
-            if (!listener_error_) listener_error_ = std::current_exception();
-          }
-        }
-      }
+      complete_async_commit(*cd);
     }
   }
   if (throw_fatal) {
     std::lock_guard lock(shared_.mutex);
     if (shared_.fatal) throw Error(shared_.fatal->code, shared_.fatal->message);
   }
+}
+
+std::deque<detail::user_event>::iterator Consumer::impl::next_event(bool run_listeners) {
+  auto& q = shared_.events;
+  if (run_listeners) return q.begin();
+  // Listener calls stay queued. So do position events queued behind a listener call of their
+  // partition: they belong to the ownership that call starts (or were computed for the one it
+  // ends), and applied before it they would land on the wrong one (issue 30, item 2).
+  std::set<TopicPartition> behind_call;
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (const auto* call = std::get_if<detail::listener_call>(&*it)) {
+      behind_call.insert(call->partitions.begin(), call->partitions.end());
+      continue;
+    }
+    if (const auto* pe = std::get_if<detail::position_event>(&*it); pe && behind_call.count(pe->tp)) continue;
+    return it;
+  }
+  return q.end();
 }
 
 bool Consumer::impl::wait_left(std::uint64_t left_before, clock::time_point deadline) {

@@ -8,15 +8,76 @@ namespace kgroup {
 void Consumer::impl::commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout) {
   check_open();
   const fetch::commit_map m = to_commit_map(offsets);
-  commit_and_wait(m, deadline_after(timeout));
+  const auto deadline = deadline_after(timeout);
+  // As the header promises (and Java's commitSync): the callbacks of earlier commit_async() calls
+  // run in here, in order, once their answers are in (issue 30, item 8). Commits share one
+  // coordinator connection, so those answers come before this commit's.
+  const std::uint64_t before = next_request_id_;
+  try {
+    commit_and_wait(m, deadline);
+  } catch (...) {
+    finish_async_commits(before, clock::now());
+    throw;
+  }
+  finish_async_commits(before, deadline);
 }
 
 void Consumer::impl::commit_async(const OffsetMap& offsets, CommitCallback cb) {
   check_open();
-  const fetch::commit_map m = to_commit_map(offsets);
+  send_async_commit(to_commit_map(offsets), offsets, std::move(cb));
+}
+
+void Consumer::impl::send_async_commit(fetch::commit_map m, const OffsetMap& offsets, CommitCallback cb) {
   const std::uint64_t id = ++next_request_id_;
   async_commits_[id] = {offsets, std::move(cb)};
-  post([this, id, m]() mutable { fetcher_->commit(id, std::move(m)); });
+  post([this, id, m = std::move(m)]() mutable { fetcher_->commit(id, std::move(m)); });
+}
+
+void Consumer::impl::complete_async_commit(const detail::commit_done& done) {
+  auto it = async_commits_.find(done.id);
+  if (it == async_commits_.end()) return;
+  auto [offsets, cb] = std::move(it->second);
+  async_commits_.erase(it);
+  if (!cb) return;
+  try {
+    cb(offsets, done.code);
+  } catch (...) {
+    std::lock_guard lock(listener_mutex_);
+    if (!listener_error_) listener_error_ = std::current_exception();
+  }
+}
+
+void Consumer::impl::finish_async_commits(std::uint64_t up_to, clock::time_point deadline) {
+  for (;;) {
+    std::vector<detail::commit_done> done;
+    {
+      std::unique_lock lock(shared_.mutex);
+      auto pending = [&] {
+        return !async_commits_.empty() && async_commits_.begin()->first <= up_to;
+      };
+      auto take = [&] {
+        for (auto it = shared_.events.begin(); it != shared_.events.end();) {
+          auto* d = std::get_if<detail::commit_done>(&*it);
+          if (d && d->id <= up_to && async_commits_.count(d->id)) {
+            done.push_back(std::move(*d));
+            it = shared_.events.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        return !done.empty();
+      };
+      if (!pending()) return;
+      if (!take()) {
+        if (clock::now() >= deadline) return;
+        shared_.cv.wait_until(lock, deadline);
+        take();
+      }
+    }
+    // Callbacks run without the lock, in the order the commits were made.
+    std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const auto& d : done) complete_async_commit(d);
+  }
 }
 
 OffsetMap Consumer::impl::committed(const std::set<TopicPartition>& tps, std::chrono::milliseconds timeout) {
@@ -50,12 +111,31 @@ std::int64_t Consumer::impl::position(const TopicPartition& tp, std::chrono::mil
     std::unique_lock lock(shared_.mutex);
     if (clock::now() >= deadline)
       throw Error(make_error_code(client_errc::request_timed_out), "position(): not known in time");
-    shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)), [this] {
-      return std::any_of(shared_.events.begin(), shared_.events.end(), [](const detail::user_event& x) {
-        return !std::holds_alternative<detail::listener_call>(x);
-      });
-    });
+    shared_.cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)),
+                          [this] { return next_event(/*run_listeners=*/false) != shared_.events.end(); });
   }
+}
+
+void Consumer::impl::require_assigned(const TopicPartition& tp, const char* what) const {
+  if (positions_.owns(tp)) return;
+  {
+    // Assigned to this consumer but not yet announced on this thread (its on_partitions_assigned
+    // is still queued): allowed, the call applies to the coming ownership.
+    std::lock_guard lock(shared_.mutex);
+    if (mode_ == mode::manual ? manual_.count(tp) > 0 : shared_.owned.count(tp) > 0) return;
+  }
+  // As Java's IllegalStateException ("No current assignment for partition"): a seek or pause of a
+  // partition not owned would outlive the call and apply to a later assignment (issue 30, item 3).
+  throw Error(make_error_code(client_errc::illegal_state), std::string(what) + ": " + tp.topic + "-" +
+                                                               std::to_string(tp.partition) +
+                                                               " is not assigned to this consumer");
+}
+
+std::set<TopicPartition> Consumer::impl::or_all_assigned(const std::set<TopicPartition>& tps) const {
+  if (!tps.empty()) return tps;
+  std::set<TopicPartition> all = assignment();
+  for (const auto& [tp, p] : positions_.entries()) all.insert(tp);
+  return all;
 }
 
 void Consumer::impl::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
@@ -63,6 +143,7 @@ void Consumer::impl::seek(const TopicPartition& tp, std::int64_t offset, std::in
   if (offset < 0)
     throw Error(make_error_code(client_errc::invalid_argument),
                 "seek(): negative offset " + std::to_string(offset));
+  require_assigned(tp, "seek()");
   positions_.seek(tp, offset, epoch);
   drop_current(tp);
   {
@@ -75,8 +156,12 @@ void Consumer::impl::seek(const TopicPartition& tp, std::int64_t offset, std::in
   post([this, tp, offset, epoch] { fetcher_->seek(tp, offset, epoch); });
 }
 
-void Consumer::impl::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
+void Consumer::impl::seek_to(const std::set<TopicPartition>& requested, bool beginning) {
   check_open();
+  const char* what = beginning ? "seek_to_beginning()" : "seek_to_end()";
+  // As Java: no partitions means every assigned partition.
+  const std::set<TopicPartition> tps = or_all_assigned(requested);
+  for (const auto& tp : tps) require_assigned(tp, what);
   for (const auto& tp : tps) {
     positions_.seek_to(tp);
     drop_current(tp);
@@ -86,6 +171,7 @@ void Consumer::impl::seek_to(const std::set<TopicPartition>& tps, bool beginning
 
 void Consumer::impl::pause(const std::set<TopicPartition>& tps) {
   check_open();
+  for (const auto& tp : tps) require_assigned(tp, "pause()");
   for (const auto& tp : tps) {
     positions_.pause(tp);
     drop_current(tp);
@@ -95,6 +181,7 @@ void Consumer::impl::pause(const std::set<TopicPartition>& tps) {
 
 void Consumer::impl::resume(const std::set<TopicPartition>& tps) {
   check_open();
+  for (const auto& tp : tps) require_assigned(tp, "resume()");
   std::map<TopicPartition, detail::epoch_offset> positions;
   for (const auto& tp : tps) {
     if (auto p = positions_.resume(tp)) positions[tp] = *p;

@@ -50,8 +50,6 @@ class position_table {
 
   const partition_position* find(const TopicPartition& tp) const;
   partition_position* find(const TopicPartition& tp);
-  /// The entry, created when absent (a position or pause set before the assignment arrives).
-  partition_position& at(const TopicPartition& tp) { return parts_[tp]; }
   const map& entries() const { return parts_; }
 
   /// The position poll() continues from, if known.
@@ -65,7 +63,7 @@ class position_table {
   void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
   /// seek_to_beginning()/seek_to_end(): the position is unknown until the fetcher resolves it.
   void seek_to(const TopicPartition& tp);
-  void pause(const TopicPartition& tp) { parts_[tp].paused = true; }
+  void pause(const TopicPartition& tp) { parts_[tp].paused = true; }  // the caller checks ownership
   /// Unpauses an owned partition; returns where its fetching resumes (nullopt: not owned).
   std::optional<detail::epoch_offset> resume(const TopicPartition& tp);
   std::set<TopicPartition> paused() const;
@@ -73,9 +71,10 @@ class position_table {
   // ---- the fetcher's events ----
   /// The fetcher applied one of the user's seeks.
   void seek_applied(const TopicPartition& tp);
-  /// The fetcher established a position (committed offset, reset, seek_to_*). Ignored while a
-  /// user seek is in flight, and, unless `forced`, after a user seek. Returns true when the
-  /// position changed (data read from the old one is stale). The caller checks ownership.
+  /// The fetcher established a position (committed offset, reset, seek_to_*). Ignored for a
+  /// partition not owned (never creates an entry), while a user seek is in flight, and, unless
+  /// `forced`, after a user seek. Returns true when the position changed (data read from the old
+  /// one is stale).
   bool position_found(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, bool forced);
   /// Whether `d` continues a partition's position.
   fetched_fit fit(const detail::fetched_data& d) const;

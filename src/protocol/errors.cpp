@@ -63,6 +63,7 @@ class client_category_impl final : public std::error_category {
       case client_errc::log_truncation: return "log truncation detected";
       case client_errc::corrupt_record: return "corrupt record data";
       case client_errc::tls_failed: return "TLS handshake failed";
+      case client_errc::concurrent_access: return "the consumer is not safe for concurrent use from several threads";
     }
     return "unknown client error";
   }
@@ -108,6 +109,7 @@ const char* client_error_name(client_errc e) noexcept {
     case client_errc::log_truncation: return "LOG_TRUNCATION";
     case client_errc::corrupt_record: return "CORRUPT_RECORD";
     case client_errc::tls_failed: return "TLS_FAILED";
+    case client_errc::concurrent_access: return "CONCURRENT_ACCESS";
   }
   return nullptr;
 }

@@ -584,3 +584,109 @@ TEST_CASE("bad arguments throw invalid_argument naming the argument; calls in th
   c.close(1s);
   CHECK_FALSE(called);  // the refused commit_async() has no outcome to report
 }
+
+// Issue 30, item 8: the commit_async() contract. Its callbacks ran only inside poll(), although
+// the header promises them inside a later commit_sync() or close(); close() did not wait for
+// async commits in flight.
+TEST_CASE("commit_async() callbacks run inside a later commit_sync(), and close() waits for those in flight",
+          "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  committing_member m(mc, "g-async-contract");
+  auto& c = *m.consumer;
+  const auto me = std::this_thread::get_id();
+  int calls = 0;
+  std::error_code outcome{make_error_code(kgroup::client_errc::illegal_state)};
+  c.commit_async({{{"t", 0}, {3, "", std::nullopt}}}, [&](const kgroup::OffsetMap& offsets, std::error_code ec) {
+    CHECK(std::this_thread::get_id() == me);
+    CHECK(offsets.at({"t", 0}).offset == 3);
+    ++calls;
+    outcome = ec;
+  });
+  c.commit_sync({{{"t", 1}, {4, "", std::nullopt}}});
+  CHECK(calls == 1);  // the earlier async commit's callback ran inside commit_sync()
+  CHECK(outcome == std::error_code{});
+  // In flight at close(): the commit lands and its callback runs inside close().
+  mc.set_rtt(-1, 300);
+  int close_calls = 0;
+  c.commit_async({{{"t", 0}, {7, "", std::nullopt}}},
+                 [&](const kgroup::OffsetMap&, std::error_code ec) {
+                   ++close_calls;
+                   CHECK(ec == std::error_code{});
+                 });
+  c.close(10s);
+  CHECK(close_calls == 1);
+  mc.set_rtt(-1, 0);
+  kgroup::Consumer check(group_config(mc, "g-async-contract"));
+  CHECK(check.committed({{"t", 0}}).at({"t", 0}).offset == 7);
+  check.close(5s);
+}
+
+// Issue 30, item 8: the auto-commit before the revoke of close() waited default.api.timeout.ms
+// (60 s) whatever close()'s own timeout said.
+TEST_CASE("close(timeout) bounds the auto-commit before its revoke", "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 1);
+  mc.produce("t", 10);
+  auto cfg = group_config(mc, "g-close-bound");
+  cfg.set("auto.commit.interval.ms", "600000");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"t"});
+  std::size_t got = 0;
+  REQUIRE(eventually(
+      [&] {
+        got += c.poll(100ms).size();
+        return got == 10;
+      },
+      30s, 1ms));
+  c.poll(0ms);  // the records count as consumed: the revoke's auto-commit has something to commit
+  // The coordinator answers every commit "loading": retriable, so retried until the deadline.
+  mc.push_request_errors(8, std::vector<std::int16_t>(500, 14));
+  const auto started = std::chrono::steady_clock::now();
+  c.close(2s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  // Generous against a slow machine; before the fix it took default.api.timeout.ms (60 s).
+  CHECK(took < 20s);
+  mc.clear_request_errors(8);
+}
+
+// Issue 30, item 8: the Consumer is single-threaded and now says so when two threads call it at
+// once (Java's ConcurrentModificationException); wakeup() (and the calls the listener contract
+// allows from any thread) stay allowed.
+TEST_CASE("calls from a second thread while one is inside the consumer are refused; wakeup() is not", "[contract]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 1);
+  auto cfg = group_config(mc, "g-threads");
+  cfg.set("enable.auto.commit", "false");
+  kgroup::Consumer c(cfg);
+  c.subscribe({"t"});
+  std::atomic<bool> polling{false};
+  std::error_code poll_error;
+  std::thread poller([&] {
+    polling = true;
+    try {
+      c.poll(30s);
+    } catch (const kgroup::Error& e) {
+      poll_error = e.code();
+    }
+  });
+  while (!polling) std::this_thread::yield();
+  std::error_code refused;
+  REQUIRE(eventually(
+      [&] {
+        try {
+          c.commit_sync(1s);
+        } catch (const kgroup::Error& e) {
+          refused = e.code();
+        }
+        return refused == kgroup::make_error_code(kgroup::client_errc::concurrent_access);
+      },
+      10s, 10ms));
+  CHECK_NOTHROW(c.assignment());
+  CHECK_NOTHROW(c.group_metadata());
+  c.wakeup();
+  poller.join();
+  CHECK(poll_error == kgroup::make_error_code(kgroup::client_errc::woken_up));
+  // The same thread may call again once the other one has left.
+  CHECK_NOTHROW(c.poll(0ms));
+  c.close(5s);
+}

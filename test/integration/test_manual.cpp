@@ -146,3 +146,98 @@ TEST_CASE("committed() and commits without a subscription find the coordinator, 
   CHECK(committed.at({"t", 1}).offset == 3);
   c.close(5s);
 }
+
+// Issue 30, item 3: seek() and pause() of a partition not assigned created position entries that
+// survived into the later assignment: the partition stayed paused (or at the stale seek) and
+// commit_sync() committed a partition the consumer never owned. Java throws IllegalStateException.
+TEST_CASE("seek(), pause() and resume() of a partition not assigned throw illegal_state and leave no trace",
+          "[manual]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  mc.produce("t", 100);  // 50 per partition
+  kgroup::Consumer c(manual_config(mc, "g-unowned"));
+  c.assign({{"t", 0}});
+  const auto illegal = kgroup::make_error_code(kgroup::client_errc::illegal_state);
+  auto code_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const kgroup::Error& e) {
+      return e.code();
+    }
+    return std::error_code{};
+  };
+  CHECK(code_of([&] { c.seek({"t", 1}, 7); }) == illegal);
+  CHECK(code_of([&] { c.pause({{"t", 1}}); }) == illegal);
+  CHECK(code_of([&] { c.resume({{"t", 1}}); }) == illegal);
+  CHECK(code_of([&] { c.seek_to_beginning({{"t", 1}}); }) == illegal);
+  CHECK(code_of([&] { c.seek_to_end({{"t", 1}}); }) == illegal);
+  CHECK(c.paused().empty());
+  auto seen = read(c, 50, 20s);
+  REQUIRE(seen[{"t", 0}].size() == 50);
+  // What commit_sync() commits: only the owned partition's position.
+  c.commit_sync();
+  auto committed = c.committed({{"t", 0}, {"t", 1}});
+  CHECK(committed.at({"t", 0}).offset == 50);
+  CHECK_FALSE(committed.count({"t", 1}));
+  // Once assigned, the partition starts where a fresh one starts (no stale seek, not paused).
+  c.assign({{"t", 0}, {"t", 1}});
+  seen = read(c, 50, 20s);
+  REQUIRE(seen[{"t", 1}].size() == 50);
+  CHECK(seen[{"t", 1}].front() == 0);
+  c.close(5s);
+}
+
+// Issue 30, item 3: as Java, seek_to_beginning({}) and seek_to_end({}) mean every assigned
+// partition (they did nothing).
+TEST_CASE("seek_to_beginning() and seek_to_end() with no partitions mean every assigned partition", "[manual]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  mc.produce("t", 40);  // 20 per partition
+  kgroup::Consumer c(manual_config(mc));
+  c.assign({{"t", 0}, {"t", 1}});
+  auto seen = read(c, 40, 20s);
+  REQUIRE(seen[{"t", 0}].size() == 20);
+  REQUIRE(seen[{"t", 1}].size() == 20);
+  c.seek_to_beginning({});
+  seen = read(c, 40, 20s);
+  CHECK(seen[{"t", 0}].size() == 20);
+  CHECK(seen[{"t", 1}].size() == 20);
+  CHECK(c.position({"t", 0}) == 20);
+  c.seek({"t", 0}, 3);
+  c.seek({"t", 1}, 4);
+  c.seek_to_end({});
+  CHECK(c.position({"t", 0}) == 20);
+  CHECK(c.position({"t", 1}) == 20);
+  c.close(5s);
+}
+
+// Issue 30, item 5: with assign() and enable.auto.commit, close() and a narrower assign() commit
+// nothing; Java auto-commits the positions then.
+TEST_CASE("a manual consumer with auto-commit commits its positions on close() and when assign() drops partitions",
+          "[manual]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("t", 2);
+  mc.produce("t", 40);  // 20 per partition
+  auto cfg = manual_config(mc, "g-manual-auto");
+  cfg.set("enable.auto.commit", "true");
+  cfg.set("auto.commit.interval.ms", "60000");  // the periodic commit never comes in this test
+  cfg.set("max.poll.records", "10");
+  {
+    kgroup::Consumer c(cfg);
+    c.assign({{"t", 0}, {"t", 1}});
+    auto seen = read(c, 40, 20s);
+    REQUIRE(seen[{"t", 1}].size() == 20);
+    REQUIRE(seen[{"t", 0}].size() == 20);
+    c.seek({"t", 1}, 15);
+    c.assign({{"t", 0}});  // drops t-1: its position (15) is committed
+    c.seek({"t", 0}, 10);
+    c.close(5s);  // t-0's position (10) is committed
+  }
+  kgroup::Consumer check(manual_config(mc, "g-manual-auto"));
+  auto committed = check.committed({{"t", 0}, {"t", 1}});
+  REQUIRE(committed.count({"t", 0}));
+  REQUIRE(committed.count({"t", 1}));
+  CHECK(committed.at({"t", 0}).offset == 10);
+  CHECK(committed.at({"t", 1}).offset == 15);
+  check.close(5s);
+}

@@ -92,6 +92,22 @@ TEST_CASE("positions: ownership, retain and drop", "[positions]") {
   CHECK(t.entries().empty());
 }
 
+// Issue 30, item 2: a position computed for a partition's previous ownership (a reset or
+// committed-offset answer queued behind its revoke) re-created the entry after the revoke dropped
+// it: commit_sync() then committed it for the new owner's generation, poll() returned its records.
+TEST_CASE("positions: a position for a partition no longer owned is ignored, not re-created", "[positions]") {
+  auto t = owning(t0, 10);
+  t.drop(t0);  // revoked or lost
+  CHECK_FALSE(t.position_found(t0, 42, 3, /*forced=*/false));
+  CHECK_FALSE(t.position_found(t0, 43, 3, /*forced=*/true));
+  CHECK_FALSE(t.owns(t0));
+  CHECK(t.positions().empty());  // nothing for commit_sync() to commit
+  detail::fetched_data d;
+  d.tp = t0;
+  d.fetch_offset = 42;
+  CHECK(t.fit(d) == fetched_fit::not_owned);
+}
+
 TEST_CASE("positions: a user seek wins over positions the fetcher computed before it", "[positions]") {
   auto t = owning(t0, 10);
   t.seek(t0, 3, 1);
