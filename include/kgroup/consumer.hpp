@@ -177,8 +177,11 @@ class KGROUP_EXPORT Consumer {
   /// Commits the position of every owned partition (the offset after the last record poll()
   /// returned) and waits for the answer (up to default.api.timeout.ms, retrying coordinator
   /// errors). Throws kgroup::Error: kafka_errc::rebalance_in_progress (retriable: poll() and
-  /// commit again) while the group rebalances; client_errc::commit_failed when this member's
-  /// generation is gone (it exceeded max.poll.interval.ms or was removed), with the reason.
+  /// commit again) while the group rebalances or this member joins it; client_errc::commit_failed
+  /// (not retriable: the partitions may have a new owner, so do not commit these offsets again)
+  /// when the membership that owned them is gone: it exceeded max.poll.interval.ms, the
+  /// coordinator removed or fenced it (until it has rejoined), a fatal group error ended it, or it
+  /// is leaving (unsubscribe()/close() after the revoke); the message says which.
   void commit_sync();
   /// Same, waiting at most `timeout` instead of default.api.timeout.ms (then
   /// client_errc::request_timed_out, or the last retriable error).

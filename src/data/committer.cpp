@@ -5,34 +5,54 @@
 
 namespace kgroup::data {
 
+namespace {
+
+// Why the membership that owned the offsets is gone (group::standing::gone()), or nothing.
+std::optional<commit_error> membership_gone(const group_identity& who) {
+  if (who.poll_timed_out) {
+    return commit_error{
+        make_error_code(client_errc::commit_failed),
+        "commit failed: this member left the group because poll() was not called within "
+        "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
+        "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)"};
+  }
+  if (who.fatal) {
+    return commit_error{make_error_code(client_errc::commit_failed),
+                        "commit failed: this member is no longer in the group (a fatal group error was "
+                        "reported by poll())"};
+  }
+  if (who.removed) {
+    return commit_error{
+        make_error_code(client_errc::commit_failed),
+        "commit failed: the coordinator removed this member from the group (session timeout, unknown member, "
+        "fenced generation or member epoch) and it has not rejoined yet, so its partitions may be reassigned; "
+        "poll() reports them lost and rejoins"};
+  }
+  if (who.left) {
+    return commit_error{make_error_code(client_errc::commit_failed),
+                        "commit failed: this member is leaving the group (unsubscribe() or close()) and no "
+                        "longer owns its partitions"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<commit_error> refuse_commit(const group_identity& who, const commit_map& offsets) {
   if (!who.group_mode) return commit_error{make_error_code(client_errc::invalid_config), "commits need a group.id"};
   if (offsets.empty()) return commit_error{};
-  if (who.subscribed && who.generation < 0) {
-    // Not a member of a generation: a commit would go out with generation -1, which a broker
-    // accepts as a "simple" commit when the group is empty, overwriting the offsets of partitions
-    // this member has lost. Refused here, as Java does.
-    if (who.poll_timed_out) {
-      return commit_error{
-          make_error_code(client_errc::commit_failed),
-          "commit failed: this member left the group because poll() was not called within "
-          "max.poll.interval.ms, so its partitions may be reassigned; the next poll() reports them lost and "
-          "rejoins. Raise max.poll.interval.ms or process less per poll (max.poll.records)"};
+  if (who.subscribed) {
+    // First, whatever the generation: a membership that is gone (fenced, poll timeout, fatal
+    // error, leaving) fails the commit for good. Were it retriable, an application would poll()
+    // and commit the same offsets again with the next membership's identity, which the
+    // coordinator accepts, though the partitions may have a new owner (issue 30, item 6).
+    if (auto gone = membership_gone(who)) return gone;
+    if (who.generation < 0) {
+      // Not a member of a generation yet: a commit would go out with generation -1, which a
+      // broker accepts as a "simple" commit when the group is empty. Refused here, as Java does.
+      return commit_error{make_error_code(kafka_errc::rebalance_in_progress),
+                          "this member is joining the group; poll() to complete the rebalance, then commit again"};
     }
-    if (who.fatal) {
-      return commit_error{make_error_code(client_errc::commit_failed),
-                          "commit failed: this member is no longer in the group (a fatal group error was "
-                          "reported by poll())"};
-    }
-    if (who.removed) {
-      return commit_error{
-          make_error_code(client_errc::commit_failed),
-          "commit failed: the coordinator removed this member from the group (session timeout, unknown member "
-          "or fenced generation), so its partitions may be reassigned; the next poll() reports them lost and "
-          "rejoins"};
-    }
-    return commit_error{make_error_code(kafka_errc::rebalance_in_progress),
-                        "this member is joining the group; poll() to complete the rebalance, then commit again"};
   }
   if (!who.stable && who.generation >= 0) {
     return commit_error{make_error_code(kafka_errc::rebalance_in_progress),
@@ -93,7 +113,7 @@ std::optional<commit_failure> read_commit_response(const protocol::offset_commit
 
 commit_map auto_committer::due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
                                const std::set<TopicPartition>& owned, const group_identity& who) const {
-  if (!who.stable) return {};
+  if (!who.stable || who.gone()) return {};
   return auto_commit_due(consumed, owned, last_);
 }
 

@@ -35,7 +35,10 @@ struct commit_error {
 
 /// Why a commit of `offsets` may not be sent now with `who`'s identity (before the coordinator
 /// is even looked at), or nothing. An empty commit is refused with no error code: it succeeds
-/// without a request.
+/// without a request. A subscribed member whose membership is gone (`who.gone()`: poll timeout,
+/// fatal error, removed/fenced and not rejoined, leaving) gets client_errc::commit_failed, never
+/// retried, whatever its generation; one joining or rebalancing gets REBALANCE_IN_PROGRESS
+/// (poll(), then commit again).
 std::optional<commit_error> refuse_commit(const group_identity& who, const commit_map& offsets);
 
 /// The OffsetCommit request for `offsets` with `who`'s identity (generation -1 and no member id
@@ -62,8 +65,9 @@ commit_map auto_commit_due(const std::map<TopicPartition, detail::epoch_offset>&
 /// Auto-commit's policy and memory: what was last committed per owned partition.
 class auto_committer {
  public:
-  /// What to commit now: auto_commit_due() of `consumed`, and nothing unless `who` is stable (a
-  /// commit during a rebalance would be refused; the revoke listener's commit covers it).
+  /// What to commit now: auto_commit_due() of `consumed`, and nothing unless `who` is stable and
+  /// its membership not gone (a commit during a rebalance would be refused; the revoke
+  /// listener's commit covers it).
   commit_map due(const std::map<TopicPartition, detail::epoch_offset>& consumed,
                  const std::set<TopicPartition>& owned, const group_identity& who) const;
   /// `offsets` were committed (by auto-commit or the user).

@@ -163,8 +163,10 @@ group::standing consumer_member::standing() const {
   st.stable = epoch_ > 0 && (state_ == s::stable || state_ == s::reconciling || state_ == s::acknowledging ||
                              state_ == s::prepare_leaving);
   st.poll_timed_out = state_ == s::poll_timed_out;
-  st.fatal = state_ == s::fatal;
-  st.removed = state_ == s::fenced;
+  st.fatal = state_ == s::fatal || fatal_while_leaving_;
+  st.removed = state_ == s::fenced || removed_;
+  // leaving: the revoke is done and the leave heartbeat is next, or a lost listener runs.
+  st.left = state_ == s::leaving;
   return st;
 }
 

@@ -252,6 +252,10 @@ class consumer_member {
   bool join_sent_ = false;      // a heartbeat with epoch 0 went out since the last fence/leave
   bool heartbeat_now_ = false;  // the subscription changed: tell the coordinator without waiting
   bool leave_pending_ = false;  // poll timeout: the leave heartbeat still has to go out
+  // Fenced (or removed) by the coordinator and not given an epoch again yet: commits fail for good
+  // until then, as the classic core's removed() (the epoch is 0 meanwhile, as while joining).
+  bool removed_ = false;
+  bool fatal_while_leaving_ = false;  // a fatal error during unsubscribe()/close(): state stays
   sent_fields sent_;
   coordinator_lookup coord_;
   base::backoff retry_backoff_;

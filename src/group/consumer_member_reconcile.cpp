@@ -237,6 +237,8 @@ void consumer_member::fence(time_point now, const std::string& why) {
   join_sent_ = false;
   target_.reset();
   step_target_.clear();
+  // Refused while joining, the member had nothing of this membership to lose.
+  if (state_ != s::joining) removed_ = true;
   if (state_ == s::prepare_leaving || state_ == s::leaving) {
     // Leaving anyway: nothing to leave any more; the revoke running finishes, then done.
     if (state_ == s::leaving && !listener_.pending()) finish_leave(now);
@@ -263,6 +265,8 @@ void consumer_member::fence(time_point now, const std::string& why) {
 void consumer_member::finish_leave(time_point now) {
   if (state_ == s::closed) return;
   reconciliation_ends(now, false);
+  removed_ = false;
+  fatal_while_leaving_ = false;
   epoch_ = join_epoch;
   join_sent_ = false;
   leave_pending_ = false;
@@ -289,6 +293,7 @@ void consumer_member::fatal(time_point now, std::error_code ec, std::string mess
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
   if (state_ == s::leaving || state_ == s::prepare_leaving) {
     // Already leaving: report it, let the leave finish so close() returns.
+    fatal_while_leaving_ = true;
     actions_.emplace_back(report_error{ec, std::move(message), true});
     if (state_ == s::prepare_leaving) {
       epoch_ = join_epoch;  // nothing to leave: the revoke finishes, then done

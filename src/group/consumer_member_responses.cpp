@@ -163,6 +163,7 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
     member_id_ = *r.member_id;
   }
   epoch_ = r.member_epoch;
+  if (epoch_ > 0) removed_ = false;  // a member again
   if (r.heartbeat_interval_ms > 0) interval_ = ms(r.heartbeat_interval_ms);
   next_heartbeat_at_ = now + interval_;
   if (r.assignment && state_ != s::prepare_leaving) {

@@ -100,6 +100,10 @@ group::standing member::standing() const {
   s.poll_timed_out = state_ == member_state::poll_timed_out;
   s.fatal = state_ == member_state::fatal;
   s.removed = removed_;
+  // unsubscribe()/close(): once the revoke listener is done the leave is next, and a lost listener
+  // (after a fatal error or a removal) means the partitions may have a new owner already. The
+  // generation is still set meanwhile, but nothing may be committed with it any more.
+  s.left = state_ == member_state::leaving && (!listener_.pending() || listener_.pending_is(listener_kind::lost));
   // A generation is settled from SyncGroup's answer until the member leaves it: commits of the
   // previous owner's revoke (preparing, leaving) still belong to it.
   s.stable = generation_ >= 0 && (state_ == member_state::stable || state_ == member_state::completing ||

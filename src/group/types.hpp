@@ -56,6 +56,12 @@ class coordinator_lookup {
 
 /// What the data path needs to know of the membership to commit (member::standing()): the
 /// identity commits carry and whether one may be sent now.
+///
+/// The four "gone" flags say that the membership which owned this member's partitions has ended
+/// and no new one has begun: a commit then fails for good (commit_failed), whatever `generation`
+/// says (the KIP-848 core sets epoch 0 on a fence or a poll timeout, both cores keep the
+/// generation on a fatal error). Without them, a member that is not `stable` is joining or
+/// rebalancing: its commit is refused as retriable (REBALANCE_IN_PROGRESS).
 struct standing {
   std::int32_t generation = -1;
   std::string member_id;
@@ -64,7 +70,9 @@ struct standing {
   bool stable = false;          // in a generation and not in the middle of joining it
   bool poll_timed_out = false;  // left the group because poll() was late (max.poll.interval.ms)
   bool fatal = false;           // a fatal group error ended the membership
-  bool removed = false;         // the coordinator removed this member; it has not rejoined yet
+  bool removed = false;         // the coordinator removed (fenced) this member; it has not rejoined yet
+  bool left = false;            // unsubscribe()/close(): the revoke is done (or lost), the leave is next
+  bool gone() const noexcept { return poll_timed_out || fatal || removed || left; }
 };
 const char* to_string(listener_kind k) noexcept;
 

@@ -55,6 +55,53 @@ TEST_CASE("committer: a commit goes out only with a settled generation", "[commi
   CHECK_THAT(refuse_commit(fatal, some)->message, Catch::Contains("fatal group error"));
 }
 
+TEST_CASE("committer: a membership that is gone fails the commit for good, whatever its generation",
+          "[committer]") {
+  // The KIP-848 core keeps epoch 0 after a fence or a poll timeout; both cores keep the generation
+  // on a fatal error and while the leave is next. Retriable REBALANCE_IN_PROGRESS there would have
+  // the application poll() and commit the lost partitions again with its next identity.
+  struct row {
+    const char* what;
+    group_identity who;
+    const char* says;
+  };
+  auto with = [](std::int32_t generation, bool stable, auto set) {
+    auto who = member_of(generation, stable);
+    set(who);
+    return who;
+  };
+  const row rows[] = {
+      {"KIP-848 fenced (epoch 0)", with(0, false, [](auto& w) { w.removed = true; }), "removed this member"},
+      {"classic removed (generation -1)", with(-1, false, [](auto& w) { w.removed = true; }), "not rejoined yet"},
+      {"KIP-848 poll timeout (epoch 0)", with(0, false, [](auto& w) { w.poll_timed_out = true; }),
+       "max.poll.interval.ms"},
+      {"fatal, generation kept", with(7, false, [](auto& w) { w.fatal = true; }), "fatal group error"},
+      {"fatal, generation -1", with(-1, false, [](auto& w) { w.fatal = true; }), "fatal group error"},
+      {"leaving, generation kept", with(7, true, [](auto& w) { w.left = true; }), "leaving the group"},
+      {"leaving, epoch -1", with(-1, false, [](auto& w) { w.left = true; }), "leaving the group"},
+  };
+  for (const auto& r : rows) {
+    INFO(r.what);
+    CHECK(r.who.gone());
+    const auto refused = refuse_commit(r.who, some);
+    REQUIRE(refused.has_value());
+    CHECK(refused->code == make_error_code(client_errc::commit_failed));
+    CHECK_THAT(refused->message, Catch::Contains(r.says));
+    CHECK_FALSE(commit_retriable(refused->code));  // commit_sync() throws it at once
+  }
+  // Still retriable: a rebalance of a generation this member is in, and joining (epoch 0 or
+  // generation -1, nothing gone).
+  CHECK(refuse_commit(member_of(7, false), some)->code == make_error_code(kafka_errc::rebalance_in_progress));
+  CHECK(refuse_commit(member_of(0, false), some)->code == make_error_code(kafka_errc::rebalance_in_progress));
+  CHECK(refuse_commit(member_of(-1, false), some)->code == make_error_code(kafka_errc::rebalance_in_progress));
+  // Auto-commit sends nothing for a membership that is gone, even one that still looks stable.
+  auto_committer ac;
+  const std::map<TopicPartition, detail::epoch_offset> consumed{{{"t", 0}, {10, 1}}};
+  const std::set<TopicPartition> owned{{"t", 0}};
+  CHECK(ac.due(consumed, owned, with(7, true, [](auto& w) { w.left = true; })).empty());
+  CHECK(ac.due(consumed, owned, member_of(7)).size() == 1);
+}
+
 TEST_CASE("committer: the OffsetCommit request carries the identity and every offset", "[committer]") {
   auto req = make_commit_request("g", member_of(4), some);
   CHECK(req.group_id == "g");

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "data/committer.hpp"
 #include "group/consumer_member.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/log.hpp"
@@ -1636,4 +1637,117 @@ TEST_CASE("kip848: a coordinator without ConsumerGroupHeartbeat (version -1) is 
   CHECK_THAT(err.message, Catch::Contains("ConsumerGroupHeartbeat") && Catch::Contains("group.protocol=classic"));
   CHECK(h.m.state() == st::fatal);
   CHECK_FALSE(h.m.coordinator().has_value());
+}
+
+// ================================================================================================
+// What a commit gets from the core's standing (issue 30, item 6)
+// ================================================================================================
+
+namespace {
+
+// The data path's decision for a commit of one offset with the member's standing now: "sent"
+// when it would go out, else the name of the error the caller gets.
+std::string commit_now(const harness& h) {
+  data::group_identity who;
+  static_cast<group::standing&>(who) = h.m.standing();
+  who.subscribed = true;
+  const auto refused = data::refuse_commit(who, {{{"t", 0}, {5, "", -1}}});
+  return refused ? error_name(refused->code) : "sent";
+}
+
+const std::string commit_failed = error_name(make_error_code(client_errc::commit_failed));
+const std::string rebalancing = error_name(make_error_code(kafka_errc::rebalance_in_progress));
+
+}  // namespace
+
+TEST_CASE("kip848: a commit after a fence, a poll timeout, a fatal error or the leave fails for good",
+          "[kip848][committer]") {
+  harness h;
+  h.make_stable({{T, {0, 1}}}, 5);
+  CHECK(commit_now(h) == "sent");
+
+  SECTION("fenced: commit_failed until the coordinator gives an epoch again") {
+    auto a = h.next_heartbeat(err(kafka_errc::fenced_member_epoch));
+    auto lost = expect_listener(a, listener_kind::lost, t01);
+    REQUIRE(h.m.member_epoch() == 0);
+    CHECK(commit_now(h) == commit_failed);
+    h.m.poll_called(h.now);
+    a = h.done(lost);
+    expect<send_consumer_group_heartbeat>(a);
+    REQUIRE(h.m.state() == st::joining);
+    // Rejoining, with no epoch yet: the offsets were of the membership that is gone.
+    CHECK(h.m.standing().removed);
+    CHECK(commit_now(h) == commit_failed);
+    a = h.answer(ok(6, id_assignment{{T, {0}}}));
+    REQUIRE(h.m.state() == st::reconciling);
+    CHECK_FALSE(h.m.standing().removed);
+    CHECK(commit_now(h) == "sent");  // a member of epoch 6 again
+  }
+  SECTION("poll timeout: commit_failed until poll() has reported the loss; then joining") {
+    h.poll();
+    for (int i = 0; i < 100 && h.m.state() == st::stable; ++i) {
+      auto a = h.to_deadline();
+      if (count_of<send_consumer_group_heartbeat>(a) == 1 && h.m.state() == st::stable) {
+        expect_empty(h.answer(ok(5)));
+      }
+    }
+    REQUIRE(h.m.state() == st::poll_timed_out);
+    REQUIRE(h.m.member_epoch() == 0);
+    CHECK(commit_now(h) == commit_failed);
+    h.m.poll_called(h.now);
+    auto a = h.take();
+    auto lost = expect_listener(a, listener_kind::lost, t01);
+    CHECK(commit_now(h) == commit_failed);  // inside on_partitions_lost
+    (void)h.done(lost);
+    REQUIRE(h.m.state() == st::joining);
+    // The application has heard of the loss: joining again is a rebalance, as with the classic
+    // protocol after a poll timeout.
+    CHECK(commit_now(h) == rebalancing);
+  }
+  SECTION("fatal: the epoch stays, the commit still fails for good") {
+    auto a = h.next_heartbeat(err(kafka_errc::group_authorization_failed));
+    CHECK(expect<report_error>(a).fatal);
+    REQUIRE(h.m.state() == st::fatal);
+    REQUIRE(h.m.member_epoch() == 5);
+    CHECK(commit_now(h) == commit_failed);
+    h.m.close(h.now);
+    a = h.take();
+    (void)expect_listener(a, listener_kind::lost, t01);
+    CHECK(h.m.standing().left);
+    CHECK(commit_now(h) == commit_failed);  // inside on_partitions_lost
+  }
+  SECTION("unsubscribe: commits inside the revoke go out; once the leave is next they fail") {
+    h.m.unsubscribe(h.now);
+    auto a = h.take();
+    auto revoke = expect_listener(a, listener_kind::revoked, t01);
+    CHECK(commit_now(h) == "sent");
+    a = h.done(revoke);
+    CHECK(expect<send_consumer_group_heartbeat>(a).leave);
+    REQUIRE(h.m.state() == st::leaving);
+    CHECK(h.m.standing().left);
+    CHECK(commit_now(h) == commit_failed);
+  }
+  SECTION("fenced while unsubscribe's revoke runs: commits inside it fail") {
+    h.m.unsubscribe(h.now);
+    auto a = h.take();
+    auto revoke = expect_listener(a, listener_kind::revoked, t01);
+    a = h.next_heartbeat(err(kafka_errc::unknown_member_id));
+    REQUIRE(h.m.state() == st::prepare_leaving);
+    CHECK(commit_now(h) == commit_failed);
+    a = h.done(revoke);
+    expect<left_group>(a);
+    REQUIRE(h.m.state() == st::unsubscribed);
+    CHECK_FALSE(h.m.standing().gone());
+  }
+}
+
+TEST_CASE("kip848: a member joining for the first time is rebalancing, even when a join is refused",
+          "[kip848][committer]") {
+  harness h;
+  h.start();
+  CHECK(commit_now(h) == rebalancing);
+  expect_empty(h.answer(err(kafka_errc::unknown_member_id)));  // nothing owned, nothing lost
+  REQUIRE(h.m.state() == st::joining);
+  CHECK_FALSE(h.m.standing().gone());
+  CHECK(commit_now(h) == rebalancing);
 }

@@ -3,6 +3,8 @@
 // closing from any state.
 #include "member_harness.hpp"
 
+#include "data/committer.hpp"
+
 // ================================================================================================
 // Happy paths
 // ================================================================================================
@@ -871,4 +873,79 @@ TEST_CASE("member: LeaveGroup errors and failures still finish the leave", "[mem
   CHECK(h.m.generation() == -1);
   CHECK_FALSE(h.m.next_deadline().has_value());
   expect_empty(h.advance(100000ms));
+}
+
+// ================================================================================================
+// What a commit gets from the core's standing (issue 30, item 6)
+// ================================================================================================
+
+namespace {
+
+// The data path's decision for a commit of one offset with the member's standing now: "sent"
+// when it would go out, else the name of the error the caller gets.
+std::string commit_now(const harness& h) {
+  data::group_identity who;
+  static_cast<group::standing&>(who) = h.m.standing();
+  who.subscribed = true;
+  const auto refused = data::refuse_commit(who, {{{"t", 0}, {5, "", -1}}});
+  return refused ? error_name(refused->code) : "sent";
+}
+
+const std::string commit_failed = error_name(make_error_code(client_errc::commit_failed));
+const std::string rebalancing = error_name(make_error_code(kafka_errc::rebalance_in_progress));
+
+}  // namespace
+
+TEST_CASE("member: a commit after a fatal error or once the leave is next fails for good; a rebalance is retriable",
+          "[member][committer]") {
+  harness h;
+  h.make_stable(t01, {"t"}, "m1", 4);
+  CHECK(commit_now(h) == "sent");
+
+  SECTION("fatal: the generation stays, the commit fails for good, inside on_partitions_lost too") {
+    auto a = h.next_heartbeat(kafka_errc::group_authorization_failed);
+    CHECK(expect<report_error>(a).fatal);
+    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.generation() == 4);
+    CHECK(commit_now(h) == commit_failed);
+    h.m.close(h.now);
+    a = h.take();
+    (void)expect_listener(a, listener_kind::lost, t01);
+    REQUIRE(h.m.state() == member_state::leaving);
+    CHECK(h.m.standing().left);
+    CHECK(commit_now(h) == commit_failed);
+  }
+  SECTION("unsubscribe: commits inside the revoke go out; once the LeaveGroup is sent they fail") {
+    h.m.unsubscribe(h.now);
+    auto a = h.take();
+    auto revoke = expect_listener(a, listener_kind::revoked, t01);
+    CHECK(commit_now(h) == "sent");
+    a = h.done(revoke);
+    expect<send_leave_group>(a);
+    REQUIRE(h.m.generation() == 4);
+    CHECK(h.m.standing().left);
+    CHECK(commit_now(h) == commit_failed);
+    (void)h.leave();
+    REQUIRE(h.m.state() == member_state::unsubscribed);
+    CHECK_FALSE(h.m.standing().gone());
+  }
+  SECTION("removed: fails for good until rejoined") {
+    auto a = h.next_heartbeat(kafka_errc::illegal_generation);
+    auto lost = expect_listener(a, listener_kind::lost, t01);
+    CHECK(commit_now(h) == commit_failed);
+    a = h.done(lost);
+    expect<send_join_group>(a);
+    CHECK(commit_now(h) == commit_failed);
+    a = h.join(join_ok("m1", 5, "leader", h.proto));
+    CHECK(commit_now(h) == rebalancing);  // syncing
+  }
+  SECTION("a rebalance: REBALANCE_IN_PROGRESS (poll(), then commit again)") {
+    auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+    auto revoke = expect_listener(a, listener_kind::revoked, t01);
+    CHECK(commit_now(h) == "sent");  // the revoke commits with generation 4
+    a = h.done(revoke);
+    expect<send_join_group>(a);
+    CHECK_FALSE(h.m.standing().gone());
+    CHECK(commit_now(h) == rebalancing);
+  }
 }
