@@ -112,9 +112,11 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 /// A member of a Kafka consumer group.
 ///
 /// Threads: one background thread per Consumer (the "heartbeat thread") does all network I/O,
-/// heartbeats, rebalances and enforces max.poll.interval.ms. All methods are meant to be called
-/// from one user thread, except wakeup(), which may be called from any thread. Listener callbacks
-/// run on the user thread inside poll(), close() and unsubscribe().
+/// heartbeats, rebalances and enforces max.poll.interval.ms. Not thread-safe: call it from one
+/// thread at a time (callbacks it runs may call it back). A call from a second thread while one is
+/// inside throws kgroup::Error(client_errc::concurrent_access), except wakeup(), assignment() and
+/// group_metadata(), which any thread may call. Listener callbacks run on the user thread inside
+/// poll(), close() and unsubscribe().
 class KGROUP_EXPORT Consumer {
  public:
   /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
@@ -161,7 +163,9 @@ class KGROUP_EXPORT Consumer {
   /// heartbeats, no rebalances, no listener calls). Replaces any earlier manual assignment. With a
   /// group.id, commits and committed() still work (generation -1, no member id); without one they
   /// fail with client_errc::invalid_config. Throws client_errc::illegal_state while subscribed
-  /// (subscribe() and assign() exclude each other until unsubscribe()/unassign()).
+  /// (subscribe() and assign() exclude each other until unsubscribe()/unassign()). With
+  /// enable.auto.commit, the positions of partitions a new assign() drops are committed (async;
+  /// close() waits for it), as Java does.
   void assign(const std::set<TopicPartition>& partitions);
   /// Stops consuming the manually assigned partitions (same as assign({})).
   void unassign();
@@ -191,7 +195,8 @@ class KGROUP_EXPORT Consumer {
   void commit_sync(const OffsetMap& offsets);
   void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
   /// Commits positions without waiting; `callback` (optional) runs inside a later poll(),
-  /// commit_sync() or close() on this thread.
+  /// commit_sync() or close() on this thread. commit_sync() waits (within its timeout) for the
+  /// commit_async() calls made before it and runs their callbacks first, in order.
   void commit_async(CommitCallback callback = nullptr);
   void commit_async(const OffsetMap& offsets, CommitCallback callback = nullptr);
   /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
@@ -239,13 +244,18 @@ class KGROUP_EXPORT Consumer {
   std::map<std::string, std::vector<PartitionInfo>> list_topics();
   std::map<std::string, std::vector<PartitionInfo>> list_topics(std::chrono::milliseconds timeout);
   /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
+  /// Throws client_errc::illegal_state for a partition not assigned to this consumer (as Java), and
+  /// client_errc::invalid_argument for a negative offset.
   void seek(const TopicPartition& partition, std::int64_t offset);
   /// Same; with a leader epoch (a committed offset, a LogTruncationError's divergent offset)
   /// the position is first validated against the leader's log (KIP-320), as after a leader change.
   void seek(const TopicPartition& partition, const OffsetAndMetadata& offset);
+  /// Next poll() returns records from the log's start (end) of these partitions; an empty set means
+  /// every assigned partition. Throws client_errc::illegal_state for a partition not assigned.
   void seek_to_beginning(const std::set<TopicPartition>& partitions);
   void seek_to_end(const std::set<TopicPartition>& partitions);
-  /// Stops returning (and fetching) records of these partitions until resume().
+  /// Stops returning (and fetching) records of these partitions until resume(). pause() and resume()
+  /// throw client_errc::illegal_state for a partition not assigned (and change nothing then).
   void pause(const std::set<TopicPartition>& partitions);
   void resume(const std::set<TopicPartition>& partitions);
   std::set<TopicPartition> paused() const;
@@ -261,7 +271,9 @@ class KGROUP_EXPORT Consumer {
   /// Makes a poll() blocked in another thread (or the next one) throw client_errc::woken_up.
   /// Thread-safe; the only method that may be called from any thread.
   void wakeup();
-  /// Leaves the group (listener callbacks run here), then stops the background thread, within
+  /// Waits for commit_async() calls in flight (their callbacks run here), auto-commits a manual
+  /// assignment's positions (enable.auto.commit), leaves the group (listener callbacks run here,
+  /// and the auto-commit before the revoke), then stops the background thread, all within
   /// `timeout`. A static member (group.instance.id) does not send LeaveGroup, so a restart within
   /// session.timeout.ms keeps its partitions. Idempotent. Rethrows the first listener exception.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
