@@ -1,5 +1,7 @@
 #include "data/fetch_session.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "base/log.hpp"
@@ -13,8 +15,8 @@ namespace {
 using fetch_topic = protocol::fetch_request::fetch_topic;
 using forgotten_topic = protocol::fetch_request::forgotten_topic;
 
-// Appends one partition to `req.topics`; `wanted` is iterated in (topic, partition) order, so a
-// topic's partitions arrive consecutively.
+// Appends one partition to `req.topics`, starting a new topic entry unless the previous partition
+// was of the same topic (in rotation order a topic may appear more than once).
 void add_partition(protocol::fetch_request& req, const TopicPartition& tp, const partition_fetch& pf) {
   if (req.topics.empty() || req.topics.back().topic != tp.topic) {
     fetch_topic ft;
@@ -43,6 +45,24 @@ void add_forgotten(protocol::fetch_request& req, const TopicPartition& tp, const
 
 }  // namespace
 
+std::vector<const fetch_set::value_type*> fetch_session::in_order(const fetch_set& wanted) {
+  for (auto it = rank_.begin(); it != rank_.end();) {
+    it = wanted.count(it->first) ? std::next(it) : rank_.erase(it);
+  }
+  std::vector<std::pair<std::uint64_t, const fetch_set::value_type*>> ranked;
+  ranked.reserve(wanted.size());
+  for (const auto& entry : wanted) {
+    auto [it, added] = rank_.try_emplace(entry.first, next_rank_);
+    if (added) ++next_rank_;
+    ranked.emplace_back(it->second, &entry);
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<const fetch_set::value_type*> out;
+  out.reserve(ranked.size());
+  for (const auto& [rank, entry] : ranked) out.push_back(entry);
+  return out;
+}
+
 void fetch_session::fill(protocol::fetch_request& req, std::int16_t version, const fetch_set& wanted) {
   req.topics.clear();
   req.forgotten_topics_data.clear();
@@ -56,12 +76,13 @@ void fetch_session::fill(protocol::fetch_request& req, std::int16_t version, con
     req.session_id = id_;
     req.session_epoch = epoch_;
   }
+  const auto ordered = in_order(wanted);
   if (pending_full_) {
-    for (const auto& [tp, pf] : wanted) add_partition(req, tp, pf);
+    for (const auto* entry : ordered) add_partition(req, entry->first, entry->second);
   } else {
-    for (const auto& [tp, pf] : wanted) {
-      auto it = partitions_.find(tp);
-      if (it == partitions_.end() || !(it->second == pf)) add_partition(req, tp, pf);
+    for (const auto* entry : ordered) {
+      auto it = partitions_.find(entry->first);
+      if (it == partitions_.end() || !(it->second == entry->second)) add_partition(req, entry->first, entry->second);
     }
     for (const auto& [tp, pf] : partitions_) {
       if (!wanted.count(tp)) add_forgotten(req, tp, pf.topic_id);
@@ -133,6 +154,9 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
     for (const auto& pd : t.partitions) {
       TopicPartition tp{topic ? *topic : t.topic_id.to_string(), pd.partition_index};
       if (topic && partitions_.count(tp)) {
+        // Record bytes spent the answer's byte budget on this partition: the others go first next
+        // time (see "Order" at the top of the header).
+        if (pd.records && !pd.records->data.empty()) rank_[tp] = next_rank_++;
         out.partitions.emplace_back(std::move(tp), &pd);
         continue;
       }

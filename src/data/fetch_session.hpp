@@ -19,6 +19,17 @@
 // (timeout, broken connection: the broker may or may not have applied it), and an answer naming a
 // partition the session does not hold (the two views disagree).
 //
+// Order (fairness): the broker fills an answer in the order of its partition list and stops adding
+// records once `max_bytes` is reached, so the partitions late in that order get nothing while the
+// early ones have backlog. A full request therefore lists the partitions in a rotation order, not
+// sorted: a partition whose answer carried record bytes moves to the end of the order, and one new
+// to the order joins at the end (Java's consumer does the same with its assignment order). Within
+// a session the broker keeps its own order and rotates it the same way (KIP-227), so an
+// incremental request, which lists only added and changed partitions, needs no order of its own;
+// it uses the same one, and answers to it rotate the order too, so a full request after a session
+// reset carries on fairly. A topic whose partitions are not adjacent in the order appears more
+// than once in the request's topic list, as in Java's requests.
+//
 // Use: fill() writes the partition lists of the next request from the complete set of partitions
 // wanted from this broker; on_response() or on_request_failed() applies the outcome. At most one
 // request per session is outstanding (the fetcher keeps one Fetch in flight per broker).
@@ -92,11 +103,18 @@ class fetch_session {
 
  private:
   void reset(bool forget_id, const char* why);
+  /// The entries of `wanted` in rotation order; partitions new to the order join at its end (in
+  /// (topic, partition) order) and partitions not in `wanted` leave it.
+  std::vector<const fetch_set::value_type*> in_order(const fetch_set& wanted);
 
   std::int32_t node_;
   std::int32_t id_ = 0;     // 0: no session
   std::int32_t epoch_ = 0;  // the next request's epoch; 0 asks for a (new) session
   fetch_set partitions_;
+  // Rotation order of the partitions of the last fill(): a lower rank is listed earlier. A
+  // partition gets the next rank when it joins and again whenever an answer carries its records.
+  std::map<TopicPartition, std::uint64_t> rank_;
+  std::uint64_t next_rank_ = 0;
   bool pending_ = false;              // a fill() awaits its answer
   bool pending_full_ = true;          // ... and that request was a full one
   bool pending_sessionless_ = false;  // ... below Fetch v7

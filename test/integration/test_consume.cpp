@@ -623,3 +623,61 @@ TEST_CASE("a pattern subscription consumes the matching topics and picks up one 
   CHECK(c.poll(300ms).empty());
   c.close(5s);
 }
+
+TEST_CASE("full Fetch requests rotate partitions: with fetch.max.bytes below the backlog no partition starves",
+          "[consume][fetch-rotation]") {
+  // Issue 30 item 9. The mock keeps no fetch sessions (it echoes session id 0), so every Fetch is a
+  // full one. It fills an answer in request order, one message set per listed partition, until
+  // fetch.max.bytes is reached. Listing the partitions always sorted, the first two were served
+  // until drained and the last ones waited behind them.
+  kgroup::test::mock_cluster mc(1);  // one broker: one Fetch at a time, answers reach poll() in order
+  const std::string topic = "rotate";
+  constexpr int partitions = 60;
+  // The seeding producer caps a batch at librdkafka's batch.size (1,000,000 bytes); two records of
+  // this size do not fit, so every message set holds one record, and one answer of at most
+  // fetch.max.bytes = 1 MiB carries two of them.
+  constexpr std::size_t value_size = 520 * 1024;
+  constexpr std::int64_t per_partition = 2;  // backlog: more than one answer's share per partition
+  mc.create_topic(topic, partitions);
+  const auto produced = mc.produce(topic, per_partition * partitions, "none", -1, value_size);
+  for (const auto n : produced) REQUIRE(n == per_partition);
+
+  kgroup::Consumer c(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                                    {"auto.offset.reset", "earliest"},
+                                    {"enable.auto.commit", "false"},
+                                    {"fetch.max.bytes", "1048576"},  // max.partition.fetch.bytes: default (1 MiB)
+                                    {"max.poll.records", "1"},
+                                    {"queued.max.messages.kbytes", "8192"}});
+  std::set<kgroup::TopicPartition> all;
+  for (int p = 0; p < partitions; ++p) all.insert({topic, p});
+  c.assign(all);  // no group: every position comes from one ListOffsets, so all start together
+
+  // The bound. A partition whose answer carried records goes to the end of the next request, and
+  // the broker serves the partitions with data in request order. So before partition P's first
+  // records arrive no other partition is served twice: once served it is listed behind P, which
+  // has backlog and is served first. With one record per message set, P's first record is among
+  // the first `partitions` records polled, for every P: those are one record of each partition.
+  // With max.poll.records = 1 that is one record per poll that returns records.
+  const std::size_t bound = partitions;
+  std::vector<std::size_t> first_at(partitions, 0);  // 1-based index of the partition's first record
+  std::size_t polled = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (polled < bound && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : c.poll(100ms)) {
+      ++polled;
+      REQUIRE(r.topic == topic);
+      REQUIRE(r.key);
+      CHECK(*r.key == kgroup::test::record_key(topic, r.partition, r.offset));
+      auto& at = first_at[static_cast<std::size_t>(r.partition)];
+      if (at == 0) at = polled;
+    }
+  }
+  REQUIRE(polled == bound);
+  std::string late;
+  for (int p = 0; p < partitions; ++p) {
+    if (first_at[static_cast<std::size_t>(p)] == 0) late += " " + std::to_string(p);
+  }
+  INFO("partitions without records in the first " << bound << " polls:" << late);
+  CHECK(late.empty());
+  c.close(5s);
+}

@@ -11,6 +11,13 @@
 #include "kgroup/kafka_errc.hpp"
 #include "protocol/records.hpp"
 
+namespace Catch {
+template <>
+struct StringMaker<kgroup::TopicPartition> {
+  static std::string convert(const kgroup::TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
+};
+}  // namespace Catch
+
 using kgroup::TopicPartition;
 using kgroup::fetch::fetch_session;
 using kgroup::fetch::fetch_set;
@@ -39,6 +46,15 @@ std::map<TopicPartition, std::int64_t> listed(const fetch_request& r) {
   return out;
 }
 
+// The partitions a request lists, in the order it lists them.
+std::vector<TopicPartition> listed_order(const fetch_request& r) {
+  std::vector<TopicPartition> out;
+  for (const auto& t : r.topics) {
+    for (const auto& p : t.partitions) out.push_back({t.topic, p.partition});
+  }
+  return out;
+}
+
 std::set<TopicPartition> forgotten(const fetch_request& r) {
   std::set<TopicPartition> out;
   for (const auto& t : r.forgotten_topics_data) {
@@ -61,6 +77,17 @@ fetch_response answer(std::int32_t session_id, const std::vector<TopicPartition>
     fetch_response::fetchable_topic_response::partition_data pd;
     pd.partition_index = tp.partition;
     r.responses.back().partitions.push_back(pd);
+  }
+  return r;
+}
+
+// Gives the answer's entries for `with` record bytes (the bytes are not parsed here).
+fetch_response& with_records(fetch_response& r, const std::set<TopicPartition>& with) {
+  static const std::vector<std::uint8_t> some_bytes(64, 0x5a);
+  for (auto& t : r.responses) {
+    for (auto& p : t.partitions) {
+      if (with.count(TopicPartition{t.topic, p.partition_index})) p.records = kgroup::protocol::records_view{some_bytes};
+    }
   }
   return r;
 }
@@ -217,6 +244,74 @@ TEST_CASE("fetch session: a broker that answers session id 0 gets full fetches",
     CHECK_FALSE(s.incremental());
     wanted[a0].fetch_offset += 5;
   }
+}
+
+TEST_CASE("fetch session: a partition whose answer carried records goes to the end of the next full request",
+          "[fetch_session]") {
+  // Issue 30 item 9: the broker fills an answer in request order up to fetch.max.bytes, so with a
+  // fixed (sorted) order the partitions late in it starve while the early ones have backlog.
+  const std::int16_t version = GENERATE(std::int16_t{6}, std::int16_t{11});  // sessionless; no session kept
+  INFO("Fetch v" << version);
+  using order = std::vector<TopicPartition>;
+  fetch_session s(1);
+  fetch_set wanted{{a0, at(10)}, {a1, at(20)}, {b0, at(30)}};
+  fetch_request req;
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{a0, a1, b0});
+  // Only a0 had room in the answer.
+  auto r1 = answer(0, {a0, a1, b0});
+  s.on_response(with_records(r1, {a0}));
+  wanted[a0].fetch_offset = 15;
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{a1, b0, a0});
+  // a1, b0 and a0 are no longer grouped by topic: "a" is listed twice, as in Java's requests.
+  REQUIRE(req.topics.size() == 3);
+  CHECK(req.topics[0].topic == "a");
+  CHECK(req.topics[1].topic == "b");
+  CHECK(req.topics[2].topic == "a");
+
+  // Answers name partitions without records too (a moved watermark, an error): they keep their place.
+  auto r2 = answer(0, {a1, b0, a0});
+  s.on_response(with_records(r2, {a1}));
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{b0, a0, a1});
+  // Several with records keep their relative order at the end.
+  auto r3 = answer(0, {b0, a0, a1});
+  s.on_response(with_records(r3, {b0, a0}));
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{a1, b0, a0});
+  s.on_response(answer(0));
+
+  // A partition new to the order joins at its end; one no longer wanted leaves it.
+  const TopicPartition a2{"a", 2};
+  wanted.erase(b0);
+  wanted[a2] = at(40);
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{a1, a0, a2});
+  s.on_response(answer(0));
+  wanted[b0] = at(30);
+  s.fill(req, version, wanted);
+  CHECK(listed_order(req) == order{a1, a0, a2, b0});
+}
+
+TEST_CASE("fetch session: answers to incremental requests rotate the order a later full request uses",
+          "[fetch_session]") {
+  // Within a session the broker rotates its own order (KIP-227); the client's order matters again
+  // once the session is reset and the next request is full.
+  fetch_session s(1);
+  auto wanted = establish(s);
+  fetch_request req;
+  s.fill(req, v11, wanted);
+  REQUIRE(s.next_epoch() == 1);
+  auto r = answer(42, {a0});
+  s.on_response(with_records(r, {a0}));
+  wanted[a0].fetch_offset = 12;
+  s.fill(req, v11, wanted);
+  CHECK(listed_order(req) == std::vector<TopicPartition>{a0});  // incremental: only the changed one
+  s.on_request_failed();                                         // reset: the next request is full
+  s.fill(req, v11, wanted);
+  CHECK(req.session_epoch == 0);
+  CHECK(listed_order(req) == std::vector<TopicPartition>{a1, b0, a0});
 }
 
 TEST_CASE("fetch session: below Fetch v7 every request is a sessionless full fetch", "[fetch_session]") {
