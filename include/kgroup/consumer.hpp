@@ -114,8 +114,9 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 /// Threads: one background thread per Consumer (the "heartbeat thread") does all network I/O,
 /// heartbeats, rebalances and enforces max.poll.interval.ms. Not thread-safe: call it from one
 /// thread at a time (callbacks it runs may call it back). A call from a second thread while one is
-/// inside throws kgroup::Error(client_errc::concurrent_access), except wakeup(), assignment() and
-/// group_metadata(), which any thread may call. Listener callbacks run on the user thread inside
+/// inside throws kgroup::Error(client_errc::concurrent_access), except wakeup() and the read-only
+/// assignment(), subscription(), group_metadata(), group_state(), metrics() and http_endpoint(),
+/// which any thread may call. Listener callbacks run on the user thread inside
 /// poll(), close() and unsubscribe().
 class KGROUP_EXPORT Consumer {
  public:
@@ -284,7 +285,8 @@ class KGROUP_EXPORT Consumer {
   // ---- observability ----
 
   /// A snapshot of this consumer's metrics, identity, assignment and rebalance history (the same
-  /// data the HTTP endpoint serves). Call from the polling thread.
+  /// data the HTTP endpoint serves). Any thread may call it; from a thread other than the one
+  /// polling, the poll-side figures (positions, rates) are those last published (every 100 ms).
   ConsumerMetrics metrics() const;
   /// Registers `callback` (null removes it) to receive metrics() every statistics.interval.ms
   /// (0, the default, means never). It runs on the polling thread, inside poll().

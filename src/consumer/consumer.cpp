@@ -273,7 +273,10 @@ ConsumerGroupMetadata Consumer::impl::group_metadata() const {
 ConsumerMetrics Consumer::impl::metrics() {
   const auto now = clock::now();
   std::lock_guard lock(shared_.mutex);
-  publish_user_metrics(now);
+  // Any thread may ask (as Java's metrics()); only the application's own thread brings the
+  // user-thread figures up to date, others see them as last published (at most 100 ms old
+  // while it polls).
+  if (on_user_thread()) publish_user_metrics(now);
   return detail::make_metrics(shared_, metrics_id_, now, std::chrono::system_clock::now());
 }
 
@@ -607,7 +610,7 @@ std::set<TopicPartition> Consumer::assignment() const {
   return self(/*any_thread=*/true)->assignment();
 }
 std::vector<std::string> Consumer::subscription() const {
-  return self()->subscription();
+  return self(/*any_thread=*/true)->subscription();
 }
 ConsumerGroupMetadata Consumer::group_metadata() const {
   return self(/*any_thread=*/true)->group_metadata();
@@ -622,16 +625,16 @@ void Consumer::close(std::chrono::milliseconds timeout) {
   self()->close(timeout);
 }
 std::string Consumer::group_state() const {
-  return self()->state();
+  return self(/*any_thread=*/true)->state();
 }
 ConsumerMetrics Consumer::metrics() const {
-  return self()->metrics();
+  return self(/*any_thread=*/true)->metrics();
 }
 void Consumer::set_statistics_callback(StatisticsCallback callback) {
   self()->set_statistics_callback(std::move(callback));
 }
 std::string Consumer::http_endpoint() const {
-  return self()->http_endpoint();
+  return self(/*any_thread=*/true)->http_endpoint();
 }
 
 }  // namespace kgroup

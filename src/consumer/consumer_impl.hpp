@@ -105,12 +105,22 @@ class Consumer::impl {
       return;
     }
     std::thread::id none;
-    if (!user_thread_.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {
+    if (user_thread_.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {
+      last_user_thread_.store(me, std::memory_order_relaxed);
+    } else {
       throw Error(make_error_code(client_errc::concurrent_access),
                   "the Consumer is being called from another thread: it is not safe for concurrent use "
-                  "(only wakeup(), assignment() and group_metadata() may be called from any thread)");
+                  "(only wakeup() and the read-only assignment(), subscription(), group_metadata(), "
+                  "group_state(), metrics() and http_endpoint() may be called from any thread)");
     }
     user_depth_ = 1;
+  }
+  // Whether the caller may touch the user thread's state: it is inside a call, or it is the
+  // thread that made the last one and no other thread is inside.
+  bool on_user_thread() const noexcept {
+    const auto me = std::this_thread::get_id();
+    const auto inside = user_thread_.load(std::memory_order_acquire);
+    return inside == me || (inside == std::thread::id{} && last_user_thread_.load(std::memory_order_relaxed) == me);
   }
   void leave() noexcept {
     if (--user_depth_ == 0) user_thread_.store(std::thread::id{}, std::memory_order_release);
@@ -388,6 +398,7 @@ class Consumer::impl {
   std::optional<clock::time_point> close_deadline_;
   // The thread inside a public call, and how deeply (see enter()); depth: that thread only.
   std::atomic<std::thread::id> user_thread_{};
+  std::atomic<std::thread::id> last_user_thread_{};  // the last thread that entered
   int user_depth_ = 0;
   std::mutex
       listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
