@@ -221,6 +221,13 @@ class Consumer::impl {
   // log diverged (Java's LogTruncationException).
   void raise_data_error();
 
+  // The fetcher found the log of `e.tp` cut below its prefetch position (a KIP-320 divergence, or
+  // its end): applied against the application's position (position_table::cut). At or below the
+  // cut the position stays and the data fetched before it is read up to it; past it the position
+  // moves back to a divergence (Java's rule), or with auto.offset.reset=none poll() raises and
+  // nothing past the cut is returned until a seek; past a log's end the reset policy applies.
+  void apply_cut(const detail::position_event& e);
+
   // Corrupt record data at the partition's position (a CRC mismatch under check.crcs, a batch or
   // record that does not parse): raised from poll() naming the partition and the offset, as Java
   // does. Nothing at or past it is returned or skipped: the position stays, and the fetcher reads

@@ -169,6 +169,10 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
         std::lock_guard lock(shared_.mutex);
         owned = shared_.owned.count(pe->tp) > 0 || manual_.count(pe->tp) > 0;
       }
+      if (pe->cut != detail::cut_kind::none) {
+        if (owned) apply_cut(*pe);
+        continue;
+      }
       if (owned && positions_.position_found(pe->tp, pe->offset, pe->epoch, pe->forced)) drop_current(pe->tp);
     } else if (auto* de = std::get_if<detail::data_error>(&e)) {
       pending_data_errors_.push_back(*de);
@@ -198,6 +202,58 @@ std::deque<detail::user_event>::iterator Consumer::impl::next_event(bool run_lis
     return it;
   }
   return q.end();
+}
+
+void Consumer::impl::apply_cut(const detail::position_event& e) {
+  const bool diverged = e.cut == detail::cut_kind::diverged;
+  const auto before = positions_.position(e.tp);
+  switch (positions_.cut(e.tp, e.offset, e.epoch, /*move_back=*/diverged && !e.halted)) {
+    case data::cut_verdict::stale:
+      return;  // a seek is in flight: the fetcher follows it, and the seek decides
+    case data::cut_verdict::before:
+      // Nothing returned so far is past the cut: the data fetched before it is read up to it
+      // (the fetcher limited the queued data; this is the data being read), then the new data.
+      cursor_.cut(e.tp, e.offset, e.epoch);
+      if (e.halted) post([this, tp = e.tp, at = e.offset] { fetcher_->cut_accepted(tp, at); });
+      return;
+    case data::cut_verdict::moved_back: {
+      drop_current(e.tp);
+      // Auto-commit commits the position from now on, not past the divergence (as after a seek).
+      std::lock_guard lock(shared_.mutex);
+      if (shared_.consumed.count(e.tp) || returned_.count(e.tp)) shared_.consumed[e.tp] = {e.offset, e.epoch};
+      returned_.erase(e.tp);
+      return;
+    }
+    case data::cut_verdict::past:
+      break;
+  }
+  drop_current(e.tp);
+  const std::string name = e.tp.topic + "-" + std::to_string(e.tp.partition);
+  const std::int64_t at = before ? before->offset : -1;
+  if (!e.halted) {
+    // Past the log's end: the position itself is out of range, and the reset policy applies to it.
+    logger()->warn("{}: position {} is past the log's end {}; applying auto.offset.reset", name, at, e.offset);
+    positions_.seek_to(e.tp);
+    post([this, tp = e.tp] { fetcher_->reset_position(tp); });
+    return;
+  }
+  // auto.offset.reset=none, and the application read past the cut: it decides (seek). The fetcher
+  // waits, and no data it queued before is usable at this position.
+  if (diverged) {
+    std::string message = "log truncation detected for " + name + ": the position " + std::to_string(at) + " is ";
+    message += e.offset < 0 ? "in a part of the log the leader cannot tell where its log diverged from"
+                            : "past offset " + std::to_string(e.offset) + " (leader epoch " + std::to_string(e.epoch) +
+                                  "), where the leader's log diverged";
+    message += "; auto.offset.reset=none, so the partition waits for seek()";
+    logger()->warn("{}", message);
+    pending_data_errors_.push_back({e.tp, make_error_code(client_errc::log_truncation), message, e.offset, e.epoch});
+  } else {
+    const std::string message = "offset " + std::to_string(at) + " of " + name +
+                                " is out of range (the log ends at offset " + std::to_string(e.offset) +
+                                ") and auto.offset.reset=none";
+    logger()->warn("{}", message);
+    pending_data_errors_.push_back({e.tp, make_error_code(client_errc::offset_out_of_range), message});
+  }
 }
 
 bool Consumer::impl::wait_left(std::uint64_t left_before, clock::time_point deadline) {

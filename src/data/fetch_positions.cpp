@@ -29,10 +29,12 @@ constexpr std::array<unsigned, fetch_state_count> transitions = {
     // validating: not truncated (ready), truncated (needs_reset, ready at the divergence, or
     // awaiting_seek), or asked again (needs_validation).
     by_user | bit(fetch_state::awaiting_seek),
-    // awaiting_seek: only the user's seek.
+    // awaiting_seek: the user's seek, or the user thread's verdict that the application's
+    // position is at or below the cut (ready).
     by_user,
-    // ready: a leader change or FENCED_LEADER_EPOCH (needs_validation), out of range (needs_reset).
-    by_user,
+    // ready: a leader change or FENCED_LEADER_EPOCH (needs_validation), out of range (needs_reset),
+    // the log ended below it with auto.offset.reset=none (awaiting_seek).
+    by_user | bit(fetch_state::awaiting_seek),
 };
 
 }  // namespace
@@ -113,9 +115,22 @@ bool fetch_positions::seek_to(const TopicPartition& tp, bool beginning) {
 
 bool fetch_positions::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
   auto it = parts_.find(tp);
-  if (it == parts_.end() || it->second.state_ != fetch_state::ready) return false;
-  it->second.fetch_pos_ = offset;
-  it->second.epoch_ = epoch;
+  if (it == parts_.end() || offset < 0) return false;
+  auto& p = it->second;
+  switch (p.state_) {
+    case fetch_state::ready:
+      break;
+    case fetch_state::needs_validation:
+    case fetch_state::validating:
+      // The answer in flight (if any) is for the old position: the check after it sees the
+      // position changed and ignores it.
+      transition(tp, p, fetch_state::needs_validation, "the user thread's position is validated instead");
+      break;
+    default:
+      return false;
+  }
+  p.fetch_pos_ = offset;
+  p.epoch_ = epoch;
   return true;
 }
 
@@ -127,10 +142,14 @@ void fetch_positions::resume(const TopicPartition& tp, std::int64_t offset, std:
   auto it = parts_.find(tp);
   if (it == parts_.end()) return;
   it->second.paused_ = false;
-  if (offset >= 0 && it->second.state_ == fetch_state::ready) {
-    it->second.fetch_pos_ = offset;
-    it->second.epoch_ = epoch;
-  }
+  refetch(tp, offset, epoch);
+}
+
+bool fetch_positions::cut_accepted(const TopicPartition& tp, std::int64_t offset) {
+  auto it = parts_.find(tp);
+  if (it == parts_.end() || it->second.state_ != fetch_state::awaiting_seek || it->second.fetch_pos_ != offset)
+    return false;
+  return transition(tp, it->second, fetch_state::ready, "the application's position is at or below the cut");
 }
 
 void fetch_positions::no_group(const TopicPartition& tp, fetch_part& p) {
@@ -200,6 +219,17 @@ bool fetch_positions::offset_out_of_range(const TopicPartition& tp, fetch_part& 
   return true;
 }
 
+validation_outcome::verdict fetch_positions::log_ended(const TopicPartition& tp, fetch_part& p, std::int64_t end) {
+  p.fetch_pos_ = end;
+  p.epoch_ = -1;  // the epoch of the record before the end is not known
+  if (policy_ == reset_policy::none) {
+    transition(tp, p, fetch_state::awaiting_seek, "log ended below the position, auto.offset.reset=none");
+    return validation_outcome::verdict::awaiting_seek;
+  }
+  transition(tp, p, fetch_state::ready, "log ended below the position: fetched from its end");
+  return validation_outcome::verdict::resumed;
+}
+
 bool fetch_positions::leader_changed(const TopicPartition& tp, fetch_part& p) {
   if (p.epoch_ < 0) return false;
   transition(tp, p, fetch_state::needs_validation, "leader epoch changed");
@@ -237,7 +267,13 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
     return o;
   }
   if (policy_ == reset_policy::none) {
+    // The application's position may still be at or below the divergence (the user thread
+    // decides): wait there, not at the prefetch position.
     transition(tp, p, fetch_state::awaiting_seek, "truncated, auto.offset.reset=none");
+    if (!o.divergence_unknown) {
+      p.fetch_pos_ = end_offset;
+      p.epoch_ = end_epoch;
+    }
     o.what = validation_outcome::verdict::awaiting_seek;
   } else if (o.divergence_unknown) {
     transition(tp, p, fetch_state::needs_reset, "truncated, divergence unknown");

@@ -125,7 +125,8 @@ struct validation_outcome {
     valid,          // not truncated: ready
     reset,          // truncated where the leader cannot tell: the reset policy applies (forced)
     resumed,        // truncated: ready at the offset where the leader's log diverged
-    awaiting_seek,  // truncated and auto.offset.reset=none: waits for seek()
+    awaiting_seek,  // truncated and auto.offset.reset=none: waits at the divergence (when known)
+                    // for the user thread's verdict (cut_accepted) or a seek()
   };
   verdict what = verdict::retry;
   bool divergence_unknown = false;  // the leader's end offset or epoch was -1
@@ -182,11 +183,19 @@ class fetch_positions {
   bool seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
   /// seek_to_beginning/end(): a forced reset to the log's start or end.
   bool seek_to(const TopicPartition& tp, bool beginning);
-  /// Fetch again from `offset` without validation; only while ready (else it moved on: seek, reset).
+  /// Fetch again from `offset` (the user thread's position) without validation while ready. While
+  /// its position is being validated, that validation is for a position the user thread has left:
+  /// `offset` is validated instead (not dropped: the partition would be fetched from a position
+  /// no data of which is usable, and fall silent). False in the other states (it moved on: seek,
+  /// reset, or it waits for a seek).
   bool refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
   void pause(const TopicPartition& tp);
-  /// Fetches again; from `offset` (the user thread's position) when known and ready.
+  /// Fetches again; from `offset` (the user thread's position) when known, as refetch() does.
   void resume(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
+  /// The user thread found the application's position at or below the cut where `tp` waits
+  /// (validated() or log_ended() with auto.offset.reset=none, at `offset`): fetched from there.
+  /// False when it no longer waits there (a seek came first).
+  bool cut_accepted(const TopicPartition& tp, std::int64_t offset);
 
   // ---- committed offsets (OffsetFetch) ----
   /// Without a group there is no committed offset: the reset policy applies.
@@ -212,8 +221,15 @@ class fetch_positions {
 
   // ---- fetching and validation (KIP-320) ----
   /// OFFSET_OUT_OF_RANGE from the leader: the reset policy applies, forced unless it is none;
-  /// with none the partition waits for a seek() (true; the driver reports it).
+  /// with none the partition waits for a seek() (true; the driver reports it). Also the user
+  /// thread's verdict when the application's own position is past a log_ended() cut.
   bool offset_out_of_range(const TopicPartition& tp, fetch_part& p);
+  /// OFFSET_OUT_OF_RANGE whose answer shows the log ending at `end` (its high watermark), below
+  /// the position but not below the log's start: the log was cut under the prefetch position, not
+  /// necessarily under the application's. Treated as a cut at `end` (the user thread decides with
+  /// the application's position): `resumed` (fetched from `end`), or with auto.offset.reset=none
+  /// `awaiting_seek` at `end` until cut_accepted() or a seek.
+  validation_outcome::verdict log_ended(const TopicPartition& tp, fetch_part& p, std::int64_t end);
   /// FENCED/UNKNOWN_LEADER_EPOCH, or a new leader epoch in metadata: validated again when the
   /// position has an epoch (true), else fetched as it is.
   bool leader_changed(const TopicPartition& tp, fetch_part& p);

@@ -107,6 +107,22 @@ bool position_table::position_found(const TopicPartition& tp, std::int64_t offse
   return moved;
 }
 
+cut_verdict position_table::cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch,
+                                 bool move_back) {
+  auto* p = find(tp);
+  if (!p || p->seeks_in_flight > 0) return cut_verdict::stale;
+  if (offset >= 0 && p->position < 0) {
+    p->position = offset;
+    p->epoch = epoch;
+    return cut_verdict::before;
+  }
+  if (offset >= 0 && p->position <= offset) return cut_verdict::before;
+  if (!move_back || offset < 0) return cut_verdict::past;
+  p->position = offset;
+  p->epoch = epoch;
+  return cut_verdict::moved_back;
+}
+
 fetched_fit position_table::fit(const detail::fetched_data& d) const {
   const auto* p = find(d.tp);
   if (!p) return fetched_fit::not_owned;

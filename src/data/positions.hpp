@@ -37,6 +37,14 @@ enum class fetched_fit {
 };
 const char* to_string(fetched_fit f) noexcept;
 
+/// Where the log was found cut (position_table::cut) lies against the application's position.
+enum class cut_verdict {
+  stale,       // a user seek is in flight: the seek decides, the cut is ignored
+  before,      // the position is at or below the cut (or was unknown: it is the cut now): kept
+  moved_back,  // the position was past the cut and moved back to it
+  past,        // the position is past the cut (or the cut is unknown) and was left as it is
+};
+
 class position_table {
  public:
   using map = std::map<TopicPartition, partition_position>;
@@ -76,6 +84,13 @@ class position_table {
   /// `forced`, after a user seek. Returns true when the position changed (data read from the old
   /// one is stale).
   bool position_found(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, bool forced);
+  /// The fetcher found the log cut at `offset` (-1: unknown where), below its own position: a
+  /// KIP-320 divergence or the log's end. Java validates the consumer's own position and only
+  /// ever moves it back; the fetcher validated its prefetch position, so the verdict is taken
+  /// here, against the application's: at or below the cut the position stays (`before`), past it
+  /// it moves back to the cut when `move_back` (`moved_back`), else stays (`past`: the caller
+  /// raises or resets). The caller checks ownership.
+  cut_verdict cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, bool move_back);
   /// Whether `d` continues a partition's position.
   fetched_fit fit(const detail::fetched_data& d) const;
   /// Takes the log's ends from usable data. Under read_committed lag counts to the last stable

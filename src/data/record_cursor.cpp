@@ -1,6 +1,7 @@
 #include "data/record_cursor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 namespace kgroup::data {
@@ -48,6 +49,15 @@ void record_cursor::start(std::shared_ptr<detail::fetched_data> data) {
   if (opts_.read_committed) cur_->aborted = fetch::aborted_filter(cur_->data->aborted);
 }
 
+void record_cursor::cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  if (!cur_ || cur_->data->tp != tp || offset < 0) return;
+  auto& d = *cur_->data;
+  if (d.limit < 0 || offset < d.limit) {
+    d.limit = offset;
+    d.limit_epoch = epoch;
+  }
+}
+
 std::size_t record_cursor::finish() {
   if (!cur_) return 0;
   const std::size_t bytes = cur_->data->bytes;
@@ -73,12 +83,24 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
     if (!advanced) advanced = &out.advanced[c.data->tp];
     *advanced = {position, epoch};
   };
+  // A cut found after this data was fetched: nothing at or past it is the log's.
+  const std::int64_t limit = c.data->limit >= 0 ? c.data->limit : std::numeric_limits<std::int64_t>::max();
+  auto advance_below_limit = [&](std::int64_t position, std::int32_t epoch) {
+    if (position >= limit) advance_to(limit, c.data->limit_epoch);
+    else advance_to(position, epoch);
+  };
+  auto at_limit = [&] {
+    if (pos->position < limit) advance_to(limit, c.data->limit_epoch);
+    c.in_batch = false;
+    return stop::exhausted;
+  };
   auto fail = [&](std::error_code ec, const char* what) {
     error_ = ec;
     error_what_ = what;
     return stop::corrupt;
   };
   while (out.records.size() < max_records) {
+    if (pos->position >= limit) return at_limit();
     if (!c.in_batch) {
       if (!c.batches.next(c.batch)) {
         if (c.batches.error()) return fail(c.batches.error(), "record batch");
@@ -98,7 +120,7 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       }
       if (skip) {
         // Still advance past it so the position moves beyond skipped (aborted or control) data.
-        if (h.last_offset() >= pos->position) advance_to(h.last_offset() + 1, batch_epoch(h));
+        if (h.last_offset() >= pos->position) advance_below_limit(h.last_offset() + 1, batch_epoch(h));
         c.in_batch = false;
         continue;
       }
@@ -109,11 +131,12 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       // The next position is past the batch's last offset, also when compaction removed its
       // trailing records (the fetcher continues from there too; issue 13, item 6).
       const auto& h = c.batch.header();
-      if (h.last_offset() >= pos->position) advance_to(h.last_offset() + 1, batch_epoch(h));
+      if (h.last_offset() >= pos->position) advance_below_limit(h.last_offset() + 1, batch_epoch(h));
       c.in_batch = false;
       continue;
     }
     if (r.offset < pos->position) continue;
+    if (r.offset >= limit) return at_limit();
     // Reserved at the first record, not per poll(): most polls of an idle consumer return nothing.
     if (out.records.capacity() == 0) out.records.reserve(std::min<std::size_t>(max_records, 1024));
     out.records.push_back(make_record(c.data->tp, c.batch.header(), r));

@@ -43,6 +43,10 @@ class record_cursor {
   bool open() const { return cur_.has_value(); }
   /// The partition being read, if any.
   const TopicPartition* partition() const { return cur_ ? &cur_->data->tp : nullptr; }
+  /// The log of `tp` was found cut at `offset` (`epoch`: of the record before it) after the data
+  /// being read was fetched: its records at or past the cut are not returned (fetched_data::limit).
+  /// Nothing when no data of `tp` is being read.
+  void cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
   /// Lets go of the data being read; returns its size in bytes (0 if none).
   std::size_t finish();
 
@@ -53,7 +57,8 @@ class record_cursor {
     corrupt,    // corrupt data at the position; error() says what
   };
   /// Appends the data's records to `out` (up to `max_records` in all), advancing positions in
-  /// `table`.
+  /// `table`. Data with a limit ends there: the position moves to the limit at most, and to it
+  /// once the data reaches it (the logs agree below a cut, so nothing before it is skipped).
   stop read(poll_batch& out, std::size_t max_records, position_table& table);
   /// With stop::corrupt: the decoding error, and "record batch" or "record".
   std::error_code error() const { return error_; }

@@ -40,6 +40,12 @@ struct fetched_data {
   std::shared_ptr<const std::vector<std::uint8_t>> frame;
   std::size_t bytes = 0;
   std::int32_t replica = -1;  // the broker it was read from (the leader or a KIP-392 replica)
+  // The log was found cut here (KIP-320 divergence, or its end below the fetcher's position)
+  // after this data was fetched: records at or past `limit` are not the log's and are never
+  // returned; reading it moves the position to `limit` at most (`limit_epoch`: the leader epoch of
+  // the record before it). -1: no cut.
+  std::int64_t limit = -1;
+  std::int32_t limit_epoch = -1;
 };
 
 }  // namespace kgroup::detail

@@ -76,6 +76,43 @@ void fetcher::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_
   pump();
 }
 
+void fetcher::cut_accepted(const TopicPartition& tp, std::int64_t offset) {
+  if (positions_.cut_accepted(tp, offset)) pump();
+}
+
+void fetcher::reset_position(const TopicPartition& tp) {
+  shared_.push(detail::position_event{tp, -1, false, -1, true});
+  if (auto* p = positions_.find(tp)) positions_.offset_out_of_range(tp, *p);
+  pump();
+}
+
+void fetcher::push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, detail::cut_kind kind,
+                       bool halted) {
+  {
+    std::lock_guard lock(shared_.mutex);
+    auto& q = shared_.fetched;
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->tp != tp) {
+        ++it;
+      } else if (offset < 0 || it->fetch_offset >= offset) {
+        shared_.buffered_bytes -= std::min(shared_.buffered_bytes, it->bytes);
+        it = q.erase(it);
+      } else {
+        if (it->limit < 0 || offset < it->limit) {
+          it->limit = offset;
+          it->limit_epoch = epoch;
+        }
+        ++it;
+      }
+    }
+    detail::position_event e{tp, offset, false, epoch};
+    e.cut = kind;
+    e.halted = halted;
+    shared_.events.push_back(std::move(e));
+  }
+  shared_.cv.notify_all();
+}
+
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
   for (const auto& tp : tps) {
     shared_.push(detail::position_event{tp, -1, false, -1, true});
@@ -313,7 +350,19 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
       retry_after_metadata();
     }
     if (pd.error_code != 0) {
-      if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
+      if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range) && pd.high_watermark >= 0 &&
+          pd.high_watermark < p.fetch_pos()) {
+        // The log ends below the prefetch position: the application's position (behind it) may
+        // still be in range. A cut at the log's end, decided against the application's position
+        // by the user thread; the reset policy applies only when that is past the end too.
+        const auto from = p.fetch_pos();
+        const bool halted = positions_.log_ended(tp, p, pd.high_watermark) ==
+                            data::validation_outcome::verdict::awaiting_seek;
+        push_cut(tp, pd.high_watermark, -1, detail::cut_kind::log_end, halted);
+        logger()->warn("{}-{}: offset {} out of range: the log now ends at offset {}; data fetched past it is "
+                       "dropped, and the position is checked against it",
+                       tp.topic, tp.partition, from, pd.high_watermark);
+      } else if (pd.error_code == static_cast<std::int16_t>(kafka_errc::offset_out_of_range)) {
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
                        p.fetch_pos(), opts_.auto_offset_reset);
         if (positions_.offset_out_of_range(tp, p)) {

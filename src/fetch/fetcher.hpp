@@ -80,6 +80,13 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// Fetches `tp` again from `offset` (the user thread's position, `epoch` its leader epoch),
   /// without validation: the data after it could not be read (corrupt).
   void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch);
+  /// The user thread found the application's position of `tp` at or below the cut at `offset`
+  /// where the fetcher waits (auto.offset.reset=none): fetching goes on from the cut.
+  void cut_accepted(const TopicPartition& tp, std::int64_t offset);
+  /// The application's position of `tp` is past the end of its log (a log_end cut): the reset
+  /// policy applies to it, forced, as for OFFSET_OUT_OF_RANGE. The user thread counts it as a
+  /// seek_to (a seek_applied event comes first).
+  void reset_position(const TopicPartition& tp);
   /// Paused partitions stop fetching; on resume they fetch again from `positions` (the user
   /// thread drops what was buffered while paused).
   void pause(const std::set<TopicPartition>& tps);
@@ -118,6 +125,12 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void send_list_offsets();
   void send_fetches();
   void send_validations();
+  /// The log of `tp` is cut at `offset` (-1: unknown where) below this thread's position: queued
+  /// data of `tp` from at or past the cut is dropped, the rest limited to it, and the cut goes to
+  /// the user thread (which applies it against the application's position), in one step under
+  /// the lock so that no data escapes between.
+  void push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, detail::cut_kind kind,
+                bool halted);
   void on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
                     std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,

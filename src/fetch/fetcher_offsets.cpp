@@ -279,11 +279,16 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
     schedule_retry();
     return;
   }
-  {
-    std::lock_guard lock(shared_.mutex);
-    ++shared_.metrics.offset_validations;
-    if (o.what != verdict::valid) ++shared_.metrics.log_truncations;
-  }
+  // Counted once the outcome is published: an application that sees the count sees the cut too.
+  struct count_on_return {
+    detail::shared_state& shared;
+    bool truncated;
+    ~count_on_return() {
+      std::lock_guard lock(shared.mutex);
+      ++shared.metrics.offset_validations;
+      if (truncated) ++shared.metrics.log_truncations;
+    }
+  } counted{shared_, o.what != verdict::valid};
   switch (o.what) {
     case verdict::retry:
     case verdict::valid:
@@ -297,21 +302,20 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
       logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
                      "diverged at offset {} (epoch {}); resuming there",
                      name, o.position, o.epoch, end_offset, end_epoch);
-      shared_.push(detail::position_event{tp, end_offset, true, end_epoch});
+      push_cut(tp, end_offset, end_epoch, detail::cut_kind::diverged, false);
       return;
     case verdict::awaiting_seek:
       break;
   }
+  // auto.offset.reset=none: poll() raises LogTruncationError only if the application's position is
+  // past the divergence (the user thread decides); otherwise the data before it is read as usual.
   const bool unknown = o.divergence_unknown;
-  std::string message = "log truncation detected for " + name + " at offset " + std::to_string(o.position) +
-                        " (leader epoch " + std::to_string(o.epoch) + ")";
-  message += unknown ? ": the leader cannot tell where its log diverged"
-                     : ": the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
-                           std::to_string(end_epoch) + ")";
-  message += "; auto.offset.reset=none, so the partition waits for seek()";
-  logger()->warn("{}", message);
-  shared_.push(detail::data_error{tp, make_error_code(client_errc::log_truncation), message,
-                                  unknown ? -1 : end_offset, unknown ? -1 : end_epoch});
+  logger()->warn("{}: log truncation detected at offset {} (leader epoch {}): {}; auto.offset.reset=none", name,
+                 o.position, o.epoch,
+                 unknown ? std::string("the leader cannot tell where its log diverged")
+                         : "the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
+                               std::to_string(end_epoch) + ")");
+  push_cut(tp, unknown ? -1 : end_offset, unknown ? -1 : end_epoch, detail::cut_kind::diverged, true);
 }
 
 // ---- offset queries (beginning_offsets, end_offsets, offsets_for_times) ---------------------------

@@ -40,8 +40,19 @@ struct fatal_error {
   std::string message;
 };
 struct left_event {};
-/// The background thread established where `tp` is read from (committed offset, reset, seek_to_*).
-/// `forced` positions (resets, seek_to_*) override a position the user set; initial ones do not.
+/// What a position_event says about the log the fetcher read `tp` from.
+enum class cut_kind : std::uint8_t {
+  none,      // a position (committed offset, reset, seek_to_*)
+  diverged,  // KIP-320: the leader's log diverges from what was fetched at `offset` (-1: unknown where)
+  log_end,   // OFFSET_OUT_OF_RANGE past the log's end: the log now ends at `offset`
+};
+/// The background thread established where `tp` is read from (committed offset, reset, seek_to_*),
+/// or found the log cut below its own (prefetch) position. `forced` positions (resets, seek_to_*)
+/// override a position the user set; initial ones do not. A cut is applied by the user thread
+/// against the application's position: at or below it the position stays and data fetched before
+/// the cut is read up to it; past it the position moves back (or, with `halted`, poll() raises).
+/// The fetcher has already dropped the queued data of `tp` that starts at or past the cut and
+/// limited the rest to it (fetched_data::limit).
 struct position_event {
   TopicPartition tp;
   std::int64_t offset = 0;
@@ -50,6 +61,10 @@ struct position_event {
   // Not a position: the fetcher applied one of the user's seeks here. Position events of the
   // partition queued before it were computed before that seek and are stale.
   bool seek_applied = false;
+  cut_kind cut = cut_kind::none;
+  // A cut with auto.offset.reset=none: the fetcher waits at the cut for the user thread's verdict
+  // (fetcher::cut_accepted() when the application's position is at or below it; else a seek).
+  bool halted = false;
 };
 /// A per-partition data-path error for poll() to raise (offset out of range with reset none,
 /// partition gone from metadata, log truncation with reset none).

@@ -144,11 +144,12 @@ class log_leader {
     std::map<std::int32_t, std::pair<std::int64_t, std::int32_t>>& committed;  // offset, epoch
     int& hide_broker;  // Metadata answers left that list the partitions' leader but not the broker
     bool& topic_deleted;  // Metadata answers leave topic "t" out
+    std::chrono::milliseconds& validation_delay;  // OffsetForLeaderEpoch answers wait this long
   };
   template <class F>
   void edit(F f) {
     std::lock_guard lock(mutex_);
-    f(state{logs_, leader_epoch_, committed_, hide_broker_, topic_deleted_});
+    f(state{logs_, leader_epoch_, committed_, hide_broker_, topic_deleted_, validation_delay_});
   }
   int metadata_requests() const {
     std::lock_guard lock(mutex_);
@@ -269,7 +270,7 @@ class log_leader {
             }
           }
         }
-        return reply{fake_broker::response(r, resp)};
+        return reply{fake_broker::response(r, resp), false, validation_delay_};
       }
       case proto::fetch_request::api_key:
         return fetch(r);
@@ -333,6 +334,7 @@ class log_leader {
   int validations_ = 0;
   int hide_broker_ = 0;
   bool topic_deleted_ = false;
+  std::chrono::milliseconds validation_delay_{0};
   int metadata_requests_ = 0;
   fake_broker fb_;  // last: its threads call handle(), which uses the members above
 };
@@ -583,6 +585,159 @@ TEST_CASE("log truncation below the position after an unclean leader election is
   const auto m = c.metrics();
   CHECK(m.log_truncations_total == 1);
   CHECK(m.offset_validations_total >= 1);
+  c.close(5s);
+}
+
+// Issue 30, item 1: the fetcher reads ahead of the application (max.poll.records=5: it holds
+// 0-19 while poll() returned 0-4). The truncation it finds at its own position (20, diverged at
+// 10) is applied against the application's: nothing before 10 is skipped, nothing the new leader
+// does not have is returned.
+TEST_CASE("a truncation found at the prefetch position is applied at the application's position (issue 30)",
+          "[datasafety]") {
+  log_capture logs;
+  log_leader leader(1);
+  leader.edit(before_election);
+  const std::string reset = GENERATE(as<std::string>{}, "earliest", "latest", "none");
+  INFO("auto.offset.reset=" << reset);
+  auto cfg = config_for(leader, reset);
+  cfg.set("max.poll.records", "5");
+  kgroup::Consumer c(cfg);
+  c.assign({t0});
+  c.seek(t0, 0);
+  // Polls as the application does, collecting records and the LogTruncationError raised.
+  std::optional<kgroup::LogTruncationError> raised;
+  auto poll_some = [&](std::size_t want) {
+    std::vector<got> out;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (out.size() < want && !raised && std::chrono::steady_clock::now() < deadline) {
+      try {
+        for (const auto& rec : c.poll(50ms))
+          out.push_back({rec.partition, rec.offset, std::string(rec.value.value_or("")), rec.leader_epoch});
+      } catch (const kgroup::LogTruncationError& e) {
+        raised = e;
+      }
+    }
+    return out;
+  };
+  // The fetcher holds 0-19 before the application has read past 10, so the cut is found with data
+  // of the old leader still queued.
+  auto prefetched = [&] { return partition_metrics(c, t0).high_watermark == 20; };
+
+  SECTION("the application's position below the divergence: the old leader's records up to it, then the new "
+          "leader's; no error, whatever the policy") {
+    const auto first = poll_some(5);
+    REQUIRE(offsets_of(first, 0) == range(0, 4));
+    REQUIRE(eventually(prefetched, 5s));
+    leader.edit(unclean_election);
+    REQUIRE(eventually([&] { return c.metrics().log_truncations_total == 1; }, 10s));
+    const auto after = poll_some(13);
+    CHECK_FALSE(raised);
+    CHECK(offsets_of(after, 0) == range(5, 17));
+    for (const auto& r : after) CHECK(r.value == (r.offset < 10 ? "old-" : "new-") + std::to_string(r.offset));
+    CHECK(c.position(t0) == 18);
+    c.commit_sync();
+    CHECK(leader.commits().back().offset == 18);
+  }
+  SECTION("the application's position past the divergence") {
+    const auto first = poll_some(15);
+    REQUIRE(offsets_of(first, 0) == range(0, 14));
+    leader.edit(unclean_election);
+    REQUIRE(eventually([&] { return c.metrics().log_truncations_total == 1; }, 10s));
+    if (reset != "none") {
+      // Moved back to the divergence (Java's rule): the new leader's records from there, none of
+      // the old leader's 15-19 that were still queued.
+      const auto after = poll_some(8);
+      CHECK(offsets_of(after, 0) == range(10, 17));
+      for (const auto& r : after) CHECK(r.value == "new-" + std::to_string(r.offset));
+      CHECK(c.position(t0) == 18);
+    } else {
+      // Raised with the divergent offset; the position stays (as Java); no record at or past 10 is
+      // returned (neither the old leader's 15-19 still queued nor new data) until the seek.
+      const auto meanwhile = poll_some(1);
+      REQUIRE(raised);
+      CHECK(meanwhile.empty());
+      REQUIRE(raised->divergent_offsets().count(t0) == 1);
+      CHECK(raised->divergent_offsets().at(t0).offset == 10);
+      CHECK(c.position(t0) == 15);
+      for (int i = 0; i < 5; ++i) CHECK(c.poll(50ms).empty());
+      CHECK(c.position(t0) == 15);
+      raised.reset();
+      c.seek(t0, 10);
+      const auto after = poll_some(8);
+      CHECK_FALSE(raised);
+      CHECK(offsets_of(after, 0) == range(10, 17));
+      for (const auto& r : after) CHECK(r.value == "new-" + std::to_string(r.offset));
+    }
+  }
+  c.close(5s);
+}
+
+// Issue 30, item 1: OFFSET_OUT_OF_RANGE at the prefetch position while the application's
+// position is still in the log: a cut at the log's end, not a reset of the application's position.
+TEST_CASE("out of range at the prefetch position with the application's position in the log is no reset (issue 30)",
+          "[datasafety]") {
+  log_capture logs;
+  log_leader leader(1);
+  leader.edit([](log_leader::state s) {
+    s.logs[0].append(20, 0, "old");  // 0-19, no epoch change to validate with
+  });
+  const std::string reset = GENERATE(as<std::string>{}, "earliest", "latest", "none");
+  INFO("auto.offset.reset=" << reset);
+  auto cfg = config_for(leader, reset);
+  cfg.set("max.poll.records", "5");
+  kgroup::Consumer c(cfg);
+  c.assign({t0});
+  c.seek(t0, 0);
+  const auto first = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
+  REQUIRE(offsets_of(first, 0) == range(0, 4));
+  REQUIRE(eventually([&] { return partition_metrics(c, t0).high_watermark == 20; }, 5s));
+  // The log now ends at 12 (12-19 lost; what is below is the same).
+  leader.edit([](log_leader::state s) {
+    auto& p0 = s.logs[0];
+    p0.batches.clear();
+    p0.append(12, 0, "old");
+  });
+  // The application reads on only once the fetcher has met the end (it logs after queuing the cut).
+  REQUIRE(eventually([&] { return logs.has_warning({"t-0", "offset 20 out of range", "ends at offset 12"}); }, 10s));
+  auto after = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 7; });
+  CHECK(offsets_of(after, 0) == range(5, 11));
+  CHECK(c.position(t0) == 12);
+  // Then it grows again: read from its end on.
+  leader.edit([](log_leader::state s) { s.logs[0].append(3, 0, "new"); });
+  const auto more = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 3; });
+  after.insert(after.end(), more.begin(), more.end());
+  CHECK(offsets_of(after, 0) == range(5, 14));
+  for (const auto& r : after) CHECK(r.value == (r.offset < 12 ? "old-" : "new-") + std::to_string(r.offset));
+  CHECK(c.position(t0) == 15);
+  c.close(5s);
+}
+
+// Issue 30, item 7: resume() that reached the fetcher while it validated its (prefetch) position
+// after a leader change was dropped: the fetcher went on from its own position, whose data the
+// application (behind it) cannot use, and the partition fell silent until the next seek.
+TEST_CASE("resume() during a validation after a leader change is not lost (issue 30)", "[datasafety]") {
+  log_leader leader(1);
+  leader.edit(before_election);
+  auto cfg = config_for(leader, "none");
+  cfg.set("max.poll.records", "5");
+  kgroup::Consumer c(cfg);
+  c.assign({t0});
+  c.seek(t0, 0);
+  const auto first = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
+  REQUIRE(offsets_of(first, 0) == range(0, 4));
+  REQUIRE(eventually([&] { return partition_metrics(c, t0).high_watermark == 20; }, 5s));
+  // A leader change: the fetcher's next Fetch (at 20) is fenced, and it validates 20. The answer
+  // takes 500 ms; meanwhile the application pauses (its buffered data is dropped) and resumes.
+  const int validations_before = leader.validations();
+  leader.edit([](log_leader::state s) {
+    s.validation_delay = 500ms;
+    clean_election(s);
+  });
+  REQUIRE(eventually([&] { return leader.validations() > validations_before; }, 10s));
+  c.pause({t0});
+  c.resume({t0});
+  const auto after = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 20; });
+  CHECK(offsets_of(after, 0) == range(5, 24));
   c.close(5s);
 }
 

@@ -70,7 +70,7 @@ TEST_CASE("fetch positions: the transition table", "[fetchpos]") {
       {fs::needs_validation, {fs::validating}},
       {fs::validating, {fs::awaiting_seek}},
       {fs::awaiting_seek, {}},
-      {fs::ready, {}},
+      {fs::ready, {fs::awaiting_seek}},
   };
   for (auto from : all_states) {
     for (auto to : all_states) {
@@ -112,10 +112,10 @@ TEST_CASE("fetch positions: an illegal transition is refused, counted and report
     CHECK(reported[0].find("bug") != std::string::npos);
     CHECK(fp.last_refusal() == reported[0]);
   }
-  SECTION("awaiting_seek from ready") {
-    reach(fp, p, fs::ready);
+  SECTION("awaiting_seek from needs_reset") {
+    reach(fp, p, fs::needs_reset);
     CHECK_FALSE(fp.transition(t0, p, fs::awaiting_seek, "bug"));
-    CHECK(p.state() == fs::ready);
+    CHECK(p.state() == fs::needs_reset);
     CHECK(reported.size() == 1);
   }
   SECTION("a stale OffsetFetch answer cannot put a reset partition back to needs_committed") {
@@ -386,6 +386,35 @@ TEST_CASE("fetch positions: offset out of range resets, forced", "[fetchpos]") {
   }
 }
 
+TEST_CASE("fetch positions: out of range past the log's end is a cut there, not a reset", "[fetchpos]") {
+  SECTION("earliest or latest: fetched from the end, the user thread decides") {
+    for (auto policy : {reset_policy::earliest, reset_policy::latest}) {
+      fetch_positions fp(policy);
+      auto& p = ready_at(fp, 100, 2);
+      CHECK(fp.log_ended(t0, p, 60) == verdict::resumed);
+      CHECK(p.state() == fs::ready);
+      CHECK(p.fetch_pos() == 60);
+      CHECK(p.epoch() == -1);
+      CHECK_FALSE(p.reset_forced());
+      // The application's position was past the end too: the reset policy, forced.
+      CHECK_FALSE(fp.offset_out_of_range(t0, p));
+      CHECK(p.state() == fs::needs_reset);
+      CHECK(p.reset_forced());
+      CHECK(fp.invalid_transitions() == 0);
+    }
+  }
+  SECTION("none: waits at the end for the verdict") {
+    fetch_positions fp(reset_policy::none);
+    auto& p = ready_at(fp, 100, 2);
+    CHECK(fp.log_ended(t0, p, 60) == verdict::awaiting_seek);
+    CHECK(p.state() == fs::awaiting_seek);
+    CHECK(fp.cut_accepted(t0, 60));
+    CHECK(p.state() == fs::ready);
+    CHECK(p.fetch_pos() == 60);
+    CHECK(fp.invalid_transitions() == 0);
+  }
+}
+
 TEST_CASE("fetch positions: a leader change validates a position with an epoch", "[fetchpos]") {
   fetch_positions fp;
   SECTION("with an epoch") {
@@ -457,8 +486,13 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(o.what == verdict::awaiting_seek);
     CHECK_FALSE(o.divergence_unknown);
     CHECK(p.state() == fs::awaiting_seek);
-    CHECK(p.fetch_pos() == 100);  // not moved: the application decides
+    // Waits at the divergence: the user thread decides with the application's position.
+    CHECK(p.fetch_pos() == 80);
+    CHECK(p.epoch() == 1);
     CHECK_FALSE(fp.refetch(t0, 80, 1));
+    fp.resume(t0, 70, 1);
+    CHECK(p.state() == fs::awaiting_seek);
+    CHECK(p.fetch_pos() == 80);
     const auto unknown = [&] {
       fetch_positions g(reset_policy::none);
       auto& q = validating_at(g, 100, 2);
@@ -469,6 +503,26 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     REQUIRE(fp.seek(t0, 80, 1));
     CHECK(p.state() == fs::needs_validation);
     CHECK(fp.invalid_transitions() == 0);
+  }
+  SECTION("auto.offset.reset=none, the application's position at or below the divergence: fetched from it") {
+    fetch_positions fp(reset_policy::none);
+    auto& p = validating_at(fp, 100, 2);
+    REQUIRE(fp.validated(t0, p, 5, 0, 1, 80).what == verdict::awaiting_seek);
+    CHECK_FALSE(fp.cut_accepted(t0, 90));  // not where it waits
+    CHECK(p.state() == fs::awaiting_seek);
+    CHECK(fp.cut_accepted(t0, 80));
+    CHECK(p.state() == fs::ready);
+    CHECK(p.fetch_pos() == 80);
+    CHECK_FALSE(fp.cut_accepted(t0, 80));  // no longer waiting
+    CHECK(fp.invalid_transitions() == 0);
+  }
+  SECTION("auto.offset.reset=none, divergence unknown: waits at the position; no verdict ends it") {
+    fetch_positions fp(reset_policy::none);
+    auto& p = validating_at(fp, 100, 2);
+    REQUIRE(fp.validated(t0, p, 5, 0, -1, -1).what == verdict::awaiting_seek);
+    CHECK(p.fetch_pos() == 100);
+    CHECK_FALSE(fp.cut_accepted(t0, -1));
+    CHECK(p.state() == fs::awaiting_seek);
   }
   SECTION("nothing to validate with, or not answered") {
     fetch_positions fp;
@@ -482,6 +536,38 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     fp.validation_requested(t0, p);
     fp.validation_failed(t0, p);
     CHECK(p.state() == fs::needs_validation);
+  }
+}
+
+TEST_CASE("fetch positions: resume and refetch while a prefetch position is validated validate the user "
+          "thread's position instead",
+          "[fetchpos]") {
+  // Issue 30, item 7: paused at 120 (the application at 95), a leader change sends 120 to
+  // validation; resume() or a refetch after corrupt data must not be dropped, or the fetcher goes
+  // on from 120 and every answer is unusable to the application at 95: the partition falls silent.
+  for (const bool by_resume : {true, false}) {
+    for (const bool in_flight : {true, false}) {
+      INFO((by_resume ? "resume" : "refetch") << ", validation in flight: " << in_flight);
+      fetch_positions fp;
+      auto& p = ready_at(fp, 120, 3);
+      fp.pause(t0);
+      REQUIRE(fp.leader_changed(t0, p));
+      if (in_flight) fp.validation_requested(t0, p);
+      if (by_resume) {
+        fp.resume(t0, 95, 2);
+        CHECK_FALSE(p.paused());
+      } else {
+        CHECK(fp.refetch(t0, 95, 2));
+      }
+      CHECK(p.state() == fs::needs_validation);
+      CHECK(p.fetch_pos() == 95);
+      CHECK(p.epoch() == 2);
+      fp.validation_requested(t0, p);
+      CHECK(fp.validated(t0, p, 4, 0, 2, 200).what == verdict::valid);
+      CHECK(p.state() == fs::ready);
+      CHECK(p.fetch_pos() == 95);
+      CHECK(fp.invalid_transitions() == 0);
+    }
   }
 }
 
@@ -499,6 +585,13 @@ TEST_CASE("fetch positions: seek, refetch, pause and resume", "[fetchpos]") {
   CHECK(p.epoch() == 3);
   fp.resume(t0, -1, -1);  // position unknown on the user thread: kept
   CHECK(p.fetch_pos() == 120);
+  SECTION("needs_validation with the user thread's position unknown: kept") {
+    REQUIRE(fp.leader_changed(t0, p));
+    CHECK_FALSE(fp.refetch(t0, -1, -1));
+    fp.resume(t0, -1, -1);
+    CHECK(p.fetch_pos() == 120);
+    CHECK(p.state() == fs::needs_validation);
+  }
   SECTION("not ready: refetch and resume keep the position") {
     REQUIRE(fp.seek_to(t0, true));
     CHECK_FALSE(fp.refetch(t0, 5, -1));

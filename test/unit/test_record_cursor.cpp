@@ -180,7 +180,91 @@ TEST_CASE("positions: lag counts to the high watermark, or the last stable offse
   CHECK(t.positions() == std::map<TopicPartition, detail::epoch_offset>{{t0, {40, -1}}});
 }
 
+TEST_CASE("positions: a cut below the fetcher's position is applied against the application's", "[positions]") {
+  // Issue 30, item 1: the fetcher validated its prefetch position and found the log diverged at
+  // 10 (epoch 7). Java validates the consumer's own position and only ever moves it back.
+  SECTION("at or below the cut: the position stays") {
+    auto t = owning(t0, 5);
+    CHECK(t.cut(t0, 10, 7, true) == cut_verdict::before);
+    CHECK(t.position(t0) == detail::epoch_offset{5, -1});
+    CHECK(t.cut(t0, 5, 7, true) == cut_verdict::before);
+    CHECK(t.position(t0)->offset == 5);
+  }
+  SECTION("past the cut: moved back to it, or left for the caller (auto.offset.reset=none)") {
+    auto t = owning(t0, 15);
+    CHECK(t.cut(t0, 10, 7, false) == cut_verdict::past);
+    CHECK(t.position(t0)->offset == 15);
+    CHECK(t.cut(t0, 10, 7, true) == cut_verdict::moved_back);
+    CHECK(t.position(t0) == detail::epoch_offset{10, 7});
+  }
+  SECTION("where the log diverged is not known: past") {
+    auto t = owning(t0, 5);
+    CHECK(t.cut(t0, -1, -1, true) == cut_verdict::past);
+    CHECK(t.position(t0)->offset == 5);
+  }
+  SECTION("position unknown: the cut is the position") {
+    position_table t;
+    t.own(t0);
+    CHECK(t.cut(t0, 10, 7, false) == cut_verdict::before);
+    CHECK(t.position(t0) == detail::epoch_offset{10, 7});
+  }
+  SECTION("a user seek in flight, or not owned: ignored") {
+    auto t = owning(t0, 15);
+    t.seek(t0, 3, -1);
+    CHECK(t.cut(t0, 10, 7, true) == cut_verdict::stale);
+    CHECK(t.position(t0)->offset == 3);
+    CHECK(t.cut(t1, 10, 7, true) == cut_verdict::stale);
+    CHECK_FALSE(t.owns(t1));
+  }
+}
+
 // ---- the record cursor -------------------------------------------------------------------------
+
+TEST_CASE("cursor: data fetched before a cut is read up to it; the data after the cut chains on", "[cursor]") {
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  SECTION("limited before it was started (the fetcher marked the queued data)") {
+    auto d = fetched(t0, 0, {{.base = 0, .count = 5}, {.base = 5, .count = 5}, {.base = 10, .count = 5}});
+    d->limit = 8;
+    d->limit_epoch = 7;
+    c.start(d);
+    poll_batch b;
+    CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+    CHECK(offsets(b) == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
+    // The epoch of the record before it (the logs agree below a cut, so it is the cut's epoch in
+    // practice; the test's differ to tell them apart).
+    CHECK(t.position(t0) == detail::epoch_offset{8, 5});
+    CHECK(b.advanced.at(t0) == detail::epoch_offset{8, 5});
+    c.finish();
+    // The new leader's data, fetched from the cut, continues the position.
+    detail::fetched_data next;
+    next.tp = t0;
+    next.fetch_offset = 8;
+    CHECK(t.fit(next) == fetched_fit::usable);
+  }
+  SECTION("cut while it is read (max.poll.records split it)") {
+    c.start(fetched(t0, 0, {{.base = 0, .count = 10}}));
+    poll_batch first;
+    REQUIRE(c.read(first, 3, t) == record_cursor::stop::full);
+    CHECK(offsets(first) == std::vector<std::int64_t>{0, 1, 2});
+    c.cut(t1, 4, 7);  // another partition: nothing
+    c.cut(t0, 6, 7);
+    c.cut(t0, 8, 7);  // a later cut further on does not lift the first
+    poll_batch second;
+    CHECK(c.read(second, 500, t) == record_cursor::stop::exhausted);
+    CHECK(offsets(second) == std::vector<std::int64_t>{3, 4, 5});
+    CHECK(t.position(t0) == detail::epoch_offset{6, 5});
+  }
+  SECTION("the cut in a gap of the data (compaction): the position moves to the cut, no further") {
+    auto d = fetched(t0, 0, {{.base = 0, .count = 2, .last_offset_delta = 3}, {.base = 9, .count = 3}});
+    d->limit = 6;
+    c.start(d);
+    poll_batch b;
+    CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+    CHECK(offsets(b) == std::vector<std::int64_t>{0, 1});
+    CHECK(t.position(t0) == detail::epoch_offset{6, -1});  // moved to the cut: its epoch
+  }
+}
 
 TEST_CASE("cursor: reads batches in order and moves the position past each record", "[cursor]") {
   auto t = owning(t0, 0);
