@@ -396,7 +396,9 @@ bool member::needs_coordinator() const noexcept {
     case member_state::preparing:
       return generation_ >= 0;
     case member_state::leaving:
-      return !leave_sent_ && !member_id_.empty() && !listener_.pending();
+      // While the revoke of unsubscribe()/close() runs, the member heartbeats and the commits in
+      // the callback need the coordinator: one that moved is looked up again (issue 30, item 4).
+      return leaving_heartbeats() || (!leave_sent_ && !member_id_.empty() && !listener_.pending());
     default:
       return false;
   }
@@ -693,6 +695,10 @@ std::optional<time_point> member::next_deadline() const {
                             generation_ >= 0;
   if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_.known()) {
     consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
+  }
+  if (state_ == member_state::leaving && backoff_until_ != time_point{} && coord_.unknown() &&
+      needs_coordinator()) {
+    consider(backoff_until_);  // the next lookup of a coordinator forgotten while leaving
   }
   if (heartbeating) {
     // The next heartbeat is due only when none is in flight and the coordinator is known (else

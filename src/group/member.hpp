@@ -209,7 +209,8 @@ class member {
   void rebalance_in_progress_seen(time_point now);
   /// An OffsetCommit sent with `generation` failed with error `c`: REBALANCE_IN_PROGRESS starts
   /// the rejoin, ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID end the membership as on a heartbeat
-  /// (Java's resetGenerationOnResponseError), FENCED_INSTANCE_ID is fatal. An answer for an older
+  /// (Java's resetGenerationOnResponseError), FENCED_INSTANCE_ID is fatal, NOT_COORDINATOR /
+  /// COORDINATOR_NOT_AVAILABLE forget the coordinator and look it up again. An answer for an older
   /// generation is ignored.
   void commit_failed(time_point now, std::int32_t generation, std::int16_t c);
   /// The partition counts of subscribed topics changed (leader triggers a rebalance).

@@ -309,6 +309,12 @@ void member::commit_failed(time_point now, std::int32_t generation, std::int16_t
     membership_lost(now, "OffsetCommit", c);
   } else if (c == code(kafka_errc::fenced_instance_id)) {
     fatal(make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
+  } else if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
+    // The commit's coordinator moved (as Java's commit path, markCoordinatorUnknown): look it up
+    // again now, so the commit's retry (the facade's) and the heartbeats find the new one, also
+    // while the revoke of unsubscribe()/close() runs (issue 30, item 4).
+    if (coord_.known()) mark_coordinator_unknown(now, kafka_error_name(c).c_str());
+    pump(now);
   } else {
     pump(now);
   }

@@ -312,6 +312,55 @@ TEST_CASE("commit_sync() inside on_partitions_revoked during unsubscribe() commi
   c.close(5s);
 }
 
+TEST_CASE("close() after the coordinator moved: the commit inside on_partitions_revoked reaches the new one",
+          "[contract]") {
+  // Issue 30, item 4: leaving with the revoke pending, the classic member forgot a coordinator that
+  // answered NOT_COORDINATOR and never looked it up again, so the callback's commit_sync() retried
+  // until default.api.timeout.ms and failed: the final offsets were lost.
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("moving", 2);
+  mc.produce("moving", 40);
+  mc.set_coordinator("g-close-moved", 1);
+  auto cfg = group_config(mc, "g-close-moved");
+  cfg.set("enable.auto.commit", "false");
+  // No heartbeat notices the move before close(); the commit is the first request to broker 1.
+  cfg.set("session.timeout.ms", "30000");
+  cfg.set("heartbeat.interval.ms", "10000");
+  cfg.set("default.api.timeout.ms", "10000");  // bounds the old behaviour's retries
+  auto l = std::make_shared<committing_listener>();
+  kgroup::Consumer c(cfg);
+  l->consumer = &c;
+  c.subscribe({"moving"}, l);
+  std::size_t got = 0;
+  REQUIRE(eventually(
+      [&] {
+        got += c.poll(100ms).size();
+        return got == 40;
+      },
+      30s, 1ms));
+  REQUIRE(c.metrics().coordinator == 1);
+  mc.set_coordinator("g-close-moved", 2);
+  // A broker that stopped being the coordinator answers OffsetCommit with NOT_COORDINATOR; the
+  // mock checks that only for heartbeats, so broker 1 is told to (more answers than the commit's
+  // retries until default.api.timeout.ms use).
+  const std::vector<std::pair<std::int16_t, int>> not_coordinator(200, {16, 0});
+  mc.push_broker_request_errors(1, 8, not_coordinator);  // OffsetCommit
+  c.close(30s);
+  {
+    std::lock_guard lock(l->mutex);
+    CHECK(l->revokes == 1);
+    CHECK(l->error.empty());
+  }
+  // The next owner starts where this one stopped.
+  auto reader_cfg = group_config(mc, "g-close-moved");
+  kgroup::Consumer reader(reader_cfg);
+  const auto committed = reader.committed({{"moving", 0}, {"moving", 1}});
+  std::int64_t total = 0;
+  for (const auto& [tp, om] : committed) total += om.offset;
+  CHECK(total == 40);
+  reader.close(5s);
+}
+
 TEST_CASE("position() never runs a listener callback; the revoke waits for the next poll()", "[contract]") {
   // Item 5: position() ran queued listener callbacks (and the auto-commit before a revoke) in the
   // middle of the application's batch.

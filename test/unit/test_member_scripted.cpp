@@ -690,3 +690,132 @@ TEST_CASE("member: a JoinGroup or SyncGroup answer of another protocol type is f
     REQUIRE(h.m.state() == member_state::fatal);
   }
 }
+
+// ================================================================================================
+// The coordinator moves while close()/unsubscribe() runs its revoke (issue 30, item 4)
+// ================================================================================================
+
+namespace {
+
+// close() (or unsubscribe()) of a stable member: returns the revoke the application is running.
+run_listener leave_with_revoke_running(harness& h, bool closing) {
+  h.make_stable(t01);
+  if (closing) {
+    h.m.close(h.now);
+  } else {
+    h.m.unsubscribe(h.now);
+  }
+  auto a = h.take();
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  h.m.listener_started(h.now, r.seq);
+  REQUIRE(h.m.state() == member_state::leaving);
+  return r;
+}
+
+// The revoke returns; the LeaveGroup goes to coordinator `node` and close()/unsubscribe() ends.
+void finish_revoke_and_leave(harness& h, const run_listener& r, bool closing, std::int32_t node) {
+  auto a = h.done(r);
+  REQUIRE(expect<assignment_changed>(a).owned.empty());
+  auto l = expect<send_leave_group>(a);
+  expect_empty(a);
+  CHECK(l.request.member_id == "m1");
+  CHECK(h.m.coordinator() == node);  // the driver sends it there
+  a = h.leave();
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == (closing ? member_state::closed : member_state::unsubscribed));
+}
+
+}  // namespace
+
+TEST_CASE("member: the coordinator is looked up again while close()/unsubscribe()'s revoke runs",
+          "[member][contract]") {
+  // The commits inside the revoke callback (and the auto-commit before it) need a coordinator:
+  // one that moved is found again at once, as the KIP-848 core does, not after the callback.
+  const bool closing = GENERATE(true, false);
+  CAPTURE(closing);
+  harness h;
+  auto r = leave_with_revoke_running(h, closing);
+
+  SECTION("the heartbeat answers NOT_COORDINATOR") {
+    auto a = h.to_deadline();
+    expect<send_heartbeat>(a);
+    expect_empty(a);
+    const auto sent = h.now;
+    expect_empty(h.heartbeat(kafka_errc::not_coordinator));
+    CHECK_FALSE(h.m.coordinator().has_value());
+    CHECK_FALSE(h.m.standing().coordinator.has_value());
+    a = h.to_deadline();  // the backoff
+    CHECK(h.now == sent + 100ms);
+    expect<find_coordinator>(a);
+    expect_empty(a);
+    a = h.found(2);
+    CHECK(h.m.standing().coordinator == 2);  // what the commits in the callback use
+    CHECK(h.m.standing().stable);
+    expect<send_heartbeat>(a);  // the failed heartbeat goes again, to the new coordinator
+    expect_empty(a);
+    expect_empty(h.heartbeat());
+    finish_revoke_and_leave(h, r, closing, 2);
+  }
+  SECTION("the heartbeat fails (connection lost); the first lookup fails too") {
+    auto a = h.to_deadline();
+    expect<send_heartbeat>(a);
+    expect_empty(h.failed());
+    CHECK_FALSE(h.m.coordinator().has_value());
+    a = h.to_deadline();
+    expect<find_coordinator>(a);
+    expect_empty(a);
+    h.m.coordinator_failed(h.now, make_error_code(client_errc::coordinator_not_found));
+    expect_empty(h.take());
+    a = h.to_deadline();  // looked up again after the (longer) backoff
+    expect<find_coordinator>(a);
+    expect_empty(a);
+    a = h.found(3);
+    expect<send_heartbeat>(a);
+    expect_empty(a);
+    expect_empty(h.heartbeat());
+    finish_revoke_and_leave(h, r, closing, 3);
+  }
+  SECTION("a commit inside the callback answers NOT_COORDINATOR") {
+    // No heartbeat is due yet: the commit's answer alone makes the member look again.
+    h.m.commit_failed(h.now, 1, code(kafka_errc::not_coordinator));
+    auto a = h.take();
+    expect<find_coordinator>(a);
+    expect_empty(a);
+    CHECK_FALSE(h.m.standing().coordinator.has_value());
+    a = h.found(2);
+    expect_empty(a);  // the heartbeat is not due yet
+    CHECK(h.m.standing().coordinator == 2);
+    a = h.to_deadline();
+    expect<send_heartbeat>(a);
+    expect_empty(a);
+    expect_empty(h.heartbeat());
+    finish_revoke_and_leave(h, r, closing, 2);
+  }
+}
+
+TEST_CASE("member: a commit answered NOT_COORDINATOR makes a stable member look the coordinator up again",
+          "[member][contract]") {
+  // As Java's commit path does (markCoordinatorUnknown): the next commit goes to the new one.
+  harness h;
+  h.make_stable(t01);
+  const auto e = GENERATE(kafka_errc::not_coordinator, kafka_errc::coordinator_not_available);
+  CAPTURE(code(e));
+  h.m.commit_failed(h.now, 1, code(e));
+  auto a = h.take();
+  expect<find_coordinator>(a);
+  expect_empty(a);
+  CHECK_FALSE(h.m.coordinator().has_value());
+  a = h.found(2);
+  expect_empty(a);
+  CHECK(h.m.coordinator() == 2);
+  a = h.next_heartbeat();
+  expect_empty(a);
+  REQUIRE(h.m.state() == member_state::stable);
+  CHECK(h.m.owned() == t01);
+  // COORDINATOR_LOAD_IN_PROGRESS is no move: the coordinator is kept.
+  h.m.commit_failed(h.now, 1, code(kafka_errc::coordinator_load_in_progress));
+  expect_empty(h.take());
+  CHECK(h.m.coordinator() == 2);
+}
