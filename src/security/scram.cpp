@@ -1,5 +1,6 @@
 #include "security/scram.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -170,9 +171,14 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
     error = "SCRAM: server-first message out of order";
     return false;
   }
-  std::string_view e, r, s, i;
+  std::string_view e, r, s, i, m;
   if (attribute(server_first, 'e', e)) {
     error = "SCRAM: the server refused: " + std::string(e);
+    return false;
+  }
+  if (attribute(server_first, 'm', m)) {
+    // RFC 5802: a mandatory extension the client does not know ends the exchange.
+    error = "SCRAM: the server asks for a mandatory extension (m=) this client does not support";
     return false;
   }
   if (!attribute(server_first, 'r', r) || !attribute(server_first, 's', s) || !attribute(server_first, 'i', i)) {
@@ -197,6 +203,11 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
   if (iterations < min_iterations) {
     error = "SCRAM: the server asks for " + std::to_string(iterations) + " iterations, fewer than " +
             std::to_string(min_iterations);
+    return false;
+  }
+  if (iterations > max_iterations) {
+    error = "SCRAM: the server asks for " + std::to_string(iterations) + " iterations, more than " +
+            std::to_string(max_iterations) + " (Kafka's maximum); refused so the key derivation cannot stall the client";
     return false;
   }
   const EVP_MD* md = md_of(hash_);
@@ -233,7 +244,9 @@ bool scram_client::verify_server_final(std::string_view server_final, std::strin
     return false;
   }
   const bytes server_key = hmac(hash_, salted_password_, "Server Key");
-  if (hmac(hash_, server_key, auth_message_) != signature) {
+  const bytes expected = hmac(hash_, server_key, auth_message_);
+  // Constant time: how much of a guessed signature matched must not show in the timing.
+  if (expected.size() != signature.size() || CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0) {
     error = "SCRAM: the server's signature does not match (it does not know this credential)";
     return false;
   }

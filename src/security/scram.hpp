@@ -41,6 +41,10 @@ class scram_client {
 
   /// The fewest iterations accepted: Kafka's minimum (4096).
   static constexpr std::uint32_t min_iterations = 4096;
+  /// The most iterations accepted: Kafka's maximum (16384; brokers refuse to store more). The count
+  /// comes from the server, and each iteration is an HMAC on the background thread: without a cap
+  /// a hostile server's i=2147483647 froze heartbeats, connections and close() for many minutes.
+  static constexpr std::uint32_t max_iterations = 16384;
 
  private:
   scram_hash hash_;

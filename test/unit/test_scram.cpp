@@ -42,6 +42,25 @@ TEST_CASE("scram: bad server messages are refused with a reason that never shows
     CHECK_FALSE(c.client_final("r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=1", out, error));
     CHECK(error.find("iterations") != std::string::npos);
   }
+  SECTION("more iterations than Kafka's maximum (a hostile server stalling the client)") {
+    // Issue 31, item 1: accepted before, and i=2147483647 ran PBKDF2 for many minutes.
+    for (const char* count : {"16385", "1000000", "2147483647", "4294967295"}) {
+      INFO(count);
+      scram_client c(scram_hash::sha512, "u", "s3cret-pw", "abcdef");
+      c.client_first();
+      CHECK_FALSE(c.client_final(std::string("r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=") + count, out, error));
+      CHECK(error.find("more than 16384") != std::string::npos);
+    }
+    scram_client c(scram_hash::sha512, "u", "s3cret-pw", "abcdef");
+    c.client_first();
+    CHECK(c.client_final("r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=16384", out, error));  // the maximum itself
+  }
+  SECTION("a mandatory extension the client does not know (RFC 5802)") {
+    scram_client c(scram_hash::sha256, "u", "s3cret-pw", "abcdef");
+    c.client_first();
+    CHECK_FALSE(c.client_final("m=ext-x,r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", out, error));
+    CHECK(error.find("mandatory extension") != std::string::npos);
+  }
   SECTION("missing or malformed attributes") {
     for (const char* bad : {"", "r=abcdefXYZ", "r=abcdefXYZ,s=!!!!,i=4096", "r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=x",
                             "e=other-error"}) {
