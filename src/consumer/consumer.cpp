@@ -89,8 +89,18 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   read_committed_ = fo.isolation_level == 1;
   max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
   max_poll_interval_ = mo.max_poll_interval;
-  cursor_ =
-      data::record_cursor({.read_committed = read_committed_, .verify_crc = config_.get_bool("check.crcs")});
+  {
+    // The bounds on what a Fetch answer can make poll() hold (issue 31; DESIGN.md, "What a peer
+    // can cost"): a batch decompresses to at most what one fetch may carry (never below 16 MiB, so
+    // a small fetch.max.bytes does not refuse ordinary compressed batches); one poll() holds up to
+    // fetch.max.bytes, its first record whatever it costs within that bound.
+    const auto fetch_max = static_cast<std::size_t>(config_.get_int("fetch.max.bytes"));
+    const auto partition_max = static_cast<std::size_t>(config_.get_int("max.partition.fetch.bytes"));
+    cursor_ = data::record_cursor({.read_committed = read_committed_,
+                                   .verify_crc = config_.get_bool("check.crcs"),
+                                   .max_batch_bytes = std::max({fetch_max, partition_max, std::size_t{16} << 20}),
+                                   .poll_bytes = fetch_max});
+  }
   fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
   // Background thread, like the driver it reaches (created below, before any commit).
   fo.commit_error = [this](std::int32_t generation, std::int16_t c) {

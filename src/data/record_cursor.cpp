@@ -44,6 +44,7 @@ ConsumerRecord make_record(const TopicPartition& tp, const protocol::record_batc
 void record_cursor::start(std::shared_ptr<detail::fetched_data> data) {
   protocol::decode_options decode;
   decode.verify_crc = opts_.verify_crc;
+  decode.max_decompressed_batch_bytes = opts_.max_batch_bytes;
   protocol::batch_reader batches(data->records, decode);
   cur_.emplace(state{std::move(data), std::move(batches), {}, {}, false, nullptr, {}});
   if (opts_.read_committed) cur_->aborted = fetch::aborted_filter(cur_->data->aborted);
@@ -71,11 +72,13 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
   // compare topic strings and took about a tenth of a consumer's CPU (kgroup-bench-consume).
   partition_position* pos = table.find(c.data->tp);
   if (!pos) return stop::not_owned;
-  out.owners.push_back(c.data);
-  // A compressed batch the previous poll() left half-read: the records returned now view its
-  // decompressed buffer too, and the cursor lets go of that buffer at its next batch, so this
-  // poll's records must own it as well (without this they pointed into freed memory).
-  if (c.in_batch && c.batch_owner) out.owners.push_back(c.batch_owner);
+  // What the records returned now keep alive, pinned (and counted in out.held) by the first record
+  // that needs it: the fetched data (their topic, and the bytes of uncompressed batches) and the
+  // decompressed buffer of each compressed batch they come from, also one the previous poll()
+  // left half-read (the cursor lets go of it at its next batch; without this its records pointed
+  // into freed memory). A batch read only to be skipped is never pinned.
+  bool data_pinned = false;
+  const void* pinned_batch = nullptr;
   detail::epoch_offset* advanced = nullptr;  // out.advanced[tp], created at the first advance
   auto advance_to = [&](std::int64_t position, std::int32_t epoch) {
     pos->position = position;
@@ -109,7 +112,6 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       c.in_batch = true;
       c.records = c.batch.records();
       c.batch_owner = c.batch.decompressed_owner();
-      if (c.batch_owner) out.owners.push_back(c.batch_owner);
       const auto& h = c.batch.header();
       bool skip = h.last_offset() < pos->position;
       if (opts_.read_committed) {
@@ -126,6 +128,7 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       }
     }
     protocol::record r;
+    const protocol::record_iterator before = c.records;  // to give the record back (budget)
     if (!c.records.next(r)) {
       if (c.records.error()) return fail(c.records.error(), "record");
       // The next position is past the batch's last offset, also when compaction removed its
@@ -137,6 +140,27 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
     }
     if (r.offset < pos->position) continue;
     if (r.offset >= limit) return at_limit();
+    // What this record costs the poll. Its decoded headers are bounded on their own: a record of
+    // empty headers takes two bytes per header on the wire and sizeof(Header) decoded.
+    const std::size_t header_bytes = std::size_t{r.headers.size()} * sizeof(Header);
+    if (header_bytes > opts_.max_batch_bytes)
+      return fail(make_error_code(protocol::codec_errc::oversized), "record (its headers)");
+    const bool pin_batch = c.batch_owner && pinned_batch != c.batch_owner.get();
+    const std::size_t cost = sizeof(ConsumerRecord) + header_bytes + (data_pinned ? 0 : c.data->bytes) +
+                             (pin_batch ? c.batch.decompressed_size() : 0);
+    if (!out.records.empty() && cost > opts_.poll_bytes - std::min(opts_.poll_bytes, out.held)) {
+      c.records = before;  // read again by the next poll()
+      return stop::full;
+    }
+    out.held += cost;
+    if (!data_pinned) {
+      out.owners.push_back(c.data);
+      data_pinned = true;
+    }
+    if (pin_batch) {
+      out.owners.push_back(c.batch_owner);
+      pinned_batch = c.batch_owner.get();
+    }
     // Reserved at the first record, not per poll(): most polls of an idle consumer return nothing.
     if (out.records.capacity() == 0) out.records.reserve(std::min<std::size_t>(max_records, 1024));
     out.records.push_back(make_record(c.data->tp, c.batch.header(), r));

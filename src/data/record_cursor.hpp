@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,11 +23,14 @@
 namespace kgroup::data {
 
 /// What one poll() collects: the records, what keeps their bytes alive, and the positions they
-/// advanced (auto-commit commits those from the next poll() on).
+/// advanced (auto-commit commits those from the next poll() on). `held`: the bytes these records
+/// keep alive (fetched data and decompressed batches they view, the records and their headers),
+/// checked against record_cursor::options::poll_bytes.
 struct poll_batch {
   std::vector<ConsumerRecord> records;
   std::vector<std::shared_ptr<const void>> owners;
   std::map<TopicPartition, detail::epoch_offset> advanced;
+  std::size_t held = 0;
 };
 
 class record_cursor {
@@ -34,6 +38,14 @@ class record_cursor {
   struct options {
     bool read_committed = false;  // isolation.level=read_committed: aborted records skipped
     bool verify_crc = true;       // check.crcs
+    /// Most bytes one compressed batch may decompress to, and most bytes one record's decoded
+    /// headers may take (a record of empty headers costs ~20x its wire size as Header values).
+    /// More is corrupt data (stop::corrupt): a peer's few kilobytes must not cost gigabytes.
+    std::size_t max_batch_bytes = 64 * 1024 * 1024;
+    /// What one poll() may hold (poll_batch::held): past it the read stops with stop::full, and
+    /// the next poll() goes on. Like Java's fetch.max.bytes, not absolute: a poll's first record
+    /// is returned whatever it costs (within max_batch_bytes), so every record can be read.
+    std::size_t poll_bytes = std::numeric_limits<std::size_t>::max();
   };
   explicit record_cursor(options opts) : opts_(opts) {}
 
@@ -51,7 +63,7 @@ class record_cursor {
   std::size_t finish();
 
   enum class stop {
-    full,       // `out` holds `max_records` records; the data may hold more
+    full,       // `out` holds `max_records` records or its byte budget; the data may hold more
     exhausted,  // the data is read to its end (finish() it and start the next)
     not_owned,  // the partition is gone from the position table
     corrupt,    // corrupt data at the position; error() says what

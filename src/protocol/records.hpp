@@ -186,7 +186,7 @@ std::optional<control_record_key> parse_control_record_key(const nullable_byte_v
 /// Decoder limits and checks.
 struct decode_options {
   /// Most bytes one compressed batch may decompress to; more is codec_errc::decompression_bound.
-  /// The data path should derive it from its fetch size configuration.
+  /// The data path derives it from its fetch size configuration (record_cursor::options).
   std::size_t max_decompressed_batch_bytes = 64 * 1024 * 1024;
   /// Verify batch and message checksums (Java's check.crcs). Disable only for trusted data.
   bool verify_crc = true;
@@ -242,6 +242,8 @@ class record_batch {
   /// The decompressed buffer of a compressed batch (nullptr otherwise): holding it keeps the
   /// views of this batch's records valid after the batch object is gone.
   std::shared_ptr<const void> decompressed_owner() const noexcept { return decompressed_; }
+  /// The bytes of that buffer (0 for an uncompressed batch).
+  std::size_t decompressed_size() const noexcept { return decompressed_ ? decompressed_->size() : 0; }
 
  private:
   friend class batch_reader;

@@ -303,6 +303,100 @@ TEST_CASE("cursor: max.poll.records splits a batch across polls, keeping its buf
   CHECK(second.owners.size() >= 2);
 }
 
+// Issue 31, item 2: what one poll() holds is bounded by poll_bytes (fetch.max.bytes); the record
+// that would pass it is given back and read by the next poll(), and the first record of a poll
+// is always returned so no record is ever stuck.
+TEST_CASE("cursor: a poll stops at its byte budget and the next one goes on, none lost", "[cursor]") {
+  auto t = owning(t0, 0);
+  auto d = fetched(t0, 0, {{.base = 0, .count = 3, .codec = proto::compression::lz4},
+                           {.base = 3, .count = 3, .codec = proto::compression::lz4}});
+  // The data, one decompressed batch (three short records, under 64 bytes) and two records fit; a
+  // third record does not.
+  static_assert(sizeof(ConsumerRecord) > 64);
+  const std::size_t budget = d->bytes + 64 + 2 * sizeof(ConsumerRecord);
+  record_cursor c({.poll_bytes = budget});
+  c.start(d);
+  std::vector<std::int64_t> all;
+  std::size_t polls = 0;
+  for (auto stop = record_cursor::stop::full; stop == record_cursor::stop::full; ++polls) {
+    poll_batch b;
+    stop = c.read(b, 500, t);
+    CHECK_FALSE(b.records.empty());
+    CHECK(b.records.size() <= 2);
+    CHECK((b.held <= budget || b.records.size() == 1));
+    for (const auto& r : b.records) CHECK(r.value == "v" + std::to_string(r.offset));
+    const auto o = offsets(b);
+    all.insert(all.end(), o.begin(), o.end());
+  }
+  CHECK(all == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(polls >= 3);
+  CHECK(t.position(t0)->offset == 6);
+  SECTION("a budget of nothing still returns one record per poll") {
+    auto t2 = owning(t0, 0);
+    record_cursor one({.poll_bytes = 0});
+    one.start(fetched(t0, 0, {{.base = 0, .count = 2}}));
+    poll_batch first, second;
+    CHECK(one.read(first, 500, t2) == record_cursor::stop::full);
+    CHECK(offsets(first) == std::vector<std::int64_t>{0});
+    CHECK(one.read(second, 500, t2) != record_cursor::stop::corrupt);
+    CHECK(offsets(second) == std::vector<std::int64_t>{1});
+  }
+}
+
+TEST_CASE("cursor: a batch read only to be skipped is not held by the poll's records", "[cursor]") {
+  auto t = owning(t0, 3);
+  record_cursor c({});
+  // 0-2 (compressed) lie before the position: decompressed, skipped, never pinned.
+  c.start(fetched(t0, 3, {{.base = 0, .count = 3, .codec = proto::compression::lz4}, {.base = 3, .count = 2}}));
+  poll_batch b;
+  CHECK(c.read(b, 500, t) == record_cursor::stop::exhausted);
+  CHECK(offsets(b) == std::vector<std::int64_t>{3, 4});
+  CHECK(b.owners.size() == 1);  // the fetched data only
+}
+
+TEST_CASE("cursor: a compressed batch above max_batch_bytes, or a record whose headers would, is corrupt data",
+          "[cursor]") {
+  SECTION("the batch") {
+    auto t = owning(t0, 0);
+    record_cursor c({.max_batch_bytes = 8});
+    c.start(fetched(t0, 0, {{.base = 0, .count = 3, .codec = proto::compression::lz4}}));
+    poll_batch b;
+    CHECK(c.read(b, 500, t) == record_cursor::stop::corrupt);
+    // Refused for its declared count before decompression, or while decompressing.
+    CHECK((c.error() == make_error_code(proto::codec_errc::decompression_bound) ||
+           c.error() == make_error_code(proto::codec_errc::oversized)));
+    CHECK(b.records.empty());
+    CHECK(t.position(t0)->offset == 0);
+  }
+  SECTION("the headers") {
+    std::vector<proto::header_input> headers(64, proto::header_input{"", std::nullopt});
+    const proto::record_input rec{std::nullopt, std::nullopt, 1, headers, {}};
+    auto frame = std::make_shared<proto::bytes>();
+    proto::batch_encode_options o;
+    o.base_offset = 0;
+    REQUIRE_FALSE(proto::encode_record_batch(std::span(&rec, 1), o, *frame));
+    auto d = std::make_shared<detail::fetched_data>();
+    d->tp = t0;
+    d->records = *frame;
+    d->frame = frame;
+    d->bytes = frame->size();
+    auto t = owning(t0, 0);
+    // 64 headers take 128 bytes on the wire and 64 x sizeof(Header) decoded.
+    record_cursor refused({.max_batch_bytes = 63 * sizeof(Header)});
+    refused.start(d);
+    poll_batch b;
+    CHECK(refused.read(b, 500, t) == record_cursor::stop::corrupt);
+    CHECK(refused.error() == make_error_code(proto::codec_errc::oversized));
+    CHECK(b.records.empty());
+    record_cursor taken({.max_batch_bytes = 64 * sizeof(Header)});
+    taken.start(d);
+    poll_batch ok;
+    CHECK(taken.read(ok, 500, t) == record_cursor::stop::exhausted);
+    REQUIRE(ok.records.size() == 1);
+    CHECK(ok.records[0].headers.size() == 64);
+  }
+}
+
 TEST_CASE("cursor: records before the position are skipped, batches before it too", "[cursor]") {
   auto t = owning(t0, 4);
   record_cursor c({});
