@@ -147,6 +147,10 @@ struct KGROUP_EXPORT ConsumerMetrics {
   // does), logged once per broker and API. Non-zero means a broker (or proxy) writes more than
   // the protocol defines.
   std::int64_t responses_with_trailing_bytes_total = 0;
+  // Responses dropped whole because they named a topic, partition, group or key their request
+  // did not ask for (a broker writing a field too wide shifts every later entry): never applied,
+  // the request is retried. Logged once per broker and API.
+  std::int64_t responses_mismatched_total = 0;
   // SASL: authentications completed, re-authentications (KIP-368), and connections ended for good
   // because a broker refused the credentials or its TLS certificate was not trusted.
   std::int64_t authentications_total = 0;

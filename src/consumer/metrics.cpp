@@ -113,6 +113,8 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   if (m.wire) {
     out.responses_with_trailing_bytes_total =
         static_cast<std::int64_t>(m.wire->responses_with_trailing_bytes.load(std::memory_order_relaxed));
+    out.responses_mismatched_total =
+        static_cast<std::int64_t>(m.wire->responses_mismatched.load(std::memory_order_relaxed));
     out.authentications_total = static_cast<std::int64_t>(m.wire->authentications.load(std::memory_order_relaxed));
     out.reauthentications_total =
         static_cast<std::int64_t>(m.wire->reauthentications.load(std::memory_order_relaxed));

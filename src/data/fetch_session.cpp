@@ -98,6 +98,7 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
     logger()->warn("broker {}: a Fetch response without an outstanding request; ignored", node_);
     out.unknown_partitions = 0;
     for (const auto& t : r.responses) out.unknown_partitions += t.partitions.size();
+    out.first_unknown = "any (no request outstanding)";
     reset(false, "unexpected response");
     return out;
   }
@@ -147,7 +148,7 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
     auto it = by_id.find(std::string(id.bytes.begin(), id.bytes.end()));
     return it == by_id.end() ? nullptr : &it->second;
   };
-  std::string first_unknown;
+  std::string& first_unknown = out.first_unknown;
   for (const auto& t : r.responses) {
     const std::string* topic = &t.topic;
     if (t.topic.empty() && !t.topic_id.is_zero()) topic = resolve(t.topic_id);
@@ -166,8 +167,9 @@ fetch_session::response_result fetch_session::on_response(const protocol::fetch_
   if (out.unknown_partitions > 0) {
     logger()->warn(
         "broker {}: Fetch response names {} partition(s) this fetch session does not hold (first: {}); "
-        "ignored",
+        "the answer is dropped",
         node_, out.unknown_partitions, first_unknown);
+    out.partitions.clear();  // none of its entries can be trusted (protocol/answer_check.hpp)
     if (!pending_sessionless_) reset(false, "response names partitions outside the session");
   }
   return out;

@@ -82,6 +82,7 @@ class fetch_session {
     std::vector<std::pair<TopicPartition, const partition_data*>> partitions;
     /// Partitions named by the response but unknown to the session (ignored; logged).
     std::size_t unknown_partitions = 0;
+    std::string first_unknown;  // "topic-partition" of the first of them
   };
   /// Applies the answer to the last fill(). The pointers in the result point into `r`.
   response_result on_response(const protocol::fetch_response& r);

@@ -308,8 +308,16 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     retry_after_metadata();
     return;
   }
-  // Partitions the answer names but the request did not cover are dropped (and logged) here.
+  // An answer naming partitions outside the session is dropped whole (logged there, counted
+  // here); the session starts over, so its partitions are asked again in full.
   const auto result = session(node).on_response(r);
+  if (result.unknown_partitions > 0) {
+    if (auto conn = cluster_->broker(node)) {
+      conn->note_mismatch(protocol::fetch_request::api_key, protocol::fetch_response::name, -1, "partition " + result.first_unknown);
+    }
+    schedule_retry();
+    return;
+  }
   if (result.error_code != 0) {
     logger()->debug("fetch from broker {} failed: {}", node, kafka_error_name(result.error_code));
     const auto code = static_cast<kafka_errc>(result.error_code);

@@ -260,6 +260,9 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
             "Broker responses that decoded completely with bytes left after their last field (accepted).",
             n(m.responses_with_trailing_bytes_total));
+  p.counter("kgroup_consumer_responses_mismatched_total",
+            "Broker responses dropped because they named what their request did not ask for (never applied).",
+            n(m.responses_mismatched_total));
   p.counter("kgroup_consumer_authentications_total", "SASL authentications completed on broker connections.",
             n(m.authentications_total));
   p.counter("kgroup_consumer_reauthentications_total", "SASL re-authentications (KIP-368) on live connections.",
@@ -321,6 +324,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
                           {"heartbeat_total", m.heartbeat_total},
                           {"last_heartbeat_seconds_ago", m.last_heartbeat_seconds_ago},
                           {"responses_with_trailing_bytes_total", m.responses_with_trailing_bytes_total},
+                          {"responses_mismatched_total", m.responses_mismatched_total},
                           {"authentications_total", m.authentications_total},
                           {"reauthentications_total", m.reauthentications_total},
                           {"authentication_failures_total", m.authentication_failures_total},

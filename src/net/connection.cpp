@@ -77,6 +77,16 @@ void connection::note_trailing_bytes(std::int16_t api_key, const char* api, std:
   }
 }
 
+void connection::note_mismatch(std::int16_t api_key, const char* api, std::int16_t version, const std::string& what) {
+  if (opts_.wire) ++opts_.wire->responses_mismatched;
+  if (!opts_.wire || opts_.wire->first_mismatch(node_id_, api_key)) {
+    logger()->warn(
+        "broker {} ({}:{}): {}{} names {}; the answer is dropped and the request failed "
+        "(logged once per broker and API, counted in responses_mismatched_total)",
+        node_id_, host_, port_, api, version >= 0 ? " v" + std::to_string(version) : std::string(), what);
+  }
+}
+
 const char* connection::to_string(state s) noexcept {
   switch (s) {
     case state::idle:

@@ -28,6 +28,7 @@
 #include "net/security.hpp"
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
+#include "protocol/answer_check.hpp"
 #include "runtime/wire_stats.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
@@ -135,6 +136,9 @@ class connection : public std::enable_shared_from_this<connection> {
   static const char* to_string(state s) noexcept;
   /// A response of `api` had `count` bytes after its last field (see send_adjusted).
   void note_trailing_bytes(std::int16_t api_key, const char* api, std::int16_t version, std::size_t count);
+  /// A response of `api` named `what`, which its request did not ask for: dropped (see send_now).
+  /// `version` -1: not known to the caller.
+  void note_mismatch(std::int16_t api_key, const char* api, std::int16_t version, const std::string& what);
   static void logger_mismatch(const std::string& what);
 
  private:
@@ -241,14 +245,16 @@ void connection::send_now(Request req, Adjust adjust, Handler done, std::chrono:
   }
   if (max_version >= Request::lowest_version && version > max_version) version = max_version;
   adjust(req, version);
+  // Kept until the answer arrives, to check the answer against it (protocol/answer_check.hpp).
+  auto sent = std::make_shared<const Request>(std::move(req));
   send_raw(
       Request::api_key, version,
-      [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
-        return protocol::encode_request(req, version, corr, cid, out);
+      [sent, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
+        return protocol::encode_request(*sent, version, corr, cid, out);
       },
       response_header_flexible<Request>(version),
-      [self = shared_from_this(), done = std::move(done), version](std::error_code ec,
-                                                                   const response_frame& f) mutable -> std::error_code {
+      [self = shared_from_this(), done = std::move(done), version, sent](
+          std::error_code ec, const response_frame& f) mutable -> std::error_code {
         response resp;
         if (ec) {
           done(ec, resp, f);
@@ -262,6 +268,13 @@ void connection::send_now(Request req, Adjust adjust, Handler done, std::chrono:
           return dec;
         }
         if (trailing != 0) self->note_trailing_bytes(Request::api_key, response::name, version, trailing);
+        // An answer about what was not asked is dropped whole, the request failed as for an
+        // undecodable answer; the connection stays (its framing and correlation were right).
+        if (const auto what = protocol::unasked(*sent, resp); !what.empty()) {
+          self->note_mismatch(Request::api_key, response::name, version, what);
+          done(make_error_code(client_errc::protocol_violation), response{}, response_frame{});
+          return {};
+        }
         done(std::error_code{}, resp, f);
         return {};
       },

@@ -14,6 +14,10 @@ struct wire_stats {
   /// Responses that decoded completely and had bytes left after their last field. Accepted, as
   /// Java's and librdkafka's readers stop after the last field; logged once per broker and API.
   std::atomic<std::uint64_t> responses_with_trailing_bytes{0};
+  /// Responses dropped whole because they named what their request did not ask for (a topic,
+  /// partition, group or key): none of their entries can be trusted (protocol/answer_check.hpp).
+  /// Logged once per broker and API.
+  std::atomic<std::uint64_t> responses_mismatched{0};
   /// SASL authentications completed, re-authentications (KIP-368), and connections that ended
   /// for good because credentials were refused or the TLS peer was not trusted.
   std::atomic<std::uint64_t> authentications{0};
@@ -25,10 +29,16 @@ struct wire_stats {
     std::lock_guard lock(mutex_);
     return logged_.emplace(node, api_key).second;
   }
+  /// The same for a mismatched response.
+  bool first_mismatch(std::int32_t node, std::int16_t api_key) {
+    std::lock_guard lock(mutex_);
+    return mismatch_logged_.emplace(node, api_key).second;
+  }
 
  private:
   std::mutex mutex_;
   std::set<std::pair<std::int32_t, std::int16_t>> logged_;
+  std::set<std::pair<std::int32_t, std::int16_t>> mismatch_logged_;
 };
 
 }  // namespace kgroup::net

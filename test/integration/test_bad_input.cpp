@@ -733,3 +733,53 @@ TEST_CASE("as leader, a member whose subscription is malformed gets no partition
   CHECK(logs.has_error({"member 'bad-version' sent an unreadable subscription"}));
   CHECK(logs.has_error({"member 'bad-cut' sent an unreadable subscription"}));
 }
+
+// Issue 31, item 7: librdkafka 2.0.2's mock writes a ListOffsets v4/v5 partition's leader epoch as
+// an int64. A two-partition answer then decodes "cleanly": the first partition right, the second
+// from shifted bytes (partition -1, garbage offsets), 8 trailing bytes. The old code applied
+// what it could read of such an answer; an answer about what was not asked is dropped whole,
+// counted, and the request asked again.
+TEST_CASE("a ListOffsets answer naming a partition not asked for is dropped whole, counted, and asked again",
+          "[badinput]") {
+  std::atomic<int> answers{0};
+  auto versions = fake_broker::default_versions();
+  for (auto& v : versions) {
+    if (v.api_key == kgroup::protocol::list_offsets_request::api_key) v.max_version = 4;
+  }
+  fake_broker fb(
+      [&](const request& r) -> std::optional<reply> {
+        if (r.api_key != kgroup::protocol::list_offsets_request::api_key) return std::nullopt;
+        kgroup::protocol::list_offsets_request req;
+        if (!r.decode(req)) return std::nullopt;
+        const int n = ++answers;
+        bytes body;
+        kgroup::protocol::writer w(body);
+        w.write_int32(0);  // throttle
+        w.write_int32(static_cast<std::int32_t>(req.topics.size()));
+        for (const auto& t : req.topics) {
+          w.write_string(t.name, false);
+          w.write_int32(static_cast<std::int32_t>(t.partitions.size()));
+          for (const auto& p : t.partitions) {
+            w.write_int32(p.partition_index);
+            w.write_int16(0);
+            w.write_int64(-1);                                    // timestamp
+            w.write_int64(n == 1 ? 900 + p.partition_index : 10 + p.partition_index);  // offset
+            if (n == 1)
+              w.write_int64(-1);  // the mock's int64 leader epoch
+            else
+              w.write_int32(-1);
+          }
+        }
+        return reply{fake_broker::frame_with_header(r, body)};
+      },
+      {{"t", 2}}, versions);
+  kgroup::Config cfg{{"bootstrap.servers", fb.bootstrap()}, {"retry.backoff.ms", "20"}};
+  kgroup::Consumer c(cfg);
+  const auto offsets = c.beginning_offsets({{"t", 0}, {"t", 1}}, 10s);
+  // Before: {t-0: 900 (read from the misaligned answer), t-1: 11}.
+  CHECK(offsets == std::map<kgroup::TopicPartition, std::int64_t>{{{"t", 0}, 10}, {{"t", 1}, 11}});
+  CHECK(answers.load() == 2);
+  const auto m = c.metrics();
+  CHECK(m.responses_mismatched_total == 1);
+  c.close();
+}

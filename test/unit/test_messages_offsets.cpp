@@ -608,3 +608,87 @@ TEST_CASE("schema defaults", "[codec]") {
                byte_builder{}.i32(0).i32(-1).i32(0).i32(-1).null_str().out);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 31, item 7: an answer naming what its request did not ask for is dropped whole
+// (protocol/answer_check.hpp, checked by the connection for every API).
+
+#include "protocol/answer_check.hpp"
+
+TEST_CASE("answer check: entries not asked for, or named twice, are found for every API that lists them",
+          "[codec][answer_check]") {
+  list_offsets_request lo;
+  lo.topics = {{"t", {{0, -1, -2, 1}, {1, -1, -2, 1}}}};
+  list_offsets_response lr;
+  lr.topics = {{"t", {{0, 0, {}, -1, 5, 0}, {1, 0, {}, -1, 7, 0}}}};
+  CHECK(unasked(lo, lr).empty());
+  lr.topics[0].partitions.pop_back();
+  CHECK(unasked(lo, lr).empty());  // fewer is an answer the caller asks again for
+  lr.topics[0].partitions.push_back({-1, 0, {}, -1, 123456789, 0});  // librdkafka 2.0.2's misread second partition
+  CHECK(unasked(lo, lr) == "partition t--1 (not asked, or named twice)");
+  lr.topics[0].partitions.back().partition_index = 0;  // a duplicate
+  CHECK_FALSE(unasked(lo, lr).empty());
+  lr.topics = {{"u", {{0, 0, {}, -1, 5, 0}}}};
+  CHECK_FALSE(unasked(lo, lr).empty());
+
+  offset_for_leader_epoch_request oe;
+  oe.topics = {{"t", {{3, 1, 1}}}};
+  offset_for_leader_epoch_response oer;
+  oer.topics = {{"t", {{0, 3, 1, 10}}}};
+  CHECK(unasked(oe, oer).empty());
+  oer.topics[0].partitions[0].partition = 4;
+  CHECK_FALSE(unasked(oe, oer).empty());
+
+  offset_commit_request oc;
+  oc.topics = {{"t", {{0, 10, -1, -1, ""}}}};
+  offset_commit_response ocr;
+  ocr.topics = {{"t", {{0, 0}}}};
+  CHECK(unasked(oc, ocr).empty());
+  ocr.topics[0].partitions.push_back({2, 0});
+  CHECK_FALSE(unasked(oc, ocr).empty());
+
+  offset_fetch_request of;
+  of.topics = std::vector<offset_fetch_request::offset_fetch_request_topic>{{"t", {0}}};
+  offset_fetch_response ofr;
+  ofr.topics = {{"t", {{0, 5, -1, "", 0}}}};
+  CHECK(unasked(of, ofr).empty());
+  ofr.topics[0].partitions[0].partition_index = 9;
+  CHECK_FALSE(unasked(of, ofr).empty());
+  offset_fetch_request of8;
+  of8.topics->clear();
+  of8.groups = {{"g", std::nullopt, -1, std::vector<offset_fetch_request::offset_fetch_request_group::offset_fetch_request_topics>{{"t", {0}}}}};
+  offset_fetch_response of8r;
+  of8r.groups = {{"g", {{"t", {{0, 5, -1, "", 0}}}}, 0}};
+  CHECK(unasked(of8, of8r).empty());
+  of8r.groups[0].group_id = "other";
+  CHECK(unasked(of8, of8r) == "group other (not asked, or named twice)");
+  of8r.groups[0].group_id = "g";
+  of8r.groups[0].topics[0].partitions[0].partition_index = 1;
+  CHECK_FALSE(unasked(of8, of8r).empty());
+  offset_fetch_request all;
+  all.topics = std::nullopt;  // every committed offset of the group
+  CHECK(unasked(all, ofr).empty());
+
+  find_coordinator_request fc;
+  fc.coordinator_keys = {"g"};
+  find_coordinator_response fcr;
+  fcr.coordinators.emplace_back().key = "g";
+  CHECK(unasked(fc, fcr).empty());
+  fcr.coordinators.emplace_back().key = "g";
+  CHECK_FALSE(unasked(fc, fcr).empty());
+
+  describe_groups_request dg;
+  dg.groups = {"g"};
+  describe_groups_response dgr;
+  dgr.groups.emplace_back().group_id = "h";
+  CHECK_FALSE(unasked(dg, dgr).empty());
+
+  consumer_group_describe_request cg;
+  cg.group_ids = {"g"};
+  consumer_group_describe_response cgr;
+  cgr.groups.emplace_back().group_id = "g";
+  CHECK(unasked(cg, cgr).empty());
+
+  // APIs whose answers list nothing of the request's always match.
+  CHECK(unasked(heartbeat_request{}, heartbeat_response{}).empty());
+}
