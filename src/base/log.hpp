@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -48,7 +49,14 @@ LogLevel log_level_from_name(std::string_view name) noexcept;
 // The calling thread's scope sink, else the default.
 sink_ref current_sink() noexcept;
 
-// Formats and delivers one line; whatever formatting or the sink throws is dropped (a log line
+// `text` with what could forge a log line or drive a terminal escaped as \xNN: C0 and C1 control
+// characters, DEL, bytes that are not valid UTF-8, and the Unicode line separators and bidi
+// overrides. Printable ASCII and other valid UTF-8 stay as they are. For strings a peer controls
+// (a broker's error message, another member's id) that go into errors; every log line gets it
+// in emit().
+std::string escape_nonprintable(std::string_view text);
+
+// Formats and delivers one line (escaped as by escape_nonprintable); whatever formatting or the sink throws is dropped (a log line
 // must never break the code that logs it).
 void emit(LogSink& sink, LogLevel level, fmt::string_view format, fmt::format_args args) noexcept;
 

@@ -162,7 +162,8 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     if (dec || !bad.empty()) {
       const std::string why =
           dec ? "malformed assignment from the group leader: " + dec.message()
-              : "the group leader assigned topic '" + bad + "', which this member did not subscribe to";
+              : "the group leader assigned topic '" + detail::escape_nonprintable(bad) +
+                    "', which this member did not subscribe to";
       logger()->error("group '{}': {}; rejecting it and rejoining", opts_.group_id, why);
       actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
       transition(member_state::joining, "assignment rejected");

@@ -158,3 +158,21 @@ TEST_CASE("the stderr sink: its level, and lines below it are dropped", "[log]")
   CHECK_FALSE(kgroup::logger()->should_log(LogLevel::warn));
   CHECK(kgroup::logger()->should_log(LogLevel::error));
 }
+
+// Issue 31, lower items: strings a peer controls (a broker's error message, a member id, a
+// client id) reach the sink with their control characters escaped, so a peer cannot forge log
+// lines or send terminal escapes; printable UTF-8 stays as it is.
+TEST_CASE("log lines: control characters and invalid UTF-8 are escaped before the sink", "[log]") {
+  recording_sink sink;
+  kgroup::detail::log_scope scope(&sink);
+  const std::string peer = "member-1\n[2024-01-01 00:00:00.000] [kgroup] [error] forged\r\x1b[31mred\x7f";
+  kgroup::logger()->warn("member '{}' left", peer);
+  kgroup::logger()->info("caf\xc3\xa9 {} end", std::string("\xff\xc3"));
+  REQUIRE(sink.lines.size() == 2);
+  const std::string& line = sink.lines[0].second;
+  INFO(line);
+  for (const char c : line) CHECK(static_cast<unsigned char>(c) >= 0x20);
+  CHECK(line.find("member-1\\x0a[2024") != std::string::npos);
+  CHECK(line.find("\\x1b[31mred\\x7f") != std::string::npos);
+  CHECK(sink.lines[1].second == "caf\xc3\xa9 \\xff\\xc3 end");
+}
