@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/json.hpp"
+#include "base/log.hpp"
 
 #include "security/scram.hpp"
 
@@ -60,6 +61,10 @@ std::int64_t json_seconds(const boost::json::value& v) {
   return 0;
 }
 
+std::string base_escape(std::string_view s) {
+  return detail::escape_nonprintable(s);
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -99,6 +104,11 @@ bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, 
       }
       out.life_seconds = n;
     } else if (key.rfind("extension_", 0) == 0 && alpha_key(key.substr(10)) && key.substr(10) != "auth") {
+      if (!valid_extension(key.substr(10), value)) {
+        error = "sasl.oauthbearer.config: the value of '" + std::string(key) +
+                "' must be printable ASCII (RFC 7628, KIP-342)";
+        return false;
+      }
       out.extensions[std::string(key.substr(10))] = std::string(value);
     } else {
       error = "sasl.oauthbearer.config: unknown part '" + std::string(key) + "'";
@@ -134,6 +144,32 @@ oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono:
   return t;
 }
 
+bool valid_extension(std::string_view key, std::string_view value) {
+  const auto value_char = [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c >= 0x21 && c <= 0x7e) || c == ' ' || c == '\t' || c == '\r' || c == '\n';
+  };
+  return alpha_key(key) && key != "auth" && !value.empty() && std::all_of(value.begin(), value.end(), value_char);
+}
+
+bool check_oauthbearer_token(const oauth_token& token, std::string& error) {
+  const auto vchar = [](char ch) { return static_cast<unsigned char>(ch) >= 0x21 && static_cast<unsigned char>(ch) <= 0x7e; };
+  if (token.value.empty() || !std::all_of(token.value.begin(), token.value.end(), vchar)) {
+    error = "the OAUTHBEARER token is empty or has characters a bearer token cannot have (RFC 6750: printable ASCII "
+            "without spaces)";
+    return false;
+  }
+  for (const auto& [k, v] : token.extensions) {
+    if (!valid_extension(k, v)) {
+      error = "the OAUTHBEARER extension '" + base_escape(k) +
+              "' is not allowed: names are letters (not 'auth'), values printable ASCII, space, tab, CR or LF "
+              "(RFC 7628, KIP-342)";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool parse_extensions(std::string_view text, std::map<std::string, std::string>& out, std::string& error) {
   out.clear();
   while (!trim(text).empty()) {
@@ -143,8 +179,9 @@ bool parse_extensions(std::string_view text, std::map<std::string, std::string>&
     if (part.empty()) continue;
     const auto eq = part.find('=');
     const std::string_view key = eq == std::string_view::npos ? part : part.substr(0, eq);
-    if (eq == std::string_view::npos || !alpha_key(key) || key == "auth") {
-      error = "sasl.oauthbearer.extensions: each extension is NAME=VALUE with an alphabetic NAME other than auth";
+    if (eq == std::string_view::npos || !valid_extension(key, part.substr(eq + 1))) {
+      error = "sasl.oauthbearer.extensions: each extension is NAME=VALUE with an alphabetic NAME other than auth and a "
+              "VALUE of printable ASCII, space, tab, CR or LF (RFC 7628, KIP-342)";
       return false;
     }
     out[std::string(key)] = std::string(part.substr(eq + 1));
@@ -338,7 +375,8 @@ std::string token_error_reason(const std::string& body) {
   if (const auto* d = o.if_contains("error_description"); d != nullptr && d->is_string()) {
     why += (why.empty() ? "" : ": ") + std::string(d->get_string());
   }
-  return why.substr(0, 200);
+  // The identity provider's words go into errors and logs: no control characters.
+  return base_escape(why.substr(0, 200));
 }
 
 }  // namespace kgroup::security

@@ -32,9 +32,16 @@ bool parse_unsecured_config(std::string_view text, unsecured_token_config& out, 
 /// An unsecured JWT (header {"alg":"none"}, no signature) with sub, iat, exp and scope.
 oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono::system_clock::time_point now);
 
-/// "key=value,key=value" (sasl.oauthbearer.extensions). Keys must be alphabetic and not "auth"
-/// (RFC 7628 3.1); false with a reason otherwise.
+/// "key=value,key=value" (sasl.oauthbearer.extensions). Keys must be alphabetic and not "auth",
+/// values printable (valid_extension); false with a reason otherwise.
 bool parse_extensions(std::string_view text, std::map<std::string, std::string>& out, std::string& error);
+
+/// RFC 7628 3.1 and KIP-342: extension keys are ALPHA and not "auth", values one or more of
+/// VCHAR, SP, HTAB, CR, LF; the token is one or more VCHAR. Anything else (a \x01 above all,
+/// which would end a key=value pair and inject others into the message) is refused: false with
+/// a reason that names the key, never a value or the token.
+bool valid_extension(std::string_view key, std::string_view value);
+bool check_oauthbearer_token(const oauth_token& token, std::string& error);
 
 /// The client's first and only message: "n,,\x01auth=Bearer <token>\x01[key=value\x01]...\x01".
 std::string oauthbearer_client_message(const oauth_token& token);

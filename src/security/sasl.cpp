@@ -1,5 +1,10 @@
 #include "security/sasl.hpp"
 
+#include <openssl/crypto.h>
+
+#include <algorithm>
+
+#include "base/log.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
 
@@ -24,7 +29,36 @@ void scrub(std::string& text, const std::string& secret) {
   }
 }
 
+void wipe(std::string& s) {
+  OPENSSL_cleanse(s.data(), s.size());
+}
+
 }  // namespace
+
+std::chrono::milliseconds reauthentication_delay(std::int64_t session_lifetime_ms, double fraction) {
+  // Computed in double and capped before converting: a broker's 2^63-1 must not overflow the
+  // clock (a session longer than ten years is re-authenticated after ten years), and a tiny
+  // lifetime must not make a re-authentication loop (at most two per second per connection;
+  // a broker that really ends sessions that soon closes the connection, which reconnects with
+  // backoff).
+  constexpr double ten_years_ms = 10.0 * 366 * 24 * 3600 * 1000;
+  constexpr double min_ms = 500;
+  const double at = static_cast<double>(session_lifetime_ms) * std::clamp(fraction, 0.0, 1.0);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(at, min_ms, ten_years_ms)));
+}
+
+sasl_session::~sasl_session() {
+  wipe(creds_.password);
+  wipe(creds_.token.value);
+}
+
+std::string sasl_session::peer_text(std::string text) const {
+  // Scrubbed of the secrets first (a broker may echo them), then escaped: the escaped form of a
+  // secret with control characters would not be found.
+  scrub(text, creds_.password);
+  scrub(text, creds_.token.value);
+  return detail::escape_nonprintable(text);
+}
 
 sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenticate_response& r,
                                                    std::string& error) {
@@ -59,7 +93,7 @@ protocol::sasl_handshake_request sasl_session::handshake() const {
 bool sasl_session::on_handshake(const protocol::sasl_handshake_response& r, std::string& error) {
   if (r.error_code == 0) return true;
   std::string list;
-  for (const auto& m : r.mechanisms) list += (list.empty() ? "" : ", ") + m;
+  for (const auto& m : r.mechanisms) list += (list.empty() ? "" : ", ") + peer_text(m);
   error = "the broker does not enable sasl.mechanism " + creds_.mechanism + " (" + kafka_error_name(r.error_code) +
           "); it offers: " + (list.empty() ? "none" : list);
   return false;
@@ -78,7 +112,9 @@ protocol::bytes sasl_session::next() {
     msg += creds_.username;
     msg += '\0';
     msg += creds_.password;
-    return to_bytes(msg);
+    auto out = to_bytes(msg);
+    wipe(msg);
+    return out;
   }
   if (round_ == 1) return to_bytes(scram_->client_first());
   return pending_;  // client-final, computed from the server-first answer
@@ -87,7 +123,7 @@ protocol::bytes sasl_session::next() {
 sasl_session::status sasl_session::step(const protocol::sasl_authenticate_response& r, std::string& error) {
   if (r.error_code != 0) {
     error = "SASL " + creds_.mechanism + " authentication failed (" + kafka_error_name(r.error_code) + ")";
-    if (r.error_message && !r.error_message->empty()) error += ": " + *r.error_message;
+    if (r.error_message && !r.error_message->empty()) error += ": " + peer_text(*r.error_message);
     if (!oauth_challenge_.empty()) error += " (the broker's challenge: " + oauth_challenge_ + ")";
     return status::failed;
   }
@@ -96,7 +132,7 @@ sasl_session::status sasl_session::step(const protocol::sasl_authenticate_respon
     if (round_ == 1 && !r.auth_bytes.empty()) {
       // An error challenge (RFC 7628 3.2.2: JSON with status, scope): the broker wants the
       // client's 0x01, then answers SASL_AUTHENTICATION_FAILED.
-      oauth_challenge_ = to_string(r.auth_bytes).substr(0, 200);
+      oauth_challenge_ = peer_text(to_string(r.auth_bytes).substr(0, 200));
       return status::more;
     }
     if (round_ > 1) {
@@ -109,11 +145,17 @@ sasl_session::status sasl_session::step(const protocol::sasl_authenticate_respon
   if (round_ == 1) {
     // The answer to client-first is server-first; the next request carries client-final.
     std::string final_msg;
-    if (!scram_->client_final(to_string(r.auth_bytes), final_msg, error)) return status::failed;
+    if (!scram_->client_final(to_string(r.auth_bytes), final_msg, error)) {
+      error = peer_text(error);
+      return status::failed;
+    }
     pending_ = to_bytes(final_msg);
     return status::more;
   }
-  if (!scram_->verify_server_final(to_string(r.auth_bytes), error)) return status::failed;
+  if (!scram_->verify_server_final(to_string(r.auth_bytes), error)) {
+    error = peer_text(error);
+    return status::failed;
+  }
   return status::done;
 }
 

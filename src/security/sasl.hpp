@@ -8,6 +8,7 @@
 // is checked for the server's signature.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -32,6 +33,10 @@ class sasl_session {
   enum class status { more, done, failed };
 
   explicit sasl_session(sasl_credentials creds);
+  /// Wipes its copies of the password and the token.
+  ~sasl_session();
+  sasl_session(const sasl_session&) = delete;
+  sasl_session& operator=(const sasl_session&) = delete;
 
   /// False with a reason if the mechanism is not one this client implements.
   static bool supported(const std::string& mechanism, std::string& why);
@@ -49,6 +54,8 @@ class sasl_session {
 
  private:
   status step(const protocol::sasl_authenticate_response& r, std::string& error);
+  // A string the broker sent, for an error: without the secrets, control characters escaped.
+  std::string peer_text(std::string text) const;
 
   sasl_credentials creds_;
   std::unique_ptr<scram_client> scram_;
@@ -57,5 +64,10 @@ class sasl_session {
   std::string oauth_challenge_;  // OAUTHBEARER: the server's error challenge, if any
   std::int64_t session_lifetime_ms_ = 0;
 };
+
+/// When to re-authenticate (KIP-368) after the broker granted a session of `session_lifetime_ms`
+/// (> 0): `fraction` (Java's window: a random 0.85 to 0.95) of it, but no sooner than 500 ms and
+/// no later than ten years (a broker's value cannot overflow the clock or cause a storm).
+std::chrono::milliseconds reauthentication_delay(std::int64_t session_lifetime_ms, double fraction);
 
 }  // namespace kgroup::security

@@ -160,6 +160,11 @@ scram_client::scram_client(scram_hash hash, std::string username, std::string pa
   }
 }
 
+scram_client::~scram_client() {
+  OPENSSL_cleanse(password_.data(), password_.size());
+  OPENSSL_cleanse(salted_password_.data(), salted_password_.size());
+}
+
 std::string scram_client::client_first() {
   client_first_bare_ = "n=" + escape_name(username_) + ",r=" + nonce_;
   step_ = step::first_sent;
@@ -187,6 +192,10 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
   }
   if (r.size() <= nonce_.size() || r.substr(0, nonce_.size()) != nonce_) {
     error = "SCRAM: the server's nonce does not extend the client's";
+    return false;
+  }
+  if (s.size() > (max_salt_bytes + 2) / 3 * 4) {  // checked before decoding it
+    error = "SCRAM: the server's salt is longer than " + std::to_string(max_salt_bytes) + " bytes";
     return false;
   }
   bytes salt;
@@ -220,10 +229,11 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
   }
   const std::string client_final_bare = "c=biws,r=" + std::string(r);  // biws = base64("n,,")
   auth_message_ = client_first_bare_ + "," + std::string(server_first) + "," + client_final_bare;
-  const bytes client_key = hmac(hash_, salted_password_, "Client Key");
+  bytes client_key = hmac(hash_, salted_password_, "Client Key");
   const bytes stored_key = digest(hash_, client_key);
   const bytes client_signature = hmac(hash_, stored_key, auth_message_);
   out = client_final_bare + ",p=" + base64_encode(xor_bytes(client_key, client_signature));
+  OPENSSL_cleanse(client_key.data(), client_key.size());  // with the proof, it stands in for the password
   step_ = step::final_sent;
   return true;
 }

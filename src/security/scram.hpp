@@ -25,6 +25,10 @@ class scram_client {
   /// `nonce`: the client nonce (printable ASCII without ','); empty draws 24 random bytes,
   /// base64-encoded. A fixed nonce is for tests only.
   scram_client(scram_hash hash, std::string username, std::string password, std::string nonce = {});
+  /// Wipes the password and the salted password.
+  ~scram_client();
+  scram_client(const scram_client&) = delete;
+  scram_client& operator=(const scram_client&) = delete;
 
   /// The client-first message: "n,,n=<user>,r=<nonce>".
   std::string client_first();
@@ -45,6 +49,8 @@ class scram_client {
   /// comes from the server, and each iteration is an HMAC on the background thread: without a cap
   /// a hostile server's i=2147483647 froze heartbeats, connections and close() for many minutes.
   static constexpr std::uint32_t max_iterations = 16384;
+  /// The longest salt accepted, in bytes (Kafka's are 20-odd; RFC 5802 sets no bound).
+  static constexpr std::size_t max_salt_bytes = 1024;
 
  private:
   scram_hash hash_;

@@ -6,6 +6,7 @@
 
 using kgroup::security::scram_client;
 using kgroup::security::scram_hash;
+using kgroup::security::base64_encode;
 
 TEST_CASE("scram: the RFC 7677 SCRAM-SHA-256 example exchange", "[scram]") {
   scram_client c(scram_hash::sha256, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
@@ -54,6 +55,16 @@ TEST_CASE("scram: bad server messages are refused with a reason that never shows
     scram_client c(scram_hash::sha512, "u", "s3cret-pw", "abcdef");
     c.client_first();
     CHECK(c.client_final("r=abcdefXYZ,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=16384", out, error));  // the maximum itself
+  }
+  SECTION("a salt longer than any server uses (issue 31: bounded)") {
+    const std::string long_salt = base64_encode(std::vector<std::uint8_t>(4096, 7));
+    scram_client c(scram_hash::sha256, "u", "s3cret-pw", "abcdef");
+    c.client_first();
+    CHECK_FALSE(c.client_final("r=abcdefXYZ,s=" + long_salt + ",i=4096", out, error));
+    CHECK(error.find("salt") != std::string::npos);
+    scram_client ok(scram_hash::sha256, "u", "s3cret-pw", "abcdef");
+    ok.client_first();
+    CHECK(ok.client_final("r=abcdefXYZ,s=" + base64_encode(std::vector<std::uint8_t>(128, 7)) + ",i=4096", out, error));
   }
   SECTION("a mandatory extension the client does not know (RFC 5802)") {
     scram_client c(scram_hash::sha256, "u", "s3cret-pw", "abcdef");
@@ -172,4 +183,19 @@ TEST_CASE("sasl: a refused mechanism names the broker's list; a failed authentic
   std::string why;
   CHECK_FALSE(sasl_session::supported("GSSAPI", why));
   CHECK(why.find("GSSAPI") != std::string::npos);
+}
+
+// Issue 31, lower items: a broker's message cannot forge log lines or terminal escapes in the
+// error the application gets.
+TEST_CASE("sasl: control characters in the broker's error message are escaped", "[scram]") {
+  std::string error;
+  sasl_session p({"PLAIN", "u", "p4ssw0rd", {}, {}});
+  REQUIRE(p.on_handshake({}, error));
+  (void)p.next();
+  CHECK(p.on_authenticate(auth_answer("", 58, "denied\n[2024-01-01 00:00:00] [info] forged\x1b[2J"), error) ==
+        sasl_session::status::failed);
+  INFO(error);
+  CHECK(error.find('\n') == std::string::npos);
+  CHECK(error.find('\x1b') == std::string::npos);
+  CHECK(error.find("denied\\x0a[2024") != std::string::npos);
 }
