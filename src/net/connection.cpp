@@ -52,12 +52,6 @@ void write_all(connection_transport& t, const Buffers& b, Handler&& h) {
   on_stream(t, [&](auto& stream) { asio::async_write(stream, b, std::forward<Handler>(h)); });
 }
 
-bool is_ip_literal(const std::string& host) {
-  boost::system::error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
-}
-
 }  // namespace
 
 namespace {
@@ -223,16 +217,9 @@ void connection::on_connected() {
   state_ = state::tls_handshaking;
   tr_->tls.emplace(tr_->socket, *sec->tls);
   SSL* ssl = tr_->tls->native_handle();
-  const bool ip = is_ip_literal(host_);
-  if (!ip) SSL_set_tlsext_host_name(ssl, host_.c_str());  // SNI
-  if (sec->verify_hostname) {
-    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    if (ip) {
-      X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str());
-    } else {
-      X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
-    }
+  if (const std::string error = configure_identity_check(ssl, host_, sec->verify_hostname); !error.empty()) {
+    fatal(make_error_code(client_errc::tls_failed), error);
+    return;
   }
   tr_->tls->async_handshake(asio::ssl::stream_base::client,
                             [self = shared_from_this(), gen = generation_, tr = tr_](const boost::system::error_code& ec) {
@@ -264,7 +251,7 @@ void connection::tls_failure(const boost::system::error_code& ec, const char* du
     const char* hint = "check ssl.ca.location (the CA that signs the brokers' certificates)";
     if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
       hint = "the certificate does not name the address connected to: check bootstrap.servers and the "
-             "brokers' advertised listeners (ssl.endpoint.identification.algorithm=none turns the check off)";
+             "brokers' advertised listeners, and that their certificates name those addresses";
     } else if (verify == X509_V_ERR_CERT_HAS_EXPIRED || verify == X509_V_ERR_CERT_NOT_YET_VALID) {
       hint = "the broker's certificate is outside its validity period (or this machine's clock is wrong)";
     }
@@ -389,7 +376,9 @@ void connection::start_sasl(bool reauth) {
       return;
     }
     if (!err.empty()) {
-      // The provider may recover (a token endpoint that is down): retried with backoff.
+      // The provider may recover (a token endpoint that is down): retried with backoff. (The
+      // cache hands out the current token while it is valid, so a failed refresh gets here only
+      // once no valid token is left: a healthy connection is never torn down for it.)
       self->fail(make_error_code(client_errc::connection_failed), "no OAUTHBEARER token");
       return;
     }
@@ -461,7 +450,7 @@ void connection::sasl_done(bool reauth) {
     // KIP-368: re-authenticate at 85-95% of the session, as the Java client does.
     static thread_local std::mt19937 rng{std::random_device{}()};
     const double at = std::uniform_real_distribution<double>(0.85, 0.95)(rng);
-    reauth_at_ = clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(lifetime) * at));
+    reauth_at_ = clock::now() + security::reauthentication_delay(lifetime, at);
   } else {
     reauth_at_ = clock::time_point::max();
   }

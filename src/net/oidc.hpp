@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -19,7 +20,17 @@ struct oidc_options {
   std::string scope;
   std::chrono::milliseconds timeout{30000};
   std::shared_ptr<boost::asio::ssl::context> tls;
+
+  oidc_options() = default;
+  oidc_options(const oidc_options&) = default;
+  oidc_options(oidc_options&&) = default;
+  oidc_options& operator=(const oidc_options&) = default;
+  oidc_options& operator=(oidc_options&&) = default;
+  ~oidc_options();  // wipes the secret
 };
+
+/// The largest token endpoint answer read (headers and body each): a token answer is a few KiB.
+inline constexpr std::size_t max_oidc_response_bytes = std::size_t{1} << 20;
 
 /// A token_cache fetcher that asks the endpoint.
 token_cache::fetcher make_oidc_fetcher(oidc_options opts);

@@ -2,10 +2,15 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
+#include <openssl/crypto.h>
+
+#include <cstring>
 #include <filesystem>
 #include <random>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <fmt/format.h>
 
@@ -42,6 +47,34 @@ void load(const char* key, const std::string& what, F&& f) {
   }
 }
 
+template <class Message, class F>
+void load_with(const Message& message, F&& f) {
+  try {
+    f();
+  } catch (const boost::system::system_error& e) {
+    invalid(message(openssl_reason(e)));
+  }
+}
+
+// ssl.key.password for OpenSSL's passphrase callback; `asked` tells an encrypted key apart.
+struct key_passphrase {
+  std::string value;
+  bool asked = false;
+  explicit key_passphrase(std::string v) : value(std::move(v)) {}
+  key_passphrase(const key_passphrase&) = delete;
+  key_passphrase& operator=(const key_passphrase&) = delete;
+  ~key_passphrase() { OPENSSL_cleanse(value.data(), value.size()); }
+
+  static int callback(char* buf, int size, int /*rwflag*/, void* user) {
+    auto* self = static_cast<key_passphrase*>(user);
+    if (self == nullptr) return -1;  // after construction: nothing is decrypted any more
+    self->asked = true;
+    if (self->value.empty() || self->value.size() > static_cast<std::size_t>(size)) return -1;
+    std::memcpy(buf, self->value.data(), self->value.size());
+    return static_cast<int>(self->value.size());
+  }
+};
+
 std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
@@ -60,10 +93,24 @@ std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
   } else {
     load("ssl.ca.location", "the system trust store", [&] { ctx->set_default_verify_paths(); });
   }
-  const std::string password = cfg.get("ssl.key.password");
-  if (!password.empty()) {
-    ctx->set_password_callback([password](std::size_t, ssl::context::password_purpose) { return password; });
-  }
+  // The passphrase goes to OpenSSL through our own callback, never its default one (which
+  // prompts on the terminal): without ssl.key.password an encrypted key is refused. It is
+  // wiped once the key is loaded.
+  key_passphrase passphrase{cfg.get("ssl.key.password")};
+  SSL_CTX_set_default_passwd_cb(ctx->native_handle(), &key_passphrase::callback);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx->native_handle(), &passphrase);
+  struct forget {
+    SSL_CTX* ctx;
+    ~forget() { SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr); }
+  } forget_passphrase{ctx->native_handle()};
+  const auto key_error = [&](const char* key, const std::string& what) {
+    return [&passphrase, key, what](const std::string& reason) {
+      if (passphrase.asked && passphrase.value.empty()) {
+        return fmt::format("{}: {} is encrypted and ssl.key.password is not set", key, what);
+      }
+      return fmt::format("{}: cannot load {} (wrong ssl.key.password?) ({})", key, what, reason);
+    };
+  };
   const std::string cert = cfg.get("ssl.certificate.location");
   const std::string cert_pem = cfg.get("ssl.certificate.pem");
   const std::string key = cfg.get("ssl.key.location");
@@ -76,11 +123,11 @@ std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
          [&] { ctx->use_certificate_chain_file(cert); });
   }
   if (!key_pem.empty()) {
-    load("ssl.key.pem", "the client key (wrong ssl.key.password?)",
-         [&] { ctx->use_private_key(boost::asio::buffer(key_pem), ssl::context::pem); });
+    load_with(key_error("ssl.key.pem", "the client key"),
+              [&] { ctx->use_private_key(boost::asio::buffer(key_pem), ssl::context::pem); });
   } else if (!key.empty()) {
-    load("ssl.key.location", "the client key '" + key + "' (wrong ssl.key.password?)",
-         [&] { ctx->use_private_key_file(key, ssl::context::pem); });
+    load_with(key_error("ssl.key.location", "the client key '" + key + "'"),
+              [&] { ctx->use_private_key_file(key, ssl::context::pem); });
   }
   const bool has_cert = !cert.empty() || !cert_pem.empty();
   const bool has_key = !key.empty() || !key_pem.empty();
@@ -142,26 +189,25 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
       load("https.ca.location", "the CA file '" + ca + "'", [&] { o.tls->load_verify_file(ca); });
     }
     return [oidc = make_oidc_fetcher(std::move(o)), with_extensions](boost::asio::io_context& io,
-                                                                      const token_cache::fetch_done& done) {
-      oidc(io, [done, with_extensions](const std::string& err, bool permanent, const security::oauth_token& t) {
-        done(err, permanent, err.empty() ? with_extensions(t) : t);
+                                                                      const token_cache::fetched& done) {
+      oidc(io, [done, with_extensions](token_cache::fetch_result r) {
+        if (r.error.empty()) r.token = with_extensions(std::move(r.token));
+        done(std::move(r));
       });
     };
   }
   if (const auto* provider = cfg.oauthbearer_token_provider()) {
-    return [p = *provider, with_extensions](boost::asio::io_context&, const token_cache::fetch_done& done) {
-      security::oauth_token t;
+    return [p = *provider, with_extensions](boost::asio::io_context&, const token_cache::fetched& done) {
+      token_cache::fetch_result r;
       try {
-        t = with_extensions(from_public(p()));
+        r.token = with_extensions(from_public(p()));
       } catch (const std::exception& e) {
-        done(std::string("the OAUTHBEARER token provider failed: ") + e.what(), false, {});
+        r.error = std::string("the OAUTHBEARER token provider failed: ") + e.what();
+        done(std::move(r));
         return;
       }
-      if (t.value.empty()) {
-        done("the OAUTHBEARER token provider returned an empty token", false, {});
-        return;
-      }
-      done({}, false, t);
+      if (r.token.value.empty()) r.error = "the OAUTHBEARER token provider returned an empty token";
+      done(std::move(r));
     };
   }
   security::unsecured_token_config unsecured;
@@ -188,44 +234,119 @@ token_cache::fetcher make_token_fetcher(const Config& cfg, const security::jaas_
     invalid("sasl.mechanism=OAUTHBEARER needs a token: a token provider (Config::set_oauthbearer_token_provider), "
             "sasl.oauthbearer.method=oidc, or an unsecured token for tests (sasl.oauthbearer.config=principal=NAME)");
   }
-  return [unsecured, with_extensions](boost::asio::io_context&, const token_cache::fetch_done& done) {
-    done({}, false, with_extensions(security::make_unsecured_token(unsecured, std::chrono::system_clock::now())));
+  return [unsecured, with_extensions](boost::asio::io_context&, const token_cache::fetched& done) {
+    token_cache::fetch_result r;
+    r.token = with_extensions(security::make_unsecured_token(unsecured, std::chrono::system_clock::now()));
+    done(std::move(r));
   };
 }
 
 }  // namespace
 
+std::string configure_identity_check(SSL* ssl, const std::string& host, bool verify) {
+  // Every failure is an error: a check that silently does not happen accepts any certificate
+  // the trust store accepts.
+  if (host.empty()) return "the broker's address is an empty host name: its certificate cannot be checked";
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  const bool ip = !ec;
+  if (!ip && SSL_set_tlsext_host_name(ssl, host.c_str()) != 1) {  // SNI
+    ERR_clear_error();
+    return fmt::format("cannot send the host name '{}' in the TLS handshake (SNI)", kgroup::detail::escape_nonprintable(host));
+  }
+  if (!verify) return {};
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  // OpenSSL takes an IP literal without a zone id ("fe80::1%eth0" has one) and a host name
+  // without NUL bytes; anything else is refused here.
+  const bool ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1
+                     : host.find('\0') == std::string::npos && X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0) == 1;
+  if (!ok) {
+    ERR_clear_error();
+    return fmt::format("cannot check the certificate against the address '{}' (an IPv6 address with a zone id, or a "
+                       "name OpenSSL cannot match); connect by a host name the certificate names",
+                       kgroup::detail::escape_nonprintable(host));
+  }
+  return {};
+}
+
 void token_cache::get(boost::asio::io_context& io, fetch_done done) {
-  const auto now = std::chrono::system_clock::now();
+  const auto now = now_();
   if (token_ && now < refresh_at_) {
     done({}, false, *token_);
+    return;
+  }
+  if (!fetching_ && now < retry_at_) {
+    // A failed attempt asked for a pause (Retry-After or the backoff): the identity provider is
+    // not asked again before it ends, however many connections ask.
+    if (token_ && now < token_->expires_at) {
+      done({}, false, *token_);
+    } else {
+      done(last_error_, last_permanent_, {});
+    }
     return;
   }
   waiting_.push_back(std::move(done));
   if (fetching_) return;
   fetching_ = true;
-  fetch_(io, [this, keep = shared_from_this()](const std::string& err, bool permanent,
-                                               const security::oauth_token& token) {
+  fetch_(io, [this, keep = shared_from_this()](fetch_result r) {
     fetching_ = false;
-    if (err.empty()) {
+    const auto now = now_();
+    if (r.error.empty() && !security::check_oauthbearer_token(r.token, r.error)) r.permanent = false;
+    if (r.error.empty()) {
       ++fetches_;
-      const auto now = std::chrono::system_clock::now();
+      const security::oauth_token& token = r.token;
       if (token.expires_at <= now) {
         logger()->warn("OAUTHBEARER: the token for '{}' has already expired; brokers will refuse it", token.principal);
       }
       static thread_local std::mt19937 rng{std::random_device{}()};
+      if (token_) OPENSSL_cleanse(token_->value.data(), token_->value.size());
       token_ = token;
       refresh_at_ = security::refresh_time(now, token.expires_at, factor_,
                                            std::uniform_real_distribution<double>(0, 1)(rng));
+      retry_at_ = {};
+      backoff_.reset();
       logger()->info("OAUTHBEARER: new token for '{}', valid for {} s", token.principal,
                      std::chrono::duration_cast<std::chrono::seconds>(token.expires_at - now).count());
     } else {
-      logger()->error("OAUTHBEARER: {}", err);
+      // The next attempt waits for the provider's Retry-After (at most max_retry_after) and at
+      // least the backoff (sasl.login.retry.backoff.ms's defaults, 100 ms doubling to 10 s).
+      auto wait = backoff_.next();
+      if (r.retry_after.count() >= 0) wait = std::max(wait, std::min(r.retry_after, max_retry_after));
+      retry_at_ = now + wait;
+      last_error_ = r.error;
+      last_permanent_ = r.permanent;
+      if (token_ && now < token_->expires_at) {
+        // Keep what works: connections go on with the current token until it expires.
+        logger()->warn("OAUTHBEARER: refreshing the token failed ({}); the current token for '{}' stays in use (it "
+                       "expires in {} s); next attempt in {} ms",
+                       r.error, token_->principal,
+                       std::chrono::duration_cast<std::chrono::seconds>(token_->expires_at - now).count(),
+                       wait.count());
+      } else {
+        logger()->error("OAUTHBEARER: {}{}", r.error,
+                        r.permanent ? std::string() : fmt::format(" (next attempt in {} ms)", wait.count()));
+      }
     }
+    const bool have = token_ && (r.error.empty() || now < token_->expires_at);
     auto waiting = std::move(waiting_);
     waiting_.clear();
-    for (auto& w : waiting) w(err, permanent, err.empty() ? *token_ : security::oauth_token{});
+    for (auto& w : waiting) {
+      if (have) {
+        w({}, false, *token_);
+      } else {
+        w(r.error, r.permanent, security::oauth_token{});
+      }
+    }
   });
+}
+
+token_cache::~token_cache() {
+  if (token_) OPENSSL_cleanse(token_->value.data(), token_->value.size());
+}
+
+transport_security::~transport_security() {
+  OPENSSL_cleanse(credentials.password.data(), credentials.password.size());
 }
 
 std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
@@ -236,6 +357,11 @@ std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
   if (protocol == "SSL" || protocol == "SASL_SSL") {
     s->tls = make_tls_context(cfg);
     s->verify_hostname = cfg.get("ssl.endpoint.identification.algorithm") == "https";
+    if (!s->verify_hostname) {
+      logger()->warn("ssl.endpoint.identification.algorithm=none: brokers' certificates are not checked against their "
+                     "addresses, so any certificate the trusted CAs signed is accepted (a machine in the middle "
+                     "with one can read and change everything)");
+    }
   }
   if (protocol == "SASL_PLAINTEXT" || protocol == "SASL_SSL") {
     s->sasl = true;
@@ -247,6 +373,11 @@ std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
     if (!cfg.get("sasl.jaas.config").empty()) {
       jaas.emplace();
       if (!security::parse_jaas(cfg.get("sasl.jaas.config"), *jaas, why)) invalid(why);
+    }
+    if (protocol == "SASL_PLAINTEXT" && (c.mechanism == "PLAIN" || c.mechanism == "OAUTHBEARER")) {
+      logger()->warn("sasl.mechanism={} over security.protocol=SASL_PLAINTEXT: the {} crosses the network in "
+                     "cleartext; use SASL_SSL",
+                     c.mechanism, c.mechanism == "PLAIN" ? "password" : "token");
     }
     if (c.mechanism == "OAUTHBEARER") {
       std::map<std::string, std::string> extensions;
@@ -267,6 +398,9 @@ std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
                             "username and password)",
                             c.mechanism));
       }
+    }
+    if (jaas) {
+      for (auto& [k, v] : jaas->options) OPENSSL_cleanse(v.data(), v.size());
     }
   }
   return s;

@@ -249,6 +249,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   std::string password = "alice-secret";
   std::string mechanism = "SCRAM-SHA-256";
   std::vector<std::string> must_contain;
+  std::vector<std::string> must_not_contain;
   std::error_code code;
 
   SECTION("wrong password") {
@@ -269,7 +270,9 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   SECTION("hostname mismatch") {
     fo.certificate = front_certificate::wrong_name;
     code = make_error_code(kgroup::client_errc::tls_failed);
-    must_contain = {"does not name the address", "ssl.endpoint.identification.algorithm"};
+    must_contain = {"does not name the address", "advertised listeners"};
+    // Issue 31, lower items: the error must not talk the user into turning verification off.
+    must_not_contain = {"identification.algorithm=none", "turns the check off"};
   }
   SECTION("expired certificate") {
     fo.certificate = front_certificate::expired;
@@ -293,6 +296,7 @@ TEST_CASE("security: refused credentials and untrusted brokers are fatal, raised
   CHECK(steady::now() - started < 15s);
   CHECK(std::string(e.what()).find("127.0.0.1:" + std::to_string(front.port_of(1))) != std::string::npos);
   for (const auto& s : must_contain) CHECK(std::string(e.what()).find(s) != std::string::npos);
+  for (const auto& s : must_not_contain) CHECK(std::string(e.what()).find(s) == std::string::npos);
   CHECK(std::string(e.what()).find(password) == std::string::npos);
   // Fatal: every later poll() raises it again, and close() does not hang.
   CHECK_THROWS_AS(c.poll(10ms), kgroup::Error);
@@ -459,6 +463,85 @@ TEST_CASE("security: OIDC client credentials from an HTTPS token endpoint; a ref
     CHECK(std::string(e.what()).find("sasl.oauthbearer.client.secret") != std::string::npos);
     CHECK(std::string(e.what()).find("wrong-value") == std::string::npos);
     CHECK(front.counters().authentications == 0);
+  }
+}
+
+// Issue 31, item 5: an identity provider that is busy (429 with Retry-After), slow (408) or
+// down for a moment (503) is retried with backoff, honouring Retry-After; only a refusal of the
+// client (401, 400) is fatal. A token answer above 1 MiB is refused and retried.
+TEST_CASE("security: OIDC answers 429 (Retry-After), 408 and 503 are retried, not fatal; answers above 1 MiB are refused",
+          "[security][oauth][oidc-retry]") {
+  mock_cluster mc(1);
+  seed(mc);
+  kgroup::test::oidc_token_endpoint_options eo;
+  eo.clients = {{"orders-app", "s3cr3t-value"}};
+  kgroup::test::oidc_token_endpoint endpoint(eo);
+  secure_front_options fo;
+  fo.sasl_mechanisms = {"OAUTHBEARER"};
+  secure_front front(mc, fo);
+  auto cfg = base_config(front, "g-oidc-retry");
+  cfg.set("security.protocol", "SASL_PLAINTEXT")
+      .set("sasl.mechanism", "OAUTHBEARER")
+      .set("sasl.oauthbearer.method", "oidc")
+      .set("sasl.oauthbearer.token.endpoint.url", endpoint.url())
+      .set("sasl.oauthbearer.client.id", "orders-app")
+      .set("sasl.oauthbearer.client.secret", "s3cr3t-value")
+      .set("https.ca.location", test_pki::get().ca.cert_path);
+  int expected_requests = 0;
+  SECTION("429 with Retry-After twice, then 408, then 503") {
+    endpoint.script_next(2, {429, 1, 0});
+    endpoint.script_next(1, {408, -1, 0});
+    endpoint.script_next(1, {503, -1, 0});
+    expected_requests = 5;
+  }
+  SECTION("a token answer of 2 MiB") {
+    endpoint.script_next(1, {200, -1, std::size_t{2} << 20});
+    expected_requests = 2;
+  }
+  kgroup::Consumer c(cfg);
+  c.subscribe({topic});
+  seen_records seen;
+  const auto deadline = steady::now() + 30s;
+  while (static_cast<int>(seen.seen.size()) < records && steady::now() < deadline) {
+    try {
+      seen.add(c.poll(50ms));
+    } catch (const kgroup::Error& e) {
+      FAIL("poll() threw: " << e.what());
+    }
+  }
+  CHECK(static_cast<int>(seen.seen.size()) == records);
+  // One request per failure (the connections share the retry schedule), then one token.
+  CHECK(endpoint.requests() == expected_requests);
+  const auto times = endpoint.request_times();
+  if (expected_requests == 5 && times.size() >= 3) {
+    // Retry-After: 1 was honoured after each 429 (the lower bound only: never a timing goal).
+    CHECK(times[1] - times[0] >= 900ms);
+    CHECK(times[2] - times[1] >= 900ms);
+  }
+  c.close();
+}
+
+// Issue 31, lower items: an encrypted client key without ssl.key.password never reaches
+// OpenSSL's default password callback (which prompts on the terminal): a clear configuration
+// error at construction instead.
+TEST_CASE("security: an encrypted client key without ssl.key.password is a configuration error, never a prompt",
+          "[security][config]") {
+  const auto& pki = test_pki::get();
+  kgroup::Config cfg{{"bootstrap.servers", "127.0.0.1:9"},
+                     {"group.id", "g-key"},
+                     {"security.protocol", "SSL"},
+                     {"ssl.ca.location", pki.ca.cert_path},
+                     {"ssl.certificate.location", pki.client.cert_path}};
+  SECTION("a file") { cfg.set("ssl.key.location", pki.client_key_encrypted_path); }
+  SECTION("PEM text") { cfg.set("ssl.key.pem", pki.client_key_encrypted_pem); }
+  try {
+    kgroup::Consumer c(cfg);
+    FAIL("the consumer was created");
+  } catch (const kgroup::Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == make_error_code(kgroup::client_errc::invalid_config));
+    CHECK(std::string(e.what()).find("encrypted") != std::string::npos);
+    CHECK(std::string(e.what()).find("ssl.key.password is not set") != std::string::npos);
   }
 }
 

@@ -99,6 +99,20 @@ struct oidc_token_endpoint::impl {
   std::atomic<int> requests{0}, issued{0}, rejected{0};
   mutable std::mutex mutex;
   std::string last_scope;
+  std::deque<oidc_scripted_answer> scripted;               // guarded by mutex
+  std::optional<oidc_scripted_answer> permanent_answer;    // guarded by mutex
+  std::vector<std::chrono::steady_clock::time_point> times;  // guarded by mutex
+
+  std::optional<oidc_scripted_answer> next_scripted() {
+    std::lock_guard lock(mutex);
+    times.push_back(std::chrono::steady_clock::now());
+    if (!scripted.empty()) {
+      auto a = scripted.front();
+      scripted.pop_front();
+      return a;
+    }
+    return permanent_answer;
+  }
 
   http::response<http::string_body> handle(const http::request<http::string_body>& req) {
     http::response<http::string_body> res;
@@ -120,6 +134,11 @@ struct oidc_token_endpoint::impl {
     const auto error = [&](http::status status, const char* code, const std::string& text) {
       return reply(status, base::to_json(boost::json::object{{"error", code}, {"error_description", base::json_text(text)}}));
     };
+    const auto script = next_scripted();
+    if (script && script->status != 200) {
+      if (script->retry_after_s >= 0) res.set(http::field::retry_after, std::to_string(script->retry_after_s));
+      return error(static_cast<http::status>(script->status), "temporarily_unavailable", "scripted answer");
+    }
     if (std::string(req.target()) != options.path) return error(http::status::not_found, "not_found", "no such path");
     if (req.method() != http::verb::post) return error(http::status::method_not_allowed, "invalid_request", "POST only");
     auto form = parse_form(req.body());
@@ -153,6 +172,7 @@ struct oidc_token_endpoint::impl {
     boost::json::object body{
         {"access_token", unsecured_jwt(id, lifetime, scope)}, {"token_type", "Bearer"}, {"expires_in", lifetime / 1000}};
     if (!scope.empty()) body["scope"] = base::json_text(scope);
+    if (script && script->pad_to_bytes > 0) body["padding"] = std::string(script->pad_to_bytes, 'x');
     return reply(http::status::ok, base::to_json(body));
   }
 
@@ -210,6 +230,21 @@ std::string oidc_token_endpoint::url(const std::string& host) const {
 
 std::uint16_t oidc_token_endpoint::port() const { return impl_->port; }
 void oidc_token_endpoint::set_token_lifetime_ms(std::int64_t ms) { impl_->lifetime_ms = ms; }
+
+void oidc_token_endpoint::script_next(int count, oidc_scripted_answer answer) {
+  std::lock_guard lock(impl_->mutex);
+  for (int i = 0; i < count; ++i) impl_->scripted.push_back(answer);
+}
+
+void oidc_token_endpoint::set_permanent_answer(std::optional<oidc_scripted_answer> answer) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->permanent_answer = answer;
+}
+
+std::vector<std::chrono::steady_clock::time_point> oidc_token_endpoint::request_times() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->times;
+}
 int oidc_token_endpoint::requests() const { return impl_->requests; }
 int oidc_token_endpoint::tokens_issued() const { return impl_->issued; }
 int oidc_token_endpoint::rejected_requests() const { return impl_->rejected; }

@@ -8,15 +8,22 @@
 //       the JWT: header {"alg":"none"}, payload {"sub":<client id>,"iat":..,"exp":..[,"scope":S]}
 //   401 {"error":"invalid_client",...} for an unknown client or a wrong secret
 //   400 {"error":"unsupported_grant_type"|"invalid_request",...}; 404 for another path
+//   scripted answers first (script_next): 429/408/503 with an optional Retry-After, or a token
+//   answer padded to a given size
 //
 // One io_context thread, async operations (test code; Beast stays inside the .cpp).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kgroup::test {
 
@@ -36,6 +43,16 @@ struct oidc_token_endpoint_options {
   std::string path = "/oauth2/token";
 };
 
+/// An answer given instead of the normal one (see oidc_token_endpoint::script_next).
+struct oidc_scripted_answer {
+  /// HTTP status; 200 answers with a token as usual (then `pad_to_bytes` applies).
+  int status = 503;
+  /// "Retry-After: <seconds>" when >= 0.
+  int retry_after_s = -1;
+  /// A 200 answer's body is padded (an extra JSON field) to at least this many bytes.
+  std::size_t pad_to_bytes = 0;
+};
+
 class oidc_token_endpoint {
  public:
   /// Listens on 127.0.0.1 (a port chosen by the kernel). Throws std::runtime_error.
@@ -50,6 +67,13 @@ class oidc_token_endpoint {
 
   /// Changes the lifetime of tokens issued from now on (any thread).
   void set_token_lifetime_ms(std::int64_t ms);
+  /// The next `count` requests get `answer` (before any check of the client), after the answers
+  /// scripted before (any thread).
+  void script_next(int count, oidc_scripted_answer answer);
+  /// Every later request gets `answer` until cleared (nullopt), after the scripted ones.
+  void set_permanent_answer(std::optional<oidc_scripted_answer> answer);
+  /// When each request arrived (steady clock), in order.
+  [[nodiscard]] std::vector<std::chrono::steady_clock::time_point> request_times() const;
 
   [[nodiscard]] int requests() const;           // HTTP requests answered
   [[nodiscard]] int tokens_issued() const;      // 200 answers

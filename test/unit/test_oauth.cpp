@@ -3,10 +3,18 @@
 // what is refused and how, and that no refusal shows a secret.
 #include <catch2/catch.hpp>
 
+#include <openssl/ssl.h>
+
+#include <limits>
+#include <memory>
+
+#include "base/log.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
 #include "net/oidc.hpp"
 #include "net/security.hpp"
+
+#include <deque>
 
 #include <boost/asio/io_context.hpp>
 #include "security/oauth.hpp"
@@ -243,4 +251,229 @@ TEST_CASE("oidc: endpoint URLs and token answers", "[oauth]") {
   CHECK_FALSE(parse_token_response(R"({"access_token":"opaque"})", "c", now, t, error));
   CHECK_FALSE(parse_token_response(R"({"token_type":"Bearer"})", "c", now, t, error));
   CHECK_FALSE(parse_token_response("<html>", "c", now, t, error));
+}
+
+// Issue 31, item 5: a refresh that fails (the identity provider is busy or down) keeps the
+// current token while it is valid, so re-authentication and new connections go on; the next
+// attempt waits for Retry-After (bounded) or the backoff; only without a valid token do callers
+// see the error.
+TEST_CASE("token cache: a failed refresh keeps the current token until it expires; retries wait for Retry-After",
+          "[oauth][oidc-retry]") {
+  using kgroup::net::token_cache;
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  auto now = t0;
+  std::deque<token_cache::fetch_result> script;
+  int calls = 0;
+  const auto token = [](const std::string& value, std::chrono::system_clock::time_point expires) {
+    token_cache::fetch_result r;
+    r.token.value = value;
+    r.token.principal = "svc";
+    r.token.expires_at = expires;
+    return r;
+  };
+  const auto failure = [](bool permanent, std::chrono::milliseconds retry_after) {
+    token_cache::fetch_result r;
+    r.error = "the token endpoint answered HTTP 429";
+    r.permanent = permanent;
+    r.retry_after = retry_after;
+    return r;
+  };
+  auto cache = std::make_shared<token_cache>(
+      [&](boost::asio::io_context&, const token_cache::fetched& done) {
+        ++calls;
+        REQUIRE_FALSE(script.empty());
+        auto r = script.front();
+        script.pop_front();
+        done(r);
+      },
+      0.8, [&] { return now; });
+  boost::asio::io_context io;
+  struct got_t {
+    std::string error, value;
+    bool permanent = false;
+  };
+  const auto get = [&] {
+    got_t g;
+    cache->get(io, [&](const std::string& err, bool permanent, const oauth_token& t) {
+      g.error = err;
+      g.permanent = permanent;
+      g.value = t.value;
+    });
+    return g;
+  };
+
+  script.push_back(token("token-A", t0 + 100s));
+  CHECK(get().value == "token-A");
+  CHECK(calls == 1);
+
+  // Past the refresh time (at most 90 s), the provider says 429, come back in 30 s.
+  now = t0 + 95s;
+  script.push_back(failure(false, 30s));
+  auto g = get();
+  CHECK(g.error.empty());
+  CHECK(g.value == "token-A");  // still valid: kept
+  CHECK(calls == 2);
+  now = t0 + 99s;
+  CHECK(get().value == "token-A");
+  CHECK(calls == 2);  // Retry-After: not asked again yet
+
+  // Expired, still inside Retry-After: the error, without asking the provider.
+  now = t0 + 101s;
+  g = get();
+  CHECK_FALSE(g.error.empty());
+  CHECK_FALSE(g.permanent);
+  CHECK(g.value.empty());
+  CHECK(calls == 2);
+
+  // After Retry-After: asked again; a 503 without Retry-After backs off (a fraction of a second).
+  now = t0 + 126s;
+  script.push_back(failure(false, -1ms));
+  CHECK_FALSE(get().error.empty());
+  CHECK(calls == 3);
+  now += 50ms;
+  CHECK_FALSE(get().error.empty());
+  CHECK(calls == 3);
+  now += 1s;
+  script.push_back(token("token-B", now + 100s));
+  CHECK(get().value == "token-B");
+  CHECK(calls == 4);
+
+  // A Retry-After of a day is bounded (60 s).
+  now += 95s;
+  script.push_back(failure(false, std::chrono::hours(24)));
+  CHECK(get().value == "token-B");
+  CHECK(calls == 5);
+  now += 61s;
+  script.push_back(token("token-C", now + 100s));
+  CHECK(get().value == "token-C");
+  CHECK(calls == 6);
+
+  // A refusal (permanent) while the token is valid: kept too; once it expired, the refusal.
+  now += 95s;
+  script.push_back(failure(true, -1ms));
+  CHECK(get().value == "token-C");
+  now += 10s;
+  script.push_back(failure(true, -1ms));
+  g = get();
+  CHECK(g.permanent);
+  CHECK(g.value.empty());
+}
+
+// Issue 31, item 6: when the identity check cannot be set up (a host OpenSSL cannot check, an
+// empty advertised host), the connection must fail, not go on accepting any trusted certificate.
+TEST_CASE("tls: the certificate identity check is set up or refused, never skipped", "[oauth][tls]") {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  REQUIRE(ctx);
+  const auto check = [&](const std::string& host, bool verify = true) {
+    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), &SSL_free);
+    return kgroup::net::configure_identity_check(ssl.get(), host, verify);
+  };
+  CHECK(check("localhost").empty());
+  CHECK(check("broker-1.kafka.example.com").empty());
+  CHECK(check("127.0.0.1").empty());
+  CHECK(check("::1").empty());
+  const std::string empty = check("");
+  CHECK(empty.find("empty") != std::string::npos);
+  const std::string zone = check("fe80::1%eth0");
+  CHECK(zone.find("fe80::1%eth0") != std::string::npos);
+  CHECK(zone.find("cannot") != std::string::npos);
+  // ssl.endpoint.identification.algorithm=none: nothing to check, whatever the host.
+  CHECK(check("fe80::1%eth0", false).empty());
+}
+
+// Issue 31, lower items: RFC 7628 3.1 and KIP-342: extension keys are ALPHA, values VCHAR, SP,
+// HTAB, CR, LF; the token has no \x01. A \x01 would end the key=value pair and inject others.
+TEST_CASE("oauth: extension values and tokens that would inject key/value pairs are refused", "[oauth]") {
+  std::map<std::string, std::string> ext;
+  std::string error;
+  CHECK_FALSE(parse_extensions(std::string("logicalCluster=lkc-1\x01" "auth=Bearer forged"), ext, error));
+  CHECK(error.find("sasl.oauthbearer.extensions") != std::string::npos);
+  CHECK_FALSE(parse_extensions(std::string("a=b\x7f"), ext, error));
+  CHECK(parse_extensions("a=b c\td", ext, error));
+
+  unsecured_token_config cfg;
+  CHECK_FALSE(parse_unsecured_config(std::string("principal=a extension_k=v\x01x=y"), cfg, error));
+
+  kgroup::Config c{{"bootstrap.servers", "h:1"}, {"security.protocol", "SASL_PLAINTEXT"}, {"sasl.mechanism", "OAUTHBEARER"}};
+  SECTION("a token with \\x01") {
+    c.set_oauthbearer_token_provider([] {
+      kgroup::OAuthBearerToken t;
+      t.value = "tok\x01" "en";
+      t.principal = "svc";
+      t.expires_at = std::chrono::system_clock::now() + 1h;
+      return t;
+    });
+  }
+  SECTION("an extension from the provider with \\x01") {
+    c.set_oauthbearer_token_provider([] {
+      kgroup::OAuthBearerToken t;
+      t.value = "token";
+      t.principal = "svc";
+      t.extensions = {{"k", "v\x01" "auth=x"}};
+      t.expires_at = std::chrono::system_clock::now() + 1h;
+      return t;
+    });
+  }
+  boost::asio::io_context io;
+  std::string got_error, got_token;
+  kgroup::net::make_transport_security(c)->tokens->get(io, [&](const std::string& err, bool, const oauth_token& t) {
+    got_error = err;
+    got_token = t.value;
+  });
+  CHECK(got_token.empty());
+  CHECK(got_error.find("OAUTHBEARER") != std::string::npos);
+  CHECK(got_error.find("tok\x01") == std::string::npos);  // never the token
+}
+
+// Issue 31, lower items: the broker's session lifetime is clamped: huge values cannot overflow
+// the clock, tiny ones cannot make a re-authentication storm.
+TEST_CASE("sasl: the re-authentication delay is Java's window, bounded both ways", "[oauth][reauth]") {
+  using kgroup::security::reauthentication_delay;
+  CHECK(reauthentication_delay(1000, 0.85) == 850ms);
+  CHECK(reauthentication_delay(3'600'000, 0.9) == 3'240'000ms);
+  CHECK(reauthentication_delay(1, 0.9) >= 500ms);
+  CHECK(reauthentication_delay(0, 0.9) >= 500ms);
+  for (const std::int64_t huge : {std::numeric_limits<std::int64_t>::max(), std::int64_t{1} << 62}) {
+    const auto d = reauthentication_delay(huge, 0.95);
+    CHECK(d > 0ms);
+    CHECK(d <= std::chrono::hours(24 * 366 * 10));
+    // Adding it to the steady clock cannot overflow.
+    CHECK(std::chrono::steady_clock::now() + d > std::chrono::steady_clock::now());
+  }
+}
+
+namespace {
+struct lines_sink : kgroup::LogSink {
+  std::vector<std::string> lines;
+  kgroup::LogLevel min_level() const noexcept override { return kgroup::LogLevel::trace; }
+  void log(kgroup::LogLevel level, std::string_view m) override {
+    if (level >= kgroup::LogLevel::warn) lines.emplace_back(m);
+  }
+};
+}  // namespace
+
+// Issue 31, lower items: cleartext credentials and an unchecked broker identity are allowed
+// (test clusters) but said once per client, through the library's log.
+TEST_CASE("security config: PLAIN or OAUTHBEARER over SASL_PLAINTEXT and identification=none warn once", "[oauth][config]") {
+  lines_sink sink;
+  kgroup::detail::log_scope scope(&sink);
+  const kgroup::Config plain{{"bootstrap.servers", "h:1"}, {"security.protocol", "SASL_PLAINTEXT"},
+                             {"sasl.mechanism", "PLAIN"}, {"sasl.username", "u"}, {"sasl.password", "hunter2"}};
+  REQUIRE(kgroup::net::make_transport_security(plain));
+  REQUIRE(sink.lines.size() == 1);
+  CHECK(sink.lines[0].find("SASL_PLAINTEXT") != std::string::npos);
+  CHECK(sink.lines[0].find("PLAIN") != std::string::npos);
+  CHECK(sink.lines[0].find("hunter2") == std::string::npos);
+  sink.lines.clear();
+
+  kgroup::Config scram = plain;
+  scram.set("sasl.mechanism", "SCRAM-SHA-256");
+  REQUIRE(kgroup::net::make_transport_security(scram));
+  CHECK(sink.lines.empty());  // SCRAM never sends the password
+
+  const kgroup::Config none{{"bootstrap.servers", "h:1"}, {"security.protocol", "SSL"},
+                            {"ssl.endpoint.identification.algorithm", "none"}};
+  REQUIRE(kgroup::net::make_transport_security(none));
+  REQUIRE(sink.lines.size() == 1);
+  CHECK(sink.lines[0].find("ssl.endpoint.identification.algorithm=none") != std::string::npos);
 }
