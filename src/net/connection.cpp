@@ -618,7 +618,13 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
     if (gen == generation_) fail(make_error_code(client_errc::protocol_violation), "undecodable response");
     return;
   }
-  if (gen == generation_) arm_timer();
+  if (gen != generation_) return;
+  if (reauth_draining_ && in_flight_.empty()) {
+    reauth_draining_ = false;
+    logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
+    start_sasl(/*reauth=*/true);
+  }
+  arm_timer();
 }
 
 namespace {
@@ -654,8 +660,19 @@ void connection::on_timer() {
     return;
   }
   if (state_ == state::ready && !reauthenticating_ && now >= reauth_at_) {
-    logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
-    start_sasl(/*reauth=*/true);
+    // New requests wait from now on. With requests in flight, the exchange starts once their
+    // answers are in (on_frame): sent behind a JoinGroup the coordinator may hold for the whole
+    // rebalance, it would time out after request.timeout.ms and take the connection and the
+    // JoinGroup with it. The broker accepts a re-authentication after the session ended.
+    reauthenticating_ = true;
+    if (in_flight_.empty()) {
+      logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
+      start_sasl(/*reauth=*/true);
+    } else {
+      reauth_draining_ = true;
+      logger()->debug("broker {} ({}:{}): re-authentication (KIP-368) due; waiting for {} request(s) in flight",
+                      node_id_, host_, port_, in_flight_.size());
+    }
     arm_timer();
     return;
   }
@@ -688,6 +705,7 @@ void connection::fail(std::error_code ec, const char* why) {
   tr_.reset();  // pending operations keep it alive until they complete
   sasl_.reset();
   reauthenticating_ = false;
+  reauth_draining_ = false;
   reauth_at_ = clock::time_point::max();
   writing_ = false;
   write_queue_.clear();

@@ -212,7 +212,10 @@ class connection : public std::enable_shared_from_this<connection> {
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
   std::unique_ptr<security::sasl_session> sasl_;
+  // KIP-368: set once a re-authentication is due (new requests wait in waiters_) until it is done.
   bool reauthenticating_ = false;
+  // Due, but requests are still in flight: the exchange starts when the last answer is in.
+  bool reauth_draining_ = false;
   std::chrono::steady_clock::time_point reauth_at_ = std::chrono::steady_clock::time_point::max();
   std::uint64_t reauthentications_ = 0;
   std::error_code fatal_ec_;

@@ -13,6 +13,7 @@
 #include "kgroup/config.hpp"
 #include "kgroup/consumer.hpp"
 #include "kgroup/error.hpp"
+#include "log_capture.hpp"
 #include "mock_cluster.hpp"
 #include "oidc_token_endpoint.hpp"
 #include "secure_front.hpp"
@@ -20,6 +21,7 @@
 
 using namespace std::chrono_literals;
 using kgroup::test::front_certificate;
+using kgroup::test::log_capture;
 using kgroup::test::mock_cluster;
 using kgroup::test::secure_front;
 using kgroup::test::secure_front_options;
@@ -388,6 +390,40 @@ TEST_CASE("security: re-authentication (KIP-368) during a running group keeps ev
   CHECK(fc.failed_authentications == 0);
   a.close();
   b.close();
+}
+
+// Issue 31, item 4: the re-authentication fell due while a JoinGroup was held by the coordinator
+// (legitimately, up to the rebalance timeout). Sent behind it, the SaslHandshake timed out after
+// request.timeout.ms, which closed the connection and failed the JoinGroup. Now a due
+// re-authentication waits until nothing is in flight (new requests wait with it), as Java's does,
+// and times from when it is sent.
+TEST_CASE("security: a re-authentication due behind a long JoinGroup waits for it; nothing times out",
+          "[security][group][reauth]") {
+  mock_cluster mc(1);
+  seed(mc);
+  secure_front_options fo;
+  fo.sasl_mechanisms = {"PLAIN"};
+  fo.users = {{"alice", "alice-secret"}};
+  fo.session_lifetime_ms = 1500;
+  secure_front front(mc, fo);
+  // The first JoinGroup is answered 4 s late: past the re-authentication (~1.3-1.4 s after the
+  // connection authenticated) plus request.timeout.ms.
+  mc.push_broker_request_errors(1, 11, {{0, 4000}});
+  log_capture logs;
+  auto cfg = base_config(front, "g-reauth-join");
+  cfg.set("security.protocol", "SASL_PLAINTEXT")
+      .set("sasl.mechanism", "PLAIN")
+      .set("sasl.username", "alice")
+      .set("sasl.password", "alice-secret")
+      .set("request.timeout.ms", "1500");
+  kgroup::Consumer c(cfg);
+  CHECK(read_all(c, 30s) == records);
+  const auto m = c.metrics();
+  CHECK(m.reauthentications_total >= 1);
+  CHECK(m.authentication_failures_total == 0);
+  CHECK_FALSE(logs.has(kgroup::LogLevel::warn, {"timed out; closing the connection"}));
+  CHECK(front.counters().failed_authentications == 0);
+  c.close();
 }
 
 TEST_CASE("security: OAUTHBEARER tokens are refreshed before they expire, and re-authentication uses the new one",
