@@ -24,7 +24,7 @@ std::vector<TopicPartitions> from_message_partitions(std::vector<MessagePartitio
 std::vector<TopicPartitions> read_partitions(protocol::reader& r) {
   std::vector<TopicPartitions> out;
   const std::int32_t n = r.read_array_length(false, false, 6);
-  out.reserve(static_cast<std::size_t>(n));
+  protocol::reserve_for(out, r, n);
   for (std::int32_t i = 0; i < n && r.ok(); ++i) {
     auto& tp = out.emplace_back();
     tp.topic = r.read_string(false);
@@ -117,7 +117,7 @@ std::error_code decode_subscription(std::span<const std::uint8_t> in, MemberSubs
   // A newer version: the v3 fields come first and whatever follows is for newer readers.
   protocol::reader b(body);
   const std::int32_t n = b.read_array_length(false, false, 2);
-  out.topics.reserve(static_cast<std::size_t>(n));
+  protocol::reserve_for(out.topics, b, n);
   for (std::int32_t i = 0; i < n && b.ok(); ++i) out.topics.push_back(b.read_string(false));
   out.user_data = b.read_nullable_bytes(false);
   out.owned_partitions = read_partitions(b);

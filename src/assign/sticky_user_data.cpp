@@ -33,7 +33,7 @@ std::error_code decode_sticky_user_data(std::span<const std::uint8_t> in, sticky
   // Smallest entry: empty topic name (2) and an empty partition array (4).
   const std::int32_t n = r.read_array_length(false, false, 6);
   if (!r.ok()) return r.error();
-  out.partitions.reserve(static_cast<std::size_t>(n));
+  protocol::reserve_for(out.partitions, r, n);
   for (std::int32_t i = 0; i < n && r.ok(); ++i) {
     auto& tp = out.partitions.emplace_back();
     tp.topic = r.read_string(false);

@@ -399,7 +399,7 @@ def emit_field_read(f, out, pad, top, ctx, flex="flex", r="r"):
             out.append(f"{pad}  {{")
             out.append(f"{pad}    auto& vec = {dst};")
             out.append(f"{pad}    vec.clear();")
-        out.append(f"{pad}    vec.reserve(static_cast<std::size_t>(n));")
+        out.append(f"{pad}    reserve_for(vec, {r}, n);")
         out.append(f"{pad}    for (std::int32_t i = 0; i < n && {r}.ok(); ++i) {{")
         out.append(f"{pad}      auto& e = vec.emplace_back();")
         read_value(f, "e", flex, out, pad + "      ", top, r)

@@ -301,7 +301,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
       {
         auto& vec = m.api_keys;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_api_versions_response__api_version(r, e, v);
@@ -329,7 +329,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
               {
                 auto& vec = m.supported_features;
                 vec.clear();
-                vec.reserve(static_cast<std::size_t>(n));
+                reserve_for(vec, tr, n);
                 for (std::int32_t i = 0; i < n && tr.ok(); ++i) {
                   auto& e = vec.emplace_back();
                   decode_api_versions_response__supported_feature_key(tr, e, v);
@@ -354,7 +354,7 @@ void decode_api_versions_response(reader& r, api_versions_response& m, std::int1
               {
                 auto& vec = m.finalized_features;
                 vec.clear();
-                vec.reserve(static_cast<std::size_t>(n));
+                reserve_for(vec, tr, n);
                 for (std::int32_t i = 0; i < n && tr.ok(); ++i) {
                   auto& e = vec.emplace_back();
                   decode_api_versions_response__finalized_feature_key(tr, e, v);
@@ -543,7 +543,7 @@ void decode_metadata_request(reader& r, metadata_request& m, std::int16_t v) {
       const std::int32_t n = r.read_array_length(flex, v >= 1, (v <= 9 ? 2 : 18));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_metadata_request__metadata_request_topic(r, e, v);
@@ -648,7 +648,7 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
       {
         auto& vec = m.brokers;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_metadata_response__metadata_response_broker(r, e, v);
@@ -669,7 +669,7 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_metadata_response__metadata_response_topic(r, e, v);
@@ -793,7 +793,7 @@ void decode_metadata_response__metadata_response_topic(reader& r, metadata_respo
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_metadata_response__metadata_response_topic__metadata_response_partition(r, e, v);
@@ -878,7 +878,7 @@ void decode_metadata_response__metadata_response_topic__metadata_response_partit
       {
         auto& vec = m.replica_nodes;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -892,7 +892,7 @@ void decode_metadata_response__metadata_response_topic__metadata_response_partit
       {
         auto& vec = m.isr_nodes;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -906,7 +906,7 @@ void decode_metadata_response__metadata_response_topic__metadata_response_partit
       {
         auto& vec = m.offline_replicas;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -960,7 +960,7 @@ void decode_find_coordinator_request(reader& r, find_coordinator_request& m, std
       {
         auto& vec = m.coordinator_keys;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -1044,7 +1044,7 @@ void decode_find_coordinator_response(reader& r, find_coordinator_response& m, s
       {
         auto& vec = m.coordinators;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_find_coordinator_response__coordinator(r, e, v);
@@ -1198,7 +1198,7 @@ void decode_join_group_request(reader& r, join_group_request& m, std::int16_t v)
       {
         auto& vec = m.protocols;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_join_group_request__join_group_request_protocol(r, e, v);
@@ -1336,7 +1336,7 @@ void decode_join_group_response(reader& r, join_group_response& m, std::int16_t 
       {
         auto& vec = m.members;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_join_group_response__join_group_response_member(r, e, v);
@@ -1464,7 +1464,7 @@ void decode_sync_group_request(reader& r, sync_group_request& m, std::int16_t v)
       {
         auto& vec = m.assignments;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_sync_group_request__sync_group_request_assignment(r, e, v);
@@ -1684,7 +1684,7 @@ void decode_leave_group_request(reader& r, leave_group_request& m, std::int16_t 
       {
         auto& vec = m.members;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_leave_group_request__member_identity(r, e, v);
@@ -1778,7 +1778,7 @@ void decode_leave_group_response(reader& r, leave_group_response& m, std::int16_
       {
         auto& vec = m.members;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_leave_group_response__member_response(r, e, v);
@@ -1894,7 +1894,7 @@ void decode_offset_commit_request(reader& r, offset_commit_request& m, std::int1
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_commit_request__offset_commit_request_topic(r, e, v);
@@ -1940,7 +1940,7 @@ void decode_offset_commit_request__offset_commit_request_topic(reader& r, offset
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_commit_request__offset_commit_request_topic__offset_commit_request_partition(r, e, v);
@@ -2040,7 +2040,7 @@ void decode_offset_commit_response(reader& r, offset_commit_response& m, std::in
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_commit_response__offset_commit_response_topic(r, e, v);
@@ -2086,7 +2086,7 @@ void decode_offset_commit_response__offset_commit_response_topic(reader& r, offs
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_commit_response__offset_commit_response_topic__offset_commit_response_partition(r, e, v);
@@ -2181,7 +2181,7 @@ void decode_offset_fetch_request(reader& r, offset_fetch_request& m, std::int16_
       const std::int32_t n = r.read_array_length(flex, v >= 2 && v <= 7, (v <= 5 ? 6 : v <= 7 ? 3 : 1));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_request__offset_fetch_request_topic(r, e, v);
@@ -2195,7 +2195,7 @@ void decode_offset_fetch_request(reader& r, offset_fetch_request& m, std::int16_
       {
         auto& vec = m.groups;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_request__offset_fetch_request_group(r, e, v);
@@ -2244,7 +2244,7 @@ void decode_offset_fetch_request__offset_fetch_request_topic(reader& r, offset_f
       {
         auto& vec = m.partition_indexes;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -2308,7 +2308,7 @@ void decode_offset_fetch_request__offset_fetch_request_group(reader& r, offset_f
       const std::int32_t n = r.read_array_length(flex, v >= 8, (v <= 7 ? 1 : 3));
       if (n < 0) { m.topics.reset(); } else {
         auto& vec = m.topics.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_request__offset_fetch_request_group__offset_fetch_request_topics(r, e, v);
@@ -2354,7 +2354,7 @@ void decode_offset_fetch_request__offset_fetch_request_group__offset_fetch_reque
       {
         auto& vec = m.partition_indexes;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -2409,7 +2409,7 @@ void decode_offset_fetch_response(reader& r, offset_fetch_response& m, std::int1
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_response__offset_fetch_response_topic(r, e, v);
@@ -2426,7 +2426,7 @@ void decode_offset_fetch_response(reader& r, offset_fetch_response& m, std::int1
       {
         auto& vec = m.groups;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_response__offset_fetch_response_group(r, e, v);
@@ -2472,7 +2472,7 @@ void decode_offset_fetch_response__offset_fetch_response_topic(reader& r, offset
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_response__offset_fetch_response_topic__offset_fetch_response_partition(r, e, v);
@@ -2579,7 +2579,7 @@ void decode_offset_fetch_response__offset_fetch_response_group(reader& r, offset
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_response__offset_fetch_response_group__offset_fetch_response_topics(r, e, v);
@@ -2628,7 +2628,7 @@ void decode_offset_fetch_response__offset_fetch_response_group__offset_fetch_res
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_fetch_response__offset_fetch_response_group__offset_fetch_response_topics__offset_fetch_response_partitions(r, e, v);
@@ -2741,7 +2741,7 @@ void decode_list_offsets_request(reader& r, list_offsets_request& m, std::int16_
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_list_offsets_request__list_offsets_topic(r, e, v);
@@ -2790,7 +2790,7 @@ void decode_list_offsets_request__list_offsets_topic(reader& r, list_offsets_req
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_list_offsets_request__list_offsets_topic__list_offsets_partition(r, e, v);
@@ -2880,7 +2880,7 @@ void decode_list_offsets_response(reader& r, list_offsets_response& m, std::int1
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_list_offsets_response__list_offsets_topic_response(r, e, v);
@@ -2926,7 +2926,7 @@ void decode_list_offsets_response__list_offsets_topic_response(reader& r, list_o
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_list_offsets_response__list_offsets_topic_response__list_offsets_partition_response(r, e, v);
@@ -2995,7 +2995,7 @@ void decode_list_offsets_response__list_offsets_topic_response__list_offsets_par
       {
         auto& vec = m.old_style_offsets;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int64();
@@ -3128,7 +3128,7 @@ void decode_fetch_request(reader& r, fetch_request& m, std::int16_t v) {
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_request__fetch_topic(r, e, v);
@@ -3142,7 +3142,7 @@ void decode_fetch_request(reader& r, fetch_request& m, std::int16_t v) {
       {
         auto& vec = m.forgotten_topics_data;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_request__forgotten_topic(r, e, v);
@@ -3254,7 +3254,7 @@ void decode_fetch_request__fetch_topic(reader& r, fetch_request::fetch_topic& m,
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_request__fetch_topic__fetch_partition(r, e, v);
@@ -3395,7 +3395,7 @@ void decode_fetch_request__forgotten_topic(reader& r, fetch_request::forgotten_t
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -3471,7 +3471,7 @@ void decode_fetch_response(reader& r, fetch_response& m, std::int16_t v) {
       {
         auto& vec = m.responses;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_response__fetchable_topic_response(r, e, v);
@@ -3496,7 +3496,7 @@ void decode_fetch_response(reader& r, fetch_response& m, std::int16_t v) {
               {
                 auto& vec = m.node_endpoints;
                 vec.clear();
-                vec.reserve(static_cast<std::size_t>(n));
+                reserve_for(vec, tr, n);
                 for (std::int32_t i = 0; i < n && tr.ok(); ++i) {
                   auto& e = vec.emplace_back();
                   decode_fetch_response__node_endpoint(tr, e, v);
@@ -3551,7 +3551,7 @@ void decode_fetch_response__fetchable_topic_response(reader& r, fetch_response::
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_response__fetchable_topic_response__partition_data(r, e, v);
@@ -3681,7 +3681,7 @@ void decode_fetch_response__fetchable_topic_response__partition_data(reader& r, 
       const std::int32_t n = r.read_array_length(flex, v >= 4, (v <= 11 ? 16 : 17));
       if (n < 0) { m.aborted_transactions.reset(); } else {
         auto& vec = m.aborted_transactions.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_fetch_response__fetchable_topic_response__partition_data__aborted_transaction(r, e, v);
@@ -3943,7 +3943,7 @@ void decode_offset_for_leader_epoch_request(reader& r, offset_for_leader_epoch_r
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_for_leader_epoch_request__offset_for_leader_topic(r, e, v);
@@ -3989,7 +3989,7 @@ void decode_offset_for_leader_epoch_request__offset_for_leader_topic(reader& r, 
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_for_leader_epoch_request__offset_for_leader_topic__offset_for_leader_partition(r, e, v);
@@ -4071,7 +4071,7 @@ void decode_offset_for_leader_epoch_response(reader& r, offset_for_leader_epoch_
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_for_leader_epoch_response__offset_for_leader_topic_result(r, e, v);
@@ -4117,7 +4117,7 @@ void decode_offset_for_leader_epoch_response__offset_for_leader_topic_result(rea
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_offset_for_leader_epoch_response__offset_for_leader_topic_result__epoch_end_offset(r, e, v);
@@ -4206,7 +4206,7 @@ void decode_describe_groups_request(reader& r, describe_groups_request& m, std::
       {
         auto& vec = m.groups;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -4253,7 +4253,7 @@ void decode_describe_groups_response(reader& r, describe_groups_response& m, std
       {
         auto& vec = m.groups;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_describe_groups_response__described_group(r, e, v);
@@ -4336,7 +4336,7 @@ void decode_describe_groups_response__described_group(reader& r, describe_groups
       {
         auto& vec = m.members;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_describe_groups_response__described_group__described_group_member(r, e, v);
@@ -4473,7 +4473,7 @@ void decode_sasl_handshake_response(reader& r, sasl_handshake_response& m, std::
       {
         auto& vec = m.mechanisms;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -4664,7 +4664,7 @@ void decode_consumer_group_heartbeat_request(reader& r, consumer_group_heartbeat
       const std::int32_t n = r.read_array_length(flex, true, (flex ? 1 : 2));
       if (n < 0) { m.subscribed_topic_names.reset(); } else {
         auto& vec = m.subscribed_topic_names.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -4685,7 +4685,7 @@ void decode_consumer_group_heartbeat_request(reader& r, consumer_group_heartbeat
       const std::int32_t n = r.read_array_length(flex, true, 18);
       if (n < 0) { m.topic_partitions.reset(); } else {
         auto& vec = m.topic_partitions.emplace();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_group_heartbeat_request__topic_partitions_t(r, e, v);
@@ -4731,7 +4731,7 @@ void decode_consumer_group_heartbeat_request__topic_partitions_t(reader& r, cons
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -4864,7 +4864,7 @@ void decode_consumer_group_heartbeat_response__topic_partitions_t(reader& r, con
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -4902,7 +4902,7 @@ void decode_consumer_group_heartbeat_response__assignment_t(reader& r, consumer_
       {
         auto& vec = m.topic_partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_group_heartbeat_response__topic_partitions_t(r, e, v);
@@ -4945,7 +4945,7 @@ void decode_consumer_group_describe_request(reader& r, consumer_group_describe_r
       {
         auto& vec = m.group_ids;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -4994,7 +4994,7 @@ void decode_consumer_group_describe_response(reader& r, consumer_group_describe_
       {
         auto& vec = m.groups;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_group_describe_response__described_group(r, e, v);
@@ -5048,7 +5048,7 @@ void decode_consumer_group_describe_response__topic_partitions_t(reader& r, cons
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -5086,7 +5086,7 @@ void decode_consumer_group_describe_response__assignment_t(reader& r, consumer_g
       {
         auto& vec = m.topic_partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_group_describe_response__topic_partitions_t(r, e, v);
@@ -5187,7 +5187,7 @@ void decode_consumer_group_describe_response__described_group(reader& r, consume
       {
         auto& vec = m.members;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_group_describe_response__described_group__member(r, e, v);
@@ -5296,7 +5296,7 @@ void decode_consumer_group_describe_response__described_group__member(reader& r,
       {
         auto& vec = m.subscribed_topic_names;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -5363,7 +5363,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
       {
         auto& vec = m.topics;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_string(flex);
@@ -5381,7 +5381,7 @@ void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscrip
       {
         auto& vec = m.owned_partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_protocol_subscription__topic_partition(r, e, v);
@@ -5434,7 +5434,7 @@ void decode_consumer_protocol_subscription__topic_partition(reader& r, consumer_
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
@@ -5478,7 +5478,7 @@ void decode_consumer_protocol_assignment(reader& r, consumer_protocol_assignment
       {
         auto& vec = m.assigned_partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           decode_consumer_protocol_assignment__topic_partition(r, e, v);
@@ -5528,7 +5528,7 @@ void decode_consumer_protocol_assignment__topic_partition(reader& r, consumer_pr
       {
         auto& vec = m.partitions;
         vec.clear();
-        vec.reserve(static_cast<std::size_t>(n));
+        reserve_for(vec, r, n);
         for (std::int32_t i = 0; i < n && r.ok(); ++i) {
           auto& e = vec.emplace_back();
           e = r.read_int32();
