@@ -62,7 +62,6 @@ class fetch_part {
   std::chrono::steady_clock::time_point replica_until() const noexcept { return replica_until_; }
   /// Not fetched before this time: after a replica failed it, or named a replica this client
   /// cannot use (the leader then sends no data, and asking again at once would spin).
-  std::chrono::steady_clock::time_point backoff_until() const noexcept { return backoff_until_; }
 
  private:
   friend class fetch_positions;
@@ -151,7 +150,6 @@ class fetch_positions {
                            fetch_timing timing = {})
       : policy_(policy), on_refused_(std::move(on_refused)), timing_(timing) {}
 
-  reset_policy policy() const noexcept { return policy_; }
 
   /// Every owned partition, read-only: changed only through the events below.
   const map& parts() const noexcept { return parts_; }

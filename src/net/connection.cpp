@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "base/log.hpp"
+#include "kgroup/version.hpp"
 
 namespace kgroup::net {
 
@@ -274,7 +275,7 @@ void connection::begin_protocol() {
 void connection::start_handshake(std::int16_t version) {
   protocol::api_versions_request req;
   req.client_software_name = "kgroup";
-  req.client_software_version = "0.1.0";
+  req.client_software_version = library_version();
   send_raw(
       protocol::api_versions_request::api_key, version,
       [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
@@ -462,7 +463,6 @@ void connection::sasl_done(bool reauth) {
     become_ready();
     return;
   }
-  ++reauthentications_;
   reauthenticating_ = false;
   arm_timer();
   flush_waiters({});

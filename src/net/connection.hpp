@@ -111,8 +111,6 @@ class connection : public std::enable_shared_from_this<connection> {
   /// Why the connection is `failed` (empty otherwise): the broker's or TLS's message, the
   /// broker's address and the key to check.
   const std::string& fatal_error() const noexcept { return fatal_message_; }
-  /// Completed re-authentications (KIP-368) on this connection.
-  std::uint64_t reauthentications() const noexcept { return reauthentications_; }
 
   /// Runs `cb` once the connection is ready (connecting first if needed), or with the error that
   /// prevented it.
@@ -125,8 +123,6 @@ class connection : public std::enable_shared_from_this<connection> {
   void abort_requests(const char* why);
 
   state current_state() const noexcept { return state_; }
-  std::int32_t node_id() const noexcept { return node_id_; }
-  const std::string& host() const noexcept { return host_; }
   std::uint16_t port() const noexcept { return port_; }
   const api_version_table& versions() const noexcept { return versions_; }
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
@@ -217,7 +213,6 @@ class connection : public std::enable_shared_from_this<connection> {
   // Due, but requests are still in flight: the exchange starts when the last answer is in.
   bool reauth_draining_ = false;
   std::chrono::steady_clock::time_point reauth_at_ = std::chrono::steady_clock::time_point::max();
-  std::uint64_t reauthentications_ = 0;
   std::error_code fatal_ec_;
   std::string fatal_message_;
 };

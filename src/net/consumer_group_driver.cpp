@@ -39,7 +39,7 @@ consumer_group_driver_options consumer_group_driver::with_member_id(consumer_gro
 
 consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
                                              detail::shared_state& shared, consumer_group_driver_options opts, bool)
-    : base(io, shared, opts.hooks, opts.member), io_(io), cluster_(std::move(c)), opts_(std::move(opts)) {
+    : base(io, shared, opts.hooks, opts.member), cluster_(std::move(c)), opts_(std::move(opts)) {
   // Every refresh (periodic, or another part of the client's) may name topic ids the core waits for.
   cluster_->on_metadata([this] { feed_names(); });
 }

@@ -64,7 +64,6 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
   void resolve_names();
   void feed_names();
 
-  boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   consumer_group_driver_options opts_;
   bool names_in_flight_ = false;

@@ -89,7 +89,6 @@ class driver_base : public membership_driver {
     derived().cluster_->on_metadata(nullptr);
   }
   group::standing standing() const override { return member_.standing(); }
-  const Core& core() const noexcept { return member_; }
 
  protected:
   using action = typename decltype(std::declval<Core&>().take_actions())::value_type;

@@ -51,7 +51,6 @@ class group_driver : public driver_base<group_driver, group::member>,
   void do_compute_assignment(group::compute_assignment job);
   void on_metadata();
 
-  boost::asio::io_context& io_;
   std::shared_ptr<cluster> cluster_;
   group_driver_options opts_;
 };

@@ -294,7 +294,6 @@ void token_cache::get(boost::asio::io_context& io, fetch_done done) {
     const auto now = now_();
     if (r.error.empty() && !security::check_oauthbearer_token(r.token, r.error)) r.permanent = false;
     if (r.error.empty()) {
-      ++fetches_;
       const security::oauth_token& token = r.token;
       if (token.expires_at <= now) {
         logger()->warn("OAUTHBEARER: the token for '{}' has already expired; brokers will refuse it", token.principal);

@@ -74,8 +74,6 @@ class token_cache : public std::enable_shared_from_this<token_cache> {
   /// valid one the last error. A token or extension that fails check_oauthbearer_token counts
   /// as a failed fetch.
   void get(boost::asio::io_context& io, fetch_done done);
-  /// Tokens obtained so far.
-  std::uint64_t fetches() const noexcept { return fetches_; }
 
  private:
   fetcher fetch_;
@@ -85,7 +83,6 @@ class token_cache : public std::enable_shared_from_this<token_cache> {
   std::chrono::system_clock::time_point refresh_at_{};
   std::vector<fetch_done> waiting_;
   bool fetching_ = false;
-  std::uint64_t fetches_ = 0;
   base::backoff backoff_{std::chrono::milliseconds(100), std::chrono::milliseconds(10'000), 0.2};
   std::chrono::system_clock::time_point retry_at_{};  // no fetch before (after a failure)
   std::string last_error_;                            // of the last failed fetch
