@@ -1,4 +1,4 @@
-// Precompiled header of the kgroup library (issue 12: CI time). The standard headers most
+// Precompiled header of the kgroup library (CI time). The standard headers most
 // sources include, fmt (base/log.hpp) and the Asio headers the network, consumer and HTTP
 // sources share: parsed once per build instead of once per source. Beast stays out (one source
 // uses it). A build-speed device only: every source still includes what it uses (a build with

@@ -1,4 +1,4 @@
-// Exponential backoff with an optional jitter: the one retry schedule of the library (issue 17).
+// Exponential backoff with an optional jitter: the one retry schedule of the library.
 // Pure value type: no clock, no thread; the caller adds the delay to its own `now`.
 //
 // The n-th delay (n = 1, 2, ...) is initial x 2^(n-1), capped at max, then multiplied by a factor

@@ -1,4 +1,4 @@
-// Boost.JSON, the one JSON reader and writer of the project (issue 17), compiled into kgroup once
+// Boost.JSON, the one JSON reader and writer of the project, compiled into kgroup once
 // (base/json_impl.cpp) and kept private to it: Boost.JSON marks a few classes (shared_resource)
 // visible, which would export strong Boost symbols from a shared libkgroup and clash with an
 // application's own Boost.JSON. The other Boost libraries it uses are included first, as they

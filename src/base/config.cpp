@@ -31,7 +31,7 @@ const std::vector<ConfigKey> key_table = {
     {"max.poll.interval.ms", "300000", "int", 1, i32max, "", "a member that does not call poll() for this long leaves the group"},
     {"max.poll.records", "500", "int", 1, i32max, "", "most records one poll() returns"},
     {"partition.assignment.strategy", "range,cooperative-sticky", "list", 0, 0, "", "assignors in preference order"},
-    // KIP-848 (issue 16): "consumer" runs net/consumer_group_driver; validate() refuses the
+    // KIP-848: "consumer" runs net/consumer_group_driver; validate() refuses the
     // classic-only keys with it.
     {"group.protocol", "classic", "enum", 0, 0, "classic,consumer", "group membership protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)"},
     {"group.remote.assignor", "", "string", 0, 0, "", "group.protocol=consumer: the broker-side assignor (uniform, range); empty = the broker's default"},
@@ -66,7 +66,7 @@ const std::vector<ConfigKey> key_table = {
     {"rebalance.listener.thread", "poll", "enum", 0, 0, "poll,heartbeat", "where rebalance listener callbacks run"},
     // kgroup's own keys (librdkafka has statistics.interval.ms with the same meaning).
     {"statistics.interval.ms", "0", "int", 0, 86400000, "", "interval of the statistics callback (Consumer::set_statistics_callback); 0 = off"},
-    // Security (issue 15): Java's names and defaults; librdkafka's where Java has none.
+    // Security: Java's names and defaults; librdkafka's where Java has none.
     {"security.protocol", "PLAINTEXT", "enum", 0, 0, "PLAINTEXT,SSL,SASL_PLAINTEXT,SASL_SSL", "how connections to brokers are secured"},
     {"ssl.ca.location", "", "string", 0, 0, "", "CA certificate file or directory that signs the brokers' certificates; empty = the system trust store"},
     {"ssl.ca.pem", "", "string", 0, 0, "", "CA certificate(s) as PEM text (instead of ssl.ca.location)"},

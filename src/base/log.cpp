@@ -71,7 +71,7 @@ std::shared_ptr<LogSink> default_log_sink() {
 namespace detail {
 
 LogLevel log_level_from_name(std::string_view name) noexcept {
-  // spdlog's names and short forms, which KGROUP_LOG_LEVEL took before issue 17.
+  // spdlog's names and short forms, which KGROUP_LOG_LEVEL has always taken.
   if (name == "warning") return LogLevel::warn;
   if (name == "err") return LogLevel::error;
   for (std::size_t i = 0; i < std::size(level_names); ++i) {

@@ -60,7 +60,7 @@ std::string escape_nonprintable(std::string_view text);
 // must never break the code that logs it).
 void emit(LogSink& sink, LogLevel level, fmt::string_view format, fmt::format_args args) noexcept;
 
-// What logger() returns: spdlog's call shape, so call sites read as before issue 17.
+// What logger() returns: spdlog's call shape, so call sites read like spdlog's.
 class log_front {
  public:
   // For work done only to build a line (e.g. a list of partitions at trace).

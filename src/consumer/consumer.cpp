@@ -90,9 +90,10 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
   max_poll_interval_ = mo.max_poll_interval;
   {
-    // The bounds on what a Fetch answer can make poll() hold (issue 31; DESIGN.md, "What a peer
-    // can cost"): a batch decompresses to at most what one fetch may carry (never below 16 MiB, so
-    // a small fetch.max.bytes does not refuse ordinary compressed batches); one poll() holds up to
+    // The bounds on what a Fetch answer can make poll() hold (DESIGN.md, "Hostile peers: what
+    // a broker controls is bounded"): a batch decompresses to at most what one fetch may carry
+    // (never below 16 MiB, so a small fetch.max.bytes does not refuse ordinary compressed
+    // batches); one poll() holds up to
     // fetch.max.bytes, its first record whatever it costs within that bound.
     const auto fetch_max = static_cast<std::size_t>(config_.get_int("fetch.max.bytes"));
     const auto partition_max = static_cast<std::size_t>(config_.get_int("max.partition.fetch.bytes"));
@@ -201,7 +202,7 @@ void Consumer::impl::unsubscribe() {
   }
   post([this] { driver_->unsubscribe(); });
   // Still subscribed until the leave is done: the auto-commit before the revoke and commits
-  // inside on_partitions_revoked carry the live generation and member id (issue 13, item 3).
+  // inside on_partitions_revoked carry the live generation and member id.
   wait_left(left_before, clock::now() + default_timeout_);
   mode_ = mode::none;
   rethrow_listener_error();
@@ -306,7 +307,7 @@ void Consumer::impl::close(std::chrono::milliseconds timeout) {
   const auto deadline = poll_deadline(clock::now(), timeout);
   close_deadline_ = deadline;
   // Java's close(): async commits in flight are waited for (their callbacks run here), and a
-  // manual assignment's positions are auto-committed, all within the timeout (issue 30, items 5, 8).
+  // manual assignment's positions are auto-committed, all within the timeout.
   try {
     if (mode_ == mode::manual) {
       std::set<TopicPartition> all;

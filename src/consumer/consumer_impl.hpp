@@ -95,7 +95,7 @@ class Consumer::impl {
 
   void commit_async(const OffsetMap& offsets, CommitCallback cb);
 
-  // The user thread's single-thread check (issue 30, item 8): a public call enters, and leaves
+  // The user thread's single-thread check: a public call enters, and leaves
   // when it returns. Calls nest on one thread (a listener inside poll() calling commit_sync());
   // a call from a second thread while one is inside throws client_errc::concurrent_access.
   void enter() {

@@ -34,7 +34,7 @@ void Consumer::impl::invoke(const detail::listener_call& call) {
       }
       if (!offsets.empty()) {
         try {
-          // Within what is left of close()'s timeout when close() revokes (issue 30, item 8).
+          // Within what is left of close()'s timeout when close() revokes.
           auto deadline = clock::now() + default_timeout_;
           if (close_deadline_) deadline = std::min(deadline, *close_deadline_);
           commit_and_wait(offsets, deadline);
@@ -133,7 +133,7 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
       }
       {
         // Checked and marked under one lock: a cancel that comes later finds it started and is
-        // "late" (below) instead of racing with it (issue 13, item 9).
+        // "late" (below) instead of racing with it.
         std::lock_guard lock(shared_.mutex);
         if (shared_.cancelled_listeners.erase(call->seq) > 0) continue;  // superseded (see cancel_listener)
         shared_.started_listeners.insert(call->seq);
@@ -191,7 +191,7 @@ std::deque<detail::user_event>::iterator Consumer::impl::next_event(bool run_lis
   if (run_listeners) return q.begin();
   // Listener calls stay queued. So do position events queued behind a listener call of their
   // partition: they belong to the ownership that call starts (or were computed for the one it
-  // ends), and applied before it they would land on the wrong one (issue 30, item 2).
+  // ends), and applied before it they would land on the wrong one.
   std::set<TopicPartition> behind_call;
   for (auto it = q.begin(); it != q.end(); ++it) {
     if (const auto* call = std::get_if<detail::listener_call>(&*it)) {

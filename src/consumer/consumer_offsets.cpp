@@ -10,7 +10,7 @@ void Consumer::impl::commit_sync(const OffsetMap& offsets, std::chrono::millisec
   const fetch::commit_map m = to_commit_map(offsets);
   const auto deadline = deadline_after(timeout);
   // As the header promises (and Java's commitSync): the callbacks of earlier commit_async() calls
-  // run in here, in order, once their answers are in (issue 30, item 8). Commits share one
+  // run in here, in order, once their answers are in. Commits share one
   // coordinator connection, so those answers come before this commit's.
   const std::uint64_t before = next_request_id_;
   try {
@@ -96,7 +96,7 @@ std::int64_t Consumer::impl::position(const TopicPartition& tp, std::chrono::mil
   for (;;) {
     // Positions, errors and commit results only: listener callbacks (and the auto-commit before
     // a revoke) run inside poll(), close() and unsubscribe(), never in the middle of the
-    // application's batch (issue 13, item 5).
+    // application's batch.
     run_events(/*throw_fatal=*/true, /*run_listeners=*/false);
     raise_data_error();
     if (auto p = positions_.position(tp)) return p->offset;
@@ -125,7 +125,7 @@ void Consumer::impl::require_assigned(const TopicPartition& tp, const char* what
     if (mode_ == mode::manual ? manual_.count(tp) > 0 : shared_.owned.count(tp) > 0) return;
   }
   // As Java's IllegalStateException ("No current assignment for partition"): a seek or pause of a
-  // partition not owned would outlive the call and apply to a later assignment (issue 30, item 3).
+  // partition not owned would outlive the call and apply to a later assignment.
   throw Error(make_error_code(client_errc::illegal_state), std::string(what) + ": " + tp.topic + "-" +
                                                                std::to_string(tp.partition) +
                                                                " is not assigned to this consumer");

@@ -45,7 +45,7 @@ std::optional<commit_error> refuse_commit(const group_identity& who, const commi
     // First, whatever the generation: a membership that is gone (fenced, poll timeout, fatal
     // error, leaving) fails the commit for good. Were it retriable, an application would poll()
     // and commit the same offsets again with the next membership's identity, which the
-    // coordinator accepts, though the partitions may have a new owner (issue 30, item 6).
+    // coordinator accepts, though the partitions may have a new owner.
     if (auto gone = membership_gone(who)) return gone;
     if (who.generation < 0) {
       // Not a member of a generation yet: a commit would go out with generation -1, which a

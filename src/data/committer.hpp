@@ -1,4 +1,4 @@
-// The commit decisions of the data path, as pure functions (issue 17): whether a commit may go
+// The commit decisions of the data path, as pure functions: whether a commit may go
 // out with the membership's identity, the OffsetCommit request, what its answer means, and what
 // auto-commit commits. The fetcher (src/fetch) only sends and delivers.
 #pragma once

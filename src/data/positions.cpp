@@ -96,7 +96,7 @@ void position_table::seek_applied(const TopicPartition& tp) {
 bool position_table::position_found(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch,
                                     bool forced) {
   // Only a partition owned now: a position computed for an earlier ownership (an answer queued
-  // behind the revoke or loss that dropped it) must not bring it back (issue 30, item 2).
+  // behind the revoke or loss that dropped it) must not bring it back.
   auto* found = find(tp);
   if (!found || found->seeks_in_flight > 0) return false;
   auto& p = *found;

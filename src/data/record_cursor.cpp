@@ -132,7 +132,7 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
     if (!c.records.next(r)) {
       if (c.records.error()) return fail(c.records.error(), "record");
       // The next position is past the batch's last offset, also when compaction removed its
-      // trailing records (the fetcher continues from there too; issue 13, item 6).
+      // trailing records (the fetcher continues from there too).
       const auto& h = c.batch.header();
       if (h.last_offset() >= pos->position) advance_below_limit(h.last_offset() + 1, batch_epoch(h));
       c.in_batch = false;

@@ -54,7 +54,7 @@ inline std::vector<protocol::consumer_group_heartbeat_request::topic_partitions_
 inline bool is_fatal(std::int16_t c) {
   // The classic core's fatal class (which holds KIP-848's UNRELEASED_INSTANCE_ID,
   // UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION), plus what only this protocol makes fatal:
-  // a refused topic (issue 16; Java reports it and carries on, see docs/DESIGN.md) and a request
+  // a refused topic (Java reports it and carries on, see docs/DESIGN.md) and a request
   // the coordinator calls invalid (Java: fatal; retrying the same request cannot help).
   return protocol::reacts(c, protocol::reaction::group_fatal) ||
          c == code_of(kafka_errc::topic_authorization_failed) || c == code_of(kafka_errc::invalid_request);

@@ -179,7 +179,7 @@ void member::unsubscribe(time_point now) {
     return;
   if (state_ == member_state::fatal) {
     // Nothing to leave (the coordinator refused us), nothing to wait for: the partitions still
-    // owned are reported lost, then unsubscribe() returns (issue 13, item 9).
+    // owned are reported lost, then unsubscribe() returns.
     closing_ = false;
     topics_.clear();
     transition(member_state::leaving, "unsubscribe after a fatal error");
@@ -294,7 +294,7 @@ void member::tick(time_point now) {
         opts_.group_id, opts_.session_timeout.count());
     if (in_flight_ != in_flight::none && coord_.node()) {
       // The request in flight (a heartbeat that never came back) would hold the next JoinGroup
-      // until request.timeout.ms: fail it now (issue 13, item 7).
+      // until request.timeout.ms: fail it now.
       actions_.emplace_back(abandon_requests{*coord_.node()});
       in_flight_ = in_flight::none;
     }
@@ -353,7 +353,7 @@ void member::assignment_computed(
     std::vector<protocol::sync_group_request::sync_group_request_assignment> assignments) {
   // Only the answer to our compute_assignment counts; one that arrives after the member moved on
   // (a poll timeout, a leave, a lost generation), even into assigning a newer generation, is
-  // stale (issue 13, item 9).
+  // stale.
   if (state_ != member_state::assigning || generation != generation_) return;
   if (ec) {
     rebalance_failed(now);
@@ -397,7 +397,7 @@ bool member::needs_coordinator() const noexcept {
       return generation_ >= 0;
     case member_state::leaving:
       // While the revoke of unsubscribe()/close() runs, the member heartbeats and the commits in
-      // the callback need the coordinator: one that moved is looked up again (issue 30, item 4).
+      // the callback need the coordinator: one that moved is looked up again.
       return leaving_heartbeats() || (!leave_sent_ && !member_id_.empty() && !listener_.pending());
     default:
       return false;

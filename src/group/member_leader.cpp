@@ -1,5 +1,5 @@
-// The membership core, continued: the leader's and the subscription's decisions (issue 17:
-// moved here from the driver). Which topics a pattern subscribes to, the leader's assignment
+// The membership core, continued: the leader's and the subscription's decisions (kept
+// out of the driver so that they are pure and unit-tested). Which topics a pattern subscribes to, the leader's assignment
 // (subscriptions decoded, the chosen assignor run on the metadata the driver fetched, its result
 // checked and encoded), who joined or left, and the partition-count watch. Pure, like member.cpp.
 #include <algorithm>

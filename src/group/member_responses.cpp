@@ -252,7 +252,7 @@ bool member::unexpected_error(std::int16_t c, const char* api) {
   // the next poll(). Here a code the error table marks retriable (REQUEST_TIMED_OUT, ...) is
   // logged and retried after a backoff; any other is logged and retried too, but the tenth in a
   // row from the same API with no success in between is fatal, named, raised from poll(): never a
-  // retry loop without end (issue 13, item 9). (Some brokers answer an out-of-turn SyncGroup with
+  // retry loop without end. (Some brokers answer an out-of-turn SyncGroup with
   // INVALID_REQUEST; one rejoin fixes that.)
   const auto e = static_cast<kafka_errc>(c);
   auto& in_a_row = unexpected_in_a_row_[api];
@@ -313,7 +313,7 @@ void member::commit_failed(time_point now, std::int32_t generation, std::int16_t
   } else if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
     // The commit's coordinator moved (as Java's commit path, markCoordinatorUnknown): look it up
     // again now, so the commit's retry (the facade's) and the heartbeats find the new one, also
-    // while the revoke of unsubscribe()/close() runs (issue 30, item 4).
+    // while the revoke of unsubscribe()/close() runs.
     if (coord_.known()) mark_coordinator_unknown(now, kafka_error_name(c).c_str());
     pump(now);
   } else {

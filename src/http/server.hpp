@@ -1,4 +1,4 @@
-// The embedded, read-only HTTP endpoint (issue 6): GET /metrics (Prometheus text), GET /status
+// The embedded, read-only HTTP endpoint: GET /metrics (Prometheus text), GET /status
 // (JSON), GET /group (the group view, JSON) and GET / (the dashboard). It runs on the consumer's background ("heartbeat") thread's
 // io_context and reads only snapshots (the `snapshot` function is called there, once per
 // request), so a slow or hostile client never blocks the group: every connection is bounded in

@@ -74,7 +74,7 @@ struct cluster_metadata {
 /// Connections per broker: fetches (data), group membership (group: JoinGroup, which the
 /// coordinator may hold for the whole rebalance timeout, SyncGroup, Heartbeat, LeaveGroup) and
 /// offsets (OffsetCommit, OffsetFetch), so that committed() and commits never wait behind a held
-/// JoinGroup on the same connection (issue 13, item 9).
+/// JoinGroup on the same connection.
 enum class channel { data = 0, group = 1, offsets = 2 };
 
 class cluster : public std::enable_shared_from_this<cluster> {

@@ -1,4 +1,4 @@
-// How a client's connections are secured (issue 15): the TLS context, the SASL mechanism and
+// How a client's connections are secured: the TLS context, the SASL mechanism and
 // credentials, and the OAUTHBEARER token cache, built once per client from its Config and shared
 // by all its connections. The connection (net/connection.cpp) runs the handshakes.
 #pragma once

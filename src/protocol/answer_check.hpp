@@ -1,4 +1,4 @@
-// Whether a decoded answer talks about what its request asked (issue 31, item 7). A response can
+// Whether a decoded answer talks about what its request asked. A response can
 // decode cleanly and still be wrong: a broker that writes a field too wide shifts every later
 // entry (librdkafka 2.0.2's mock, ListOffsets v4-5: the second partition of an answer comes out
 // as partition -1 with garbage offsets, followed by "trailing" bytes). Counting trailing bytes is

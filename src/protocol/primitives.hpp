@@ -171,7 +171,7 @@ class writer {
 /// Reserves room for an array of `count` elements (from read_array_length) whose elements are
 /// still to be read from `r`, but never more element storage than the bytes left in the frame:
 /// a count is bounded by the frame only through each element's smallest wire size, and an element
-/// in memory can be 16-32 times that (issue 31). Past the reservation the vector grows as
+/// in memory can be 16-32 times that. Past the reservation the vector grows as
 /// elements are really read, so memory follows what the frame holds, not what it claims.
 template <class Vec>
 void reserve_for(Vec& vec, const reader& r, std::int32_t count) {

@@ -1,4 +1,4 @@
-// Counters of what brokers send that kgroup reads but would not send itself (issue 14): shared by
+// Counters of what brokers send that kgroup reads but would not send itself: shared by
 // every connection of a Consumer, read by its metrics. No Asio here: the consumer includes it.
 #pragma once
 
