@@ -93,8 +93,8 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
     // The bounds on what a Fetch answer can make poll() hold (DESIGN.md, "Hostile peers: what
     // a broker controls is bounded"): a batch decompresses to at most what one fetch may carry
     // (never below 16 MiB, so a small fetch.max.bytes does not refuse ordinary compressed
-    // batches); one poll() holds up to
-    // fetch.max.bytes, its first record whatever it costs within that bound.
+    // batches); one poll() holds up to fetch.max.bytes, its first record whatever it costs
+    // within that bound.
     const auto fetch_max = static_cast<std::size_t>(config_.get_int("fetch.max.bytes"));
     const auto partition_max = static_cast<std::size_t>(config_.get_int("max.partition.fetch.bytes"));
     cursor_ = data::record_cursor({.read_committed = read_committed_,
