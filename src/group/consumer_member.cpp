@@ -19,42 +19,31 @@ namespace kgroup::group::kip848 {
 
 namespace {
 
-constexpr std::uint32_t bit(s x) {
-  return 1u << static_cast<unsigned>(x);
-}
-template <class... S>
-constexpr std::uint32_t any_of(S... x) {
-  return (bit(x) | ...);
-}
-constexpr std::size_t state_count = static_cast<std::size_t>(s::closed) + 1;
+using table = transition_table<consumer_member_state>;
 constexpr std::size_t at(s x) {
-  return static_cast<std::size_t>(x);
+  return table::at(x);
 }
 
 // The transition table (docs/DESIGN.md lists it): for each state, the states it may move to.
 // Staying is always allowed; every state but closed may become fatal, and every state may close.
-// consumer_member::transition() refuses anything else.
-constexpr std::array<std::uint32_t, state_count> transitions = [] {
-  std::array<std::uint32_t, state_count> t{};
+// membership_skeleton::transition() refuses anything else.
+constexpr table::rows transitions = [] {
+  table::rows t{};
   // Leaving (prepare_leaving with owned partitions, else leaving) and a poll timeout are open to
   // every state that is in the group or joining it.
-  const auto out = any_of(s::prepare_leaving, s::leaving, s::poll_timed_out);
-  t[at(s::unsubscribed)] = any_of(s::joining);
-  t[at(s::joining)] = any_of(s::reconciling, s::stable, s::fenced, s::unsubscribed) | out;
-  t[at(s::reconciling)] = any_of(s::acknowledging, s::stable, s::fenced) | out;
-  t[at(s::acknowledging)] = any_of(s::reconciling, s::stable, s::fenced) | out;
-  t[at(s::stable)] = any_of(s::reconciling, s::fenced) | out;
-  t[at(s::fenced)] = any_of(s::joining, s::leaving, s::unsubscribed, s::poll_timed_out);
-  t[at(s::prepare_leaving)] = any_of(s::leaving, s::unsubscribed);
-  t[at(s::leaving)] = any_of(s::unsubscribed);
-  t[at(s::poll_timed_out)] = any_of(s::fenced, s::joining, s::leaving, s::unsubscribed);
-  t[at(s::fatal)] = any_of(s::leaving);  // close()/unsubscribe(): lost listener first
+  const auto out = states_of(s::prepare_leaving, s::leaving, s::poll_timed_out);
+  t[at(s::unsubscribed)] = states_of(s::joining);
+  t[at(s::joining)] = states_of(s::reconciling, s::stable, s::fenced, s::unsubscribed) | out;
+  t[at(s::reconciling)] = states_of(s::acknowledging, s::stable, s::fenced) | out;
+  t[at(s::acknowledging)] = states_of(s::reconciling, s::stable, s::fenced) | out;
+  t[at(s::stable)] = states_of(s::reconciling, s::fenced) | out;
+  t[at(s::fenced)] = states_of(s::joining, s::leaving, s::unsubscribed, s::poll_timed_out);
+  t[at(s::prepare_leaving)] = states_of(s::leaving, s::unsubscribed);
+  t[at(s::leaving)] = states_of(s::unsubscribed);
+  t[at(s::poll_timed_out)] = states_of(s::fenced, s::joining, s::leaving, s::unsubscribed);
+  t[at(s::fatal)] = states_of(s::leaving);  // close()/unsubscribe(): lost listener first
   t[at(s::closed)] = 0;
-  for (std::size_t from = 0; from < state_count; ++from) {
-    t[from] |= (1u << from) | bit(s::closed);
-    if (static_cast<s>(from) != s::closed) t[from] |= bit(s::fatal);
-  }
-  return t;
+  return table::with_common_rules(t);
 }();
 
 }  // namespace
@@ -88,42 +77,17 @@ const char* to_string(consumer_member_state x) noexcept {
 }
 
 bool transition_allowed(consumer_member_state from, consumer_member_state to) noexcept {
-  const auto f = at(from);
-  return f < state_count && at(to) < state_count && (transitions[f] & bit(to)) != 0;
+  return table::allowed(transitions, from, to);
 }
 
 consumer_member::consumer_member(consumer_member_options opts)
-    : opts_(std::move(opts)),
+    : consumer_member_skeleton(opts.retry_backoff, opts.retry_backoff_max),
+      opts_(std::move(opts)),
       names_backoff_(opts_.retry_backoff, opts_.retry_backoff_max),  // no jitter: deterministic tests
-      retry_backoff_(opts_.retry_backoff, opts_.retry_backoff_max),
       interval_(opts_.heartbeat_interval) {}
 
-void consumer_member::transition(consumer_member_state to, const std::string& reason) {
-  if (to == state_) return;
-  if (!transition_allowed(state_, to)) {
-    // A bug in the core. Not applied: the member stops (fatal, raised from poll()) instead of
-    // going on in a state the table does not know. Tests fail on it.
-    ++invalid_transitions_;
-    const std::string what = std::string("internal error: invalid membership transition ") +
-                             to_string(state_) + " -> " + to_string(to) + " (" + reason + ")";
-    logger()->error("group '{}': {}", opts_.group_id, what);
-    if (state_ != s::closed && state_ != s::fatal) {
-      in_flight_ = in_flight::none;
-      listener_.drop();
-      state_ = s::fatal;
-      actions_.emplace_back(report_error{make_error_code(client_errc::illegal_state), what, true});
-    }
-    return;
-  }
-  logger()->debug("group '{}' member '{}' epoch {}: {} -> {} ({})", opts_.group_id, member_id_, epoch_,
-                  to_string(state_), to_string(to), reason);
-  state_ = to;
-}
-
-std::vector<action> consumer_member::take_actions() {
-  std::vector<action> out;
-  out.swap(actions_);
-  return out;
+std::string consumer_member::who() const {
+  return "member '" + member_id_ + "' epoch " + std::to_string(epoch_);
 }
 
 partition_set consumer_member::owned() const {
@@ -286,11 +250,6 @@ void consumer_member::poll_called(time_point now) {
   pump(now);
 }
 
-void consumer_member::poll_returned(time_point now) {
-  poll_.returned(now);
-  pump(now);
-}
-
 void consumer_member::commit_failed(time_point, std::int32_t epoch, std::int16_t code) {
   logger()->debug("group '{}': a commit with member epoch {} failed with error {}", opts_.group_id, epoch,
                   kafka_error_name(code));
@@ -301,19 +260,7 @@ void consumer_member::enforce_rebalance(time_point, std::string reason) {
                  reason);
 }
 
-void consumer_member::listener_started(time_point now, std::uint64_t seq) {
-  if (listener_.start(seq)) {
-    poll_.callback_moment(now);
-  }
-}
-
-void consumer_member::listener_done(time_point now, std::uint64_t seq) {
-  const auto done = listener_.finish(seq);
-  if (!done) return;  // stale (cancelled or superseded)
-  poll_.callback_moment(now);
-  if (done->kind != listener_kind::assigned)
-    set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
-  const then next = done->after;
+void consumer_member::after_listener(time_point now, then next) {
   continue_after_listener(now, next);
   pump(now);
 }
@@ -360,17 +307,13 @@ bool consumer_member::heartbeat_due(time_point now) const noexcept {
   return now >= next_heartbeat_at_;
 }
 
-bool consumer_member::poll_timer_running() const noexcept {
-  const bool member_like = state_ == s::joining || state_ == s::reconciling || state_ == s::acknowledging ||
-                           state_ == s::stable || state_ == s::fenced;
-  const bool in_callback = listener_.running();
-  return member_like && (!poll_.in_poll() || in_callback);
+bool consumer_member::poll_interval_applies() const noexcept {
+  return state_ == s::joining || state_ == s::reconciling || state_ == s::acknowledging || state_ == s::stable ||
+         state_ == s::fenced;
 }
 
 bool consumer_member::check_poll_timeout(time_point now) {
-  if (!poll_timer_running()) return false;
-  const auto measured =
-      poll_.exceeded(now, opts_.max_poll_interval, opts_.group_id);
+  const auto measured = poll_interval_exceeded(now, opts_.max_poll_interval);
   if (!measured) return false;
   // A callback the stalled application has not started belongs to a membership that is gone.
   supersede_pending_listener();
@@ -393,7 +336,7 @@ void consumer_member::reconciliation_begins(time_point now, RebalanceCause cause
 void consumer_member::reconciliation_ends(time_point now, bool completed) { stats_.end(now, completed, epoch_); }
 
 void consumer_member::backoff(time_point now) {
-  backoff_until_ = now + retry_backoff_.next();
+  consumer_member_skeleton::backoff(now);
   // A heartbeat that failed goes again when the backoff ends, not a whole interval later.
   next_heartbeat_at_ = backoff_until_;
 }

@@ -20,8 +20,7 @@
 #include <vector>
 
 #include "base/backoff.hpp"
-#include "group/member.hpp"  // the actions both cores share (listeners, errors, coordinator lookup)
-#include "group/poll_clock.hpp"
+#include "group/membership.hpp"
 #include "group/types.hpp"
 #include "protocol/messages.hpp"
 
@@ -71,8 +70,7 @@ struct consumer_member_options {
   ms heartbeat_interval{5000};
 };
 
-// ---- actions (besides the shared find_coordinator, run_listener, assignment_changed,
-// report_error, left_group, cancel_listener of member.hpp) ------------------------------------
+// ---- actions (besides the shared ones of membership.hpp) -------------------------------------
 
 struct send_consumer_group_heartbeat {
   protocol::consumer_group_heartbeat_request request;
@@ -98,7 +96,14 @@ inline constexpr std::int32_t leave_epoch_static = -2;
 /// The fatal error of a coordinator without ConsumerGroupHeartbeat (no fallback to classic).
 std::string unsupported_message(std::int32_t node);
 
-class consumer_member {
+/// What the KIP-848 core continues with once the pending listener is acknowledged.
+enum class consumer_member_then { nothing, assign_step, acknowledge, rejoin, leave, finish_leave };
+
+class consumer_member;
+using consumer_member_skeleton =
+    membership_skeleton<consumer_member, consumer_member_state, action, id_assignment, consumer_member_then>;
+
+class consumer_member : public consumer_member_skeleton {
  public:
   explicit consumer_member(consumer_member_options opts);
 
@@ -112,9 +117,7 @@ class consumer_member {
   /// As the classic core: max.poll.interval.ms runs between poll_returned() and the next
   /// poll_called(), and while a listener callback runs inside poll().
   void poll_called(time_point now);
-  void poll_returned(time_point now);
-  void listener_started(time_point now, std::uint64_t seq);
-  void listener_done(time_point now, std::uint64_t seq);
+  // poll_returned(), listener_started() and listener_done(): the skeleton's (membership.hpp).
   /// A commit with member epoch `epoch` failed with `code`. Nothing changes here: the core learns
   /// of fencing from its own heartbeats (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), and a
   /// STALE_MEMBER_EPOCH is the committer's to retry (logged at debug).
@@ -141,14 +144,12 @@ class consumer_member {
   /// Topic names the driver found in metadata (for need_topic_names; more than asked is fine).
   void topic_names_resolved(time_point now, const std::vector<std::pair<topic_id, std::string>>& names);
 
-  // ---- outputs ----
-  std::vector<action> take_actions();
+  // ---- outputs (and take_actions(), the skeleton's) ----
   /// When tick() must be called next (heartbeat due, backoff over, names retry, poll timer), or
   /// nullopt. Never in the past.
   std::optional<time_point> next_deadline() const;
 
-  // ---- observation ----
-  consumer_member_state state() const noexcept { return state_; }
+  // ---- observation (and state(), invalid_transitions(), coordinator(), stats(), last_poll()) ----
   /// Owned partitions by name (what the listeners and the fetcher see).
   partition_set owned() const;
   const id_assignment& owned_ids() const noexcept { return owned_; }
@@ -167,22 +168,27 @@ class consumer_member {
   bool is_leader() const noexcept { return false; }
   /// The member epoch OffsetCommit v9+ carries (0 while joining, < 0 while leaving).
   std::int32_t member_epoch() const noexcept { return epoch_; }
-  std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }
   ms heartbeat_interval() const noexcept { return interval_; }
   /// The membership as commits see it: `generation` is the member epoch.
   group::standing standing() const;
-  /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
-  std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
   const consumer_member_options& options() const noexcept { return opts_; }
-  /// What the core measured, in the classic core's shape (one facade, one metrics path): a
-  /// "rebalance" here is a reconciliation, from the moment the member stops being stable (or
-  /// joins) until it is stable again; `generation` is the member epoch it ended in.
-  const member_stats& stats() const noexcept { return stats_; }
+  // stats(): in the classic core's shape (one facade, one metrics path), a "rebalance" here is a
+  // reconciliation, from the moment the member stops being stable (or joins) until it is stable
+  // again; `generation` is the member epoch it ended in.
 
  private:
+  friend consumer_member_skeleton;
   enum class in_flight { none, heartbeat, leave };
-  // What the pending listener continues with once acknowledged.
-  enum class then { nothing, assign_step, acknowledge, rejoin, leave, finish_leave };
+  using then = consumer_member_then;
+
+  // For the skeleton (membership.hpp).
+  const std::string& group_id() const noexcept { return opts_.group_id; }
+  std::string who() const;
+  void requests_dropped() noexcept { in_flight_ = in_flight::none; }
+  void disown(const id_assignment& parts);
+  partition_set named(const id_assignment& parts) const { return names_of(parts); }
+  bool poll_interval_applies() const noexcept;
+  void after_listener(time_point now, then next);
   // The fields of the last heartbeat sent; unset means "not sent since the last reset", so the
   // next heartbeat carries it (Java's SentFields).
   struct sent_fields {
@@ -194,7 +200,6 @@ class consumer_member {
     std::optional<id_assignment> owned;
   };
 
-  void transition(consumer_member_state to, const std::string& reason);
   void pump(time_point now);
   bool needs_coordinator() const noexcept;
   bool heartbeating() const noexcept;
@@ -216,14 +221,8 @@ class consumer_member {
   void reconciliation_begins(time_point now, RebalanceCause cause, const std::string& detail);
   void reconciliation_ends(time_point now, bool completed);
   void heartbeat_error(time_point now, const protocol::consumer_group_heartbeat_response& r);
-  void request_listener(listener_kind kind, const id_assignment& parts, then next);
   void continue_after_listener(time_point now, then next);
-  void supersede_pending_listener();
-  void cancel_unstarted_listener();
-  // Both: the handshake's release() with its effect on owned_ and the cancel action.
-  void release_listener(bool unstarted_only);
   void set_owned(id_assignment owned);
-  bool poll_timer_running() const noexcept;
   bool check_poll_timeout(time_point now);
   void backoff(time_point now);
   /// The part of `a` whose topic names are known, and the ids that are not.
@@ -234,7 +233,6 @@ class consumer_member {
   std::string fatal_message(std::int16_t c, const std::optional<std::string>& broker_message) const;
 
   consumer_member_options opts_;
-  consumer_member_state state_ = consumer_member_state::unsubscribed;
   // The subscription: topic names, or a regex for the broker (exactly one is used).
   std::vector<std::string> topics_;
   std::optional<std::string> regex_;
@@ -252,29 +250,15 @@ class consumer_member {
   bool join_sent_ = false;      // a heartbeat with epoch 0 went out since the last fence/leave
   bool heartbeat_now_ = false;  // the subscription changed: tell the coordinator without waiting
   bool leave_pending_ = false;  // poll timeout: the leave heartbeat still has to go out
-  // Fenced (or removed) by the coordinator and not given an epoch again yet: commits fail for good
-  // until then, as the classic core's removed() (the epoch is 0 meanwhile, as while joining).
-  bool removed_ = false;
+  // removed_ (the skeleton's): fenced or removed by the coordinator and not given an epoch again
+  // yet (the epoch is 0 meanwhile, as while joining).
   bool fatal_while_leaving_ = false;  // a fatal error during unsubscribe()/close(): state stays
   sent_fields sent_;
-  coordinator_lookup coord_;
-  base::backoff retry_backoff_;
-  time_point backoff_until_{};
   time_point next_heartbeat_at_{};
   ms interval_;
-  poll_clock poll_;  // max.poll.interval.ms
-  bool closing_ = false;
-  std::map<std::int16_t, int> unexpected_in_a_row_;
-  static constexpr int max_unexpected_in_a_row = 10;
-  // The listener callback waiting for the user thread (at most one).
-  listener_handshake<id_assignment, then> listener_;
-  std::uint64_t next_seq_ = 1;
-  std::uint64_t invalid_transitions_ = 0;
-  member_stats stats_;
   time_point heartbeat_sent_{};
   // The cause of the next reconciliation, when this member caused it (a subscription change).
   std::optional<RebalanceCause> next_cause_;
-  std::vector<action> actions_;
 };
 
 }  // namespace kgroup::group::kip848

@@ -309,14 +309,6 @@ void consumer_member::fatal(time_point now, std::error_code ec, std::string mess
   actions_.emplace_back(report_error{ec, std::move(message), true});
 }
 
-void consumer_member::request_listener(listener_kind kind, const id_assignment& parts, then next) {
-  const std::uint64_t seq = next_seq_++;
-  listener_.request(seq, kind, parts, next);
-  const partition_set named = names_of(parts);
-  stats_.listener_called(kind, named);
-  actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq});
-}
-
 void consumer_member::continue_after_listener(time_point now, then next) {
   switch (next) {
     case then::nothing:
@@ -340,15 +332,7 @@ void consumer_member::continue_after_listener(time_point now, then next) {
   }
 }
 
-void consumer_member::supersede_pending_listener() { release_listener(false); }
-
-void consumer_member::cancel_unstarted_listener() { release_listener(true); }
-
-void consumer_member::release_listener(bool unstarted_only) {
-  const auto cancelled =
-      listener_.release(unstarted_only, [&](const auto& parts) { set_owned(minus(owned_, parts)); });
-  if (cancelled) actions_.emplace_back(cancel_listener{*cancelled});
-}
+void consumer_member::disown(const id_assignment& parts) { set_owned(minus(owned_, parts)); }
 
 void consumer_member::set_owned(id_assignment owned) {
   owned = normalized(std::move(owned));

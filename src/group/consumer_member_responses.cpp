@@ -155,7 +155,7 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
     heartbeat_error(now, r);
     return;
   }
-  unexpected_in_a_row_.clear();
+  unexpected_cleared("ConsumerGroupHeartbeat");
   retry_backoff_.reset();
   if (r.member_id && !r.member_id->empty() && *r.member_id != member_id_) {
     // v0: the coordinator names the member in its first answer. v1: it echoes ours.
@@ -235,22 +235,9 @@ void consumer_member::heartbeat_error(time_point now, const protocol::consumer_g
     fatal(now, make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, r.error_message));
     return;
   }
-  // Unexpected: logged and retried after a backoff; a code that is not retriable becomes fatal
-  // the tenth time in a row (as the classic core: never a retry loop without end).
-  const auto e = static_cast<kafka_errc>(c);
-  auto& in_a_row = unexpected_in_a_row_[c];
-  if (!is_retriable(e) && ++in_a_row >= max_unexpected_in_a_row) {
-    fatal(now, make_error_code(e),
-          "group '" + opts_.group_id + "': unexpected error in ConsumerGroupHeartbeat response: " +
-              kafka_error_name(c) + " (" + r.error_message.value_or(make_error_code(e).message()) + "), " +
-              std::to_string(in_a_row) + " times in a row");
-    return;
-  }
-  actions_.emplace_back(
-      report_error{make_error_code(e),
-                   "unexpected error in ConsumerGroupHeartbeat response: " + kafka_error_name(c) +
-                       (r.error_message ? " (" + *r.error_message + ")" : "") + "; retrying",
-                   false});
+  // Unexpected: the skeleton's one policy (logged and retried after a backoff; a code that is not
+  // retriable becomes fatal the tenth time in a row).
+  if (unexpected_error(now, c, "ConsumerGroupHeartbeat", r.error_message)) return;
   backoff(now);
   pump(now);
 }

@@ -12,10 +12,6 @@ namespace kgroup::group {
 
 namespace {
 
-std::vector<TopicPartition> to_vector(const partition_set& s) {
-  return {s.begin(), s.end()};
-}
-
 partition_set minus(const partition_set& a, const partition_set& b) {
   partition_set out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(out, out.end()));
@@ -74,83 +70,42 @@ const char* to_string(listener_kind k) noexcept {
 
 namespace {
 
-constexpr std::uint32_t bit(member_state s) { return 1u << static_cast<unsigned>(s); }
-template <class... S>
-constexpr std::uint32_t any_of(S... s) {
-  return (bit(s) | ...);
-}
-
 using s = member_state;
-constexpr std::size_t state_count = static_cast<std::size_t>(s::closed) + 1;
+using table = transition_table<member_state>;
 
 // The transition table (docs/DESIGN.md draws it): for each state, the states it may move to.
 // Staying is always allowed; every state but closed may become fatal, and every state may close.
-// member::transition() refuses anything else.
-constexpr std::array<std::uint32_t, state_count> transitions = [] {
-  std::array<std::uint32_t, state_count> t{};
-  const auto rebalancing = any_of(s::joining, s::assigning, s::syncing, s::completing, s::preparing, s::leaving,
+// membership_skeleton::transition() refuses anything else.
+constexpr table::rows transitions = [] {
+  table::rows t{};
+  const auto rebalancing = states_of(s::joining, s::assigning, s::syncing, s::completing, s::preparing, s::leaving,
                                   s::poll_timed_out, s::unsubscribed);
-  t[static_cast<std::size_t>(s::unsubscribed)] = any_of(s::joining);
-  t[static_cast<std::size_t>(s::preparing)] = any_of(s::joining, s::leaving, s::poll_timed_out, s::unsubscribed);
+  t[static_cast<std::size_t>(s::unsubscribed)] = states_of(s::joining);
+  t[static_cast<std::size_t>(s::preparing)] = states_of(s::joining, s::leaving, s::poll_timed_out, s::unsubscribed);
   t[static_cast<std::size_t>(s::joining)] = rebalancing;
   t[static_cast<std::size_t>(s::assigning)] = rebalancing;
   t[static_cast<std::size_t>(s::syncing)] = rebalancing;
   t[static_cast<std::size_t>(s::completing)] =
-      any_of(s::stable, s::joining, s::preparing, s::leaving, s::poll_timed_out, s::unsubscribed);
-  t[static_cast<std::size_t>(s::stable)] = any_of(s::preparing, s::joining, s::leaving, s::poll_timed_out, s::unsubscribed);
-  t[static_cast<std::size_t>(s::leaving)] = any_of(s::unsubscribed);
-  t[static_cast<std::size_t>(s::poll_timed_out)] = any_of(s::preparing, s::joining, s::leaving, s::unsubscribed);
-  t[static_cast<std::size_t>(s::fatal)] = any_of(s::leaving);  // close() or unsubscribe(): lost listener first
+      states_of(s::stable, s::joining, s::preparing, s::leaving, s::poll_timed_out, s::unsubscribed);
+  t[static_cast<std::size_t>(s::stable)] = states_of(s::preparing, s::joining, s::leaving, s::poll_timed_out, s::unsubscribed);
+  t[static_cast<std::size_t>(s::leaving)] = states_of(s::unsubscribed);
+  t[static_cast<std::size_t>(s::poll_timed_out)] = states_of(s::preparing, s::joining, s::leaving, s::unsubscribed);
+  t[static_cast<std::size_t>(s::fatal)] = states_of(s::leaving);  // close() or unsubscribe(): lost listener first
   t[static_cast<std::size_t>(s::closed)] = 0;
-  for (std::size_t from = 0; from < state_count; ++from) {
-    t[from] |= bit(static_cast<s>(from)) | bit(s::closed);
-    if (static_cast<s>(from) != s::closed) t[from] |= bit(s::fatal);
-  }
-  return t;
+  return table::with_common_rules(t);
 }();
 
 }  // namespace
 
 bool transition_allowed(member_state from, member_state to) noexcept {
-  const auto f = static_cast<std::size_t>(from);
-  return f < state_count && static_cast<std::size_t>(to) < state_count && (transitions[f] & bit(to)) != 0;
+  return table::allowed(transitions, from, to);
 }
 
 member::member(member_options opts, protocol_builder build_protocols, assignment_decoder decode_assignment)
-    : opts_(std::move(opts)),
+    : member_skeleton(opts.retry_backoff, opts.retry_backoff_max),
+      opts_(std::move(opts)),
       build_protocols_(build_protocols ? std::move(build_protocols) : consumer_protocols(opts_.assignors)),
-      decode_assignment_(decode_assignment ? std::move(decode_assignment) : decode_consumer_assignment),
-      retry_backoff_(opts_.retry_backoff, opts_.retry_backoff_max) {}  // no jitter: deterministic tests
-
-void member::transition(member_state to, const char* reason) {
-  if (to == state_) return;
-  if (!transition_allowed(state_, to)) {
-    // A bug in the core. It is not applied: the member stops (fatal, raised from poll() with the
-    // transition named) instead of going on in a state the table does not know. Tests fail on it.
-    ++invalid_transitions_;
-    const std::string what = std::string("internal error: invalid membership transition ") + to_string(state_) +
-                             " -> " + to_string(to) + " (" + reason + ")";
-    logger()->error("group '{}': {}", opts_.group_id, what);
-    if (state_ != member_state::closed && state_ != member_state::fatal) {
-      in_flight_ = in_flight::none;
-      listener_.drop();
-      state_ = member_state::fatal;
-      actions_.emplace_back(report_error{make_error_code(client_errc::illegal_state), what, true});
-    }
-    return;
-  }
-  logger()->debug("group '{}' member '{}': {} -> {} ({})", opts_.group_id, member_id_, to_string(state_),
-                  to_string(to), reason);
-  state_ = to;
-}
-
-std::vector<action> member::take_actions() {
-  std::vector<action> out;
-  out.swap(actions_);
-  return out;
-}
-
-// ---- user events ------------------------------------------------------------------------------
+      decode_assignment_(decode_assignment ? std::move(decode_assignment) : decode_consumer_assignment) {}
 
 void member::subscribe(time_point now, std::vector<std::string> topics) {
   if (state_ == member_state::fatal || state_ == member_state::closed) return;
@@ -241,11 +196,6 @@ void member::poll_called(time_point now) {
   pump(now);
 }
 
-void member::poll_returned(time_point now) {
-  poll_.returned(now);
-  pump(now);
-}
-
 void member::enforce_rebalance(time_point now, std::string reason) {
   if (state_ == member_state::unsubscribed || state_ == member_state::fatal ||
       state_ == member_state::closed || state_ == member_state::leaving) {
@@ -256,21 +206,7 @@ void member::enforce_rebalance(time_point now, std::string reason) {
   pump(now);
 }
 
-void member::listener_started(time_point now, std::uint64_t seq) {
-  if (listener_.start(seq)) {
-    // Inside poll() the callback's own time counts toward max.poll.interval.ms, from its start.
-    poll_.callback_moment(now);
-  }
-}
-
-void member::listener_done(time_point now, std::uint64_t seq) {
-  const auto done = listener_.finish(seq);
-  if (!done) return;  // stale
-  poll_.callback_moment(now);
-  // The listener's effect on ownership: a revoked or lost partition is no longer ours.
-  if (done->kind != listener_kind::assigned)
-    set_owned(done->kind == listener_kind::lost ? decltype(owned_){} : minus(owned_, done->parts));
-  const then next = done->after;
+void member::after_listener(time_point now, then next) {
   if (state_ == member_state::poll_timed_out) {
     // We left the group while the listener ran: its continuation belongs to a generation that is
     // gone. The next poll_called() reports what is still owned as lost and rejoins.
@@ -298,7 +234,7 @@ void member::tick(time_point now) {
       actions_.emplace_back(abandon_requests{*coord_.node()});
       in_flight_ = in_flight::none;
     }
-    mark_coordinator_unknown(now, "session timed out");
+    forget_coordinator("session timed out");
     rebalance_begins(now, RebalanceCause::session_timeout, "no successful heartbeat for session.timeout.ms");
     generation_ = -1;
     removed_ = true;
@@ -314,18 +250,13 @@ bool member::leaving_heartbeats() const noexcept {
   return state_ == member_state::leaving && listener_.pending() && !leave_sent_ && generation_ >= 0;
 }
 
-bool member::poll_timer_running() const noexcept {
-  const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
-                           state_ != member_state::fatal && state_ != member_state::closed &&
-                           state_ != member_state::leaving;
-  const bool in_callback = listener_.running();
-  return member_like && (!poll_.in_poll() || in_callback);
+bool member::poll_interval_applies() const noexcept {
+  return state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
+         state_ != member_state::fatal && state_ != member_state::closed && state_ != member_state::leaving;
 }
 
 bool member::check_poll_timeout(time_point now) {
-  if (!poll_timer_running()) return false;
-  const auto measured =
-      poll_.exceeded(now, opts_.max_poll_interval, opts_.group_id);
+  const auto measured = poll_interval_exceeded(now, opts_.max_poll_interval);
   if (!measured) return false;
   if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
     protocol::leave_group_request req;
@@ -553,15 +484,7 @@ void member::finish_leave(time_point now) {
   }
 }
 
-void member::supersede_pending_listener() { release_listener(false); }
-
-void member::cancel_unstarted_listener() { release_listener(true); }
-
-void member::release_listener(bool unstarted_only) {
-  const auto cancelled =
-      listener_.release(unstarted_only, [&](const auto& parts) { set_owned(minus(owned_, parts)); });
-  if (cancelled) actions_.emplace_back(cancel_listener{*cancelled});
-}
+void member::disown(const partition_set& parts) { set_owned(minus(owned_, parts)); }
 
 void member::lose_partitions(time_point now, const std::string& why, then next) {
   // A revoke or assign callback still queued for the user thread is overtaken: the application
@@ -575,16 +498,6 @@ void member::lose_partitions(time_point now, const std::string& why, then next) 
     return;
   }
   continue_after_listener(now, next);
-}
-
-void member::request_listener(listener_kind kind, const partition_set& parts, then next) {
-  // A revoke still waiting for the user thread when the partitions are lost (the member was
-  // removed while the application did not poll): the lost callback replaces it, so the
-  // application never commits partitions that may already have a new owner.
-  const std::uint64_t seq = next_seq_++;
-  listener_.request(seq, kind, parts, next);
-  stats_.listener_called(kind, parts);
-  actions_.emplace_back(run_listener{kind, to_vector(parts), seq});
 }
 
 void member::continue_after_listener(time_point now, then next) {
@@ -642,23 +555,13 @@ void member::set_owned(partition_set owned) {
   actions_.emplace_back(assignment_changed{owned_});
 }
 
-void member::mark_coordinator_unknown(time_point, const char* why) {
-  if (coord_.known()) {
-    logger()->info("group '{}': coordinator {} unusable ({}); rediscovering", opts_.group_id,
-                   coord_.node().value_or(-1), why);
-  }
-  coord_.forget();
-}
-
-void member::backoff(time_point now) { backoff_until_ = now + retry_backoff_.next(); }
-
 void member::heartbeat_after_backoff() {
   // A failed heartbeat is retried once the backoff ends, not a whole heartbeat.interval.ms later
   // (as the Java client's failHeartbeat): the session timer keeps running meanwhile.
   last_heartbeat_sent_ = backoff_until_ - opts_.heartbeat_interval;
 }
 
-void member::fatal(std::error_code ec, std::string message) {
+void member::fatal(time_point, std::error_code ec, std::string message) {
   if (state_ == member_state::closed) return;  // a late answer after close
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
   if (state_ == member_state::leaving) {

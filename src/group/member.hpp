@@ -19,9 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "base/backoff.hpp"
-#include "group/listener_handshake.hpp"
-#include "group/poll_clock.hpp"
+#include "group/membership.hpp"
 #include "group/types.hpp"
 #include "kgroup/assignor.hpp"
 #include "kgroup/types.hpp"
@@ -63,9 +61,8 @@ struct member_options {
   std::vector<std::shared_ptr<PartitionAssignor>> assignors;
 };
 
-// ---- actions --------------------------------------------------------------------------------
+// ---- actions (besides the shared ones of membership.hpp) -------------------------------------
 
-struct find_coordinator {};
 struct send_join_group {
   protocol::join_group_request request;
   /// The coordinator holds a JoinGroup for the whole rebalance, up to the rebalance timeout
@@ -89,31 +86,6 @@ struct compute_assignment {
   std::vector<protocol::join_group_response::join_group_response_member> members;
   std::vector<std::string> topics;
 };
-/// Run the user's listener on the user's thread (or wherever the facade runs it), then call
-/// listener_done(seq).
-struct run_listener {
-  listener_kind kind;
-  std::vector<TopicPartition> partitions;
-  std::uint64_t seq = 0;
-};
-/// The set of partitions this member owns changed (for the fetcher and assignment()).
-struct assignment_changed {
-  partition_set owned;
-};
-/// Something the user should hear about: fatal errors are raised from poll(); others are logged.
-struct report_error {
-  std::error_code code;
-  std::string message;
-  bool fatal = false;
-};
-/// Leave/close work finished: the facade may stop the thread.
-struct left_group {};
-/// A run_listener not yet acknowledged is void: skip it if it has not started (a revoke whose
-/// partitions were lost meanwhile; the lost listener that follows covers them).
-struct cancel_listener {
-  std::uint64_t seq = 0;
-};
-
 /// The coordinator `node` is given up on while a request to it is in flight (client-side session
 /// expiry): fail that request now (disconnect) instead of waiting for request.timeout.ms, as
 /// Java's markCoordinatorUnknown does. The core has already forgotten the request.
@@ -158,7 +130,21 @@ struct topic_summary {
 /// reason from v5). The core fills both; this keeps the one `version` can carry.
 void fit_leave_group(protocol::leave_group_request& r, std::int16_t version);
 
-class member {
+/// What the classic core does when the pending listener returns.
+enum class member_then {
+  nothing,
+  join,
+  assign_added,
+  finish_assignment,
+  leave,
+  rejoin_after_lost,
+  close_after_leave
+};
+
+class member;
+using member_skeleton = membership_skeleton<member, member_state, action, partition_set, member_then>;
+
+class member : public member_skeleton {
  public:
   /// Empty `build_protocols` / `decode_assignment`: the consumer protocol's (above).
   explicit member(member_options opts, protocol_builder build_protocols = {},
@@ -175,14 +161,8 @@ class member {
   /// application spends waiting inside poll() never counts (as in Java), only the time between a
   /// poll() returning and the next one, and the time a listener callback takes inside poll().
   void poll_called(time_point now);
-  /// poll() returned (with records, empty, or by throwing): the poll interval starts from `now`.
-  void poll_returned(time_point now);
   void enforce_rebalance(time_point now, std::string reason);
-  void listener_done(time_point now, std::uint64_t seq);
-  /// The user thread began running listener `seq`: from now on it is not cancelled (a revoke the
-  /// application is running finishes as a revoke), and inside poll() the callback's time counts
-  /// toward max.poll.interval.ms.
-  void listener_started(time_point now, std::uint64_t seq);
+  // poll_returned(), listener_started() and listener_done(): the skeleton's (membership.hpp).
 
   // ---- events from the driver ----
   void tick(time_point now);
@@ -220,19 +200,16 @@ class member {
   /// assigned changed its partition count.
   void metadata_updated(time_point now, const std::vector<topic_summary>& topics);
 
-  // ---- outputs ----
-  std::vector<action> take_actions();
+  // ---- outputs (and take_actions(), the skeleton's) ----
   /// When tick() must be called next (heartbeat due, backoff over, a timeout), or nullopt.
   std::optional<time_point> next_deadline() const;
 
-  // ---- observation ----
-  member_state state() const noexcept { return state_; }
+  // ---- observation (and state(), invalid_transitions(), coordinator(), stats(), last_poll()) ----
   const partition_set& owned() const noexcept { return owned_; }
   const std::string& member_id() const noexcept { return member_id_; }
   std::int32_t generation() const noexcept { return generation_; }
   bool is_leader() const noexcept { return !member_id_.empty() && leader_id_ == member_id_; }
   const std::string& protocol_name() const noexcept { return protocol_name_; }
-  std::optional<std::int32_t> coordinator() const noexcept { return coord_.node(); }
   const std::vector<std::string>& topics() const noexcept { return topics_; }
   /// The subscription as subscription() shows it (the topics, matched ones for a pattern).
   const std::vector<std::string>& subscription() const noexcept { return topics_; }
@@ -242,11 +219,6 @@ class member {
   bool removed() const noexcept { return removed_; }
   /// The membership as commits see it (identity, and whether the generation is settled).
   group::standing standing() const;
-  /// Transitions refused by transition_allowed() so far (a bug if ever non-zero; tests check it).
-  std::uint64_t invalid_transitions() const noexcept { return invalid_transitions_; }
-  /// Last time poll() was called (for metrics and the 80% warning).
-  time_point last_poll() const noexcept { return poll_.last(); }
-  const member_stats& stats() const noexcept { return stats_; }
   /// The leader's view of the rebalance in progress (who joined or left, from the member lists of
   /// consecutive generations) replaces the generic "group rebalancing" cause.
   void describe_rebalance(RebalanceCause cause, std::string detail);
@@ -254,19 +226,19 @@ class member {
   bool pattern_subscribed() const noexcept { return pattern_.has_value(); }
 
  private:
+  friend member_skeleton;
   enum class in_flight { none, join, sync, heartbeat, leave };
-  // What to do when the pending listener returns.
-  enum class then {
-    nothing,
-    join,
-    assign_added,
-    finish_assignment,
-    leave,
-    rejoin_after_lost,
-    close_after_leave
-  };
+  using then = member_then;
 
-  void transition(member_state to, const char* reason);
+  // For the skeleton (membership.hpp).
+  const std::string& group_id() const noexcept { return opts_.group_id; }
+  std::string who() const { return "member '" + member_id_ + "'"; }
+  void requests_dropped() noexcept { in_flight_ = in_flight::none; }
+  void disown(const partition_set& parts);
+  partition_set named(const partition_set& parts) const { return parts; }
+  bool poll_interval_applies() const noexcept;
+  void after_listener(time_point now, then next);
+
   void pump(time_point now);
   void start_rebalance(time_point now, const std::string& reason);
   void begin_join(time_point now);
@@ -276,45 +248,29 @@ class member {
   void send_heartbeat_now(time_point now);
   void send_leave(time_point now, const std::string& reason);
   void lose_partitions(time_point now, const std::string& why, then next);
-  void cancel_unstarted_listener();
-  // Both: the handshake's release() with its effect on owned_ and the cancel action.
-  void release_listener(bool unstarted_only);
-  /// A new callback replaces the pending one: cancelled if not started, else its effect on
-  /// ownership applied now (see member.cpp).
-  void supersede_pending_listener();
   /// Leaving, with the revoke callback of unsubscribe()/close() still running: heartbeats go on.
   bool leaving_heartbeats() const noexcept;
-  void request_listener(listener_kind kind, const partition_set& parts, then next);
   void finish_leave(time_point now);
   void continue_after_listener(time_point now, then next);
   void complete_assignment(time_point now);
   void set_owned(partition_set owned);
-  void mark_coordinator_unknown(time_point now, const char* why);
-  void backoff(time_point now);
   void heartbeat_after_backoff();
-  void fatal(std::error_code ec, std::string message);
+  void fatal(time_point now, std::error_code ec, std::string message);
   void request_rejoin(RebalanceCause cause, std::string reason);
   void rebalance_begins(time_point now, RebalanceCause cause, const std::string& detail);
   void rebalance_ends(time_point now, bool completed);
   void rebalance_failed(time_point now);
   bool needs_coordinator() const noexcept;
   bool check_poll_timeout(time_point now);
-  /// Whether max.poll.interval.ms is running: the member is in the group, and the application is
-  /// outside poll() or inside a listener callback.
-  bool poll_timer_running() const noexcept;
   /// The coordinator no longer knows this member's generation (`what` answered `c`): partitions
   /// lost, rejoin.
   void membership_lost(time_point now, const std::string& what, std::int16_t c);
   // Fenced (is_fenced(c)): the generation is gone, the partitions are lost, the member joins
   // again (with a new member id after UNKNOWN_MEMBER_ID).
   void fenced(time_point now, const std::string& what, std::int16_t c);
-  /// A code no reaction handles, answered to `api`: logged and retried, fatal when it is not
-  /// retriable and the max_unexpected_in_a_row-th in a row; true if fatal.
-  bool unexpected_error(std::int16_t c, const char* api);
   enum class retry_with { join, heartbeat };
   /// The end every JoinGroup/SyncGroup/Heartbeat error ladder shares (member_responses.cpp).
   void answer_error(time_point now, std::int16_t c, const char* api, retry_with retry);
-  static constexpr int max_unexpected_in_a_row = 10;
   bool coordinator_error(time_point now, std::int16_t code);
   /// Leader: who joined and who left since the generation before (describe_rebalance).
   void describe_membership_change(
@@ -326,7 +282,6 @@ class member {
   member_options opts_;
   protocol_builder build_protocols_;
   assignment_decoder decode_assignment_;
-  member_state state_ = member_state::unsubscribed;
   std::vector<std::string> topics_;
   std::string member_id_;
   std::int32_t generation_ = -1;
@@ -335,25 +290,14 @@ class member {
   partition_set owned_;
   partition_set pending_assignment_;  // received in SyncGroup, applied after listeners
   in_flight in_flight_ = in_flight::none;
-  coordinator_lookup coord_;
-  time_point backoff_until_{};
-  base::backoff retry_backoff_;
   time_point last_heartbeat_sent_{};
   time_point last_heartbeat_ok_{};
-  poll_clock poll_;  // max.poll.interval.ms
-  bool removed_ = false;    // see removed()
-  std::map<std::string, int> unexpected_in_a_row_;  // per API, since its last success
   bool rejoin_needed_ = false;
   std::string rejoin_reason_;
   RebalanceCause rejoin_cause_ = RebalanceCause::group_rebalancing;
   time_point join_sent_{};
   time_point sync_sent_{};
-  member_stats stats_;
-  bool closing_ = false;  // leaving is for close(), not unsubscribe()
-  listener_handshake<partition_set, then> listener_;  // the listener call the user thread has
-  std::uint64_t next_seq_ = 1;
   bool leave_sent_ = false;
-  std::uint64_t invalid_transitions_ = 0;
   std::optional<std::regex> pattern_;
   // Leader: the group's subscriptions for the generation being assigned.
   struct assignment_job {
@@ -368,7 +312,6 @@ class member {
   // Leader: members (instance id or member id) of the last generation it led.
   std::set<std::string> last_members_;
   std::int32_t last_members_generation_ = -1;
-  std::vector<action> actions_;
 };
 
 /// Whether a state change is one of the documented transitions (for the checks in transition()).

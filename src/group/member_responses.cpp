@@ -21,7 +21,7 @@ void member::coordinator_found(time_point now, std::int32_t node_id) {
 void member::coordinator_failed(time_point now, std::error_code ec) {
   coord_.forget();
   if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
-    fatal(ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
+    fatal(now, ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
     return;
   }
   logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
@@ -42,7 +42,7 @@ void member::request_failed(time_point now, std::error_code ec) {
     return;
   }
   if (was == in_flight::join || was == in_flight::sync) rebalance_failed(now);
-  mark_coordinator_unknown(now, "request failed");
+  forget_coordinator("request failed");
   backoff(now);
   if (was == in_flight::heartbeat) heartbeat_after_backoff();
   if (was == in_flight::sync && state_ == member_state::syncing) {
@@ -53,7 +53,7 @@ void member::request_failed(time_point now, std::error_code ec) {
 
 bool member::coordinator_error(time_point now, std::int16_t c) {
   if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
-    mark_coordinator_unknown(now, kafka_error_name(c).c_str());
+    forget_coordinator(kafka_error_name(c));
     backoff(now);
     return true;
   }
@@ -76,13 +76,13 @@ void member::join_group_done(time_point now, const protocol::join_group_response
   if (c == 0 && r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
     // JoinGroup v7+ names the group's protocol type: a group of another kind (Connect, ...)
     // shares the id. Java fails the same way (INCONSISTENT_GROUP_PROTOCOL).
-    fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+    fatal(now, make_error_code(kafka_errc::inconsistent_group_protocol),
           "group '" + opts_.group_id + "': JoinGroup answered protocol type '" + *r.protocol_type +
               "', not '" + std::string(protocol_type) + "': the group id is used by another kind of group");
     return;
   }
   if (c == 0) {
-    unexpected_in_a_row_.erase("JoinGroup");
+    unexpected_cleared("JoinGroup");
     stats_.step_done(now - join_sent_, stats_.joins, stats_.join_time_total, stats_.join_time_max,
                      stats_.join_hist);
     member_id_ = r.member_id;
@@ -132,18 +132,18 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
   const std::int16_t c = r.error_code;
   if (c != 0) rebalance_failed(now);
   if (c == 0) {
-    unexpected_in_a_row_.erase("SyncGroup");
+    unexpected_cleared("SyncGroup");
     stats_.step_done(now - sync_sent_, stats_.syncs, stats_.sync_time_total, stats_.sync_time_max,
                      stats_.sync_hist);
     if (r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
-      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+      fatal(now, make_error_code(kafka_errc::inconsistent_group_protocol),
             "group '" + opts_.group_id + "': SyncGroup answered protocol type '" + *r.protocol_type +
                 "', not '" + std::string(protocol_type) + "'");
       return;
     }
     if (r.protocol_name && !r.protocol_name->empty() && !protocol_name_.empty() &&
         *r.protocol_name != protocol_name_) {
-      fatal(make_error_code(kafka_errc::inconsistent_group_protocol),
+      fatal(now, make_error_code(kafka_errc::inconsistent_group_protocol),
             "group '" + opts_.group_id + "': SyncGroup protocol '" + *r.protocol_name +
                 "' differs from JoinGroup's '" + protocol_name_ + "'");
       return;
@@ -205,7 +205,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   stats_.heartbeat_answered(now, last_heartbeat_sent_);
   const std::int16_t c = r.error_code;
   if (c == 0) {
-    unexpected_in_a_row_.erase("Heartbeat");
+    unexpected_cleared("Heartbeat");
     last_heartbeat_ok_ = now;
     pump(now);
     return;
@@ -233,10 +233,10 @@ void member::answer_error(time_point now, std::int16_t c, const char* api, retry
   // starts over from JoinGroup; a failed heartbeat is resent when the backoff ends.
   if (!coordinator_error(now, c)) {
     if (is_fatal_group_error(c)) {
-      fatal(make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
+      fatal(now, make_error_code(static_cast<kafka_errc>(c)), fatal_message(c, opts_.group_id));
       return;
     }
-    if (unexpected_error(c, api)) return;
+    if (unexpected_error(now, c, api)) return;
     backoff(now);
   }
   if (retry == retry_with::heartbeat) {
@@ -245,27 +245,6 @@ void member::answer_error(time_point now, std::int16_t c, const char* api, retry
     transition(member_state::joining, (std::string(api) + " failed: " + kafka_error_name(c)).c_str());
   }
   pump(now);
-}
-
-bool member::unexpected_error(std::int16_t c, const char* api) {
-  // Java raises "Unexpected error in ... response" for a code it does not handle and rejoins on
-  // the next poll(). Here a code the error table marks retriable (REQUEST_TIMED_OUT, ...) is
-  // logged and retried after a backoff; any other is logged and retried too, but the tenth in a
-  // row from the same API with no success in between is fatal, named, raised from poll(): never a
-  // retry loop without end. (Some brokers answer an out-of-turn SyncGroup with
-  // INVALID_REQUEST; one rejoin fixes that.)
-  const auto e = static_cast<kafka_errc>(c);
-  auto& in_a_row = unexpected_in_a_row_[api];
-  if (!is_retriable(e) && ++in_a_row >= max_unexpected_in_a_row) {
-    fatal(make_error_code(e), "group '" + opts_.group_id + "': unexpected error in " + api +
-                                  " response: " + kafka_error_name(c) + " (" + make_error_code(e).message() +
-                                  "), " + std::to_string(in_a_row) + " times in a row");
-    return true;
-  }
-  actions_.emplace_back(report_error{
-      make_error_code(e),
-      std::string("unexpected error in ") + api + " response: " + kafka_error_name(c) + "; retrying", false});
-  return false;
 }
 
 void member::leave_group_done(time_point now, const protocol::leave_group_response& r) {
@@ -309,12 +288,12 @@ void member::commit_failed(time_point now, std::int32_t generation, std::int16_t
   } else if (is_fenced(c)) {
     membership_lost(now, "OffsetCommit", c);
   } else if (c == code(kafka_errc::fenced_instance_id)) {
-    fatal(make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
+    fatal(now, make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
   } else if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
     // The commit's coordinator moved (as Java's commit path, markCoordinatorUnknown): look it up
     // again now, so the commit's retry (the facade's) and the heartbeats find the new one, also
     // while the revoke of unsubscribe()/close() runs.
-    if (coord_.known()) mark_coordinator_unknown(now, kafka_error_name(c).c_str());
+    if (coord_.known()) forget_coordinator(kafka_error_name(c));
     pump(now);
   } else {
     pump(now);
