@@ -90,6 +90,7 @@ const std::vector<ConfigKey> key_table = {
     {"sasl.oauthbearer.extensions", "", "string", 0, 0, "", "SASL extensions sent with the token: key=value,..."},
     {"sasl.login.refresh.window.factor", "0.8", "string", 0, 0, "", "a token is refreshed after this fraction of its lifetime (0.5 to 1.0)"},
     {"observability.http.listen", "", "string", 0, 0, "", "host:port of the embedded HTTP endpoint (/metrics, /status, /group, dashboard); empty = off, port 0 = any free port"},
+    {"observability.http.allowed.hosts", "", "list", 0, 0, "", "Host header names the HTTP endpoint answers besides its bound address (and localhost on loopback); others get 421 (DNS rebinding)"},
 };
 
 const ConfigKey* find_key(std::string_view name) {

@@ -346,6 +346,12 @@ void Consumer::impl::start_http() {
   }
   http::server_options so;
   so.listen = listen;
+  for (const auto& host : config_.get_list("observability.http.allowed.hosts")) {
+    if (!http::normalize_allowed_host(host, why)) {
+      throw Error(make_error_code(client_errc::invalid_config), "observability.http.allowed.hosts: " + why);
+    }
+    so.allowed_hosts.push_back(host);
+  }
   // GET /group: the whole group's view, gathered on this thread only while it is asked for.
   fetch::group_observer_options go;
   go.group_id = config_.get("group.id");

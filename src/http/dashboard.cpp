@@ -1,5 +1,8 @@
-// The dashboard served at GET /: one self-contained page (inline CSS, JS and SVG; no external
-// scripts, styles, fonts or images). It polls `status` every second and keeps a client-side
+// The dashboard served at GET /: one self-contained page (its CSS at GET /dashboard.css, its
+// script at GET /dashboard.js, SVG drawn by the script; nothing from elsewhere, and nothing inline,
+// so the endpoint's Content-Security-Policy allows only 'self' for scripts and styles: no
+// `<script>` or `<style>` element, no style or event-handler attributes; the script sets styles
+// through the CSSOM, which the policy allows). It polls `status` every second and keeps a client-side
 // history of the rebalances it has seen, so the timeline survives the server's 50-entry window.
 //
 // Stable hooks for tests and scripts: every timeline row is `g.partition-row[data-partition=
@@ -23,8 +26,56 @@ constexpr std::string_view page = R"kgroup(<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>kgroup consumer</title>
-<style>
-:root { --bg:#f6f7f9; --card:#fff; --fg:#1d2430; --muted:#6b7483; --line:#e3e6eb; --accent:#2f6fde;
+<link rel="stylesheet" href="dashboard.css">
+</head>
+<body>
+<header>
+  <h1>kgroup · <span id="group">…</span></h1>
+  <div class="ident" id="ident"></div>
+  <div id="live">connecting</div>
+</header>
+<main>
+  <section class="card wide"><div class="stats" id="stats"></div></section>
+  <section class="card wide" id="group-card">
+    <div class="tl-head"><h2>Group: members &times; partitions (lag)</h2><div class="ident" id="group-summary">gathering the group view…</div></div>
+    <div id="group-error"></div>
+    <div class="map-wrap"><table id="group-map"></table></div>
+  </section>
+  <section class="card">
+    <div class="tl-head"><h2>Partitions of this member over time</h2>
+      <label class="ident">window
+        <select id="window">
+          <option value="0">all</option><option value="3600000">1 h</option>
+          <option value="900000">15 min</option><option value="300000">5 min</option>
+          <option value="60000">1 min</option>
+        </select></label></div>
+    <svg id="timeline" width="100%" height="80" role="img" aria-label="partition timeline"></svg>
+  </section>
+  <section class="card">
+    <h2>Time between polls</h2>
+    <svg id="poll-gauge" viewBox="0 0 240 150" width="100%" role="img" aria-label="time since last poll"></svg>
+    <div id="gauge-text"></div>
+  </section>
+  <section class="card wide">
+    <h2>Assignment</h2>
+    <table><thead><tr><th>partition</th><th class="num">position</th><th class="num">committed</th>
+      <th class="num">high watermark</th><th class="num">lag</th><th>paused</th></tr></thead>
+      <tbody id="partitions"></tbody></table>
+  </section>
+  <section class="card wide">
+    <h2 id="rebalances-title">Rebalances (newest first)</h2>
+    <table><thead><tr><th>started</th><th>cause</th><th>detail</th><th class="num" id="generation-column">generation</th>
+      <th class="num">duration</th><th>revoked</th><th>assigned</th><th>lost</th></tr></thead>
+      <tbody id="rebalances"></tbody></table>
+  </section>
+</main>
+<script src="dashboard.js"></script>
+</body>
+</html>
+)kgroup";
+
+// GET /dashboard.css
+constexpr std::string_view style = R"kgroup(:root { --bg:#f6f7f9; --card:#fff; --fg:#1d2430; --muted:#6b7483; --line:#e3e6eb; --accent:#2f6fde;
         --ok:#2e9e5b; --warn:#d99a1e; --bad:#d6453d; }
 @media (prefers-color-scheme: dark) {
   :root { --bg:#14171c; --card:#1d2128; --fg:#e6e9ee; --muted:#9aa3b2; --line:#2c323c; }
@@ -76,51 +127,10 @@ select { font:inherit; font-size:12px; }
 #group-error { color:var(--bad); font-size:13px; margin-bottom:6px; }
 #group-error:empty { display:none; }
 @media (max-width: 800px) { main { grid-template-columns:1fr; } }
-</style>
-</head>
-<body>
-<header>
-  <h1>kgroup · <span id="group">…</span></h1>
-  <div class="ident" id="ident"></div>
-  <div id="live">connecting</div>
-</header>
-<main>
-  <section class="card wide"><div class="stats" id="stats"></div></section>
-  <section class="card wide" id="group-card">
-    <div class="tl-head"><h2>Group: members &times; partitions (lag)</h2><div class="ident" id="group-summary">gathering the group view…</div></div>
-    <div id="group-error"></div>
-    <div class="map-wrap"><table id="group-map"></table></div>
-  </section>
-  <section class="card">
-    <div class="tl-head"><h2>Partitions of this member over time</h2>
-      <label class="ident">window
-        <select id="window">
-          <option value="0">all</option><option value="3600000">1 h</option>
-          <option value="900000">15 min</option><option value="300000">5 min</option>
-          <option value="60000">1 min</option>
-        </select></label></div>
-    <svg id="timeline" width="100%" height="80" role="img" aria-label="partition timeline"></svg>
-  </section>
-  <section class="card">
-    <h2>Time between polls</h2>
-    <svg id="poll-gauge" viewBox="0 0 240 150" width="100%" role="img" aria-label="time since last poll"></svg>
-    <div id="gauge-text"></div>
-  </section>
-  <section class="card wide">
-    <h2>Assignment</h2>
-    <table><thead><tr><th>partition</th><th class="num">position</th><th class="num">committed</th>
-      <th class="num">high watermark</th><th class="num">lag</th><th>paused</th></tr></thead>
-      <tbody id="partitions"></tbody></table>
-  </section>
-  <section class="card wide">
-    <h2 id="rebalances-title">Rebalances (newest first)</h2>
-    <table><thead><tr><th>started</th><th>cause</th><th>detail</th><th class="num" id="generation-column">generation</th>
-      <th class="num">duration</th><th>revoked</th><th>assigned</th><th>lost</th></tr></thead>
-      <tbody id="rebalances"></tbody></table>
-  </section>
-</main>
-<script>
-"use strict";
+)kgroup";
+
+// GET /dashboard.js
+constexpr std::string_view script = R"kgroup("use strict";
 const SVGNS = "http://www.w3.org/2000/svg";
 const CAUSE_COLORS = { "member joined":"#2f6fde", "member left":"#8e5bd8", "group rebalancing":"#3a9fb0",
   "poll timeout":"#d6453d", "session timeout":"#d6453d", "metadata change":"#d99a1e",
@@ -259,8 +269,10 @@ function drawTimeline(s, rebs) {
     g.appendChild(el("rect", { x: cx, y: top, width: Math.max(x(end) - cx, 2), height: axisY - top,
                                fill: color, "fill-opacity": r.completed ? 0.18 : 0.3 }));
     g.appendChild(el("line", { x1: cx, x2: cx, y1: top0 + lane * laneH + 3, y2: axisY, stroke: color, "stroke-width": 1.5 }));
-    g.appendChild(el("text", { x: left ? cx - 3 : cx + 3, y: top0 + lane * laneH, style: "fill:" + color, "font-weight": 600,
-                               "text-anchor": left ? "end" : "start" }, r.cause));
+    const label = el("text", { x: left ? cx - 3 : cx + 3, y: top0 + lane * laneH, "font-weight": 600,
+                               "text-anchor": left ? "end" : "start" }, r.cause);
+    label.style.fill = color;  // through the CSSOM: a style attribute would need 'unsafe-inline'
+    g.appendChild(label);
     const list = (ps) => ps.length ? ps.map(pname).join(", ") : "none";
     g.appendChild(el("title", {}, r.cause + (r.detail ? " (" + r.detail + ")" : "") + "\nstarted " + fmtTime(r.start_ms) +
       ", " + (r.duration_ms >= 0 ? "took " + fmtDur(r.duration_ms) : "in progress") + ", " + WORDS.generation + " " + r.generation +
@@ -520,13 +532,12 @@ window.addEventListener("resize", () => last && render(last));
 refresh();
 setInterval(refresh, 1000);
 pollGroup();
-</script>
-</body>
-</html>
 )kgroup";
 
 }  // namespace
 
 std::string_view dashboard_html() { return page; }
+std::string_view dashboard_script() { return script; }
+std::string_view dashboard_style() { return style; }
 
 }  // namespace kgroup::http

@@ -1,6 +1,6 @@
 // What the embedded HTTP endpoint serves, as pure functions of a metrics snapshot (no Beast, no
 // Asio): the Prometheus text exposition for GET /metrics, the JSON document for GET /status and
-// the dashboard page for GET /; and the group view's JSON for GET /group.
+// the dashboard page for GET / (with its script and style); and the group view's JSON for GET /group.
 #pragma once
 
 #include <string>
@@ -27,8 +27,12 @@ std::string render_status_json(const ConsumerMetrics& m);
 /// view's age and the latest refresh's error. Same escaping rules as /status.
 std::string render_group_json(const base::group_view& v);
 
-/// The self-contained dashboard page (inline CSS, JS and SVG; no external resources). It polls
-/// /status every second. Defined in dashboard.cpp.
+/// The self-contained dashboard page (no external resources; nothing inline, so a strict
+/// Content-Security-Policy allows it): its style is dashboard_style() (GET /dashboard.css), its
+/// script dashboard_script() (GET /dashboard.js), which polls /status every second. Defined in
+/// dashboard.cpp.
 std::string_view dashboard_html();
+std::string_view dashboard_script();
+std::string_view dashboard_style();
 
 }  // namespace kgroup::http

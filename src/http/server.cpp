@@ -5,10 +5,24 @@
 // Error responses end the connection with a lingering close: shut down our sending side, discard
 // what the client still sends for a short while, then close, so the client reads the status
 // instead of a reset.
+//
+// Slots: at most max_connections connections, at most max_connections_per_peer from one peer IP.
+// A connection is idle while it waits for the first bytes of a request (it reads them with a
+// plain read_some before handing over to the header parser) or lingers after an error response;
+// a new connection that finds no free slot evicts the connection idle longest (the peer's own
+// when the peer is at its limit) and is refused only when none is idle, so idle sockets cannot
+// lock a scraper out, and a request once started is never cut off.
+//
+// Host check (DNS rebinding): a request is served only when its one Host field names the bound
+// address (any IP literal when bound to 0.0.0.0 or ::, since an IP literal cannot come from a
+// rebound name), "localhost" when bound to loopback or to any address, or a name of
+// server_options::allowed_hosts; the port is not compared (port forwarding changes it). Anything
+// else is answered 421. Every response carries a strict Content-Security-Policy.
 #include "http/server.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <exception>
 #include <iterator>
@@ -81,6 +95,36 @@ std::optional<listen_address> parse_listen_address(std::string_view text, std::s
   return out;
 }
 
+std::optional<std::string> normalize_allowed_host(std::string_view entry, std::string& why) {
+  const auto bad = [&](const char* reason) -> std::optional<std::string> {
+    why = "\"" + std::string(entry) + "\" is not an allowed host: " + reason;
+    return std::nullopt;
+  };
+  if (entry.empty()) return bad("empty");
+  boost::system::error_code ec;
+  if (entry.front() == '[') {
+    if (entry.size() < 3 || entry.back() != ']') return bad("an IPv6 address in brackets, without port, was expected");
+    const auto v6 = asio::ip::make_address_v6(std::string(entry.substr(1, entry.size() - 2)), ec);
+    if (ec) return bad("not an IPv6 address");
+    return v6.to_string();
+  }
+  if (entry.find(':') != std::string_view::npos) {
+    const auto v6 = asio::ip::make_address_v6(std::string(entry), ec);
+    if (ec) return bad("give a host name or IP address without port or scheme");
+    return v6.to_string();
+  }
+  std::string name;
+  for (const char c : entry) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!std::isalnum(u) && c != '-' && c != '.' && c != '_') {
+      return bad("a host name has only letters, digits, '-', '_' and '.'");
+    }
+    name += static_cast<char>(std::tolower(u));
+  }
+  const auto v4 = asio::ip::make_address_v4(name, ec);
+  return ec ? name : v4.to_string();
+}
+
 namespace {
 
 std::string format_endpoint(const tcp::endpoint& ep) {
@@ -104,10 +148,15 @@ struct server::state {
   tcp::acceptor acceptor;
   asio::steady_timer retry;  // re-arms accept after an accept error (e.g. out of descriptors)
   std::string endpoint;      // written once by start()
+  asio::ip::address bound;   // written once by start()
+  std::vector<std::string> allowed_hosts;  // normalized (normalize_allowed_host); written once by start()
   bool stopped = false;
-  // Open connections; each removes itself in its destructor. Raw pointers: a connection is owned
-  // by its pending handlers and keeps this state alive through its own shared_ptr.
+  // Open connections; each removes itself when it closes (and, at the latest, in its destructor).
+  // Raw pointers: a connection is owned by its pending handlers and keeps this state alive
+  // through its own shared_ptr.
   std::unordered_set<connection*> connections;
+  // Stamps the moment a connection becomes idle: the lowest stamp has been idle longest.
+  std::uint64_t idle_clock = 0;
 };
 
 namespace {
@@ -116,19 +165,98 @@ namespace {
 constexpr std::chrono::milliseconds linger_time{1000};
 constexpr std::size_t linger_bytes = 64 * 1024;
 
+// Nothing but the dashboard's own script, style and the JSON it fetches; no framing, no inline
+// code, no plugins, no forms, no base URL.
+constexpr const char* content_security_policy =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'";
+
+template <class Response>
+void set_common_headers(Response& res) {
+  res.set(bhttp::field::cache_control, "no-store");
+  res.set("Content-Security-Policy", content_security_policy);
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("X-Frame-Options", "DENY");
+  res.set("Referrer-Policy", "no-referrer");
+}
+
+// Whether the request has exactly one Host field and it names this endpoint (see the top).
+template <class Request>
+bool host_allowed(const server::state& s, const Request& req, std::string& shown) {
+  const auto [first, last] = req.equal_range(bhttp::field::host);
+  if (first == last) {
+    shown = "(none)";
+    return false;
+  }
+  if (std::next(first) != last) {
+    shown = "(several)";
+    return false;
+  }
+  const std::string_view value = first->value();
+  shown = "\"" + std::string(value.substr(0, 256)) + "\"";
+  std::string_view host, rest;
+  const bool bracketed = !value.empty() && value.front() == '[';
+  if (bracketed) {
+    const auto close = value.find(']');
+    if (close == std::string_view::npos) return false;
+    host = value.substr(1, close - 1);
+    rest = value.substr(close + 1);
+  } else {
+    const auto colon = value.find(':');
+    host = value.substr(0, colon);
+    rest = colon == std::string_view::npos ? std::string_view() : value.substr(colon);
+  }
+  if (!rest.empty()) {  // ":port", not compared
+    const auto port = rest.substr(1);
+    if (rest.front() != ':' || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+  }
+  if (host.empty()) return false;
+  const auto listed = [&](const std::string& name) {
+    return std::find(s.allowed_hosts.begin(), s.allowed_hosts.end(), name) != s.allowed_hosts.end();
+  };
+  boost::system::error_code ec;
+  if (bracketed) {
+    const auto v6 = asio::ip::make_address_v6(std::string(host), ec);
+    if (ec) return false;
+    return asio::ip::address(v6) == s.bound || s.bound.is_unspecified() || listed(v6.to_string());
+  }
+  const auto v4 = asio::ip::make_address_v4(std::string(host), ec);
+  if (!ec) return asio::ip::address(v4) == s.bound || s.bound.is_unspecified() || listed(v4.to_string());
+  std::string name(host);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "localhost" && (s.bound.is_loopback() || s.bound.is_unspecified())) return true;
+  return listed(name);
+}
+
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(std::shared_ptr<server::state> owner, tcp::socket socket)
-      : owner_(std::move(owner)), stream_(std::move(socket)), buffer_(owner_->opts.max_request_bytes + 1) {}
+  connection(std::shared_ptr<server::state> owner, tcp::socket socket, const tcp::endpoint& remote)
+      : owner_(std::move(owner)),
+        stream_(std::move(socket)),
+        buffer_(owner_->opts.max_request_bytes + 1),
+        peer_address_(remote.address()),
+        peer_(format_endpoint(remote)) {}
 
   ~connection() { owner_->connections.erase(this); }
 
   void start() { read_request(); }
 
-  // Closes the socket; pending operations complete with operation_aborted and release us.
+  // Idle: waiting for the first bytes of a request, or lingering after an error response; only
+  // an idle connection may be evicted. idle_since() orders them (lowest: idle longest).
+  bool idle() const { return idle_ && !closed_; }
+  std::uint64_t idle_since() const { return idle_since_; }
+  const asio::ip::address& peer_address() const { return peer_address_; }
+  const std::string& peer() const { return peer_; }
+
+  // Closes the socket and frees the slot; pending operations complete with operation_aborted and
+  // release us.
   void close() {
     if (closed_) return;
     closed_ = true;
+    owner_->connections.erase(this);
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -142,7 +270,33 @@ class connection : public std::enable_shared_from_this<connection> {
     parser_.emplace();
     parser_->header_limit(
         static_cast<std::uint32_t>(std::min<std::size_t>(owner_->opts.max_request_bytes, UINT32_MAX)));
+    // One deadline for the wait and the whole header.
     stream_.expires_after(owner_->opts.request_timeout);
+    if (buffer_.size() != 0) {  // the next request's bytes are here already (pipelining)
+      read_header();
+      return;
+    }
+    // Idle until the first bytes arrive.
+    become_idle();
+    stream_.async_read_some(buffer_.prepare(std::min<std::size_t>(buffer_.max_size(), 4096)),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->idle_ = false;
+                              if (self->closed_) return;
+                              self->buffer_.commit(n);
+                              if (ec) {
+                                self->on_header(ec);
+                              } else {
+                                self->read_header();
+                              }
+                            });
+  }
+
+  void become_idle() {
+    idle_ = true;
+    idle_since_ = ++owner_->idle_clock;
+  }
+
+  void read_header() {
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
@@ -193,6 +347,14 @@ class connection : public std::enable_shared_from_this<connection> {
       respond_error(bhttp::status::bad_request, "a GET request has no body\n", version);
       return;
     }
+    if (std::string host; !host_allowed(*owner_, req, host)) {
+      logger()->debug(
+          "http: {}: Host {} names neither the bound address nor an allowed host "
+          "(observability.http.allowed.hosts); answered 421",
+          peer(), host);
+      respond_error(bhttp::status::misdirected_request, "misdirected request: unknown Host\n", version);
+      return;
+    }
     const bool keep_alive = req.keep_alive();
     std::string_view target = req.target();
     target = target.substr(0, target.find('?'));
@@ -216,6 +378,14 @@ class connection : public std::enable_shared_from_this<connection> {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/html; charset=utf-8");
         res->body() = std::string(dashboard_html());
+      } else if (target == "/dashboard.js") {
+        res->result(bhttp::status::ok);
+        res->set(bhttp::field::content_type, "text/javascript; charset=utf-8");
+        res->body() = std::string(dashboard_script());
+      } else if (target == "/dashboard.css") {
+        res->result(bhttp::status::ok);
+        res->set(bhttp::field::content_type, "text/css; charset=utf-8");
+        res->body() = std::string(dashboard_style());
       } else {
         res->result(bhttp::status::not_found);
         res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
@@ -228,8 +398,7 @@ class connection : public std::enable_shared_from_this<connection> {
       res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
       res->body() = "internal error\n";
     }
-    res->set(bhttp::field::cache_control, "no-store");
-    res->set("X-Content-Type-Options", "nosniff");
+    set_common_headers(*res);
     res->keep_alive(keep_alive);
     if (head) {
       res->content_length(res->body().size());
@@ -245,7 +414,7 @@ class connection : public std::enable_shared_from_this<connection> {
     res->version(version);
     res->result(status);
     res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
-    res->set(bhttp::field::cache_control, "no-store");
+    set_common_headers(*res);
     if (status == bhttp::status::method_not_allowed) res->set(bhttp::field::allow, "GET, HEAD");
     res->keep_alive(false);
     res->body() = std::string(text);
@@ -270,6 +439,7 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void linger() {
+    become_idle();  // the answer is out: the connection may go to make room
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::min<std::chrono::milliseconds>(linger_time, owner_->opts.request_timeout));
@@ -289,20 +459,58 @@ class connection : public std::enable_shared_from_this<connection> {
                             });
   }
 
-  std::string peer() {
-    beast::error_code ec;
-    const auto ep = stream_.socket().remote_endpoint(ec);
-    return ec ? std::string("client") : format_endpoint(ep);
-  }
-
   std::shared_ptr<server::state> owner_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
   std::array<char, 4096> scratch_{};
   std::size_t drained_ = 0;
+  const asio::ip::address peer_address_;
+  const std::string peer_;  // "ip:port", for logs
+  bool idle_ = false;
+  std::uint64_t idle_since_ = 0;
   bool closed_ = false;
 };
+
+// Gives the accepted socket a slot (see the top of this file), or closes it.
+void admit(const std::shared_ptr<server::state>& s, tcp::socket socket) {
+  beast::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (ec) {  // already gone
+    socket.close(ec);
+    return;
+  }
+  std::size_t from_peer = 0;
+  connection* oldest = nullptr;          // idle longest
+  connection* oldest_of_peer = nullptr;  // idle longest among the peer's
+  for (auto* c : s->connections) {
+    const bool same_peer = c->peer_address() == remote.address();
+    if (same_peer) ++from_peer;
+    if (!c->idle()) continue;
+    if (oldest == nullptr || c->idle_since() < oldest->idle_since()) oldest = c;
+    if (same_peer && (oldest_of_peer == nullptr || c->idle_since() < oldest_of_peer->idle_since())) {
+      oldest_of_peer = c;
+    }
+  }
+  const bool peer_full = from_peer >= s->opts.max_connections_per_peer;
+  const bool all_full = s->connections.size() >= s->opts.max_connections;
+  if (peer_full || all_full) {
+    connection* evict = peer_full ? oldest_of_peer : oldest;
+    const auto open = peer_full ? from_peer : s->connections.size();
+    const char* whose = peer_full ? " from this peer" : "";
+    if (evict == nullptr) {
+      logger()->debug("http: {} connections{} open, none idle; refusing {}", open, whose, format_endpoint(remote));
+      socket.close(ec);
+      return;
+    }
+    logger()->debug("http: {} connections{} open; closing {}, idle longest, to serve {}", open, whose, evict->peer(),
+                    format_endpoint(remote));
+    evict->close();
+  }
+  auto c = std::make_shared<connection>(s, std::move(socket), remote);
+  s->connections.insert(c.get());
+  c->start();
+}
 
 void accept_next(const std::shared_ptr<server::state>& s) {
   s->acceptor.async_accept([s](beast::error_code ec, tcp::socket socket) {
@@ -316,15 +524,7 @@ void accept_next(const std::shared_ptr<server::state>& s) {
       });
       return;
     }
-    if (s->connections.size() >= s->opts.max_connections) {
-      logger()->debug("http: {} connections open; refusing another", s->connections.size());
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      auto c = std::make_shared<connection>(s, std::move(socket));
-      s->connections.insert(c.get());
-      c->start();
-    }
+    admit(s, std::move(socket));
     accept_next(s);
   });
 }
@@ -347,6 +547,15 @@ std::error_code server::start() {
     logger()->error("http: {}", why);
     return make_error_code(client_errc::invalid_config);
   }
+  for (const auto& entry : s.opts.allowed_hosts) {
+    auto normalized = normalize_allowed_host(entry, why);
+    if (!normalized) {
+      logger()->error("http: {}", why);
+      s.allowed_hosts.clear();
+      return make_error_code(client_errc::invalid_config);
+    }
+    s.allowed_hosts.push_back(std::move(*normalized));
+  }
   const tcp::endpoint ep(asio::ip::make_address(address->host), address->port);
   beast::error_code ec;
   const auto fail = [&](const char* step) {
@@ -366,6 +575,7 @@ std::error_code server::start() {
   const auto local = s.acceptor.local_endpoint(ec);
   if (ec) return fail("getsockname");
   s.endpoint = format_endpoint(local);
+  s.bound = local.address();
   if (!local.address().is_loopback()) {
     logger()->warn("http: the observability endpoint listens on {}, not on loopback", s.endpoint);
   }
@@ -385,14 +595,19 @@ void server::stop() {
   beast::error_code ignored;
   s.acceptor.close(ignored);
   s.retry.cancel();
-  // close() does not destroy a connection (its pending handlers own it), so iterating a copy
-  // only guards against a future close() that would.
+  // close() removes the connection from the set (its pending handlers own it and destroy it
+  // later), hence the copy.
   const std::vector<connection*> open(s.connections.begin(), s.connections.end());
   for (auto* c : open) c->close();
 }
 
 std::size_t server::connection_count() const {
   return state_->connections.size();
+}
+
+std::size_t server::idle_connection_count() const {
+  const auto& open = state_->connections;
+  return static_cast<std::size_t>(std::count_if(open.begin(), open.end(), [](const connection* c) { return c->idle(); }));
 }
 
 }  // namespace kgroup::http

@@ -2,7 +2,11 @@
 // (JSON), GET /group (the group view, JSON) and GET / (the dashboard). It runs on the consumer's background ("heartbeat") thread's
 // io_context and reads only snapshots (the `snapshot` function is called there, once per
 // request), so a slow or hostile client never blocks the group: every connection is bounded in
-// request bytes, header count and time, and the number of connections is capped.
+// request bytes, header count and time; the number of connections is capped in total and per
+// peer address, and a new connection evicts the one that has waited longest for a request, so
+// idle sockets cannot lock a scraper out. Requests whose Host names neither the bound address nor
+// an allowed name are refused (421) against DNS rebinding, and every response carries a strict
+// Content-Security-Policy.
 //
 // Beast stays in server.cpp; this header only forward-declares the io_context.
 //
@@ -21,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "base/group_view.hpp"
 #include "kgroup/metrics.hpp"
@@ -36,7 +41,18 @@ struct server_options {
   std::size_t max_request_bytes = 8192;  // request line + headers; a GET has no body
   std::size_t max_header_count = 64;
   std::chrono::milliseconds request_timeout{5000};  // for a whole request, and for writing a response
+  /// Connections open at once. When full, a new connection evicts the idle one (waiting for the
+  /// first bytes of a request, or lingering after an error) that has been idle longest; it is
+  /// refused when none is idle. A connection reading a request or writing a response is never
+  /// evicted.
   std::size_t max_connections = 16;
+  /// Connections open at once from one peer IP address. A peer at its limit gets its own oldest
+  /// idle connection evicted, or is refused when none of its connections is idle.
+  std::size_t max_connections_per_peer = 8;
+  /// Host header values accepted besides the bound address (and "localhost" when bound to
+  /// loopback): host names or IP literals, without port, compared case-insensitively. Any other
+  /// Host, or none, is answered 421 (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
   /// GET /group: returns the latest group view. Called on the server's thread once per request,
   /// so it must not wait for anything (the consumer hands out its cached view and marks it
   /// wanted). Empty: /group answers 404.
@@ -53,6 +69,12 @@ struct listen_address {
 /// Host names other than "localhost" are refused (no DNS lookup on the heartbeat thread). On
 /// failure returns nullopt and sets `why` to a message naming the problem.
 std::optional<listen_address> parse_listen_address(std::string_view text, std::string& why);
+
+/// Checks and normalizes one entry of server_options::allowed_hosts (observability.http.allowed.hosts):
+/// a host name (letters, digits, '-', '_', '.') or an IP literal (IPv6 with or without brackets),
+/// without port. Returns the lower-case name or the address in its canonical text; on failure
+/// returns nullopt and sets `why`.
+std::optional<std::string> normalize_allowed_host(std::string_view entry, std::string& why);
 
 class server {
  public:
@@ -78,6 +100,9 @@ class server {
 
   /// Connections currently open (for tests and logs).
   std::size_t connection_count() const;
+  /// Of those, the idle ones: waiting for a request's first bytes, or lingering after an error
+  /// (for tests).
+  std::size_t idle_connection_count() const;
 
   struct state;  // shared with connections; defined in server.cpp
 

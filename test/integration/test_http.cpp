@@ -163,6 +163,9 @@ class running_server {
   std::size_t connections() {
     return on_io([this] { return server_.connection_count(); });
   }
+  std::size_t idle_connections() {
+    return on_io([this] { return server_.idle_connection_count(); });
+  }
   void stop() {
     on_io([this] {
       server_.stop();
@@ -184,13 +187,19 @@ class running_server {
 // deadline, so a misbehaving server fails the test instead of hanging it.
 class client {
  public:
-  explicit client(const std::string& endpoint) {
+  // `source`: the local address to connect from (another loopback address such as 127.0.0.2
+  // makes another peer); empty: the system's choice.
+  explicit client(const std::string& endpoint, const std::string& source = {}) {
     const auto colon = endpoint.rfind(':');
     std::string host = endpoint.substr(0, colon);
     if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
     const tcp::endpoint ep(asio::ip::make_address(host),
                            static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
     beast::error_code ec;
+    if (!source.empty()) {
+      stream_.socket().open(ep.protocol());
+      stream_.socket().bind(tcp::endpoint(asio::ip::make_address(source), 0));
+    }
     stream_.expires_after(10s);
     stream_.async_connect(ep, [&](beast::error_code e) { ec = e; });
     run();
@@ -268,6 +277,30 @@ class client {
 
 bool closed_by_peer(const beast::error_code& ec) {
   return ec == asio::error::eof || ec == asio::error::connection_reset || ec == bhttp::error::end_of_stream;
+}
+
+// Sends `request` (raw bytes) on a new connection and reads the response.
+bhttp::response<bhttp::string_body> raw_exchange(const std::string& endpoint, const std::string& request) {
+  client c(endpoint);
+  REQUIRE_FALSE(c.send_raw(request));
+  bhttp::response<bhttp::string_body> res;
+  const auto ec = c.read(res);
+  INFO(ec.message());
+  REQUIRE_FALSE(ec);
+  return res;
+}
+
+// GET `target` with the given Host header line ("Host: x"), or none when `host_line` is empty.
+bhttp::response<bhttp::string_body> get_with_host(const std::string& endpoint, const std::string& host_line,
+                                                  const std::string& target = "/metrics") {
+  INFO("request with " << (host_line.empty() ? std::string("no Host") : host_line));
+  return raw_exchange(endpoint, "GET " + target + " HTTP/1.1\r\n" + (host_line.empty() ? "" : host_line + "\r\n") +
+                                    "Connection: close\r\n\r\n");
+}
+
+// The port of an endpoint "host:port".
+std::string port_of(const std::string& endpoint) {
+  return endpoint.substr(endpoint.rfind(':') + 1);
 }
 
 // ---- documents parsed by Boost.JSON, read through a small tree (a missing key fails the test) ----
@@ -692,15 +725,24 @@ TEST_CASE("http: GET / serves a self-contained dashboard page", "[http]") {
   CHECK(res[bhttp::field::content_type] == "text/html; charset=utf-8");
   const auto& body = res.body();
   CHECK(body.rfind("<!doctype html>", 0) == 0);
+  // Its script and style come from the endpoint itself.
+  const auto script = c.get("/dashboard.js");
+  const auto style = c.get("/dashboard.css");
+  CHECK(script.result() == bhttp::status::ok);
+  CHECK(style.result() == bhttp::status::ok);
+  const std::string all = body + script.body() + style.body();
   for (const char* hook : {"poll-gauge", "partition-row", "rebalance-marker", "fetch(\"status\""}) {
     INFO(hook);
-    CHECK(body.find(hook) != std::string::npos);
+    CHECK(all.find(hook) != std::string::npos);
   }
-  // No external resources: no linked scripts, styles, fonts or images.
-  for (const char* external :
-       {"<script src", "<link", "src=\"http", "href=\"http", "url(", "@import", "//cdn", "https://"}) {
+  // No external resources: the only linked script and style are the endpoint's own; no fonts or
+  // images.
+  CHECK(count_of(body, "<script src=") == 1);
+  CHECK(count_of(body, "<link") == 1);
+  for (const char* external : {"src=\"http", "href=\"http", "src=\"/", "href=\"/", "url(", "@import", "//cdn",
+                               "https://"}) {
     INFO(external);
-    CHECK(body.find(external) == std::string::npos);
+    CHECK(all.find(external) == std::string::npos);
   }
   CHECK(srv.snapshots.load() == 0);  // the page itself reads no snapshot
 }
@@ -819,23 +861,120 @@ TEST_CASE("http: a slow client is dropped after the request timeout without bloc
   }
 }
 
-TEST_CASE("http: the number of connections is capped", "[http]") {
+TEST_CASE("http: a scrape is served while 200 idle connections are open", "[http]") {
   auto opts = test_options();
-  opts.max_connections = 2;
+  opts.request_timeout = 60s;  // the idle connections are not timed out during the test
+  running_server srv(opts);
+  const auto ep_text = srv.endpoint();
+  const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<std::uint16_t>(std::stoi(port_of(ep_text))));
+  // 200 connections that never send a byte, from the scraper's own address.
+  asio::io_context io;
+  std::vector<tcp::socket> idle;
+  for (int i = 0; i < 200; ++i) {
+    idle.emplace_back(io);
+    beast::error_code ec;
+    idle.back().connect(ep, ec);
+    REQUIRE_FALSE(ec);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  client scraper(ep_text);
+  const auto res = scraper.get("/metrics");
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(res.result() == bhttp::status::ok);
+  CHECK(res.body().find("kgroup_") != std::string::npos);
+  CHECK(took < 5s);
+  // The server holds no more than its cap: the evicted sockets were closed.
+  CHECK(srv.connections() <= opts.max_connections);
+}
+
+TEST_CASE("http: the number of connections is capped; a new one evicts the oldest idle one", "[http]") {
+  auto opts = test_options();
+  opts.max_connections = 4;
+  opts.max_connections_per_peer = 2;
   opts.request_timeout = 60s;  // idle connections stay open for the whole test
   running_server srv(opts);
-  auto a = std::make_unique<client>(srv.endpoint());
-  client b(srv.endpoint());
-  while (srv.connections() < 2) std::this_thread::sleep_for(5ms);
+  const auto ep = srv.endpoint();
+  // Each peer is its own loopback address. After opening one, wait_for() waits until the server
+  // has accepted it, so that the connections' idle times are ordered as they are opened.
+  const auto open = [&](const std::string& source) { return std::make_unique<client>(ep, source); };
+  const auto wait_for = [&](std::size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (srv.connections() != n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    REQUIRE(srv.connections() == n);
+  };
+  // Waits until the server has read the first bytes of the requests just begun.
+  const auto wait_for_idle = [&](std::size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (srv.idle_connections() != n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    REQUIRE(srv.idle_connections() == n);
+  };
+  const std::string partial = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n";  // mid-request: not idle
 
-  client refused(srv.endpoint());  // the TCP handshake completes (backlog); the server closes it
-  CHECK(closed_by_peer(refused.read_until_closed()));
+  SECTION("full: the oldest idle connection is evicted, never one mid-request") {
+    auto a = open("127.0.0.2");
+    wait_for(1);
+    auto b = open("127.0.0.3");
+    wait_for(2);
+    auto c = open("127.0.0.4");
+    wait_for(3);
+    auto d = open("127.0.0.5");
+    wait_for(4);
+    // a, the oldest, is in the middle of a request: b is the oldest idle one.
+    REQUIRE_FALSE(a->send_raw(partial));
+    wait_for_idle(3);
+    auto e = open("127.0.0.6");
+    CHECK(e->get("/metrics").result() == bhttp::status::ok);
+    CHECK(closed_by_peer(b->read_until_closed()));
+    // a finishes its request and is answered.
+    REQUIRE_FALSE(a->send_raw("\r\n"));
+    bhttp::response<bhttp::string_body> res;
+    REQUIRE_FALSE(a->read(res));
+    CHECK(res.result() == bhttp::status::ok);
+    // Now c is the oldest idle one (a and e were answered after c and d were opened).
+    auto f = open("127.0.0.7");
+    CHECK(f->get("/status").result() == bhttp::status::ok);
+    CHECK(closed_by_peer(c->read_until_closed()));
+    CHECK(d->get("/metrics").result() == bhttp::status::ok);
+    CHECK(srv.connections() == 4);
 
-  a->close();
-  a.reset();
-  while (srv.connections() > 1) std::this_thread::sleep_for(5ms);
-  client served(srv.endpoint());
-  CHECK(served.get("/metrics").result() == bhttp::status::ok);
+    // With every connection mid-request, a new one is refused.
+    wait_for_idle(4);  // all answered and waiting again
+    for (auto* busy : {a.get(), d.get(), e.get(), f.get()}) REQUIRE_FALSE(busy->send_raw(partial));
+    wait_for_idle(0);
+    auto refused = open("127.0.0.8");
+    CHECK(closed_by_peer(refused->read_until_closed()));
+    for (auto* busy : {a.get(), d.get(), e.get(), f.get()}) {
+      REQUIRE_FALSE(busy->send_raw("\r\n"));
+      bhttp::response<bhttp::string_body> r;
+      REQUIRE_FALSE(busy->read(r));
+      CHECK(r.result() == bhttp::status::ok);
+    }
+  }
+
+  SECTION("per peer: a peer at its limit evicts its own oldest idle connection") {
+    auto other = open("127.0.0.3");  // the oldest idle connection, from another peer
+    wait_for(1);
+    auto p1 = open("127.0.0.2");
+    wait_for(2);
+    auto p2 = open("127.0.0.2");
+    wait_for(3);
+    auto p3 = open("127.0.0.2");  // over the peer's limit of 2: p1 goes, not `other`
+    CHECK(p3->get("/metrics").result() == bhttp::status::ok);
+    CHECK(closed_by_peer(p1->read_until_closed()));
+    CHECK(p2->get("/metrics").result() == bhttp::status::ok);
+    CHECK(other->get("/metrics").result() == bhttp::status::ok);
+    CHECK(srv.connections() == 3);  // the total cap of 4 was never reached
+
+    // Both of the peer's connections mid-request: its next one is refused, others are served.
+    wait_for_idle(3);  // all answered and waiting again
+    REQUIRE_FALSE(p2->send_raw(partial));
+    REQUIRE_FALSE(p3->send_raw(partial));
+    wait_for_idle(1);  // `other` only
+    auto p4 = open("127.0.0.2");
+    CHECK(closed_by_peer(p4->read_until_closed()));
+    auto another = open("127.0.0.4");
+    CHECK(another->get("/metrics").result() == bhttp::status::ok);
+  }
 }
 
 TEST_CASE("http: stop() closes open connections", "[http]") {
@@ -912,6 +1051,162 @@ TEST_CASE("http: listen addresses: port 0 reports the real port, bad input is an
       CHECK(s.endpoint().rfind("[::1]:", 0) == 0);
     } else {
       WARN("no IPv6 loopback here: " << ec.message());
+    }
+  }
+}
+
+TEST_CASE("http: only Host names of the bound address or the allowed list are served (DNS rebinding)", "[http]") {
+  auto opts = test_options();
+  opts.allowed_hosts = {"metrics.internal", "Scrape.Example"};
+  running_server srv(opts);
+  const auto ep = srv.endpoint();
+  const auto port = port_of(ep);
+  const auto refused = [&](const std::string& host_line, const std::string& target = "/metrics") {
+    const auto res = get_with_host(ep, host_line, target);
+    INFO((host_line.empty() ? std::string("no Host") : host_line) << " " << target << ": " << res.body());
+    CHECK(res.result() == bhttp::status::misdirected_request);
+    CHECK(res[bhttp::field::content_type] == "text/plain; charset=utf-8");
+    CHECK(res.body().size() < 200);
+    CHECK(res.body().find("kgroup_") == std::string::npos);
+    CHECK(res.body().find("orders") == std::string::npos);
+  };
+  const auto served = [&](const std::string& host_line) {
+    const auto res = get_with_host(ep, host_line);
+    INFO(host_line);
+    CHECK(res.result() == bhttp::status::ok);
+    CHECK(res.body().find("kgroup_") != std::string::npos);
+  };
+  // A web page on evil.example whose name now resolves to 127.0.0.1: its requests name it.
+  for (const char* target : {"/metrics", "/status", "/group", "/", "/dashboard.js", "/nope"}) {
+    refused("Host: evil.example", target);
+  }
+  refused("Host: evil.example:" + port);
+  refused("");  // no Host at all
+  refused("Host: ");
+  refused("Host: 127.0.0.1.evil.example:" + port);
+  refused("Host: localhost.evil.example");
+  refused("Host: metrics.internal.evil.example");
+  refused("Host: 127.0.0.2:" + port);  // not the bound address
+  refused("Host: [::1]:" + port);
+  refused("Host: 127.0.0.1:" + port + "x");
+  refused("Host: 127.0.0.1:" + port + "\r\nHost: evil.example");  // two Host fields
+  CHECK(srv.snapshots.load() == 0);  // nothing was rendered for a refused request
+
+  served("Host: 127.0.0.1:" + port);
+  served("Host: 127.0.0.1");
+  served("Host: localhost:" + port);  // bound to loopback
+  served("Host: LocalHost");
+  served("Host: metrics.internal");
+  served("Host: metrics.internal:9464");  // a port-forward may change the port; the name counts
+  served("Host: scrape.example:" + port);
+  served("Host: SCRAPE.EXAMPLE");
+
+  SECTION("bound to IPv6 loopback, where the machine has it") {
+    auto v6 = test_options();
+    v6.listen = "[::1]:0";
+    asio::io_context probe;
+    kgroup::http::server s(probe, v6, fake_metrics);
+    if (s.start()) {
+      WARN("no IPv6 loopback here");
+    } else {
+      s.stop();
+      running_server srv6(v6);
+      const auto ep6 = srv6.endpoint();
+      const auto port6 = port_of(ep6);
+      CHECK(get_with_host(ep6, "Host: [::1]:" + port6).result() == bhttp::status::ok);
+      CHECK(get_with_host(ep6, "Host: [::1]").result() == bhttp::status::ok);
+      CHECK(get_with_host(ep6, "Host: localhost:" + port6).result() == bhttp::status::ok);
+      CHECK(get_with_host(ep6, "Host: ::1").result() == bhttp::status::misdirected_request);  // no brackets
+      CHECK(get_with_host(ep6, "Host: 127.0.0.1:" + port6).result() == bhttp::status::misdirected_request);
+      CHECK(get_with_host(ep6, "Host: evil.example").result() == bhttp::status::misdirected_request);
+    }
+  }
+}
+
+TEST_CASE("http: every response has a strict Content-Security-Policy", "[http]") {
+  auto opts = test_options();
+  opts.group_view = fake_group_view;
+  running_server srv(opts);
+  const auto ep = srv.endpoint();
+  const auto strict = [](const bhttp::response<bhttp::string_body>& res) {
+    INFO("status " << res.result_int());
+    const std::string csp(res["Content-Security-Policy"]);
+    INFO("Content-Security-Policy: " << csp);
+    CHECK(csp.rfind("default-src 'none'", 0) == 0);
+    CHECK(csp.find("frame-ancestors 'none'") != std::string::npos);
+    CHECK(csp.find("unsafe") == std::string::npos);  // no 'unsafe-inline', 'unsafe-eval', 'unsafe-hashes'
+    CHECK(csp.find('*') == std::string::npos);
+    CHECK(res["X-Content-Type-Options"] == "nosniff");
+    CHECK(res["X-Frame-Options"] == "DENY");
+    CHECK(res["Referrer-Policy"] == "no-referrer");
+  };
+  client c(ep);
+  for (const char* target : {"/", "/metrics", "/status", "/group", "/dashboard.js", "/dashboard.css", "/nope"}) {
+    INFO(target);
+    strict(c.get(target));
+  }
+  strict(c.get("/status", bhttp::verb::head));
+  strict(raw_exchange(ep, "POST /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"));  // 405
+  strict(raw_exchange(ep, "GET\x01 / HTTP/1.1\r\n\r\n"));                                              // 400
+  strict(raw_exchange(ep, "GET /" + std::string(20000, 'a')));                                         // 431
+  strict(get_with_host(ep, "Host: evil.example"));                                                     // 421
+
+  // The dashboard's script and style are served from their own paths: nothing inline that the
+  // policy would have to allow.
+  const auto page = c.get("/");
+  const auto& html = page.body();
+  CHECK(html.find("<script src=\"dashboard.js\"></script>") != std::string::npos);
+  CHECK(count_of(html, "<script") == 1);
+  CHECK(html.find("<link rel=\"stylesheet\" href=\"dashboard.css\">") != std::string::npos);
+  CHECK(html.find("<style") == std::string::npos);
+  CHECK(html.find(" style=") == std::string::npos);
+  CHECK_FALSE(std::regex_search(html, std::regex(R"( on[a-z]+=)")));  // no inline event handlers
+  const std::string csp(page["Content-Security-Policy"]);
+  CHECK(csp.find("script-src 'self'") != std::string::npos);
+  CHECK(csp.find("style-src 'self'") != std::string::npos);
+  const auto js = c.get("/dashboard.js");
+  CHECK(js.result() == bhttp::status::ok);
+  CHECK(js[bhttp::field::content_type] == "text/javascript; charset=utf-8");
+  CHECK(js.body().find("fetch(\"status\"") != std::string::npos);
+  CHECK(js.body().find("setAttribute(\"style\"") == std::string::npos);
+  CHECK(js.body().find("style: ") == std::string::npos);  // no style attributes set through el()
+  const auto css = c.get("/dashboard.css");
+  CHECK(css.result() == bhttp::status::ok);
+  CHECK(css[bhttp::field::content_type] == "text/css; charset=utf-8");
+  CHECK(css.body().find("#group-map") != std::string::npos);
+}
+
+TEST_CASE("http: observability.http.allowed.hosts reaches the endpoint", "[http]") {
+  kgroup::test::mock_cluster mc(1);
+  std::unique_ptr<kgroup::Consumer> c;
+  try {
+    c = std::make_unique<kgroup::Consumer>(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                                                          {"group.id", "g-allowed-hosts"},
+                                                          {"observability.http.listen", "127.0.0.1:0"},
+                                                          {"observability.http.allowed.hosts", "kgroup.test, Other.Example"}});
+  } catch (const std::exception& e) {
+    FAIL(e.what());
+  }
+  const auto ep = c->http_endpoint();
+  REQUIRE(ep.rfind("127.0.0.1:", 0) == 0);
+  CHECK(get_with_host(ep, "Host: kgroup.test:" + port_of(ep)).result() == bhttp::status::ok);
+  CHECK(get_with_host(ep, "Host: other.example").result() == bhttp::status::ok);
+  CHECK(get_with_host(ep, "Host: 127.0.0.1:" + port_of(ep)).result() == bhttp::status::ok);
+  CHECK(get_with_host(ep, "Host: evil.example").result() == bhttp::status::misdirected_request);
+  c->close(5s);
+
+  // An entry that is not a host name or IP address is a configuration error.
+  for (const char* bad : {"kgroup.test:9464", "http://kgroup.test", "a b", "kgroup.test/x", "[::1"}) {
+    INFO(bad);
+    try {
+      kgroup::Consumer bad_consumer(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                                                   {"group.id", "g-allowed-hosts"},
+                                                   {"observability.http.listen", "127.0.0.1:0"},
+                                                   {"observability.http.allowed.hosts", bad}});
+      FAIL("accepted");
+    } catch (const kgroup::Error& e) {
+      CHECK(e.code() == kgroup::client_errc::invalid_config);
+      CHECK(std::string(e.what()).find("observability.http.allowed.hosts") != std::string::npos);
     }
   }
 }
