@@ -103,7 +103,8 @@ std::optional<std::string> normalize_allowed_host(std::string_view entry, std::s
   if (entry.empty()) return bad("empty");
   boost::system::error_code ec;
   if (entry.front() == '[') {
-    if (entry.size() < 3 || entry.back() != ']') return bad("an IPv6 address in brackets, without port, was expected");
+    if (entry.size() < 3 || entry.back() != ']')
+      return bad("an IPv6 address in brackets, without port, was expected");
     const auto v6 = asio::ip::make_address_v6(std::string(entry.substr(1, entry.size() - 2)), ec);
     if (ec) return bad("not an IPv6 address");
     return v6.to_string();
@@ -146,9 +147,9 @@ struct server::state {
   const server_options opts;
   const snapshot_fn snapshot;
   tcp::acceptor acceptor;
-  asio::steady_timer retry;  // re-arms accept after an accept error (e.g. out of descriptors)
-  std::string endpoint;      // written once by start()
-  asio::ip::address bound;   // written once by start()
+  asio::steady_timer retry;                // re-arms accept after an accept error (e.g. out of descriptors)
+  std::string endpoint;                    // written once by start()
+  asio::ip::address bound;                 // written once by start()
   std::vector<std::string> allowed_hosts;  // normalized (normalize_allowed_host); written once by start()
   bool stopped = false;
   // Open connections; each removes itself when it closes (and, at the latest, in its destructor).
@@ -499,12 +500,13 @@ void admit(const std::shared_ptr<server::state>& s, tcp::socket socket) {
     const auto open = peer_full ? from_peer : s->connections.size();
     const char* whose = peer_full ? " from this peer" : "";
     if (evict == nullptr) {
-      logger()->debug("http: {} connections{} open, none idle; refusing {}", open, whose, format_endpoint(remote));
+      logger()->debug("http: {} connections{} open, none idle; refusing {}", open, whose,
+                      format_endpoint(remote));
       socket.close(ec);
       return;
     }
-    logger()->debug("http: {} connections{} open; closing {}, idle longest, to serve {}", open, whose, evict->peer(),
-                    format_endpoint(remote));
+    logger()->debug("http: {} connections{} open; closing {}, idle longest, to serve {}", open, whose,
+                    evict->peer(), format_endpoint(remote));
     evict->close();
   }
   auto c = std::make_shared<connection>(s, std::move(socket), remote);
@@ -607,7 +609,8 @@ std::size_t server::connection_count() const {
 
 std::size_t server::idle_connection_count() const {
   const auto& open = state_->connections;
-  return static_cast<std::size_t>(std::count_if(open.begin(), open.end(), [](const connection* c) { return c->idle(); }));
+  return static_cast<std::size_t>(
+      std::count_if(open.begin(), open.end(), [](const connection* c) { return c->idle(); }));
 }
 
 }  // namespace kgroup::http

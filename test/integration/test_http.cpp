@@ -294,7 +294,8 @@ bhttp::response<bhttp::string_body> raw_exchange(const std::string& endpoint, co
 bhttp::response<bhttp::string_body> get_with_host(const std::string& endpoint, const std::string& host_line,
                                                   const std::string& target = "/metrics") {
   INFO("request with " << (host_line.empty() ? std::string("no Host") : host_line));
-  return raw_exchange(endpoint, "GET " + target + " HTTP/1.1\r\n" + (host_line.empty() ? "" : host_line + "\r\n") +
+  return raw_exchange(endpoint, "GET " + target + " HTTP/1.1\r\n" +
+                                    (host_line.empty() ? "" : host_line + "\r\n") +
                                     "Connection: close\r\n\r\n");
 }
 
@@ -739,8 +740,8 @@ TEST_CASE("http: GET / serves a self-contained dashboard page", "[http]") {
   // images.
   CHECK(count_of(body, "<script src=") == 1);
   CHECK(count_of(body, "<link") == 1);
-  for (const char* external : {"src=\"http", "href=\"http", "src=\"/", "href=\"/", "url(", "@import", "//cdn",
-                               "https://"}) {
+  for (const char* external :
+       {"src=\"http", "href=\"http", "src=\"/", "href=\"/", "url(", "@import", "//cdn", "https://"}) {
     INFO(external);
     CHECK(all.find(external) == std::string::npos);
   }
@@ -866,7 +867,8 @@ TEST_CASE("http: a scrape is served while 200 idle connections are open", "[http
   opts.request_timeout = 60s;  // the idle connections are not timed out during the test
   running_server srv(opts);
   const auto ep_text = srv.endpoint();
-  const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<std::uint16_t>(std::stoi(port_of(ep_text))));
+  const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"),
+                         static_cast<std::uint16_t>(std::stoi(port_of(ep_text))));
   // 200 connections that never send a byte, from the scraper's own address.
   asio::io_context io;
   std::vector<tcp::socket> idle;
@@ -899,13 +901,15 @@ TEST_CASE("http: the number of connections is capped; a new one evicts the oldes
   const auto open = [&](const std::string& source) { return std::make_unique<client>(ep, source); };
   const auto wait_for = [&](std::size_t n) {
     const auto until = std::chrono::steady_clock::now() + 10s;
-    while (srv.connections() != n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    while (srv.connections() != n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(2ms);
     REQUIRE(srv.connections() == n);
   };
   // Waits until the server has read the first bytes of the requests just begun.
   const auto wait_for_idle = [&](std::size_t n) {
     const auto until = std::chrono::steady_clock::now() + 10s;
-    while (srv.idle_connections() != n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    while (srv.idle_connections() != n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(2ms);
     REQUIRE(srv.idle_connections() == n);
   };
   const std::string partial = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n";  // mid-request: not idle
@@ -1055,7 +1059,8 @@ TEST_CASE("http: listen addresses: port 0 reports the real port, bad input is an
   }
 }
 
-TEST_CASE("http: only Host names of the bound address or the allowed list are served (DNS rebinding)", "[http]") {
+TEST_CASE("http: only Host names of the bound address or the allowed list are served (DNS rebinding)",
+          "[http]") {
   auto opts = test_options();
   opts.allowed_hosts = {"metrics.internal", "Scrape.Example"};
   running_server srv(opts);
@@ -1141,7 +1146,8 @@ TEST_CASE("http: every response has a strict Content-Security-Policy", "[http]")
     CHECK(res["Referrer-Policy"] == "no-referrer");
   };
   client c(ep);
-  for (const char* target : {"/", "/metrics", "/status", "/group", "/dashboard.js", "/dashboard.css", "/nope"}) {
+  for (const char* target :
+       {"/", "/metrics", "/status", "/group", "/dashboard.js", "/dashboard.css", "/nope"}) {
     INFO(target);
     strict(c.get(target));
   }
@@ -1180,10 +1186,11 @@ TEST_CASE("http: observability.http.allowed.hosts reaches the endpoint", "[http]
   kgroup::test::mock_cluster mc(1);
   std::unique_ptr<kgroup::Consumer> c;
   try {
-    c = std::make_unique<kgroup::Consumer>(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                                                          {"group.id", "g-allowed-hosts"},
-                                                          {"observability.http.listen", "127.0.0.1:0"},
-                                                          {"observability.http.allowed.hosts", "kgroup.test, Other.Example"}});
+    c = std::make_unique<kgroup::Consumer>(
+        kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
+                       {"group.id", "g-allowed-hosts"},
+                       {"observability.http.listen", "127.0.0.1:0"},
+                       {"observability.http.allowed.hosts", "kgroup.test, Other.Example"}});
   } catch (const std::exception& e) {
     FAIL(e.what());
   }
