@@ -1751,3 +1751,223 @@ TEST_CASE("kip848: a member joining for the first time is rebalancing, even when
   CHECK_FALSE(h.m.standing().gone());
   CHECK(commit_now(h) == rebalancing);
 }
+
+// ================================================================================================
+// An error at every step (the classic core's script, test_member_scripted.cpp, for KIP-848)
+// ================================================================================================
+
+namespace {
+
+enum class kfault {
+  lookup_failed,  // FindCoordinator fails
+  request_failed,  // the heartbeat's connection fails
+  not_coordinator,
+  coordinator_not_available,
+  load_in_progress,
+  unknown_member_id,  // the coordinator forgot the member: it joins again with epoch 0
+  fenced_member_epoch,
+  names_unknown,  // metadata does not know the assigned topic ids yet
+};
+const kfault all_kfaults[] = {kfault::lookup_failed,       kfault::request_failed,  kfault::not_coordinator,
+                              kfault::coordinator_not_available, kfault::load_in_progress,
+                              kfault::unknown_member_id,   kfault::fenced_member_epoch, kfault::names_unknown};
+
+const char* name_of(kfault f) {
+  switch (f) {
+    case kfault::lookup_failed:
+      return "lookup_failed";
+    case kfault::request_failed:
+      return "request_failed";
+    case kfault::not_coordinator:
+      return "NOT_COORDINATOR";
+    case kfault::coordinator_not_available:
+      return "COORDINATOR_NOT_AVAILABLE";
+    case kfault::load_in_progress:
+      return "COORDINATOR_LOAD_IN_PROGRESS";
+    case kfault::unknown_member_id:
+      return "UNKNOWN_MEMBER_ID";
+    case kfault::fenced_member_epoch:
+      return "FENCED_MEMBER_EPOCH";
+    case kfault::names_unknown:
+      return "names_unknown";
+  }
+  return "?";
+}
+
+// Plays a KIP-848 coordinator that assigns `target` to this member: every heartbeat, lookup and
+// metadata request is answered correctly except the `fail_at`-th step, which fails with `kind`.
+// Runs the member until it is stable with `target` acknowledged and one more heartbeat answered.
+// Checks the listeners' timeline as it goes: a partition is assigned only if the user does not own
+// it, revoked only if the user owns it, lost only all at once.
+struct scripted_848_coordinator {
+  explicit scripted_848_coordinator(harness& hh) : h(hh) {}
+
+  harness& h;
+  id_assignment target{{T, {0, 1}}, {U, {0}}};
+  int fail_at = -1;
+  kfault kind = kfault::request_failed;
+
+  int step = 0;
+  bool injected = false;
+  std::int32_t epoch = 0;         // the member's epoch as the coordinator knows it (0: not a member)
+  std::int32_t server_epoch = 0;  // the group's epoch, bumped at every join
+  bool acked = false;             // the member reported owning `target` at `epoch`
+  int heartbeats_since_ack = 0;
+  partition_set user_owned;
+
+  bool fail_now(bool eligible = true) {
+    ++step;
+    if (!eligible || step != fail_at) return false;
+    injected = true;
+    return true;
+  }
+
+  static partition_set named(const id_assignment& a) {
+    partition_set out;
+    for (const auto& [id, parts] : a)
+      for (auto p : parts) out.insert({id == T ? "t" : id == U ? "u" : "v", p});
+    return out;
+  }
+
+  hb_response heartbeat(const hb_request& r) {
+    if (r.member_epoch == join_epoch) {
+      epoch = ++server_epoch;
+      acked = false;
+      return ok(epoch, target);
+    }
+    if (r.member_epoch != epoch) return err(kafka_errc::fenced_member_epoch);  // a stale epoch
+    if (r.topic_partitions) {
+      id_assignment reported;
+      for (const auto& tp : *r.topic_partitions) reported[tp.topic_id].insert(tp.partitions.begin(), tp.partitions.end());
+      if (reported == target) {
+        if (acked) ++heartbeats_since_ack;
+        acked = true;
+        return ok(epoch);
+      }
+    } else if (acked) {
+      ++heartbeats_since_ack;
+      return ok(epoch);
+    }
+    return ok(epoch, target);
+  }
+
+  actions handle(kip848::action& x) {
+    INFO("step " << step << ": " << describe(x));
+    if (std::holds_alternative<find_coordinator>(x)) {
+      if (fail_now(kind == kfault::lookup_failed)) {
+        h.m.coordinator_failed(h.now, make_error_code(client_errc::coordinator_not_found));
+        return h.take();
+      }
+      return h.found();
+    }
+    if (auto* hb = std::get_if<send_consumer_group_heartbeat>(&x)) {
+      REQUIRE_FALSE(hb->leave);
+      const bool heartbeat_fault = kind != kfault::lookup_failed && kind != kfault::names_unknown;
+      if (fail_now(heartbeat_fault)) {
+        switch (kind) {
+          case kfault::request_failed:
+            h.m.request_failed(h.now, make_error_code(client_errc::connection_closed));
+            return h.take();
+          case kfault::not_coordinator:
+            return h.answer(err(kafka_errc::not_coordinator));
+          case kfault::coordinator_not_available:
+            return h.answer(err(kafka_errc::coordinator_not_available));
+          case kfault::load_in_progress:
+            return h.answer(err(kafka_errc::coordinator_load_in_progress));
+          case kfault::unknown_member_id:
+            epoch = 0;  // forgotten: only a join (epoch 0) is accepted now
+            return h.answer(err(kafka_errc::unknown_member_id));
+          case kfault::fenced_member_epoch:
+            epoch = 0;
+            return h.answer(err(kafka_errc::fenced_member_epoch));
+          default:
+            break;
+        }
+      }
+      return h.answer(heartbeat(hb->request));
+    }
+    if (auto* need = std::get_if<need_topic_names>(&x)) {
+      if (fail_now(kind == kfault::names_unknown)) return h.names({});
+      std::vector<std::pair<topic_id, std::string>> names;
+      for (const auto& id : need->ids) names.emplace_back(id, id == T ? "t" : id == U ? "u" : "v");
+      return h.names(std::move(names));
+    }
+    if (auto* l = std::get_if<run_listener>(&x)) {
+      const partition_set parts(l->partitions.begin(), l->partitions.end());
+      INFO("user owns " << describe(user_owned));
+      switch (l->kind) {
+        case listener_kind::assigned:
+          for (const auto& tp : parts) CHECK(user_owned.count(tp) == 0);
+          user_owned.insert(parts.begin(), parts.end());
+          break;
+        case listener_kind::revoked:
+          for (const auto& tp : parts) CHECK(user_owned.count(tp) == 1);
+          for (const auto& tp : parts) user_owned.erase(tp);
+          break;
+        case listener_kind::lost:
+          CHECK(parts == user_owned);
+          user_owned.clear();
+          break;
+      }
+      return h.done(*l);
+    }
+    if (auto* e = std::get_if<report_error>(&x)) {
+      INFO(e->message);
+      CHECK_FALSE(e->fatal);
+    }
+    return {};
+  }
+
+  // Runs until stable and acknowledged; false if that never happens.
+  bool run() {
+    h.m.subscribe(h.now, {"t", "u"});
+    actions pending = h.take();
+    for (int guard = 0; guard < 500; ++guard) {
+      if (pending.empty()) {
+        if (h.m.state() == st::stable && acked && heartbeats_since_ack >= 1 && h.m.owned_ids() == target)
+          return true;
+        pending = h.to_deadline();
+        continue;
+      }
+      auto a = pending.front();
+      pending.erase(pending.begin());
+      auto more = handle(a);
+      pending.insert(pending.end(), more.begin(), more.end());
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kip848: an error at every step of joining and reconciling, then stable with the target",
+          "[kip848][scripted]") {
+  // The number of steps of a run without faults bounds where a fault can go.
+  int clean_steps = 0;
+  {
+    harness h;
+    scripted_848_coordinator c(h);
+    REQUIRE(c.run());
+    clean_steps = c.step;
+    CHECK(c.user_owned == scripted_848_coordinator::named(c.target));
+  }
+  REQUIRE(clean_steps > 4);
+  for (const kfault f : all_kfaults) {
+    int injected = 0;
+    for (int at = 1; at <= clean_steps; ++at) {
+      INFO("fault " << name_of(f) << " at step " << at);
+      harness h;
+      scripted_848_coordinator c(h);
+      c.kind = f;
+      c.fail_at = at;
+      REQUIRE(c.run());
+      injected += c.injected ? 1 : 0;
+      // The member ends owning exactly the target, and the application heard of exactly that.
+      CHECK(c.user_owned == scripted_848_coordinator::named(c.target));
+      CHECK(h.m.invalid_transitions() == 0);
+      CHECK(h.m.state() == st::stable);
+    }
+    INFO("fault " << name_of(f));
+    CHECK(injected > 0);  // every kind of fault really happened at some step
+  }
+}
