@@ -1,6 +1,7 @@
 #include "data/next_offset.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace kgroup::fetch {
 
@@ -34,9 +35,13 @@ std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64
     std::int32_t epoch = -1;
     if (magic >= 2) {
       if (length < 15) break;
-      last = base + load_i32(p + 23);  // last offset delta
-      epoch = load_i32(p + 12);        // partition leader epoch
+      // last offset delta; a batch whose offsets leave int64 (a broker's bytes) ends the data as
+      // a partial batch does: the record cursor reports it as corrupt (issue 31, found by
+      // kgroup-fuzz-broker; the sum overflowed, undefined behaviour).
+      if (__builtin_add_overflow(base, std::int64_t{load_i32(p + 23)}, &last)) break;
+      epoch = load_i32(p + 12);  // partition leader epoch
     }
+    if (last == std::numeric_limits<std::int64_t>::max()) break;  // no offset after it
     if (last_epoch != nullptr && last + 1 > next) *last_epoch = epoch;
     next = std::max(next, last + 1);
     pos += 12 + static_cast<std::size_t>(length);

@@ -11,6 +11,15 @@ std::int32_t batch_epoch(const protocol::record_batch_header& h) {
   return h.magic >= 2 ? h.partition_leader_epoch : -1;
 }
 
+// Whether a position can follow every offset of the batch: its last offset is below the largest
+// int64 and does not wrap. A broker's bytes can break this (kgroup-fuzz-broker, issue 31: the
+// position after such a batch overflowed); such a batch is corrupt data.
+bool offsets_fit(const protocol::record_batch_header& h) {
+  std::int64_t last = 0;
+  return !__builtin_add_overflow(h.base_offset, std::int64_t{h.last_offset_delta}, &last) &&
+         last < std::numeric_limits<std::int64_t>::max();
+}
+
 std::string_view text(const auto& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
@@ -109,6 +118,7 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
         if (c.batches.error()) return fail(c.batches.error(), "record batch");
         return stop::exhausted;
       }
+      if (!offsets_fit(c.batch.header())) return fail(make_error_code(protocol::codec_errc::oversized), "record batch");
       c.in_batch = true;
       c.records = c.batch.records();
       c.batch_owner = c.batch.decompressed_owner();

@@ -1,5 +1,6 @@
 // The fetch session (KIP-227), step by step: which partitions each request lists and forgets, how
 // answers move the session id and epoch, and how errors and odd answers reset it.
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -474,6 +475,14 @@ TEST_CASE("next_fetch_offset: after the last complete batch, with that batch's l
     epoch = -7;
     CHECK(next_fetch_offset(data, 20, &epoch) == 20);
     CHECK(epoch == -7);
+  }
+  SECTION("a batch whose offsets leave int64 ends the data (issue 31, kgroup-fuzz-broker: overflowed)") {
+    constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    append_batch(data, max - 1, 3, 5);  // its last offset would be max + 1
+    CHECK(next_fetch_offset(data, 10, &epoch) == 17);
+    kgroup::protocol::bytes last;
+    append_batch(last, max, 1, 5);  // no offset can follow it
+    CHECK(next_fetch_offset(last, max - 4) == max - 4);
   }
   SECTION("legacy message sets have no epoch") {
     namespace proto = kgroup::protocol;

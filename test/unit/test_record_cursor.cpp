@@ -2,6 +2,7 @@
 // position table poll() continues from, and the cursor that turns fetched data into records.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 
 #include "data/positions.hpp"
@@ -475,4 +476,26 @@ TEST_CASE("cursor: a partition given up while its data is open is reported, noth
   CHECK(c.read(b, 500, t) == record_cursor::stop::not_owned);
   CHECK(b.records.empty());
   CHECK(b.owners.empty());
+}
+
+TEST_CASE("cursor: offsets a position cannot follow are corrupt data (issue 31, kgroup-fuzz-broker)", "[cursor]") {
+  // A broker's batch near the largest int64: the position after it overflowed (undefined behaviour).
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  auto t = owning(t0, max - 5);
+  record_cursor c({});
+  poll_batch b;
+  SECTION("a batch whose last offset is past int64") {
+    c.start(fetched(t0, max - 5, {{.base = max - 1, .count = 2, .last_offset_delta = 2}}));
+    REQUIRE(c.read(b, 500, t) == record_cursor::stop::corrupt);
+    CHECK(b.records.empty());
+    CHECK(t.position(t0)->offset == max - 5);
+    CHECK(std::string(c.error_what()) == "record batch");
+  }
+  SECTION("a batch whose last offset is the largest (a compacted tail up to it)") {
+    c.start(fetched(t0, max - 5, {{.base = max - 3, .count = 1, .last_offset_delta = 3}}));
+    REQUIRE(c.read(b, 500, t) == record_cursor::stop::corrupt);
+    CHECK(b.records.empty());
+    CHECK(t.position(t0)->offset == max - 5);
+    CHECK(std::string(c.error_what()) == "record batch");
+  }
 }
