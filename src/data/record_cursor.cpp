@@ -148,6 +148,11 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       c.in_batch = false;
       continue;
     }
+    // A record outside its batch's offsets (a broker's bytes): the position would jump past where
+    // the fetcher fetches next (after the batch's last offset), and every later answer would be
+    // dropped as data for another position, the partition stalled (kgroup-fuzz-broker, issue 31).
+    if (r.offset < c.batch.header().base_offset || r.offset > c.batch.header().last_offset())
+      return fail(make_error_code(protocol::codec_errc::oversized), "record (its offset is outside its batch)");
     if (r.offset < pos->position) continue;
     if (r.offset >= limit) return at_limit();
     // What this record costs the poll. Its decoded headers are bounded on their own: a record of

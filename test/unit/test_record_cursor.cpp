@@ -499,3 +499,16 @@ TEST_CASE("cursor: offsets a position cannot follow are corrupt data (issue 31, 
     CHECK(std::string(c.error_what()) == "record batch");
   }
 }
+
+TEST_CASE("cursor: a record outside its batch's offsets is corrupt data (issue 31, kgroup-fuzz-broker)", "[cursor]") {
+  // The fetcher fetches next after the batch's last offset; a record past it moved the position
+  // beyond that, and every later answer was dropped as data for another position (a stall).
+  auto t = owning(t0, 0);
+  record_cursor c({});
+  c.start(fetched(t0, 0, {{.base = 0, .count = 2, .last_offset_delta = 0}}));  // records 0 and 1, last offset 0
+  poll_batch b;
+  REQUIRE(c.read(b, 500, t) == record_cursor::stop::corrupt);
+  CHECK(offsets(b) == std::vector<std::int64_t>{0});
+  CHECK(t.position(t0)->offset == 1);
+  CHECK(std::string(c.error_what()) == "record (its offset is outside its batch)");
+}
