@@ -13,10 +13,6 @@ namespace kgroup::group::kip848 {
 
 using s = consumer_member_state;
 
-inline std::int16_t code_of(kafka_errc e) {
-  return static_cast<std::int16_t>(e);
-}
-
 inline id_assignment minus(const id_assignment& a, const id_assignment& b) {
   id_assignment out;
   for (const auto& [id, parts] : a) {

@@ -13,10 +13,6 @@ namespace kgroup::group {
 
 inline constexpr const char* protocol_type = "consumer";
 
-inline std::int16_t code(kafka_errc e) {
-  return static_cast<std::int16_t>(e);
-}
-
 inline bool is_fatal_group_error(std::int16_t c) {
   return protocol::reacts(c, protocol::reaction::group_fatal);
 }

@@ -21,7 +21,7 @@ void member::coordinator_found(time_point now, std::int32_t node_id) {
 void member::coordinator_failed(time_point now, std::error_code ec) {
   coord_.forget();
   if (ec == make_error_code(kafka_errc::group_authorization_failed)) {
-    fatal(now, ec, fatal_message(code(kafka_errc::group_authorization_failed), opts_.group_id));
+    fatal(now, ec, fatal_message(code_of(kafka_errc::group_authorization_failed), opts_.group_id));
     return;
   }
   logger()->debug("group '{}': coordinator lookup failed: {}", opts_.group_id, ec.message());
@@ -72,7 +72,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     return;  // a leave or close overtook it
   }
   const std::int16_t c = r.error_code;
-  if (c != 0 && c != code(kafka_errc::member_id_required)) rebalance_failed(now);
+  if (c != 0 && c != code_of(kafka_errc::member_id_required)) rebalance_failed(now);
   if (c == 0 && r.protocol_type && !r.protocol_type->empty() && *r.protocol_type != protocol_type) {
     // JoinGroup v7+ names the group's protocol type: a group of another kind (Connect, ...)
     // shares the id. Java fails the same way (INCONSISTENT_GROUP_PROTOCOL).
@@ -104,7 +104,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     send_sync(now, {});
     return;
   }
-  if (c == code(kafka_errc::member_id_required)) {
+  if (c == code_of(kafka_errc::member_id_required)) {
     // KIP-394: the coordinator handed out our member id; join again with it at once.
     member_id_ = r.member_id;
     rejoin_reason_ = "rejoining with the member id the coordinator assigned";
@@ -115,7 +115,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     fenced(now, "JoinGroup", c);
     return;
   }
-  if (c == code(kafka_errc::rebalance_in_progress)) {
+  if (c == code_of(kafka_errc::rebalance_in_progress)) {
     pump(now);
     return;
   }
@@ -186,7 +186,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     pump(now);
     return;
   }
-  if (c == code(kafka_errc::rebalance_in_progress)) {
+  if (c == code_of(kafka_errc::rebalance_in_progress)) {
     transition(member_state::joining, "SyncGroup: rebalance in progress");
     rejoin_reason_ = "group is rebalancing";
     pump(now);
@@ -210,7 +210,7 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
     pump(now);
     return;
   }
-  if (c == code(kafka_errc::rebalance_in_progress)) {
+  if (c == code_of(kafka_errc::rebalance_in_progress)) {
     last_heartbeat_ok_ = now;  // the coordinator still knows us
     if (state_ == member_state::stable || state_ == member_state::completing ||
         state_ == member_state::preparing) {
@@ -272,7 +272,7 @@ void member::fenced(time_point now, const std::string& what, std::int16_t c) {
   const std::string name = kafka_error_name(c);
   rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + name);
   generation_ = -1;
-  if (c == code(kafka_errc::unknown_member_id)) member_id_.clear();
+  if (c == code_of(kafka_errc::unknown_member_id)) member_id_.clear();
   if (state_ == member_state::syncing) transition(member_state::joining, name.c_str());
   lose_partitions(now, name, then::join);
   pump(now);
@@ -283,11 +283,11 @@ void member::commit_failed(time_point now, std::int32_t generation, std::int16_t
     pump(now);
     return;  // a commit of an older generation (or outside the group): nothing to learn
   }
-  if (c == code(kafka_errc::rebalance_in_progress)) {
+  if (c == code_of(kafka_errc::rebalance_in_progress)) {
     rebalance_in_progress_seen(now);
   } else if (is_fenced(c)) {
     membership_lost(now, "OffsetCommit", c);
-  } else if (c == code(kafka_errc::fenced_instance_id)) {
+  } else if (c == code_of(kafka_errc::fenced_instance_id)) {
     fatal(now, make_error_code(kafka_errc::fenced_instance_id), fatal_message(c, opts_.group_id));
   } else if (protocol::reacts(c, protocol::reaction::coordinator_moved)) {
     // The commit's coordinator moved (as Java's commit path, markCoordinatorUnknown): look it up

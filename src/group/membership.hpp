@@ -58,6 +58,9 @@ struct cancel_listener {
   std::uint64_t seq = 0;
 };
 
+/// A Kafka error code as the wire carries it.
+constexpr std::int16_t code_of(kafka_errc e) noexcept { return static_cast<std::int16_t>(e); }
+
 // ---- transition tables --------------------------------------------------------------------------
 
 /// A core's transition table: for each state, a bit set of the states it may move to. `State` is
