@@ -11,6 +11,9 @@
 # starts the long ones first (ctest learns real durations after its first run in a build tree; CI
 # always starts from a fresh one); ENVIRONMENT (optional): a "NAME=value" for every entry (the
 # second test cluster runs the same binary with another librdkafka through LD_LIBRARY_PATH).
+#
+# Cases tagged [no-asan] or [no-tsan] get that label too: .ci/sanitize leaves them out of the
+# sanitizer runs by label (each such case says why beside its TEST_CASE).
 if(NOT EXISTS "${EXE}")
   message(FATAL_ERROR "discover_tests: ${EXE} does not exist")
 endif()
@@ -28,6 +31,16 @@ foreach(group IN LISTS groups)
     if(c MATCHES "^${prefix}=([0-9]+)$")
       set(cost ${CMAKE_MATCH_1})
     endif()
+  endforeach()
+  # The group's cases that carry one of the extra tags (a Catch spec without a comma is an AND).
+  # Hidden as the names are below (';', '[' and ']'), one name between <eol> marks.
+  foreach(tag IN ITEMS no-asan no-tsan)
+    execute_process(COMMAND "${EXE}" "${spec}[${tag}]" --list-test-names-only OUTPUT_VARIABLE tagged)
+    string(REPLACE ";" "<semicolon>" tagged "${tagged}")
+    string(REPLACE "[" "<open>" tagged "${tagged}")
+    string(REPLACE "]" "<close>" tagged "${tagged}")
+    string(REPLACE "\n" "<eol>" tagged "<eol>${tagged}")
+    set(extra_${tag} "${tagged}")
   endforeach()
   execute_process(COMMAND "${EXE}" "${spec}" --list-test-names-only
                   OUTPUT_VARIABLE out RESULT_VARIABLE rc)
@@ -55,9 +68,16 @@ foreach(group IN LISTS groups)
     endforeach()
     # CTest names avoid ';' (ctest -R and -E lists).
     string(REPLACE ";" "," ctest_name "${prefix}: ${exact}")
+    set(labels "integration-${prefix}")
+    foreach(tag IN ITEMS no-asan no-tsan)
+      string(FIND "${extra_${tag}}" "<eol>${name}<eol>" at)
+      if(NOT at EQUAL -1)
+        string(APPEND labels ";${tag}")
+      endif()
+    endforeach()
     string(APPEND content
       "add_test([==[${ctest_name}]==] [==[${EXE}]==] [==[${arg}]==])\n"
-      "set_tests_properties([==[${ctest_name}]==] PROPERTIES LABELS [==[integration-${prefix}]==] TIMEOUT ${TIMEOUT} COST ${cost})\n")
+      "set_tests_properties([==[${ctest_name}]==] PROPERTIES LABELS [==[${labels}]==] TIMEOUT ${TIMEOUT} COST ${cost})\n")
     if(ENVIRONMENT)
       string(APPEND content
         "set_tests_properties([==[${ctest_name}]==] PROPERTIES ENVIRONMENT [==[${ENVIRONMENT}]==])\n")

@@ -74,7 +74,8 @@ TEST_CASE("one consumer reads every seeded record exactly once, in order, in eac
   c.close(5s);
 }
 
-TEST_CASE("commits survive a restart: the next member resumes after the committed offsets", "[consume]") {
+// [no-tsan]: mostly waiting (a restart and a rejoin), little threading that the other cases do not cover.
+TEST_CASE("commits survive a restart: the next member resumes after the committed offsets", "[consume][no-tsan]") {
   const std::string mode = GENERATE("sync", "async", "auto");
   INFO("commit mode " << mode);
   kgroup::test::mock_cluster mc(3);

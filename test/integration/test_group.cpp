@@ -344,7 +344,8 @@ TEST_CASE("rebalance.listener.thread=heartbeat runs callbacks on the background 
 
 extern char** environ;
 
-TEST_CASE("a killed member's partitions move to the survivors after the session timeout", "[group]") {
+// [no-tsan]: mostly waiting for session.timeout.ms, little threading that the other cases do not cover.
+TEST_CASE("a killed member's partitions move to the survivors after the session timeout", "[group][no-tsan]") {
   kgroup::test::mock_cluster mc(3);
   mc.create_topic("orders", 4);
   const auto expected = all_partitions("orders", 4);

@@ -270,7 +270,10 @@ TEST_CASE("security front: librdkafka refuses an untrusted, expired or misnamed 
   CHECK(front.counters().tls_handshakes == 0);
 }
 
-TEST_CASE("security front: librdkafka over OAUTHBEARER with an unsecured token", "[security]") {
+// [no-asan]: librdkafka 2.0.2's own OAUTHBEARER client reads past a heap buffer in strndup on one of
+// its threads (an ASan report with only librdkafka frames); the front's OAUTHBEARER side stays
+// under ASan through kgroup's own tests.
+TEST_CASE("security front: librdkafka over OAUTHBEARER with an unsecured token", "[security][no-asan]") {
   mock_cluster mc(1);
   seed(mc);
   secure_front_options o;
@@ -353,7 +356,8 @@ std::string python_with_kafka() {
 
 }  // namespace
 
-TEST_CASE("security front: kafka-python consumes and commits over SASL_SSL", "[security]") {
+// [no-tsan]: kafka-python runs as a child process, which TSan does not watch.
+TEST_CASE("security front: kafka-python consumes and commits over SASL_SSL", "[security][no-tsan]") {
   const std::string python = python_with_kafka();
   if (python.empty()) {
     WARN("python3 with the kafka module (Debian's python3-kafka, installed by .ci/deps) not found: kafka-python case skipped");
