@@ -50,9 +50,10 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
     }
     shared_.cv.notify_all();
   });
-  // After a poll timeout the partitions are lost before any record is returned (a
-  // loss the application has not seen would otherwise be skipped): wait until the background thread has queued the loss, then run it below. Only then, so
-  // that a busy poll loop does not pay a thread round trip per call.
+  // After a poll timeout the partitions are lost before any record is returned (a loss the
+  // application has not seen would otherwise be skipped): wait until the background thread has
+  // queued the loss, then run it below. Only then, so that a busy poll loop does not pay a thread
+  // round trip per call.
   if (may_have_left_group() && !wait_poll_acked(seq, deadline)) return ConsumerRecords{};
   for (;;) {
     run_events(/*throw_fatal=*/true);

@@ -2,8 +2,9 @@
 // thread, feeds group::kip848::consumer_member with events (ConsumerGroupHeartbeat answers,
 // failures, timer ticks, topic names from Metadata, user calls posted from the user thread) and
 // carries out its actions with real connections. Thin like the classic driver
-// (net/group_driver.hpp), whose listener and shared_state plumbing it shares: every decision is
-// the core's; this file finds, sends, resolves and delivers.
+// (net/group_driver.hpp); what both drivers do alike (the action loop and timer, listener calls,
+// errors, the snapshot for the user thread) is net/driver_base.hpp. Every decision is the core's;
+// this file finds the coordinator, sends heartbeats, resolves topic names and delivers.
 #pragma once
 
 #include <chrono>

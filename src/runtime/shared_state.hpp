@@ -1,9 +1,13 @@
 // What crosses between the user's thread and the background thread of one Consumer.
 //
-// Background -> user: `events` (listener calls to run, fatal errors, "left the group"), and the
-// snapshot fields. User -> background: asio::post() onto the io_context (never through here).
-// Every field below is guarded by `mutex`; the background thread is the only writer of the
-// snapshot fields and the only producer of events; the user thread is the only consumer.
+// Background -> user: `events` (listener calls to run, fatal errors, "left the group", positions,
+// data errors, commit outcomes), `fetched` data and the snapshot fields. User -> background: calls
+// go through asio::post() onto the io_context; what the user thread writes here is state the
+// background thread reads when it next decides: `consumed` (auto-commit's positions),
+// `started_listeners` (a listener call that began and may no longer be cancelled), `woken`
+// (wakeup()), `fatal` once poll() has raised it, and the user-thread half of `metrics`. Every field
+// is guarded by `mutex`; the background thread is the only producer of events and the only writer
+// of the snapshot fields; the user thread is the only consumer of events.
 #pragma once
 
 #include <chrono>
