@@ -82,32 +82,6 @@ void connection::note_mismatch(std::int16_t api_key, const char* api, std::int16
   }
 }
 
-const char* connection::to_string(state s) noexcept {
-  switch (s) {
-    case state::idle:
-      return "idle";
-    case state::resolving:
-      return "resolving";
-    case state::connecting:
-      return "connecting";
-    case state::tls_handshaking:
-      return "tls_handshaking";
-    case state::handshaking:
-      return "handshaking";
-    case state::authenticating:
-      return "authenticating";
-    case state::failed:
-      return "failed";
-    case state::ready:
-      return "ready";
-    case state::backoff:
-      return "backoff";
-    case state::closed:
-      return "closed";
-  }
-  return "?";
-}
-
 connection::connection(asio::io_context& io, std::int32_t node_id, std::string host, std::uint16_t port,
                        connection_options opts)
     : io_(io),
@@ -117,8 +91,7 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       opts_(std::move(opts)),
       resolver_(io),
       timer_(io),
-      // 20% jitter either way, so many clients do not reconnect in lockstep.
-      reconnect_backoff_(opts_.reconnect_backoff, opts_.reconnect_backoff_max, 0.2) {}
+      core_({opts_.request_timeout, opts_.connect_timeout, opts_.reconnect_backoff, opts_.reconnect_backoff_max}) {}
 
 connection::~connection() = default;
 
@@ -127,9 +100,9 @@ void connection::logger_mismatch(const std::string& what) {
 }
 
 void connection::when_ready(std::function<void(std::error_code)> cb) {
-  switch (state_) {
+  switch (core_.current()) {
     case state::ready:
-      if (reauthenticating_) {
+      if (core_.reauthenticating()) {
         waiters_.push_back(std::move(cb));  // sent once re-authenticated
         return;
       }
@@ -161,26 +134,25 @@ void connection::when_ready(std::function<void(std::error_code)> cb) {
 }
 
 void connection::close() {
-  if (state_ == state::closed) return;
-  if (state_ == state::failed) {
-    state_ = state::closed;
+  if (core_.current() == state::closed) return;
+  if (core_.current() == state::failed) {
+    core_.stop(state::closed);
     return;
   }
   fail(make_error_code(client_errc::shutting_down), "closed by client");
-  state_ = state::closed;
+  core_.stop(state::closed);
   timer_.cancel();
   // Requests queued by handlers while failing must not wait forever.
   flush_waiters(make_error_code(client_errc::shutting_down));
 }
 
 void connection::abort_requests(const char* why) {
-  if (state_ == state::closed || state_ == state::failed) return;
+  if (core_.terminal()) return;
   fail(make_error_code(client_errc::connection_closed), why);
 }
 
 void connection::start_connect() {
-  state_ = state::resolving;
-  connect_deadline_ = clock::now() + opts_.connect_timeout;
+  core_.connect_started(clock::now());
   arm_timer();
   logger()->debug("broker {} ({}:{}): connecting", node_id_, host_, port_);
   resolver_.async_resolve(
@@ -192,7 +164,7 @@ void connection::start_connect() {
           self->fail(make_error_code(client_errc::connection_failed), "resolve failed");
           return;
         }
-        self->state_ = state::connecting;
+        self->core_.step(state::connecting);
         self->tr_ = std::make_shared<connection_transport>(self->io_);
         asio::async_connect(
             self->tr_->socket, results,
@@ -215,7 +187,7 @@ void connection::on_connected() {
     begin_protocol();
     return;
   }
-  state_ = state::tls_handshaking;
+  core_.step(state::tls_handshaking);
   tr_->tls.emplace(tr_->socket, *sec->tls);
   SSL* ssl = tr_->tls->native_handle();
   if (const std::string error = configure_identity_check(ssl, host_, sec->verify_hostname); !error.empty()) {
@@ -267,7 +239,7 @@ void connection::tls_failure(const boost::system::error_code& ec, const char* du
 }
 
 void connection::begin_protocol() {
-  state_ = state::handshaking;
+  core_.step(state::handshaking);
   start_read();
   start_handshake(api_versions_highest);
 }
@@ -344,17 +316,18 @@ void connection::start_handshake(std::int16_t version) {
 }
 
 void connection::become_ready() {
-  state_ = state::ready;
-  reconnect_backoff_.reset();
-  ++connects_;
+  core_.became_ready();
   logger()->debug("broker {} ({}:{}): ready", node_id_, host_, port_);
   arm_timer();
   flush_waiters({});
 }
 
 void connection::start_sasl(bool reauth) {
-  if (!reauth) state_ = state::authenticating;
-  reauthenticating_ = reauth;
+  if (reauth) {
+    core_.reauth_started();
+  } else {
+    core_.step(state::authenticating);
+  }
   const auto& sec = *opts_.security;
   std::int16_t v = 0;
   if (versions_.pick<protocol::sasl_authenticate_request>(v) || versions_.pick<protocol::sasl_handshake_request>(v) ||
@@ -371,7 +344,7 @@ void connection::start_sasl(bool reauth) {
   }
   sec.tokens->get(io_, [self = shared_from_this(), gen = generation_, reauth](
                            const std::string& err, bool permanent, const security::oauth_token& token) {
-    if (gen != self->generation_ || self->state_ == state::closed) return;
+    if (gen != self->generation_ || self->core_.current() == state::closed) return;
     if (!err.empty() && permanent) {
       self->fatal(make_error_code(kafka_errc::sasl_authentication_failed), err);
       return;
@@ -447,14 +420,14 @@ void connection::sasl_authenticate(bool reauth) {
 void connection::sasl_done(bool reauth) {
   const std::int64_t lifetime = sasl_->session_lifetime_ms();
   sasl_.reset();
+  std::optional<std::chrono::milliseconds> reauth_in;
   if (lifetime > 0) {
     // KIP-368: re-authenticate at 85-95% of the session, as the Java client does.
     static thread_local std::mt19937 rng{std::random_device{}()};
     const double at = std::uniform_real_distribution<double>(0.85, 0.95)(rng);
-    reauth_at_ = clock::now() + security::reauthentication_delay(lifetime, at);
-  } else {
-    reauth_at_ = clock::time_point::max();
+    reauth_in = security::reauthentication_delay(lifetime, at);
   }
+  core_.authenticated(clock::now(), reauth_in);
   if (opts_.wire) ++(reauth ? opts_.wire->reauthentications : opts_.wire->authentications);
   logger()->debug("broker {} ({}:{}): SASL {} {}authenticated{}", node_id_, host_, port_,
                   opts_.security->credentials.mechanism, reauth ? "re-" : "",
@@ -463,20 +436,19 @@ void connection::sasl_done(bool reauth) {
     become_ready();
     return;
   }
-  reauthenticating_ = false;
   arm_timer();
   flush_waiters({});
 }
 
 void connection::fatal(std::error_code ec, const std::string& what) {
-  if (state_ == state::closed || state_ == state::failed) return;
+  if (core_.terminal()) return;
   fatal_message_ = fmt::format("broker {} ({}:{}): {}", node_id_, host_, port_, what);
   fatal_ec_ = ec;
   logger()->error("{}", fatal_message_);
   if (opts_.wire) ++opts_.wire->authentication_failures;
   if (opts_.security && opts_.security->on_fatal) opts_.security->on_fatal(ec, fatal_message_);
   fail(ec, "authentication failed");
-  state_ = state::failed;
+  core_.stop(state::failed);
   timer_.cancel();
   flush_waiters(ec);
 }
@@ -484,17 +456,14 @@ void connection::fatal(std::error_code ec, const std::string& what) {
 void connection::send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc,
                           bool flexible_response, raw_handler handler, std::chrono::milliseconds timeout) {
   auto frame = std::make_shared<protocol::bytes>();
-  const std::int32_t corr = next_correlation_id_;
-  next_correlation_id_ =
-      next_correlation_id_ == std::numeric_limits<std::int32_t>::max() ? 1 : next_correlation_id_ + 1;
+  const std::int32_t corr = core_.next_correlation_id();
   if (auto ec = enc(corr, opts_.client_id, *frame)) {
     logger()->error("broker {}: cannot encode request (api {} v{}): {}", node_id_, api_key, version,
                     ec.message());
     asio::post(io_, [handler = std::move(handler), ec] { handler(ec, response_frame{}); });
     return;
   }
-  const auto t = timeout.count() > 0 ? timeout : opts_.request_timeout;
-  in_flight_.push_back({api_key, corr, flexible_response, clock::now() + t, std::move(handler)});
+  core_.sent(clock::now(), api_key, corr, flexible_response, std::move(handler), timeout);
   write_queue_.push_back(std::move(frame));
   arm_timer();
   write_next();
@@ -527,7 +496,7 @@ void connection::start_read() {
       *tr_, asio::buffer(size_buf_),
       [self = shared_from_this(), gen = generation_, tr = tr_](const boost::system::error_code& ec, std::size_t) {
         if (gen != self->generation_) return;
-        if (ec && tr->tls && self->state_ == state::handshaking) {
+        if (ec && tr->tls && self->core_.current() == state::handshaking) {
           // TLS 1.3 reports a refused client certificate on the first read.
           self->tls_failure(ec, "TLS session");
           return;
@@ -587,19 +556,17 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
     fail(make_error_code(client_errc::protocol_violation), "truncated response header");
     return;
   }
-  if (in_flight_.empty()) {
-    logger()->error("broker {}: response with correlation id {} to no request", node_id_, corr);
-    fail(make_error_code(client_errc::protocol_violation), "unsolicited response");
+  auto matched = core_.match(corr);
+  if (!matched.request) {
+    if (matched.expected) {
+      logger()->error("broker {}: response correlation id {} but expected {}", node_id_, corr, *matched.expected);
+    } else {
+      logger()->error("broker {}: response with correlation id {} to no request", node_id_, corr);
+    }
+    fail(make_error_code(client_errc::protocol_violation), matched.violation);
     return;
   }
-  if (in_flight_.front().correlation_id != corr) {
-    logger()->error("broker {}: response correlation id {} but expected {}", node_id_, corr,
-                    in_flight_.front().correlation_id);
-    fail(make_error_code(client_errc::protocol_violation), "correlation id mismatch");
-    return;
-  }
-  in_flight_request req = std::move(in_flight_.front());
-  in_flight_.pop_front();
+  connection_core::in_flight_request req = std::move(*matched.request);
   protocol::reader r(*frame);
   protocol::response_header h;
   protocol::decode_response_header(r, h, protocol::response_header_version(req.api_key, req.flexible_header));
@@ -619,34 +586,20 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
     return;
   }
   if (gen != generation_) return;
-  if (reauth_draining_ && in_flight_.empty()) {
-    reauth_draining_ = false;
+  if (core_.answered()) {
     logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
     start_sasl(/*reauth=*/true);
   }
   arm_timer();
 }
 
-namespace {
-bool setting_up(connection::state s) {
-  using st = connection::state;
-  return s == st::resolving || s == st::connecting || s == st::tls_handshaking || s == st::handshaking ||
-         s == st::authenticating;
-}
-}  // namespace
-
 void connection::arm_timer() {
-  if (state_ == state::closed || state_ == state::failed) return;
-  clock::time_point when = clock::time_point::max();
-  if (setting_up(state_)) when = std::min(when, connect_deadline_);
-  if (state_ == state::ready && !reauthenticating_) when = std::min(when, reauth_at_);
-  for (const auto& r : in_flight_) when = std::min(when, r.deadline);
-  if (state_ == state::backoff && !waiters_.empty()) when = std::min(when, backoff_until_);
-  if (when == clock::time_point::max()) {
+  const auto when = core_.next_deadline(!waiters_.empty());
+  if (!when) {
     timer_.cancel();
     return;
   }
-  timer_.expires_at(when);
+  timer_.expires_at(*when);
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted) return;
     self->on_timer();
@@ -654,66 +607,51 @@ void connection::arm_timer() {
 }
 
 void connection::on_timer() {
-  const auto now = clock::now();
-  if (setting_up(state_) && now >= connect_deadline_) {
-    fail(make_error_code(client_errc::connection_failed), "connection setup timed out");
-    return;
-  }
-  if (state_ == state::ready && !reauthenticating_ && now >= reauth_at_) {
-    // New requests wait from now on. With requests in flight, the exchange starts once their
-    // answers are in (on_frame): sent behind a JoinGroup the coordinator may hold for the whole
-    // rebalance, it would time out after request.timeout.ms and take the connection and the
-    // JoinGroup with it. The broker accepts a re-authentication after the session ended.
-    reauthenticating_ = true;
-    if (in_flight_.empty()) {
+  using verdict = connection_core::timer_verdict;
+  auto t = core_.on_timer(clock::now());
+  switch (t.verdict) {
+    case verdict::setup_timed_out:
+      fail(make_error_code(client_errc::connection_failed), "connection setup timed out");
+      return;
+    case verdict::reauth_now:
       logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
       start_sasl(/*reauth=*/true);
-    } else {
-      reauth_draining_ = true;
+      arm_timer();
+      return;
+    case verdict::reauth_waits:
       logger()->debug("broker {} ({}:{}): re-authentication (KIP-368) due; waiting for {} request(s) in flight",
-                      node_id_, host_, port_, in_flight_.size());
-    }
-    arm_timer();
-    return;
+                      node_id_, host_, port_, core_.in_flight());
+      arm_timer();
+      return;
+    case verdict::request_timed_out:
+      logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection", node_id_,
+                     t.expired->api_key, t.expired->correlation_id);
+      t.expired->handler(make_error_code(client_errc::request_timed_out), response_frame{});
+      fail(make_error_code(client_errc::connection_closed), "request timed out");
+      return;
+    case verdict::backoff_over:
+      if (!waiters_.empty()) start_connect();
+      return;
+    case verdict::nothing:
+      arm_timer();
+      return;
   }
-  auto expired = std::find_if(in_flight_.begin(), in_flight_.end(),
-                              [now](const in_flight_request& r) { return now >= r.deadline; });
-  if (expired != in_flight_.end()) {
-    in_flight_request req = std::move(*expired);
-    in_flight_.erase(expired);
-    logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection",
-                   node_id_, req.api_key, req.correlation_id);
-    req.handler(make_error_code(client_errc::request_timed_out), response_frame{});
-    fail(make_error_code(client_errc::connection_closed), "request timed out");
-    return;
-  }
-  if (state_ == state::backoff && now >= backoff_until_) {
-    state_ = state::idle;
-    if (!waiters_.empty()) start_connect();
-    return;
-  }
-  arm_timer();
 }
 
 void connection::fail(std::error_code ec, const char* why) {
-  if (state_ == state::closed || state_ == state::failed) return;
-  const bool was_ready = state_ == state::ready;
+  if (core_.terminal()) return;
   ++generation_;
   boost::system::error_code ignored;
   resolver_.cancel();
   if (tr_) tr_->socket.close(ignored);
   tr_.reset();  // pending operations keep it alive until they complete
   sasl_.reset();
-  reauthenticating_ = false;
-  reauth_draining_ = false;
-  reauth_at_ = clock::time_point::max();
   writing_ = false;
   write_queue_.clear();
-  auto in_flight = std::move(in_flight_);
-  in_flight_.clear();
-  state_ = state::backoff;
-  const auto wait = reconnect_backoff_.next();
-  backoff_until_ = clock::now() + wait;
+  auto lost = core_.failed(clock::now());
+  const auto wait = lost.wait;
+  const bool was_ready = lost.was_ready;
+  auto& in_flight = lost.in_flight;
   if (ec == make_error_code(client_errc::shutting_down) || !fatal_message_.empty()) {
     // (A fatal failure was logged as an error already, and is not retried.)
     logger()->debug("broker {} ({}:{}): {}", node_id_, host_, port_, why);

@@ -28,6 +28,7 @@
 #include "net/security.hpp"
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
+#include "net/connection_core.hpp"
 #include "protocol/answer_check.hpp"
 #include "runtime/wire_stats.hpp"
 #include "protocol/headers.hpp"
@@ -52,32 +53,11 @@ struct connection_options {
 /// asynchronous operations that use it.
 struct connection_transport;
 
-/// A received response: the whole frame (kept alive by the shared_ptr, so views into it such as
-/// records stay valid) and where the body starts.
-struct response_frame {
-  std::shared_ptr<const protocol::bytes> frame;
-  std::size_t body_offset = 0;
-  std::span<const std::uint8_t> body() const { return std::span(*frame).subspan(body_offset); }
-};
-
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  enum class state {
-    idle,         // not connected; the next request starts a connect
-    resolving,    // DNS lookup in progress
-    connecting,       // TCP connect in progress
-    tls_handshaking,  // TLS handshake in progress
-    handshaking,      // ApiVersions sent, waiting for the broker's version ranges
-    authenticating,   // SASL exchange in progress
-    ready,            // requests flow
-    backoff,          // a failure happened; waiting before the next attempt is allowed
-    closed,           // close() was called; terminal
-    failed,           // authentication or TLS trust failed; terminal (see fatal_error())
-  };
-
-  /// Raw completion: an error, or the response frame. Returning an error (e.g. the body did not
-  /// decode) closes the connection as a protocol violation.
-  using raw_handler = std::function<std::error_code(std::error_code, const response_frame&)>;
+  /// Lifecycle states (connection_core.hpp); `failed` is explained by fatal_error().
+  using state = connection_state;
+  using raw_handler = net::raw_handler;
 
   connection(boost::asio::io_context& io, std::int32_t node_id, std::string host, std::uint16_t port,
              connection_options opts);
@@ -122,14 +102,14 @@ class connection : public std::enable_shared_from_this<connection> {
   /// get connection_closed), and reconnects for later requests after the usual backoff.
   void abort_requests(const char* why);
 
-  state current_state() const noexcept { return state_; }
+  state current_state() const noexcept { return core_.current(); }
   std::uint16_t port() const noexcept { return port_; }
   const api_version_table& versions() const noexcept { return versions_; }
-  std::size_t in_flight() const noexcept { return in_flight_.size(); }
+  std::size_t in_flight() const noexcept { return core_.in_flight(); }
   /// Number of completed connection attempts that reached `ready` (for tests and metrics).
-  std::uint64_t connects() const noexcept { return connects_; }
+  std::uint64_t connects() const noexcept { return core_.connects(); }
 
-  static const char* to_string(state s) noexcept;
+  static const char* to_string(state s) noexcept { return net::to_string(s); }
   /// A response of `api` had `count` bytes after its last field (see send_adjusted).
   void note_trailing_bytes(std::int16_t api_key, const char* api, std::int16_t version, std::size_t count);
   /// A response of `api` named `what`, which its request did not ask for: dropped (see send_now).
@@ -140,14 +120,6 @@ class connection : public std::enable_shared_from_this<connection> {
  private:
   using encoder =
       std::function<std::error_code(std::int32_t, const std::optional<std::string>&, protocol::bytes&)>;
-
-  struct in_flight_request {
-    std::int16_t api_key;
-    std::int32_t correlation_id;
-    bool flexible_header;
-    std::chrono::steady_clock::time_point deadline;
-    raw_handler handler;
-  };
 
   template <class Request>
   static bool response_header_flexible(std::int16_t version) {
@@ -194,25 +166,14 @@ class connection : public std::enable_shared_from_this<connection> {
   boost::asio::ip::tcp::resolver resolver_;
   std::shared_ptr<connection_transport> tr_;
   boost::asio::steady_timer timer_;  // request deadlines, connect deadline, backoff expiry
-  state state_ = state::idle;
-  std::chrono::steady_clock::time_point backoff_until_{};
-  std::chrono::steady_clock::time_point connect_deadline_{};
-  base::backoff reconnect_backoff_;  // consecutive failed attempts since the last `ready`
-  std::uint64_t connects_ = 0;
-  std::uint64_t generation_ = 0;  // bumped on every close, so stale async completions are ignored
-  std::int32_t next_correlation_id_ = 1;
+  connection_core core_;             // every decision: states, requests in flight, deadlines
+  std::uint64_t generation_ = 0;     // bumped on every close, so stale async completions are ignored
   api_version_table versions_;
   std::deque<std::function<void(std::error_code)>> waiters_;
-  std::deque<in_flight_request> in_flight_;
   std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
   std::unique_ptr<security::sasl_session> sasl_;
-  // KIP-368: set once a re-authentication is due (new requests wait in waiters_) until it is done.
-  bool reauthenticating_ = false;
-  // Due, but requests are still in flight: the exchange starts when the last answer is in.
-  bool reauth_draining_ = false;
-  std::chrono::steady_clock::time_point reauth_at_ = std::chrono::steady_clock::time_point::max();
   std::error_code fatal_ec_;
   std::string fatal_message_;
 };
