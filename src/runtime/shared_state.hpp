@@ -4,8 +4,10 @@
 // data errors, commit outcomes), `fetched` data and the snapshot fields. User -> background: calls
 // go through asio::post() onto the io_context; what the user thread writes here is state the
 // background thread reads when it next decides: `consumed` (auto-commit's positions),
-// `started_listeners` (a listener call that began and may no longer be cancelled), `woken`
-// (wakeup()), `fatal` once poll() has raised it, and the user-thread half of `metrics`. Every field
+// `started_listeners` (a listener call that began and may no longer be cancelled) and
+// `buffered_bytes` (how much fetched data waits, for the fetcher's bound); besides, the user thread
+// keeps `woken` (wakeup()), `fatal` once poll() has raised it and the user-thread half of
+// `metrics` here. Every field
 // is guarded by `mutex`; the background thread is the only producer of events and the only writer
 // of the snapshot fields; the user thread is the only consumer of events.
 #pragma once
