@@ -28,18 +28,15 @@ std::string make_member_id() {
   }
 }
 
-consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
-                                             consumer_group_driver_options opts, detail::shared_state& shared)
-    : consumer_group_driver(io, std::move(c), shared, with_member_id(std::move(opts)), true) {}
-
-consumer_group_driver_options consumer_group_driver::with_member_id(consumer_group_driver_options opts) {
-  if (opts.member.member_id.empty()) opts.member.member_id = make_member_id();
-  return opts;
+group::kip848::consumer_member_options consumer_group_driver::with_member_id(
+    group::kip848::consumer_member_options member) {
+  if (member.member_id.empty()) member.member_id = make_member_id();
+  return member;
 }
 
 consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
-                                             detail::shared_state& shared, consumer_group_driver_options opts, bool)
-    : base(io, shared, opts.hooks, opts.member), cluster_(std::move(c)), opts_(std::move(opts)) {
+                                             consumer_group_driver_options opts, detail::shared_state& shared)
+    : base(io, shared, opts.hooks, with_member_id(opts.member)), cluster_(std::move(c)), opts_(std::move(opts)) {
   // Every refresh (periodic, or another part of the client's) may name topic ids the core waits for.
   cluster_->on_metadata([this] { feed_names(); });
 }

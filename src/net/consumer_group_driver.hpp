@@ -54,10 +54,9 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
   using base = driver_base<consumer_group_driver, group::kip848::consumer_member>;
-  /// The public constructor's, with a member id made when the options have none.
-  consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, detail::shared_state& shared,
-                        consumer_group_driver_options opts, bool);
-  static consumer_group_driver_options with_member_id(consumer_group_driver_options opts);
+  /// `member` with a member id made when it has none (the core is given that; opts_ keeps the
+  /// rest of the options).
+  static group::kip848::consumer_member_options with_member_id(group::kip848::consumer_member_options member);
   /// KIP-848's own actions; driver_base::apply_with carries out the shared ones.
   void apply(group::kip848::action& a);
   void on_coordinator(std::int32_t node);
