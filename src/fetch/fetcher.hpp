@@ -21,6 +21,7 @@
 
 #include "data/committer.hpp"
 #include "runtime/shared_state.hpp"
+#include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
@@ -111,13 +112,10 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   // Per-partition state, its transition table and the decisions on it: data/fetch_positions.hpp.
   using pstate = data::fetch_state;
   using part = data::fetch_part;
-  /// The broker to fetch `tp` from: its preferred read replica while that is valid and known to
-  /// metadata, else its leader.
-  std::int32_t fetch_node(part& p, std::int32_t leader);
   /// Logs that `tp` reads from its leader again instead of `replica` (-1: nothing to log).
   void log_replica_dropped(const TopicPartition& tp, std::int32_t replica, std::string_view why);
-  /// True when `tp` is absent from metadata; reports it (manual assignment) once a refresh made
-  /// after it went missing still lacks it.
+  /// True when `tp` is absent from metadata (or its leader is unknown); reports it (manual
+  /// assignment) once a refresh made after it went missing still lacks it (fetch_planner::locate).
   bool missing(const TopicPartition& tp, part& p);
 
   void pump();
@@ -135,10 +133,13 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
                     std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          const net::response_frame& frame, const fetch_set& sent);
-  fetch_session& session(std::int32_t node);
   /// Fetch latency, size and throttle time for the metrics.
   void record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r);
   void schedule_retry();
+  /// Arms the retry timer for `at` (unless armed).
+  void schedule_retry_at(std::chrono::steady_clock::time_point at);
+  /// Reports `tp` absent from metadata (client_errc::partition_not_found).
+  void report_missing(const TopicPartition& tp);
   void maybe_refresh_metadata();
   // Refreshes metadata (unless one is under way) and tries again after the retry backoff.
   void retry_after_metadata();
@@ -162,8 +163,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// The coordinator's offsets connection for `who`; none (nullptr) reports coordinator_unusable(false).
   std::shared_ptr<net::connection> coordinator_connection(const group_identity& who);
   data::fetch_positions positions_;
-  std::set<std::int32_t> fetching_nodes_;           // one Fetch in flight per broker
-  std::map<std::int32_t, fetch_session> sessions_;  // KIP-227 session per broker
+  // The Fetch path's decisions (per-broker requests, sessions, the answers' error ladder).
+  data::fetch_planner planner_;
   bool offset_fetch_in_flight_ = false;
   boost::asio::steady_timer retry_timer_;
   bool retry_armed_ = false;
@@ -172,7 +173,6 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   data::auto_committer auto_committer_;
   std::chrono::steady_clock::time_point last_metadata_refresh_{};
   bool stopped_ = false;
-  bool manual_ = false;
 };
 
 }  // namespace kgroup::fetch

@@ -11,6 +11,7 @@
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
 #include "protocol/records.hpp"
+#include "../support/record_batches.hpp"
 
 namespace Catch {
 template <>
@@ -433,20 +434,7 @@ TEST_CASE("fetch session: requests encode at the session versions", "[fetch_sess
 
 // ---- where the next Fetch starts (data/next_offset.hpp) ----------------------------------------
 
-namespace {
-
-void append_batch(kgroup::protocol::bytes& out, std::int64_t base, int count, std::int32_t epoch) {
-  namespace proto = kgroup::protocol;
-  static const std::uint8_t value[] = {'v'};
-  std::vector<proto::record_input> recs(static_cast<std::size_t>(count),
-                                        proto::record_input{std::nullopt, proto::byte_view(value), 1, {}, {}});
-  proto::batch_encode_options o;
-  o.base_offset = base;
-  o.partition_leader_epoch = epoch;
-  REQUIRE_FALSE(proto::encode_record_batch(recs, o, out));
-}
-
-}  // namespace
+using kgroup::test::append_batch;
 
 TEST_CASE("next_fetch_offset: after the last complete batch, with that batch's leader epoch", "[fetch]") {
   using kgroup::fetch::next_fetch_offset;
