@@ -25,7 +25,7 @@ ConsumerRecords Consumer::impl::poll(std::chrono::milliseconds timeout) {
 bool Consumer::impl::may_have_left_group() {
   if (last_poll_return_ && clock::now() - *last_poll_return_ >= max_poll_interval_) return true;
   std::lock_guard lock(shared_.mutex);
-  return shared_.state == "poll_timed_out";
+  return shared_.standing.poll_timed_out;
 }
 
 bool Consumer::impl::wait_poll_acked(std::uint64_t seq, clock::time_point deadline) {

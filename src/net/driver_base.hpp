@@ -175,6 +175,7 @@ class driver_base : public membership_driver {
     shared_.member_id = member_.member_id();
     shared_.generation = member_.generation();
     shared_.state = to_string(member_.state());
+    shared_.standing = member_.standing();
     auto& m = shared_.metrics;
     m.coordinator = member_.coordinator().value_or(-1);
     m.assignor = member_.protocol_name();

@@ -145,7 +145,10 @@ struct shared_state {
   std::vector<std::string> topics;
   std::string member_id;
   std::int32_t generation = -1;
-  std::string state = "unsubscribed";
+  std::string state = "unsubscribed";  // the core's state name, for display (metrics, /status)
+  // The core's standing (group::standing): what the user thread decides on, instead of the
+  // display string above (may_have_left_group() reads poll_timed_out).
+  group::standing standing;
   std::optional<fatal_error> fatal;  // sticky: every poll() after a fatal error throws it
   std::uint64_t left_count = 0;      // bumped on every left_group action
   bool woken = false;                // wakeup() was called and not yet consumed by poll()
