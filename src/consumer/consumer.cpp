@@ -12,134 +12,55 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   config_.validate();
   // The effective configuration, once (what was set explicitly; the rest is the defaults).
   logger()->info("consumer configuration: {}", config_.to_string());
-  // group.id is optional: manual assignment (assign()) works without one; subscribe() and
-  // commits need it.
-  group::member_options mo;
-  mo.group_id = config_.get("group.id");
-  if (auto id = config_.get("group.instance.id"); !id.empty()) mo.group_instance_id = id;
-  if (auto rack = config_.get("client.rack"); !rack.empty()) mo.rack = rack;
-  mo.session_timeout = config_.get_ms("session.timeout.ms");
-  mo.heartbeat_interval = config_.get_ms("heartbeat.interval.ms");
-  mo.max_poll_interval = config_.get_ms("max.poll.interval.ms");
-  mo.retry_backoff = config_.get_ms("retry.backoff.ms");
-  mo.retry_backoff_max = config_.get_ms("retry.backoff.max.ms");
-  for (const auto& name : config_.get_list("partition.assignment.strategy")) {
-    std::shared_ptr<PartitionAssignor> a;
-    for (const auto& c : custom) {
-      if (c && c->name() == name) a = c;
-    }
-    if (!a) a = make_assignor(name);
-    if (!a) {
-      throw Error(
-          make_error_code(client_errc::invalid_config),
-          fmt::format("partition.assignment.strategy: unknown assignor '{}' (built-ins: range, roundrobin, "
-                      "sticky, cooperative-sticky; or pass a custom PartitionAssignor)",
-                      name));
-    }
-    mo.assignors.push_back(std::move(a));
-  }
-  if (mo.assignors.empty()) {
-    throw Error(make_error_code(client_errc::invalid_config),
-                "partition.assignment.strategy: no assignor given");
-  }
-  // The rebalance protocol is the best one every configured assignor supports (as in Java):
-  // "range,cooperative-sticky" stays eager until range is removed.
-  bool all_cooperative = true;
-  for (const auto& a : mo.assignors) {
-    auto p = a->supported_protocols();
-    if (std::find(p.begin(), p.end(), RebalanceProtocol::cooperative) == p.end()) all_cooperative = false;
-  }
-  mo.protocol = all_cooperative ? RebalanceProtocol::cooperative : RebalanceProtocol::eager;
-
-  mo.request_timeout = config_.get_ms("request.timeout.ms");
-  mo.exclude_internal_topics = config_.get_bool("exclude.internal.topics");
+  auto plan = detail::make_consumer_plan(config_, custom);
   net::group_driver_options dopts;
-  dopts.member = mo;
-  dopts.request_timeout = mo.request_timeout;
-  if (config_.get("rebalance.listener.thread") == "heartbeat") {
+  dopts.member = std::move(plan.member);
+  dopts.request_timeout = plan.request_timeout;
+  if (plan.inline_listener) {
     dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
     inline_listener_ = true;
   }
-  auto copts = net::cluster_options::from_config(config_);
-  shared_.metrics.wire = copts.connection.wire;
-  if (copts.connection.security) {
+  shared_.metrics.wire = plan.cluster.connection.wire;
+  if (plan.cluster.connection.security) {
     // Refused credentials and untrusted brokers are fatal: poll() raises them.
-    copts.connection.security->on_fatal = [this](std::error_code ec, const std::string& what) {
+    plan.cluster.connection.security->on_fatal = [this](std::error_code ec, const std::string& what) {
       shared_.push(detail::fatal_error{ec, what});
     };
   }
-  cluster_ = std::make_shared<net::cluster>(io_, std::move(copts));
+  cluster_ = std::make_shared<net::cluster>(io_, std::move(plan.cluster));
 
-  fetch::fetcher_options fo;
-  fo.group_id = mo.group_id;
-  fo.fetch_min_bytes = static_cast<std::int32_t>(config_.get_int("fetch.min.bytes"));
-  fo.fetch_max_bytes = static_cast<std::int32_t>(config_.get_int("fetch.max.bytes"));
-  fo.fetch_max_wait_ms = static_cast<std::int32_t>(config_.get_int("fetch.max.wait.ms"));
-  fo.max_partition_fetch_bytes = static_cast<std::int32_t>(config_.get_int("max.partition.fetch.bytes"));
-  fo.isolation_level = config_.get("isolation.level") == "read_committed" ? 1 : 0;
-  fo.auto_offset_reset = config_.get("auto.offset.reset");
-  fo.buffer_max_bytes = static_cast<std::size_t>(config_.get_int("queued.max.messages.kbytes")) * 1024;
-  fo.auto_commit = config_.get_bool("enable.auto.commit");
-  fo.auto_commit_interval = config_.get_ms("auto.commit.interval.ms");
-  fo.retry_backoff = mo.retry_backoff;
-  fo.request_timeout = config_.get_ms("request.timeout.ms");
-  fo.client_rack = mo.rack.value_or("");
-  fo.preferred_replica_ttl = config_.get_ms("metadata.max.age.ms");
-  auto_commit_ = fo.auto_commit;
-  read_committed_ = fo.isolation_level == 1;
-  max_poll_records_ = static_cast<std::size_t>(config_.get_int("max.poll.records"));
-  max_poll_interval_ = mo.max_poll_interval;
-  {
-    // The bounds on what a Fetch answer can make poll() hold (DESIGN.md, "Hostile peers: what
-    // a broker controls is bounded"): a batch decompresses to at most what one fetch may carry
-    // (never below 16 MiB, so a small fetch.max.bytes does not refuse ordinary compressed
-    // batches); one poll() holds up to fetch.max.bytes, its first record whatever it costs
-    // within that bound.
-    const auto fetch_max = static_cast<std::size_t>(config_.get_int("fetch.max.bytes"));
-    const auto partition_max = static_cast<std::size_t>(config_.get_int("max.partition.fetch.bytes"));
-    cursor_ = data::record_cursor({.read_committed = read_committed_,
-                                   .verify_crc = config_.get_bool("check.crcs"),
-                                   .max_batch_bytes = std::max({fetch_max, partition_max, std::size_t{16} << 20}),
-                                   .poll_bytes = fetch_max});
-  }
+  auto_commit_ = plan.auto_commit;
+  read_committed_ = plan.read_committed;
+  max_poll_records_ = plan.max_poll_records;
+  max_poll_interval_ = plan.max_poll_interval;
+  cursor_ = data::record_cursor(plan.cursor);
+  fetch::fetcher_options fo = std::move(plan.fetch);
   fo.coordinator_unusable = [this](bool failed) { standalone_coordinator(failed); };
   // Background thread, like the driver it reaches (created below, before any commit).
   fo.commit_error = [this](std::int32_t generation, std::int16_t c) {
     driver_->commit_failed(generation, c);
   };
-  fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, fo, shared_, [this] { return identity(); });
+  fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, std::move(fo), shared_, [this] { return identity(); });
   dopts.hooks.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };
-  kip848_ = config_.get("group.protocol") == "consumer";
+  kip848_ = plan.kip848;
   if (kip848_) {
-    // KIP-848: the coordinator assigns; the classic keys (assignors, session and heartbeat
-    // timers) were refused by validate(). Same listener, fetcher and commit plumbing.
+    // KIP-848: the coordinator assigns. Same listener, fetcher and commit plumbing.
     net::consumer_group_driver_options kopts;
-    kopts.member.group_id = mo.group_id;
-    kopts.member.group_instance_id = mo.group_instance_id;
-    kopts.member.rack = mo.rack;
-    if (auto a = config_.get("group.remote.assignor"); !a.empty()) kopts.member.remote_assignor = a;
-    kopts.member.max_poll_interval = mo.max_poll_interval;
-    kopts.member.retry_backoff = mo.retry_backoff;
-    kopts.member.retry_backoff_max = mo.retry_backoff_max;
-    kopts.request_timeout = mo.request_timeout;
+    kopts.member = std::move(plan.kip848_member);
+    kopts.request_timeout = plan.request_timeout;
     kopts.hooks = std::move(dopts.hooks);
     driver_ = std::make_shared<net::consumer_group_driver>(io_, cluster_, std::move(kopts), shared_);
   } else {
     driver_ = std::make_shared<net::group_driver>(io_, cluster_, std::move(dopts), shared_);
   }
-  default_timeout_ = config_.get_ms("default.api.timeout.ms");
-  metrics_id_.client_id = config_.get("client.id");
-  metrics_id_.group_id = mo.group_id;
-  metrics_id_.group_instance_id = mo.group_instance_id;
-  metrics_id_.protocol =
-      kip848_ ? "consumer" : mo.protocol == RebalanceProtocol::cooperative ? "cooperative" : "eager";
-  metrics_id_.max_poll_interval_ms = mo.max_poll_interval.count();
+  default_timeout_ = plan.default_timeout;
+  metrics_id_ = std::move(plan.metrics_id);
   metrics_id_.wall_minus_steady_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count() -
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
-  statistics_interval_ = config_.get_ms("statistics.interval.ms");
+  statistics_interval_ = plan.statistics_interval;
   start_http();
   thread_ = std::thread([this] {
     // Everything on the background thread (connections, drivers, the HTTP endpoint, listeners

@@ -2,7 +2,8 @@
 // protocol-related happens on the background thread (net/group_driver, fetch/fetcher); the
 // facade posts user calls there and runs the listener callbacks that thread queues (see
 // runtime/shared_state.hpp). Its members are defined by job:
-//   consumer.cpp            construction, subscribe/assign, close, the background thread
+//   consumer.cpp            construction (from consumer_plan.hpp's plan of the Config),
+//                           subscribe/assign, close, the background thread
 //   consumer_poll.cpp       poll(): events, fetched data through the position table and the
 //                           record cursor (src/data), data errors, the user thread's metrics
 //   consumer_offsets.cpp    commits, positions, seeks, pause/resume, cluster queries
@@ -24,6 +25,7 @@
 
 #include "base/backoff.hpp"
 #include "base/log.hpp"
+#include "consumer/consumer_plan.hpp"
 #include "consumer/make_metrics.hpp"
 #include "consumer/window_stat.hpp"
 #include "data/positions.hpp"
