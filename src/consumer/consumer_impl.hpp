@@ -5,7 +5,8 @@
 //   consumer.cpp            construction (from consumer_plan.hpp's plan of the Config),
 //                           subscribe/assign, close, the background thread
 //   consumer_poll.cpp       poll(): events, fetched data through the position table and the
-//                           record cursor (src/data), data errors, the user thread's metrics
+//                           record cursor (src/data), data errors, publishing the user thread's
+//                           metrics (poll_stats.hpp measures them)
 //   consumer_offsets.cpp    commits, positions, seeks, pause/resume, cluster queries
 //   consumer_listeners.cpp  the rebalance listener handshake and the event loop of poll()
 #pragma once
@@ -27,7 +28,7 @@
 #include "base/log.hpp"
 #include "consumer/consumer_plan.hpp"
 #include "consumer/make_metrics.hpp"
-#include "consumer/window_stat.hpp"
+#include "consumer/poll_stats.hpp"
 #include "data/positions.hpp"
 #include "data/record_cursor.hpp"
 #include "fetch/fetcher.hpp"
@@ -440,17 +441,7 @@ class Consumer::impl {
   group::coordinator_lookup manual_coordinator_;
   // Metrics, user-thread side (published into shared_.metrics).
   detail::metrics_identity metrics_id_;
-  std::optional<clock::time_point> last_poll_start_;
-  std::optional<clock::time_point> prev_poll_start_;
-  clock::time_point last_publish_{};
-  detail::window_stat between_polls_;
-  detail::histogram between_polls_hist_;
-  detail::window_stat idle_ratio_;
-  detail::window_stat records_window_;
-  detail::window_stat bytes_window_;
-  std::int64_t records_total_ = 0;
-  std::int64_t bytes_total_ = 0;
-  std::int64_t pending_bytes_ = 0;  // bytes of fetched data opened since the last poll() ended
+  detail::poll_stats poll_stats_;
   StatisticsCallback statistics_cb_;
   std::chrono::milliseconds statistics_interval_{0};
   clock::time_point next_statistics_{};

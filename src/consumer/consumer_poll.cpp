@@ -1,6 +1,6 @@
 // Consumer::impl, poll(): waiting for records or events, taking fetched data off the shared
 // queue through the position table and the record cursor (src/data), raising data errors, and
-// the user thread's poll metrics.
+// publishing the user thread's poll metrics (measured by poll_stats.hpp).
 #include "consumer/consumer_impl.hpp"
 
 namespace kgroup {
@@ -79,32 +79,15 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
 }
 
 void Consumer::impl::poll_started(clock::time_point now) {
-  if (last_poll_start_) {
-    between_polls_.record(now, std::chrono::duration<double, std::milli>(now - *last_poll_start_).count());
-    between_polls_hist_.observe(std::chrono::duration<double>(now - *last_poll_start_).count());
-  }
-  last_poll_start_ = now;
+  poll_stats_.poll_started(now);
   std::lock_guard lock(shared_.mutex);
   shared_.metrics.last_poll = now;
 }
 
 void Consumer::impl::poll_ended(clock::time_point started, std::size_t records) {
   const auto now = clock::now();
-  if (prev_poll_start_) {
-    // Java's poll-idle-ratio: the share of the time since the previous poll() began that was
-    // spent waiting inside this one.
-    const double cycle = std::chrono::duration<double>(now - *prev_poll_start_).count();
-    if (cycle > 0) idle_ratio_.record(now, std::chrono::duration<double>(now - started).count() / cycle);
-  }
-  prev_poll_start_ = started;
-  records_total_ += static_cast<std::int64_t>(records);
-  records_window_.record(now, static_cast<double>(records));
-  if (pending_bytes_ > 0) {
-    bytes_total_ += pending_bytes_;
-    bytes_window_.record(now, static_cast<double>(pending_bytes_));
-    pending_bytes_ = 0;
-  }
-  if (now - last_publish_ >= std::chrono::milliseconds(100)) {
+  poll_stats_.poll_ended(started, now, records);
+  if (poll_stats_.publish_due(now)) {
     std::lock_guard lock(shared_.mutex);
     publish_user_metrics(now);
   }
@@ -122,7 +105,6 @@ void Consumer::impl::poll_ended(clock::time_point started, std::size_t records) 
 }
 
 void Consumer::impl::publish_user_metrics(clock::time_point now) {
-  last_publish_ = now;
   auto& m = shared_.metrics;
   m.partitions.clear();
   const bool manual = mode_ == mode::manual;
@@ -136,14 +118,7 @@ void Consumer::impl::publish_user_metrics(clock::time_point now) {
       out.paused = p->paused;
     }
   }
-  m.records_total = records_total_;
-  m.bytes_total = bytes_total_;
-  m.records_rate = records_window_.rate(now);
-  m.bytes_rate = bytes_window_.rate(now);
-  m.between_poll_avg_ms = between_polls_.avg(now);
-  m.between_poll_max_ms = between_polls_.max(now);
-  m.between_poll_hist = between_polls_hist_;
-  m.idle_ratio_avg = idle_ratio_.avg(now);
+  poll_stats_.publish(m, now);
 }
 
 void Consumer::impl::finish_cursor() {
@@ -194,7 +169,7 @@ bool Consumer::impl::next_cursor() {
       continue;
     }
     positions_.note_fetched(d, read_committed_);
-    pending_bytes_ += static_cast<std::int64_t>(d.bytes);
+    poll_stats_.data_opened(d.bytes);
     cursor_.start(std::make_shared<detail::fetched_data>(std::move(d)));
     return true;
   }
