@@ -17,7 +17,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   dopts.member = std::move(plan.member);
   dopts.request_timeout = plan.request_timeout;
   if (plan.inline_listener) {
-    dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) { run_inline(call); };
+    dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) { listeners_.run_inline(call); };
     inline_listener_ = true;
   }
   shared_.metrics.wire = plan.cluster.connection.wire;
@@ -79,7 +79,7 @@ void Consumer::impl::subscribe(std::vector<std::string> topics,
       throw Error(make_error_code(client_errc::invalid_argument), "subscribe(): empty topic name");
   }
   check_can_subscribe();
-  set_listener(std::move(listener));
+  listeners_.set_listener(std::move(listener));
   post([this, topics = std::move(topics)]() mutable { driver_->subscribe(std::move(topics)); });
 }
 
@@ -92,7 +92,7 @@ void Consumer::impl::subscribe(std::regex pattern, std::shared_ptr<ConsumerRebal
                 "subscribe with a kgroup::SubscriptionPattern, or use group.protocol=classic");
   }
   check_can_subscribe();
-  set_listener(std::move(listener));
+  listeners_.set_listener(std::move(listener));
   post([this, pattern = std::move(pattern)]() mutable { driver_->subscribe_pattern(std::move(pattern)); });
 }
 
@@ -106,7 +106,7 @@ void Consumer::impl::subscribe(SubscriptionPattern pattern, std::shared_ptr<Cons
   if (pattern.pattern.empty())
     throw Error(make_error_code(client_errc::invalid_argument), "subscribe(): empty subscription pattern");
   check_can_subscribe();
-  set_listener(std::move(listener));
+  listeners_.set_listener(std::move(listener));
   post([this, p = std::move(pattern.pattern)]() mutable { driver_->subscribe_pattern(std::move(p)); });
 }
 
@@ -126,7 +126,7 @@ void Consumer::impl::unsubscribe() {
   // inside on_partitions_revoked carry the live generation and member id.
   wait_left(left_before, clock::now() + default_timeout_);
   mode_ = mode::none;
-  rethrow_listener_error();
+  listeners_.rethrow_error();
 }
 
 void Consumer::impl::assign(const std::set<TopicPartition>& tps) {
@@ -251,7 +251,7 @@ void Consumer::impl::close(std::chrono::milliseconds timeout) {
   }
   stop_thread();
   closed_ = true;
-  rethrow_listener_error();
+  listeners_.rethrow_error();
 }
 
 void Consumer::impl::start_http() {

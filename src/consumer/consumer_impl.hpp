@@ -8,7 +8,8 @@
 //                           record cursor (src/data), data errors, publishing the user thread's
 //                           metrics (poll_stats.hpp measures them)
 //   consumer_offsets.cpp    commits, positions, seeks, pause/resume, cluster queries
-//   consumer_listeners.cpp  the rebalance listener handshake and the event loop of poll()
+//   consumer_listeners.cpp  the event loop of poll(): listener calls (their handshake is
+//                           listener_mailbox.hpp's), positions, data errors, commit results
 #pragma once
 
 #include "kgroup/consumer.hpp"
@@ -27,6 +28,7 @@
 #include "base/backoff.hpp"
 #include "base/log.hpp"
 #include "consumer/consumer_plan.hpp"
+#include "consumer/listener_mailbox.hpp"
 #include "consumer/make_metrics.hpp"
 #include "consumer/poll_stats.hpp"
 #include "data/positions.hpp"
@@ -346,30 +348,14 @@ class Consumer::impl {
     if (closed_) throw Error(make_error_code(client_errc::closed), "the consumer is closed");
   }
 
-  void set_listener(std::shared_ptr<ConsumerRebalanceListener> l) {
-    std::lock_guard lock(listener_mutex_);
-    listener_ = std::move(l);
-  }
-
   // User-thread bookkeeping of an ownership change: positions_, cursor_ and the consumed positions.
   // Always on the user thread (with rebalance.listener.thread=heartbeat it arrives as a
   // bookkeeping-only event after the callback ran on the background thread).
   void bookkeep(const detail::listener_call& call);
 
-  // Runs a listener callback and remembers the first exception; the group carries on regardless.
+  // A listener call on the user thread: the auto-commit before a revoke, the bookkeeping, and the
+  // callback (listeners_), in the order the kind needs.
   void invoke(const detail::listener_call& call);
-
-  // The core cancelled `call` after this thread had started it (it counts it as never run). A
-  // revoke did run: the lost callback that follows leaves its partitions out. An assignment did
-  // run, of a generation that is gone: its partitions are reported lost right away, as the core
-  // never will (it took them back).
-  void settle_late_cancel(const detail::listener_call& call);
-
-  void call_listener(const detail::listener_call& call);
-
-  // Background thread (rebalance.listener.thread=heartbeat): only the user's callback runs here;
-  // positions_ and cursor_ belong to the user thread, which applies the bookkeeping from this event.
-  void run_inline(const detail::listener_call& call);
 
   // Drains queued events on the user thread: listener calls run here and are acknowledged.
   // Without `run_listeners`, listener calls stay queued, in order, for the next poll().
@@ -379,8 +365,6 @@ class Consumer::impl {
   std::deque<detail::user_event>::iterator next_event(bool run_listeners);
 
   bool wait_left(std::uint64_t left_before, clock::time_point deadline);
-
-  void rethrow_listener_error();
 
   Config config_;
   asio::io_context io_;
@@ -410,17 +394,14 @@ class Consumer::impl {
   std::atomic<std::thread::id> user_thread_{};
   std::atomic<std::thread::id> last_user_thread_{};  // the last thread that entered
   int user_depth_ = 0;
-  std::mutex
-      listener_mutex_;  // listener_ and listener_error_ (inline callbacks run on the background thread)
-  std::shared_ptr<ConsumerRebalanceListener> listener_;
-  std::exception_ptr listener_error_;
+  // The user half of the listener handshake: the listener, its first error, late cancels.
+  detail::listener_mailbox listeners_{shared_};
   // Data path, user-thread side.
   std::shared_ptr<fetch::fetcher> fetcher_;
   data::position_table positions_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
   std::map<TopicPartition, detail::epoch_offset> returned_;
-  std::set<TopicPartition> late_revoked_;  // see settle_late_cancel
   data::record_cursor cursor_{{}};         // rebuilt with the configured options in the constructor
   std::deque<detail::data_error> pending_data_errors_;  // raised by poll(), one call each
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_commits_;

@@ -1,6 +1,6 @@
-// Consumer::impl, the rebalance listener handshake: the events poll() runs (listener calls,
-// positions, data errors, commit results), the user thread's bookkeeping of ownership changes,
-// the auto-commit before a revoke, and listener errors.
+// Consumer::impl, the events poll() runs (listener calls through the listener mailbox,
+// positions, data errors, commit results), the user thread's bookkeeping of ownership changes
+// and the auto-commit before a revoke.
 #include "consumer/consumer_impl.hpp"
 
 namespace kgroup {
@@ -49,71 +49,12 @@ void Consumer::impl::invoke(const detail::listener_call& call) {
   // returned after it. Lost: the bookkeeping comes first, so nothing inside the callback can
   // commit them. Assigned: the new partitions are known to position() inside the callback.
   if (call.kind == group::listener_kind::revoked) {
-    call_listener(call);
+    listeners_.call_listener(call);
     bookkeep(call);
   } else {
     bookkeep(call);
-    call_listener(call);
+    listeners_.call_listener(call);
   }
-}
-
-void Consumer::impl::settle_late_cancel(const detail::listener_call& call) {
-  if (call.kind == group::listener_kind::revoked) {
-    late_revoked_.insert(call.partitions.begin(), call.partitions.end());
-  } else if (call.kind == group::listener_kind::assigned && !call.partitions.empty()) {
-    detail::listener_call lost{group::listener_kind::lost, call.partitions, 0};
-    invoke(lost);
-  }
-}
-
-void Consumer::impl::call_listener(const detail::listener_call& call) {
-  std::shared_ptr<ConsumerRebalanceListener> l;
-  {
-    std::lock_guard lock(listener_mutex_);
-    l = listener_;
-  }
-  if (!l) return;
-  const auto started = clock::now();
-  // The callback's duration (Java's partition-assigned/revoked/lost latency), thrown or not.
-  struct record_duration {
-    impl& self;
-    group::listener_kind kind;
-    clock::time_point started;
-    ~record_duration() {
-      const double s = std::chrono::duration<double>(clock::now() - started).count();
-      std::lock_guard lock(self.shared_.mutex);
-      auto& m = self.shared_.metrics;
-      (kind == group::listener_kind::assigned  ? m.assigned_hist
-       : kind == group::listener_kind::revoked ? m.revoked_hist
-                                               : m.lost_hist)
-          .observe(s);
-    }
-  } recorder{*this, call.kind, started};
-  try {
-    switch (call.kind) {
-      case group::listener_kind::revoked:
-        l->on_partitions_revoked(call.partitions);
-        break;
-      case group::listener_kind::assigned:
-        l->on_partitions_assigned(call.partitions);
-        break;
-      case group::listener_kind::lost:
-        l->on_partitions_lost(call.partitions);
-        break;
-    }
-  } catch (...) {
-    logger()->error("rebalance listener threw from on_partitions_{}; the rebalance continues",
-                    group::to_string(call.kind));
-    std::lock_guard lock(listener_mutex_);
-    if (!listener_error_) listener_error_ = std::current_exception();
-  }
-}
-
-void Consumer::impl::run_inline(const detail::listener_call& call) {
-  call_listener(call);
-  detail::listener_call bk = call;
-  bk.bookkeeping_only = true;
-  shared_.push(std::move(bk));
 }
 
 void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
@@ -131,30 +72,10 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
         bookkeep(*call);  // the callback already ran (and was acknowledged) on the background thread
         continue;
       }
-      {
-        // Checked and marked under one lock: a cancel that comes later finds it started and is
-        // "late" (below) instead of racing with it.
-        std::lock_guard lock(shared_.mutex);
-        if (shared_.cancelled_listeners.erase(call->seq) > 0) continue;  // superseded (see cancel_listener)
-        shared_.started_listeners.insert(call->seq);
-      }
+      if (!listeners_.start(*call)) continue;  // superseded
       post([this, seq = call->seq] { driver_->listener_started(seq); });
-      if (call->kind == group::listener_kind::lost) {
-        // Partitions a late-cancelled revoke already gave back are not lost as well.
-        std::erase_if(call->partitions,
-                      [&](const TopicPartition& tp) { return late_revoked_.count(tp) > 0; });
-        late_revoked_.clear();
-      } else if (call->kind == group::listener_kind::assigned) {
-        for (const auto& tp : call->partitions) late_revoked_.erase(tp);  // ours again
-      }
       if (call->kind != group::listener_kind::lost || !call->partitions.empty()) invoke(*call);
-      bool late = false;
-      {
-        std::lock_guard lock(shared_.mutex);
-        shared_.started_listeners.erase(call->seq);
-        late = shared_.late_cancels.erase(call->seq) > 0;
-      }
-      if (late) settle_late_cancel(*call);
+      if (auto lost = listeners_.finish(*call)) invoke(*lost);  // cancelled late (listener_mailbox::finish)
       post([this, seq = call->seq] { driver_->listener_done(seq); });
     } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {
       std::lock_guard lock(shared_.mutex);
@@ -266,15 +187,6 @@ bool Consumer::impl::wait_left(std::uint64_t left_before, clock::time_point dead
     shared_.cv.wait_until(lock, deadline,
                           [&] { return !shared_.events.empty() || shared_.left_count > left_before; });
   }
-}
-
-void Consumer::impl::rethrow_listener_error() {
-  std::exception_ptr e;
-  {
-    std::lock_guard lock(listener_mutex_);
-    e = std::exchange(listener_error_, nullptr);
-  }
-  if (e) std::rethrow_exception(e);
 }
 
 }  // namespace kgroup

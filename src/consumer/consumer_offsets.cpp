@@ -42,8 +42,7 @@ void Consumer::impl::complete_async_commit(const detail::commit_done& done) {
   try {
     cb(offsets, done.code);
   } catch (...) {
-    std::lock_guard lock(listener_mutex_);
-    if (!listener_error_) listener_error_ = std::current_exception();
+    listeners_.keep_error();
   }
 }
 

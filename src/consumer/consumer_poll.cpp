@@ -57,7 +57,7 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
   if (may_have_left_group() && !wait_poll_acked(seq, deadline)) return ConsumerRecords{};
   for (;;) {
     run_events(/*throw_fatal=*/true);
-    rethrow_listener_error();
+    listeners_.rethrow_error();
     raise_data_error();
     {
       std::lock_guard lock(shared_.mutex);
