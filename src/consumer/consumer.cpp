@@ -41,6 +41,8 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
     driver_->commit_failed(generation, c);
   };
   fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, std::move(fo), shared_, [this] { return identity(); });
+  manual_coordinator_ = std::make_unique<fetch::standalone_coordinator>(
+      cluster_, config_.get("group.id"), config_.get_ms("request.timeout.ms"), [this] { fetcher_->wake(); });
   dopts.hooks.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };
   kip848_ = plan.kip848;
   if (kip848_) {
@@ -302,7 +304,7 @@ fetch::group_identity Consumer::impl::identity() const {
   id.group_mode = !config_.get("group.id").empty();
   if (mode_ != mode::subscribed) {
     // Manual assignment (or none): commits carry generation -1 and no member id, as Java's do.
-    id.coordinator = manual_coordinator_.node();
+    id.coordinator = manual_coordinator_->node();
     id.stable = true;
     return id;
   }
@@ -313,18 +315,7 @@ fetch::group_identity Consumer::impl::identity() const {
 
 void Consumer::impl::standalone_coordinator(bool failed) {
   if (mode_ == mode::subscribed) return;  // the membership core finds the group's coordinator
-  if (failed && manual_coordinator_.known()) manual_coordinator_.forget();
-  const std::string group = config_.get("group.id");
-  if (group.empty() || !manual_coordinator_.start()) return;
-  cluster_->find_coordinator(group, config_.get_ms("request.timeout.ms"),
-                             [this](std::error_code ec, std::int32_t node) {
-                               if (ec) {
-                                 manual_coordinator_.forget();
-                               } else {
-                                 manual_coordinator_.found(node);
-                               }
-                               fetcher_->wake();
-                             });
+  manual_coordinator_->need(failed);
 }
 
 void Consumer::impl::run() {

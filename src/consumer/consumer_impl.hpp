@@ -35,6 +35,7 @@
 #include "data/record_cursor.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/group_observer.hpp"
+#include "fetch/standalone_coordinator.hpp"
 #include "kgroup_build_config.hpp"
 #if KGROUP_WITH_HTTP
 #include "http/server.hpp"
@@ -204,8 +205,7 @@ class Consumer::impl {
   fetch::group_identity identity() const;
 
   // Background thread. Outside a subscription (assign(), or nothing at all) commits and
-  // committed() go to the group's coordinator without joining: it is looked up on demand, and
-  // again once the one in use stops answering as coordinator (it moved, or its broker is down).
+  // committed() go to the group's coordinator without joining: manual_coordinator_ looks it up.
   void standalone_coordinator(bool failed);
 
   OffsetMap current_positions() const;
@@ -415,11 +415,11 @@ class Consumer::impl {
   bool inline_listener_ = false;
   // Manual assignment. mode_ is written by the user thread and read by identity() on the
   // background thread (hence atomic); manual_ is written by the user thread under shared_.mutex;
-  // manual_coordinator_ is background-thread only.
+  // manual_coordinator_ is background-thread only (made in the constructor, before the thread).
   enum class mode { none, subscribed, manual };
   std::atomic<mode> mode_{mode::none};
   std::set<TopicPartition> manual_;
-  group::coordinator_lookup manual_coordinator_;
+  std::unique_ptr<fetch::standalone_coordinator> manual_coordinator_;
   // Metrics, user-thread side (published into shared_.metrics).
   detail::metrics_identity metrics_id_;
   detail::poll_stats poll_stats_;
