@@ -28,7 +28,9 @@ class poll_stats {
   void data_opened(std::size_t bytes) { pending_bytes_ += static_cast<std::int64_t>(bytes); }
 
   /// Whether poll() publishes at `now` (at most every 100 ms).
-  bool publish_due(clock::time_point now) const { return now - last_publish_ >= std::chrono::milliseconds(100); }
+  bool publish_due(clock::time_point now) const {
+    return now - last_publish_ >= std::chrono::milliseconds(100);
+  }
 
   /// Writes the poll figures into `m` (shared_state::mutex held).
   void publish(metrics_state& m, clock::time_point now);

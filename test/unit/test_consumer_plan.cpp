@@ -28,7 +28,8 @@ struct named_assignor : kgroup::PartitionAssignor {
     if (cooperative) return {RebalanceProtocol::eager, RebalanceProtocol::cooperative};
     return {RebalanceProtocol::eager};
   }
-  kgroup::GroupAssignment assign(const kgroup::ClusterMetadata&, const kgroup::GroupSubscription&) const override {
+  kgroup::GroupAssignment assign(const kgroup::ClusterMetadata&,
+                                 const kgroup::GroupSubscription&) const override {
     return {};
   }
 };
@@ -166,7 +167,8 @@ TEST_CASE("consumer plan: the record cursor's bounds come from the fetch sizes",
   }
   SECTION("max.partition.fetch.bytes above both bounds a batch") {
     Config c = base_config();
-    c.set("fetch.max.bytes", std::to_string(20 * mib)).set("max.partition.fetch.bytes", std::to_string(30 * mib));
+    c.set("fetch.max.bytes", std::to_string(20 * mib))
+        .set("max.partition.fetch.bytes", std::to_string(30 * mib));
     const auto p = make_consumer_plan(c, {});
     CHECK(p.cursor.max_batch_bytes == 30 * mib);
     CHECK(p.cursor.poll_bytes == 20 * mib);
@@ -178,7 +180,8 @@ TEST_CASE("consumer plan: the record cursor's bounds come from the fetch sizes",
   }
 }
 
-TEST_CASE("consumer plan: read_committed reaches the fetcher, the cursor and the user thread", "[consumer_plan]") {
+TEST_CASE("consumer plan: read_committed reaches the fetcher, the cursor and the user thread",
+          "[consumer_plan]") {
   Config c = base_config();
   c.set("isolation.level", "read_committed").set("rebalance.listener.thread", "heartbeat");
   const auto p = make_consumer_plan(c, {});

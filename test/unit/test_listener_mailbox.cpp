@@ -18,12 +18,16 @@ namespace {
 struct recording_listener : kgroup::ConsumerRebalanceListener {
   std::vector<std::string> calls;
   bool throw_on_assign = false;
-  void on_partitions_revoked(const std::vector<TopicPartition>& p) override { calls.push_back("revoked " + names(p)); }
+  void on_partitions_revoked(const std::vector<TopicPartition>& p) override {
+    calls.push_back("revoked " + names(p));
+  }
   void on_partitions_assigned(const std::vector<TopicPartition>& p) override {
     calls.push_back("assigned " + names(p));
     if (throw_on_assign) throw std::runtime_error("assign failed");
   }
-  void on_partitions_lost(const std::vector<TopicPartition>& p) override { calls.push_back("lost " + names(p)); }
+  void on_partitions_lost(const std::vector<TopicPartition>& p) override {
+    calls.push_back("lost " + names(p));
+  }
   static std::string names(const std::vector<TopicPartition>& p) {
     std::string s;
     for (const auto& tp : p) s += (s.empty() ? "" : ",") + tp.topic + "-" + std::to_string(tp.partition);
@@ -52,8 +56,9 @@ TEST_CASE("listener mailbox: a superseded call is skipped; a started one is mark
   CHECK(shared.started_listeners.empty());
 }
 
-TEST_CASE("listener mailbox: late cancels: a revoke's partitions are not lost again, an assignment is lost at once",
-          "[listener_mailbox]") {
+TEST_CASE(
+    "listener mailbox: late cancels: a revoke's partitions are not lost again, an assignment is lost at once",
+    "[listener_mailbox]") {
   kgroup::detail::shared_state shared;
   listener_mailbox box(shared);
 
