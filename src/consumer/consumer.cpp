@@ -17,7 +17,9 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   dopts.member = std::move(plan.member);
   dopts.request_timeout = plan.request_timeout;
   if (plan.inline_listener) {
-    dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) { listeners_.run_inline(call); };
+    dopts.hooks.run_listener_inline = [this](const detail::listener_call& call) {
+      listeners_.run_inline(call);
+    };
     inline_listener_ = true;
   }
   shared_.metrics.wire = plan.cluster.connection.wire;
@@ -40,7 +42,8 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   fo.commit_error = [this](std::int32_t generation, std::int16_t c) {
     driver_->commit_failed(generation, c);
   };
-  fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, std::move(fo), shared_, [this] { return identity(); });
+  fetcher_ =
+      std::make_shared<fetch::fetcher>(io_, cluster_, std::move(fo), shared_, [this] { return identity(); });
   manual_coordinator_ = std::make_unique<fetch::standalone_coordinator>(
       cluster_, config_.get("group.id"), config_.get_ms("request.timeout.ms"), [this] { fetcher_->wake(); });
   dopts.hooks.on_assignment_changed = [f = fetcher_](const std::set<TopicPartition>& owned) { f->assign(owned); };

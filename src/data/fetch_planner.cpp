@@ -166,7 +166,8 @@ fetch_answer fetch_planner::on_answer(time_point now, const cluster_metadata& md
     std::int32_t last_epoch = p.epoch();
     const std::int64_t from = p.fetch_pos();
     const std::int64_t next = fetch::next_fetch_offset(pd.records->data, from, &last_epoch);
-    if (!positions_.fetched(p, next, last_epoch)) continue;  // only a partial batch: fetch again (more bytes next time)
+    if (!positions_.fetched(p, next, last_epoch))
+      continue;  // only a partial batch: fetch again (more bytes next time)
     out.slices.push_back({tp, from, pdp});
   }
   out.plan_again = true;

@@ -68,7 +68,8 @@ struct fetch_plan {
 /// What a Fetch answer did to one partition, for the driver to log and report.
 struct fetch_note {
   enum class kind {
-    replica_dropped,  // reads from the leader again instead of `replica` (error_code 0: its connection failed)
+    replica_dropped,  // reads from the leader again instead of `replica` (error_code 0: its connection
+                      // failed)
     replica_named,    // the leader (node) named `replica` to read from
     replica_unknown,  // the leader named `replica`, which metadata does not know
     log_end_cut,      // OFFSET_OUT_OF_RANGE below the position `offset`: the log ends at `end`
@@ -95,7 +96,8 @@ struct fetched_slice {
 
 struct fetch_answer {
   /// Every partition the answer names that belongs to the request (for tracing).
-  std::vector<std::pair<TopicPartition, const protocol::fetch_response::fetchable_topic_response::partition_data*>>
+  std::vector<
+      std::pair<TopicPartition, const protocol::fetch_response::fetchable_topic_response::partition_data*>>
       answered;
   std::vector<fetch_note> notes;  // in order, before the slices
   std::vector<fetched_slice> slices;
@@ -132,11 +134,13 @@ class fetch_planner {
   std::chrono::steady_clock::time_point not_sent(std::chrono::steady_clock::time_point now, std::int32_t node,
                                                  const fetch::fetch_set& partitions);
   /// Writes the partition lists of `req` (version `version`) for the planned `partitions` of `node`.
-  void fill(std::int32_t node, protocol::fetch_request& req, std::int16_t version, const fetch::fetch_set& partitions);
+  void fill(std::int32_t node, protocol::fetch_request& req, std::int16_t version,
+            const fetch::fetch_set& partitions);
   /// The answer (or, with `failure`, none) to the request planned for `node` with `sent`. The
   /// pointers in the result point into `r`.
-  fetch_answer on_answer(std::chrono::steady_clock::time_point now, const cluster_metadata& md, std::int32_t node,
-                         std::error_code failure, const protocol::fetch_response& r, const fetch::fetch_set& sent);
+  fetch_answer on_answer(std::chrono::steady_clock::time_point now, const cluster_metadata& md,
+                         std::int32_t node, std::error_code failure, const protocol::fetch_response& r,
+                         const fetch::fetch_set& sent);
 
   /// Where `tp` (entry `p`) stands in `md`: the metadata-missing rule (fetch_positions::missing)
   /// plus a leader the broker list does not name (a broker that is down).

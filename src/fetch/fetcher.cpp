@@ -11,7 +11,6 @@ namespace kgroup::fetch {
 namespace asio = boost::asio;
 using clock = std::chrono::steady_clock;
 
-
 fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_options opts,
                  detail::shared_state& shared, std::function<group_identity()> identity)
     : io_(io),
@@ -19,12 +18,14 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
       opts_(std::move(opts)),
       shared_(shared),
       identity_(std::move(identity)),
-      positions_(data::parse_reset_policy(opts_.auto_offset_reset),
-                 [](const std::string& refused) { logger()->error("{}", refused); },
-                 data::fetch_timing{opts_.retry_backoff, opts_.preferred_replica_ttl}),
-      planner_(positions_, data::fetch_planner_options{opts_.fetch_min_bytes, opts_.fetch_max_bytes,
-                                                       opts_.fetch_max_wait_ms, opts_.max_partition_fetch_bytes,
-                                                       opts_.isolation_level, opts_.client_rack, opts_.retry_backoff}),
+      positions_(
+          data::parse_reset_policy(opts_.auto_offset_reset),
+          [](const std::string& refused) { logger()->error("{}", refused); },
+          data::fetch_timing{opts_.retry_backoff, opts_.preferred_replica_ttl}),
+      planner_(positions_,
+               data::fetch_planner_options{opts_.fetch_min_bytes, opts_.fetch_max_bytes,
+                                           opts_.fetch_max_wait_ms, opts_.max_partition_fetch_bytes,
+                                           opts_.isolation_level, opts_.client_rack, opts_.retry_backoff}),
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -137,7 +138,8 @@ void fetcher::schedule_retry() {
 
 void fetcher::schedule_retry_at(clock::time_point at) {
   if (retry_armed_ || stopped_) return;
-  const auto after = std::chrono::ceil<std::chrono::milliseconds>(std::max(at - clock::now(), clock::duration::zero()));
+  const auto after =
+      std::chrono::ceil<std::chrono::milliseconds>(std::max(at - clock::now(), clock::duration::zero()));
   arm(retry_timer_, &fetcher::retry_armed_, after, [](fetcher& f) { f.pump(); });
 }
 
@@ -205,7 +207,8 @@ void fetcher::send_fetches() {
     }
     if (logger()->should_log(LogLevel::trace)) {
       std::string list;
-      for (const auto& [tp, pf] : *sent) list += " " + tp.topic + "-" + std::to_string(tp.partition) + "@" + std::to_string(pf.fetch_offset);
+      for (const auto& [tp, pf] : *sent)
+        list += " " + tp.topic + "-" + std::to_string(tp.partition) + "@" + std::to_string(pf.fetch_offset);
       logger()->trace("fetch from broker {}:{}", node, list);
     }
     // The partition lists depend on the version (sessions from v7), so the planner's session
@@ -254,32 +257,35 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
                           "partition " + answer.unknown_partition);
     }
   }
-  if (answer.error_code != 0) logger()->debug("fetch from broker {} failed: {}", node, kafka_error_name(answer.error_code));
+  if (answer.error_code != 0)
+    logger()->debug("fetch from broker {} failed: {}", node, kafka_error_name(answer.error_code));
   for (const auto& [tp, pd] : answer.answered) {
-    logger()->trace("{}-{}: fetch answer: error {}, high watermark {}, {} bytes", tp.topic, tp.partition, pd->error_code,
-                    pd->high_watermark, pd->records ? pd->records->data.size() : 0);
+    logger()->trace("{}-{}: fetch answer: error {}, high watermark {}, {} bytes", tp.topic, tp.partition,
+                    pd->error_code, pd->high_watermark, pd->records ? pd->records->data.size() : 0);
   }
   using nk = data::fetch_note::kind;
   for (const auto& n : answer.notes) {
     const auto& tp = n.tp;
     switch (n.what) {
       case nk::replica_dropped:
-        log_replica_dropped(tp, n.replica,
-                            n.error_code == 0 ? "the replica's connection failed" : kafka_error_name(n.error_code));
+        log_replica_dropped(
+            tp, n.replica,
+            n.error_code == 0 ? "the replica's connection failed" : kafka_error_name(n.error_code));
         break;
       case nk::replica_named:
-        logger()->info("{}-{}: reading from replica {} (preferred by leader {})", tp.topic, tp.partition, n.replica,
-                       node);
+        logger()->info("{}-{}: reading from replica {} (preferred by leader {})", tp.topic, tp.partition,
+                       n.replica, node);
         break;
       case nk::replica_unknown:
-        logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader", tp.topic,
-                        tp.partition, n.replica);
+        logger()->debug("{}-{}: preferred read replica {} is not in metadata; reading from the leader",
+                        tp.topic, tp.partition, n.replica);
         break;
       case nk::log_end_cut:
         push_cut(tp, n.end, -1, detail::cut_kind::log_end, n.halted);
-        logger()->warn("{}-{}: offset {} out of range: the log now ends at offset {}; data fetched past it is "
-                       "dropped, and the position is checked against it",
-                       tp.topic, tp.partition, n.offset, n.end);
+        logger()->warn(
+            "{}-{}: offset {} out of range: the log now ends at offset {}; data fetched past it is "
+            "dropped, and the position is checked against it",
+            tp.topic, tp.partition, n.offset, n.end);
         break;
       case nk::out_of_range:
         logger()->info("{}-{}: offset {} out of range; applying auto.offset.reset={}", tp.topic, tp.partition,
@@ -292,7 +298,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
         }
         break;
       case nk::leader_error:
-        logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition, kafka_error_name(n.error_code));
+        logger()->debug("{}-{}: {}; refreshing metadata", tp.topic, tp.partition,
+                        kafka_error_name(n.error_code));
         break;
       case nk::other_error:
         logger()->warn("{}-{}: fetch error {}", tp.topic, tp.partition, kafka_error_name(n.error_code));

@@ -20,12 +20,12 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "data/committer.hpp"
-#include "runtime/shared_state.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
 #include "net/cluster.hpp"
+#include "runtime/shared_state.hpp"
 
 namespace kgroup::fetch {
 

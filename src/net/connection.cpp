@@ -91,7 +91,8 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       opts_(std::move(opts)),
       resolver_(io),
       timer_(io),
-      core_({opts_.request_timeout, opts_.connect_timeout, opts_.reconnect_backoff, opts_.reconnect_backoff_max}) {}
+      core_({opts_.request_timeout, opts_.connect_timeout, opts_.reconnect_backoff,
+             opts_.reconnect_backoff_max}) {}
 
 connection::~connection() = default;
 
@@ -559,7 +560,8 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
   auto matched = core_.match(corr);
   if (!matched.request) {
     if (matched.expected) {
-      logger()->error("broker {}: response correlation id {} but expected {}", node_id_, corr, *matched.expected);
+      logger()->error("broker {}: response correlation id {} but expected {}", node_id_, corr,
+                      *matched.expected);
     } else {
       logger()->error("broker {}: response with correlation id {} to no request", node_id_, corr);
     }
@@ -619,13 +621,14 @@ void connection::on_timer() {
       arm_timer();
       return;
     case verdict::reauth_waits:
-      logger()->debug("broker {} ({}:{}): re-authentication (KIP-368) due; waiting for {} request(s) in flight",
-                      node_id_, host_, port_, core_.in_flight());
+      logger()->debug(
+          "broker {} ({}:{}): re-authentication (KIP-368) due; waiting for {} request(s) in flight", node_id_,
+          host_, port_, core_.in_flight());
       arm_timer();
       return;
     case verdict::request_timed_out:
-      logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection", node_id_,
-                     t.expired->api_key, t.expired->correlation_id);
+      logger()->warn("broker {}: request (api {}, correlation id {}) timed out; closing the connection",
+                     node_id_, t.expired->api_key, t.expired->correlation_id);
       t.expired->handler(make_error_code(client_errc::request_timed_out), response_frame{});
       fail(make_error_code(client_errc::connection_closed), "request timed out");
       return;

@@ -25,14 +25,14 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "base/backoff.hpp"
-#include "net/security.hpp"
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
 #include "net/connection_core.hpp"
+#include "net/security.hpp"
 #include "protocol/answer_check.hpp"
-#include "runtime/wire_stats.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
+#include "runtime/wire_stats.hpp"
 
 namespace kgroup::net {
 

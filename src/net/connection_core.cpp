@@ -34,7 +34,8 @@ const char* to_string(connection_state s) noexcept {
 }
 
 connection_core::connection_core(options o)
-    : opts_(o), reconnect_backoff_(opts_.reconnect_backoff, opts_.reconnect_backoff_max, opts_.reconnect_jitter) {}
+    : opts_(o),
+      reconnect_backoff_(opts_.reconnect_backoff, opts_.reconnect_backoff_max, opts_.reconnect_jitter) {}
 
 bool connection_core::setting_up() const noexcept {
   return state_ == state::resolving || state_ == state::connecting || state_ == state::tls_handshaking ||
@@ -46,7 +47,9 @@ void connection_core::connect_started(time_point now) {
   connect_deadline_ = now + opts_.connect_timeout;
 }
 
-void connection_core::step(state to) { state_ = to; }
+void connection_core::step(state to) {
+  state_ = to;
+}
 
 void connection_core::became_ready() {
   state_ = state::ready;
@@ -65,8 +68,8 @@ std::int32_t connection_core::next_correlation_id() noexcept {
   return id;
 }
 
-void connection_core::sent(time_point now, std::int16_t api_key, std::int32_t correlation_id, bool flexible_header,
-                           raw_handler handler, ms timeout) {
+void connection_core::sent(time_point now, std::int16_t api_key, std::int32_t correlation_id,
+                           bool flexible_header, raw_handler handler, ms timeout) {
   const ms t = timeout.count() > 0 ? timeout : opts_.request_timeout;
   in_flight_.push_back({api_key, correlation_id, flexible_header, now + t, std::move(handler)});
 }

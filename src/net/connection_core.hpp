@@ -110,7 +110,7 @@ class connection_core {
   /// id). The request is no longer in flight.
   struct match_result {
     std::optional<in_flight_request> request;
-    const char* violation = nullptr;  // set when `request` is not
+    const char* violation = nullptr;       // set when `request` is not
     std::optional<std::int32_t> expected;  // a mismatch: the id the oldest request carries
   };
   match_result match(std::int32_t correlation_id);

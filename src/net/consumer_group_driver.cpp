@@ -36,7 +36,9 @@ group::kip848::consumer_member_options consumer_group_driver::with_member_id(
 
 consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_ptr<cluster> c,
                                              consumer_group_driver_options opts, detail::shared_state& shared)
-    : base(io, shared, opts.hooks, with_member_id(opts.member)), cluster_(std::move(c)), opts_(std::move(opts)) {
+    : base(io, shared, opts.hooks, with_member_id(opts.member)),
+      cluster_(std::move(c)),
+      opts_(std::move(opts)) {
   // Every refresh (periodic, or another part of the client's) may name topic ids the core waits for.
   cluster_->on_metadata([this] { feed_names(); });
 }

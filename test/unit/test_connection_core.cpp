@@ -67,7 +67,8 @@ struct fixture {
   }
   void fail_all() {
     auto f = core.failed(now);
-    for (auto& r : f.in_flight) (void)r.handler(make_error_code(client_errc::connection_closed), response_frame{});
+    for (auto& r : f.in_flight)
+      (void)r.handler(make_error_code(client_errc::connection_closed), response_frame{});
   }
 };
 
@@ -108,7 +109,7 @@ TEST_CASE("connection core: the earliest deadline is armed; a late request times
   fixture f;
   f.connect();
   const auto slow = f.send(60000ms);  // a JoinGroup: the rebalance timeout
-  const auto fast = f.send();          // request.timeout.ms
+  const auto fast = f.send();         // request.timeout.ms
   REQUIRE(f.core.next_deadline(false) == f.now + 30000ms);
   f.now += 29999ms;
   CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);

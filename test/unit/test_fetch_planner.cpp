@@ -11,10 +11,10 @@
 #include <system_error>
 #include <vector>
 
+#include "../support/record_batches.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
-#include "../support/record_batches.hpp"
 
 using namespace kgroup;
 using namespace kgroup::data;
@@ -31,7 +31,9 @@ const std::vector<TopicPartition> all_parts{t0, t1, u0};
 constexpr std::int64_t log_size = 40;  // records [0, 40) in every partition's log
 constexpr std::int64_t batch = 5;      // records per answer
 
-std::int16_t code(kafka_errc e) { return static_cast<std::int16_t>(e); }
+std::int16_t code(kafka_errc e) {
+  return static_cast<std::int16_t>(e);
+}
 
 fetch_planner_options options() {
   fetch_planner_options o;
@@ -59,7 +61,8 @@ struct world {
     auto& t = md.topics["t"];
     t.name = "t";
     t.topic_id = protocol::uuid{1, 2};
-    t.partitions = {partition_metadata{0, 0, 1, 0, {1, 2}, {1, 2}}, partition_metadata{1, 0, 2, 0, {1, 2}, {1, 2}}};
+    t.partitions = {partition_metadata{0, 0, 1, 0, {1, 2}, {1, 2}},
+                    partition_metadata{1, 0, 2, 0, {1, 2}, {1, 2}}};
     auto& u = md.topics["u"];
     u.name = "u";  // no topic id (below Metadata v10): requests stay below Fetch v13
     u.partitions = {partition_metadata{0, 0, 2, 0, {1, 2}, {1, 2}}};
@@ -98,7 +101,6 @@ struct world {
     });
   }
 
-
   // The broker's answer to `sent` at `node`: records from each fetch offset, NOT_LEADER_OR_FOLLOWER
   // from a broker that neither leads nor was named as the partition's replica.
   protocol::fetch_response answer(std::int32_t node, const fetch::fetch_set& sent) {
@@ -115,14 +117,16 @@ struct world {
         pd.error_code = code(kafka_errc::offset_out_of_range);
       } else if (pf.fetch_offset < log_end[tp]) {
         auto& buf = buffers.emplace_back();
-        test::append_batch(buf, pf.fetch_offset, std::min(batch, log_end[tp] - pf.fetch_offset), m.leader_epoch);
+        test::append_batch(buf, pf.fetch_offset, std::min(batch, log_end[tp] - pf.fetch_offset),
+                           m.leader_epoch);
         pd.records = protocol::records_view{buf};
       }
       put(r, tp, pd);
     }
     return r;
   }
-  static partition_data& put(protocol::fetch_response& r, const TopicPartition& tp, const partition_data& pd) {
+  static partition_data& put(protocol::fetch_response& r, const TopicPartition& tp,
+                             const partition_data& pd) {
     if (r.responses.empty() || r.responses.back().topic != tp.topic) {
       r.responses.emplace_back();
       r.responses.back().topic = tp.topic;
@@ -182,7 +186,8 @@ std::set<TopicPartition> keys(const fetch::fetch_set& s) {
 
 // ---- scripted steps -------------------------------------------------------------------------
 
-TEST_CASE("fetch planner: one Fetch per leader, from each position, none while one is in flight", "[fetchplan]") {
+TEST_CASE("fetch planner: one Fetch per leader, from each position, none while one is in flight",
+          "[fetchplan]") {
   world w;
   auto plan = w.send(w.planner.plan(w.now, w.md));
   REQUIRE(plan.requests.size() == 2);
@@ -245,8 +250,12 @@ TEST_CASE("fetch planner: one Fetch per leader, from each position, none while o
 TEST_CASE("fetch planner: a partition missing from metadata or without a known leader waits for metadata",
           "[fetchplan]") {
   world w;
-  SECTION("leader not in the broker list") { w.md.brokers.erase(1); }
-  SECTION("topic absent") { w.md.topics.erase("t"); }
+  SECTION("leader not in the broker list") {
+    w.md.brokers.erase(1);
+  }
+  SECTION("topic absent") {
+    w.md.topics.erase("t");
+  }
   auto plan = w.planner.plan(w.now, w.md);
   CHECK(plan.refresh_metadata);
   CHECK(plan.retry_at == w.now + milliseconds(100));
@@ -254,7 +263,8 @@ TEST_CASE("fetch planner: a partition missing from metadata or without a known l
   for (const auto& r : plan.requests) CHECK(r.partitions->count(t0) == 0);
 }
 
-TEST_CASE("fetch planner: manual assignment reports a partition still missing after a later refresh, once", "[fetchplan]") {
+TEST_CASE("fetch planner: manual assignment reports a partition still missing after a later refresh, once",
+          "[fetchplan]") {
   world w;
   w.planner.set_manual(true);
   w.md.topics.erase("u");
@@ -271,7 +281,8 @@ TEST_CASE("fetch planner: a new leader epoch in metadata validates before fetchi
   world w;
   // One answer so that the positions carry leader epochs.
   auto plan = w.send(w.planner.plan(w.now, w.md));
-  for (const auto& r : plan.requests) w.deliver(w.planner.on_answer(w.now, w.md, r.node, {}, w.answer(r.node, *r.partitions), *r.partitions));
+  for (const auto& r : plan.requests)
+    w.deliver(w.planner.on_answer(w.now, w.md, r.node, {}, w.answer(r.node, *r.partitions), *r.partitions));
   w.elect(t0);
   auto next = w.planner.plan(w.now, w.md);
   CHECK(next.validate);
@@ -287,7 +298,7 @@ TEST_CASE("fetch planner: the error ladder of a Fetch answer", "[fetchplan]") {
     w.deliver(w.planner.on_answer(w.now, w.md, q.node, {}, w.answer(q.node, *q.partitions), *q.partitions));
   auto again = w.send(w.planner.plan(w.now, w.md));
   REQUIRE(again.requests.size() == 2);
-  const auto sent = *again.requests[0].partitions;  // t-0 from broker 1
+  const auto sent = *again.requests[0].partitions;   // t-0 from broker 1
   const auto sent2 = *again.requests[1].partitions;  // t-1 and u-0 from broker 2, in flight
   auto r = w.answer(1, sent);
   auto& pd = world::find(r, t0);
@@ -392,7 +403,8 @@ TEST_CASE("fetch planner: the error ladder of a Fetch answer", "[fetchplan]") {
     CHECK(a.retry_at);
   }
   SECTION("a failed request: refresh metadata, retry") {
-    const auto a = w.planner.on_answer(w.now, w.md, 1, std::make_error_code(std::errc::connection_reset), r, sent);
+    const auto a =
+        w.planner.on_answer(w.now, w.md, 1, std::make_error_code(std::errc::connection_reset), r, sent);
     CHECK(a.refresh_metadata);
     CHECK(a.retry_at == w.now + milliseconds(100));
     CHECK(a.notes.empty());
@@ -430,13 +442,20 @@ enum class fault {
   not_sent,         // no connection to send the request on
 };
 const std::vector<std::pair<fault, const char*>> all_faults = {
-    {fault::not_leader, "not leader"},       {fault::fenced_epoch, "fenced leader epoch"},
-    {fault::unknown_epoch, "unknown leader epoch"}, {fault::unknown_topic, "unknown topic or partition"},
-    {fault::storage_error, "storage error"}, {fault::out_of_range, "offset out of range"},
-    {fault::log_truncated, "log truncated"}, {fault::server_error, "unknown server error"},
-    {fault::replica_named, "replica named"}, {fault::replica_unknown, "unknown replica named"},
-    {fault::top_level_error, "top-level error"}, {fault::session_error, "session id not found"},
-    {fault::connection, "connection failure"}, {fault::mismatched, "mismatched answer"},
+    {fault::not_leader, "not leader"},
+    {fault::fenced_epoch, "fenced leader epoch"},
+    {fault::unknown_epoch, "unknown leader epoch"},
+    {fault::unknown_topic, "unknown topic or partition"},
+    {fault::storage_error, "storage error"},
+    {fault::out_of_range, "offset out of range"},
+    {fault::log_truncated, "log truncated"},
+    {fault::server_error, "unknown server error"},
+    {fault::replica_named, "replica named"},
+    {fault::replica_unknown, "unknown replica named"},
+    {fault::top_level_error, "top-level error"},
+    {fault::session_error, "session id not found"},
+    {fault::connection, "connection failure"},
+    {fault::mismatched, "mismatched answer"},
     {fault::not_sent, "no connection"},
 };
 
@@ -460,10 +479,18 @@ void inject(world& w, fault f, std::int32_t node, const fetch::fetch_set& sent, 
       w.replica.erase(tp);
       error(kafka_errc::fenced_leader_epoch);
       break;
-    case fault::unknown_epoch: error(kafka_errc::unknown_leader_epoch); break;
-    case fault::unknown_topic: error(kafka_errc::unknown_topic_or_partition); break;
-    case fault::storage_error: error(kafka_errc::kafka_storage_error); break;
-    case fault::out_of_range: error(kafka_errc::offset_out_of_range); break;
+    case fault::unknown_epoch:
+      error(kafka_errc::unknown_leader_epoch);
+      break;
+    case fault::unknown_topic:
+      error(kafka_errc::unknown_topic_or_partition);
+      break;
+    case fault::storage_error:
+      error(kafka_errc::kafka_storage_error);
+      break;
+    case fault::out_of_range:
+      error(kafka_errc::offset_out_of_range);
+      break;
     case fault::log_truncated: {
       const auto from = sent.begin()->second.fetch_offset;
       if (from == 0) break;  // nothing below to truncate to
@@ -472,7 +499,9 @@ void inject(world& w, fault f, std::int32_t node, const fetch::fetch_set& sent, 
       pd.high_watermark = from - 1;
       break;
     }
-    case fault::server_error: error(kafka_errc::unknown_server_error); break;
+    case fault::server_error:
+      error(kafka_errc::unknown_server_error);
+      break;
     case fault::replica_named: {
       const auto other = w.meta(tp).leader == 1 ? 2 : 1;
       if (node != w.meta(tp).leader) break;
@@ -500,7 +529,8 @@ void inject(world& w, fault f, std::int32_t node, const fetch::fetch_set& sent, 
       break;
     }
     case fault::connection:
-    case fault::not_sent: break;
+    case fault::not_sent:
+      break;
   }
 }
 
@@ -527,8 +557,9 @@ void run(fault f, int at) {
       w.planner.fill(r.node, req, 11, m);
       auto answer = w.answer(r.node, m);
       if (faulty) inject(w, f, r.node, m, answer);
-      const std::error_code ec =
-          faulty && f == fault::connection ? std::make_error_code(std::errc::connection_reset) : std::error_code{};
+      const std::error_code ec = faulty && f == fault::connection
+                                     ? std::make_error_code(std::errc::connection_reset)
+                                     : std::error_code{};
       const auto a = w.planner.on_answer(w.now, w.md, r.node, ec, answer, m);
       world::check_live(a);
       if (a.refresh_metadata) ++w.md.refreshes;
@@ -547,8 +578,10 @@ void run(fault f, int at) {
 
 }  // namespace
 
-TEST_CASE("fetch planner: a fault at every step, and every partition is still read to its end from the right offset",
-          "[fetchplan]") {
+TEST_CASE(
+    "fetch planner: a fault at every step, and every partition is still read to its end from the right "
+    "offset",
+    "[fetchplan]") {
   for (const auto& [f, name] : all_faults) {
     for (int at = 0; at < 12; ++at) {
       INFO("fault: " << name << " in request " << at);
