@@ -19,6 +19,7 @@
 
 #include "assign/consumer_protocol.hpp"
 #include "fake_broker.hpp"
+#include "io_wait.hpp"
 #include "log_capture.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/consumer.hpp"
@@ -33,22 +34,13 @@ using kgroup::net::connection;
 using kgroup::protocol::bytes;
 using kgroup::test::fake_broker;
 using kgroup::test::log_capture;
+using kgroup::test::run_until;
 using reply = fake_broker::reply;
 using request = fake_broker::request;
 
 namespace {
 
 // ---- a client connection -------------------------------------------------------------------------
-
-template <class Pred>
-bool run_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    if (io.stopped()) io.restart();  // it stops whenever it runs out of work (e.g. after a close)
-    io.run_one_for(20ms);
-  }
-  return done();
-}
 
 // One kgroup connection to the fake broker, driven on the test thread.
 struct client {

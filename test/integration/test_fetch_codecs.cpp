@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "kgroup/config.hpp"
+#include "io_wait.hpp"
 #include "mock_cluster.hpp"
 #include "net/cluster.hpp"
 #include "protocol/records.hpp"
@@ -15,16 +16,7 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 namespace proto = kgroup::protocol;
 
-namespace {
-
-template <class Pred>
-bool run_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(20ms);
-  return done();
-}
-
-}  // namespace
+using kgroup::test::run_until;
 
 TEST_CASE("Fetch returns every seeded record, in order and intact, for each codec", "[net][fetch]") {
   const std::string codec = GENERATE("none", "gzip", "snappy", "lz4", "zstd");

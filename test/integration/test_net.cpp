@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "kgroup/cluster.hpp"
+#include "io_wait.hpp"
 #include "mock_cluster.hpp"
 #include "net/cluster.hpp"
 
@@ -21,6 +22,7 @@ using kgroup::client_errc;
 using kgroup::net::cluster;
 using kgroup::net::cluster_options;
 using kgroup::net::connection;
+using kgroup::test::run_until;
 
 namespace {
 
@@ -33,14 +35,6 @@ cluster_options options_for(const kgroup::test::mock_cluster& mc) {
                      {"socket.connection.setup.timeout.ms", "2000"}};
   cfg.validate();
   return cluster_options::from_config(cfg);
-}
-
-// Runs the io_context until `done` is true or `limit` passes; returns `done`.
-template <class Pred>
-bool run_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(20ms);
-  return done();
 }
 
 std::error_code refresh(asio::io_context& io, cluster& c, std::optional<std::vector<std::string>> topics = std::nullopt,
