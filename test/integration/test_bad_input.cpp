@@ -20,10 +20,10 @@
 #include "assign/consumer_protocol.hpp"
 #include "fake_broker.hpp"
 #include "io_wait.hpp"
-#include "log_capture.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/consumer.hpp"
 #include "kgroup/log.hpp"
+#include "log_capture.hpp"
 #include "net/cluster.hpp"
 #include "protocol/records.hpp"
 

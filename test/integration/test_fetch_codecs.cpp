@@ -6,8 +6,8 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "kgroup/config.hpp"
 #include "io_wait.hpp"
+#include "kgroup/config.hpp"
 #include "mock_cluster.hpp"
 #include "net/cluster.hpp"
 #include "protocol/records.hpp"

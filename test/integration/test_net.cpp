@@ -11,8 +11,8 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 
-#include "kgroup/cluster.hpp"
 #include "io_wait.hpp"
+#include "kgroup/cluster.hpp"
 #include "mock_cluster.hpp"
 #include "net/cluster.hpp"
 
