@@ -32,7 +32,8 @@ bool write_varbytes(writer& w, const nullable_byte_view& v) {
   return true;
 }
 
-std::error_code encode_v2(std::span<const record_input> records, const batch_encode_options& opts, bytes& out) {
+std::error_code encode_v2(std::span<const record_input> records, const batch_encode_options& opts,
+                          bytes& out) {
   if (!known_codec(opts.codec)) return err(codec_errc::unknown_compression);
   if (records.size() > max_int32) return err(codec_errc::oversized);
 
@@ -81,7 +82,8 @@ std::error_code encode_v2(std::span<const record_input> records, const batch_enc
     if (in.headers.size() > max_int32) return err(codec_errc::oversized);
     rw.write_varint(static_cast<std::int32_t>(in.headers.size()));
     for (const header_input& hdr : in.headers) {
-      if (!write_varbytes(rw, as_bytes(hdr.key)) || !write_varbytes(rw, hdr.value)) return err(codec_errc::oversized);
+      if (!write_varbytes(rw, as_bytes(hdr.key)) || !write_varbytes(rw, hdr.value))
+        return err(codec_errc::oversized);
     }
     if (rec.size() > max_int32) return err(codec_errc::oversized);
     body.write_varint(static_cast<std::int32_t>(rec.size()));
@@ -102,9 +104,9 @@ std::error_code encode_v2(std::span<const record_input> records, const batch_enc
 }
 
 // Appends one legacy message: offset, size, crc, magic, attributes, [timestamp], key, value.
-std::error_code write_legacy_message(bytes& out, std::int8_t magic, std::int8_t attributes, std::int64_t offset,
-                                     std::int64_t timestamp, const nullable_byte_view& key,
-                                     const nullable_byte_view& value) {
+std::error_code write_legacy_message(bytes& out, std::int8_t magic, std::int8_t attributes,
+                                     std::int64_t offset, std::int64_t timestamp,
+                                     const nullable_byte_view& key, const nullable_byte_view& value) {
   writer w(out);
   w.write_int64(offset);
   const std::size_t size_at = out.size();
@@ -130,10 +132,11 @@ std::error_code write_legacy_message(bytes& out, std::int8_t magic, std::int8_t 
   return {};
 }
 
-std::error_code encode_legacy(std::span<const legacy_message_input> messages, const legacy_encode_options& opts,
-                              bytes& out) {
+std::error_code encode_legacy(std::span<const legacy_message_input> messages,
+                              const legacy_encode_options& opts, bytes& out) {
   if (opts.magic != 0 && opts.magic != 1) return err(codec_errc::unsupported_version);
-  if (!known_codec(opts.codec) || opts.codec == compression::zstd) return err(codec_errc::unknown_compression);
+  if (!known_codec(opts.codec) || opts.codec == compression::zstd)
+    return err(codec_errc::unknown_compression);
   const bool log_append = opts.magic == 1 && opts.ts_type == timestamp_type::log_append_time;
   const std::int8_t ts_bit = log_append ? static_cast<std::int8_t>(batch_attribute::timestamp_type) : 0;
 

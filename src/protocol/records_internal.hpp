@@ -35,7 +35,9 @@ constexpr std::int32_t v1_min_message_size = 22;
 
 constexpr auto max_int32 = static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
 
-inline std::error_code err(codec_errc e) noexcept { return make_error_code(e); }
+inline std::error_code err(codec_errc e) noexcept {
+  return make_error_code(e);
+}
 
 // Offsets and timestamps come from untrusted data; wrap instead of overflowing (UB) and let the
 // data path's own checks reject nonsense.
