@@ -205,4 +205,23 @@ void fetch_planner::apply_error(fetch_answer& out, const TopicPartition& tp, fet
   out.notes.push_back(std::move(n));
 }
 
+detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const protocol::bytes> frame,
+                                std::int32_t replica) {
+  const auto& pd = *slice.data;
+  detail::fetched_data d;
+  d.tp = slice.tp;
+  d.fetch_offset = slice.fetch_offset;
+  d.high_watermark = pd.high_watermark;
+  d.last_stable_offset = pd.last_stable_offset;
+  d.log_start_offset = pd.log_start_offset;
+  d.records = pd.records->data;
+  if (pd.aborted_transactions) {
+    for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
+  }
+  d.frame = std::move(frame);
+  d.replica = replica;
+  d.bytes = pd.records->data.size();
+  return d;
+}
+
 }  // namespace kgroup::data

@@ -27,6 +27,7 @@
 #include "data/cluster_metadata.hpp"
 #include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
+#include "data/types.hpp"
 #include "protocol/messages.hpp"
 
 namespace kgroup::data {
@@ -93,6 +94,11 @@ struct fetched_slice {
   std::int64_t fetch_offset = -1;
   const protocol::fetch_response::fetchable_topic_response::partition_data* data = nullptr;
 };
+
+/// What the user thread reads of `slice` (its offsets, aborted transactions and records, kept
+/// alive by `frame`, the answer's bytes), read from broker `replica`. `slice.data` has records.
+detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const protocol::bytes> frame,
+                                std::int32_t replica);
 
 struct fetch_answer {
   /// Every partition the answer names that belongs to the request (for tracing).

@@ -312,20 +312,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     std::size_t pushed_bytes = 0;
     std::vector<detail::fetched_data> out;
     for (const auto& sl : answer.slices) {
-      const auto& pd = *sl.data;
-      detail::fetched_data d;
-      d.tp = sl.tp;
-      d.fetch_offset = sl.fetch_offset;
-      d.high_watermark = pd.high_watermark;
-      d.last_stable_offset = pd.last_stable_offset;
-      d.log_start_offset = pd.log_start_offset;
-      d.records = pd.records->data;
-      if (pd.aborted_transactions) {
-        for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
-      }
-      d.frame = frame.frame;
-      d.replica = node;
-      d.bytes = pd.records->data.size();
+      auto d = data::to_fetched(sl, frame.frame, node);
       pushed_bytes += d.bytes;
       out.push_back(std::move(d));
     }

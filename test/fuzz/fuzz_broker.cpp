@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
@@ -522,20 +523,7 @@ class client {
       const std::int64_t from = p.fetch_pos();
       const std::int64_t next = fetch::next_fetch_offset(pd.records->data, from, &last_epoch);
       if (!positions_.fetched(p, next, last_epoch)) continue;
-      detail::fetched_data d;
-      d.tp = tp;
-      d.fetch_offset = from;
-      d.high_watermark = pd.high_watermark;
-      d.last_stable_offset = pd.last_stable_offset;
-      d.log_start_offset = pd.log_start_offset;
-      d.records = pd.records->data;
-      if (pd.aborted_transactions) {
-        for (const auto& a : *pd.aborted_transactions) d.aborted.emplace_back(a.producer_id, a.first_offset);
-      }
-      d.frame = frame.frame;
-      d.replica = 1;
-      d.bytes = pd.records->data.size();
-      fetched_.push_back(std::move(d));
+      fetched_.push_back(data::to_fetched({tp, from, &pd}, frame.frame, 1));
       fetched_next_.push_back(next);
     }
   }
