@@ -85,6 +85,7 @@ consumer_plan make_consumer_plan(const Config& config,
   fo.auto_commit = config.get_bool("enable.auto.commit");
   fo.auto_commit_interval = config.get_ms("auto.commit.interval.ms");
   fo.retry_backoff = mo.retry_backoff;
+  fo.retry_backoff_max = mo.retry_backoff_max;
   fo.request_timeout = config.get_ms("request.timeout.ms");
   fo.client_rack = mo.rack.value_or("");
   fo.preferred_replica_ttl = config.get_ms("metadata.max.age.ms");

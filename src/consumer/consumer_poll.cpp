@@ -1,6 +1,6 @@
-// Consumer::impl, poll(): waiting for records or events, taking fetched data off the shared
-// queue through the position table and the record cursor (src/data), raising data errors, and
-// publishing the user thread's poll metrics (measured by poll_stats.hpp).
+// Consumer::impl, poll(): waiting for records or events, the events it runs (listener calls
+// through the listener mailbox, positions and data errors through the data reader, commit
+// results), and the user thread's poll metrics.
 #include "consumer/consumer_impl.hpp"
 
 namespace kgroup {
@@ -8,16 +8,20 @@ namespace kgroup {
 ConsumerRecords Consumer::impl::poll(std::chrono::milliseconds timeout) {
   check_open();
   const auto started = clock::now();
-  poll_started(started);
+  poll_stats_.poll_started(started);
+  {
+    std::lock_guard lock(shared_.mutex);
+    shared_.metrics.last_poll = started;
+  }
   // However poll() ends (records, timeout, an exception), max.poll.interval.ms runs from then.
   struct returned_guard {
     impl* self;
     ~returned_guard() {
       self->last_poll_return_ = clock::now();
-      self->post([s = self] { s->driver_->poll_returned(); });
+      self->post([d = self->driver_] { d->poll_returned(); });
     }
   } guard{this};
-  ConsumerRecords out = poll_records(poll_deadline(started, timeout));
+  ConsumerRecords out = poll_records(deadline_after(timeout, started));
   poll_ended(started, out.size());
   return out;
 }
@@ -28,37 +32,32 @@ bool Consumer::impl::may_have_left_group() {
   return shared_.standing.poll_timed_out;
 }
 
-bool Consumer::impl::wait_poll_acked(std::uint64_t seq, clock::time_point deadline) {
-  deadline = std::max(deadline, clock::now() + std::chrono::seconds(1));
-  std::unique_lock lock(shared_.mutex);
-  return shared_.cv.wait_until(lock, deadline, [&] { return shared_.poll_acked >= seq; });
-}
-
 ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
-  if (!returned_.empty()) {
-    std::lock_guard lock(shared_.mutex);
-    for (const auto& [tp, pos] : returned_) shared_.consumed[tp] = pos;
-    returned_.clear();
-  }
+  reader_.publish_returned();
   const std::uint64_t seq = ++poll_seq_;
-  post([this, seq] {
-    driver_->poll_called();
+  post([d = driver_, s = &shared_, seq] {
+    d->poll_called();
     // Everything poll_called() queued (the loss after a poll timeout) is in `events` now.
     {
-      std::lock_guard lock(shared_.mutex);
-      shared_.poll_acked = seq;
+      std::lock_guard lock(s->mutex);
+      s->poll_acked = seq;
     }
-    shared_.cv.notify_all();
+    s->cv.notify_all();
   });
   // After a poll timeout the partitions are lost before any record is returned (a loss the
   // application has not seen would otherwise be skipped): wait until the background thread has
-  // queued the loss, then run it below. Only then, so that a busy poll loop does not pay a thread
-  // round trip per call.
-  if (may_have_left_group() && !wait_poll_acked(seq, deadline)) return ConsumerRecords{};
+  // queued the loss (at least a second: the round trip is fast, poll(0) must not skip it), then
+  // run it below. Only then, so that a busy poll loop does not pay a thread round trip per call.
+  if (may_have_left_group()) {
+    std::unique_lock lock(shared_.mutex);
+    if (!shared_.cv.wait_until(lock, std::max(deadline, clock::now() + std::chrono::seconds(1)),
+                               [&] { return shared_.poll_acked >= seq; }))
+      return ConsumerRecords{};
+  }
   for (;;) {
     run_events(/*throw_fatal=*/true);
     listeners_.rethrow_error();
-    raise_data_error();
+    reader_.raise_data_error();
     {
       std::lock_guard lock(shared_.mutex);
       if (shared_.woken) {
@@ -66,10 +65,10 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
         throw Error(make_error_code(client_errc::woken_up));
       }
     }
-    ConsumerRecords records = drain();
-    if (!records.empty()) return records;
+    auto batch = reader_.drain();
+    if (!batch.records.empty()) return ConsumerRecords(std::move(batch.records), std::move(batch.owners));
     std::unique_lock lock(shared_.mutex);
-    if (!shared_.events.empty() || (!shared_.fetched.empty())) continue;
+    if (!shared_.events.empty() || !shared_.fetched.empty()) continue;
     if (clock::now() >= deadline) break;
     shared_.cv.wait_until(lock, deadline, [this] {
       return !shared_.events.empty() || !shared_.fetched.empty() || shared_.woken;
@@ -78,10 +77,12 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
   return ConsumerRecords{};
 }
 
-void Consumer::impl::poll_started(clock::time_point now) {
-  poll_stats_.poll_started(now);
-  std::lock_guard lock(shared_.mutex);
-  shared_.metrics.last_poll = now;
+void Consumer::impl::wakeup() {
+  {
+    std::lock_guard lock(shared_.mutex);
+    shared_.woken = true;
+  }
+  shared_.cv.notify_all();
 }
 
 void Consumer::impl::poll_ended(clock::time_point started, std::size_t records) {
@@ -91,143 +92,102 @@ void Consumer::impl::poll_ended(clock::time_point started, std::size_t records) 
     std::lock_guard lock(shared_.mutex);
     publish_user_metrics(now);
   }
-  if (statistics_cb_ && statistics_interval_.count() > 0 && now >= next_statistics_) {
-    next_statistics_ = now + statistics_interval_;
-    auto snapshot = metrics();
-    try {
-      statistics_cb_(snapshot);
-    } catch (const std::exception& e) {
-      logger()->warn("statistics callback threw: {}", e.what());
-    } catch (...) {
-      logger()->warn("statistics callback threw");
-    }
-  }
+  poll_stats_.report_statistics(now, [this] { return metrics(); });
 }
 
 void Consumer::impl::publish_user_metrics(clock::time_point now) {
-  auto& m = shared_.metrics;
-  m.partitions.clear();
-  const bool manual = mode_ == mode::manual;
-  for (const auto& tp : manual ? manual_ : shared_.owned) {
-    auto& out = m.partitions[tp];
-    if (const auto* p = positions_.find(tp)) {
-      out.position = p->position;
-      out.high_watermark = p->high_watermark;
-      out.replica = p->replica;
-      out.log_start_offset = p->log_start_offset;
-      out.paused = p->paused;
-    }
-  }
-  poll_stats_.publish(m, now);
+  reader_.publish_partitions(shared_.metrics, who_->current() == mode::manual ? manual_ : shared_.owned);
+  poll_stats_.publish(shared_.metrics, now);
 }
 
-void Consumer::impl::finish_cursor() {
-  if (!cursor_.open()) return;
-  const std::size_t bytes = cursor_.finish();
-  {
-    std::lock_guard lock(shared_.mutex);
-    shared_.buffered_bytes -= std::min(shared_.buffered_bytes, bytes);
+void Consumer::impl::invoke(const detail::listener_call& call) {
+  if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && auto_commit_ &&
+      !inline_listener_) {
+    // Auto-commit what was consumed before giving the partitions back, so their next owner
+    // starts where this one stopped (within what is left of close()'s timeout when close() revokes).
+    auto deadline = clock::now() + default_timeout_;
+    if (close_deadline_) deadline = std::min(deadline, *close_deadline_);
+    commits_.auto_commit(reader_.commit_positions({call.partitions.begin(), call.partitions.end()}), deadline,
+                         "auto-commit before revoking partitions");
   }
-  post([this] { fetcher_->wake(); });
+  // Revoked: the callback runs while the partitions are still this consumer's, so
+  // commit_sync() and position() inside it cover them (as in Java); no record of theirs is
+  // returned after it. Lost: the bookkeeping comes first, so nothing inside the callback can
+  // commit them. Assigned: the new partitions are known to position() inside the callback.
+  if (call.kind == group::listener_kind::revoked) {
+    listeners_.call_listener(call);
+    reader_.ownership_changed(call);
+  } else {
+    reader_.ownership_changed(call);
+    listeners_.call_listener(call);
+  }
 }
 
-bool Consumer::impl::next_cursor() {
+void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
   for (;;) {
-    detail::fetched_data d;
+    detail::user_event e;
     {
       std::lock_guard lock(shared_.mutex);
-      if (shared_.fetched.empty()) return false;
-      d = std::move(shared_.fetched.front());
-      shared_.fetched.pop_front();
+      auto it = next_event(run_listeners);
+      if (it == shared_.events.end()) break;
+      e = std::move(*it);
+      shared_.events.erase(it);
     }
-    const auto fit = positions_.fit(d);
-    if (fit != data::fetched_fit::usable) {
-      std::lock_guard lock(shared_.mutex);
-      // It may only look stale because the events that make it usable are still queued: the
-      // background thread queues a partition's assignment (listener call) and its position
-      // (position_event) before it fetches, but a Fetch answer can arrive after poll() ran the
-      // events and before this drain() reaches it. Dropping it then stalled the partition for
-      // good (the fetcher had moved past it; seen in the CLI tests as partitions never read).
-      // So it goes back to the front and this drain() ends; poll() runs the events and drains
-      // again. Data still unusable with no such event queued is stale (revoked, paused,
-      // seeked) and dropped.
-      const bool events_pending =
-          std::any_of(shared_.events.begin(), shared_.events.end(), [](const detail::user_event& e) {
-            return std::holds_alternative<detail::position_event>(e) ||
-                   std::holds_alternative<detail::listener_call>(e);
-          });
-      if (events_pending) {
-        shared_.fetched.push_front(std::move(d));
-        return false;
-      }
-      shared_.buffered_bytes -= std::min(shared_.buffered_bytes, d.bytes);
-      logger()->debug("{}-{}: fetched data from offset {} dropped ({})", d.tp.topic, d.tp.partition,
-                      d.fetch_offset, data::to_string(fit));
-      // The fetcher stops while the buffer is full and only the user thread wakes it: freeing
-      // space by dropping must wake it too, as finish_cursor() does.
-      post([this] { fetcher_->wake(); });
-      continue;
-    }
-    positions_.note_fetched(d, read_committed_);
-    poll_stats_.data_opened(d.bytes);
-    cursor_.start(std::make_shared<detail::fetched_data>(std::move(d)));
-    return true;
-  }
-}
-
-ConsumerRecords Consumer::impl::drain() {
-  data::poll_batch batch;
-  while (batch.records.size() < max_poll_records_) {
-    if (!cursor_.open() && !next_cursor()) break;
-    const auto tp = *cursor_.partition();
-    const auto stop = cursor_.read(batch, max_poll_records_, positions_);
-    if (stop == data::record_cursor::stop::full) break;
-    if (stop == data::record_cursor::stop::corrupt) corrupt_data(tp, cursor_.error(), cursor_.error_what());
-    finish_cursor();
-  }
-  // Committable by auto-commit only from the next poll() on: the application processes these
-  // records before it polls again (Java's at-least-once rule for auto-commit).
-  for (const auto& [tp, pos] : batch.advanced) returned_[tp] = pos;
-  return ConsumerRecords(std::move(batch.records), std::move(batch.owners));
-}
-
-void Consumer::impl::raise_data_error() {
-  while (!pending_data_errors_.empty()) {
-    auto e = std::move(pending_data_errors_.front());
-    pending_data_errors_.pop_front();
-    if (!positions_.owns(e.tp)) continue;  // given up since: nothing to report
-    const auto truncation = make_error_code(client_errc::log_truncation);
-    if (e.code != truncation) throw Error(e.code, e.message);
-    std::map<TopicPartition, OffsetAndMetadata> divergent;
-    std::string message = e.message;
-    auto add = [&](const detail::data_error& d) {
-      if (d.divergent_offset < 0) return;
-      divergent[d.tp] = {
-          d.divergent_offset, "",
-          d.divergent_epoch >= 0 ? std::optional<std::int32_t>(d.divergent_epoch) : std::nullopt};
-    };
-    add(e);
-    for (auto it = pending_data_errors_.begin(); it != pending_data_errors_.end();) {
-      if (it->code != truncation || !positions_.owns(it->tp)) {
-        ++it;
+    if (auto* call = std::get_if<detail::listener_call>(&e)) {
+      if (call->bookkeeping_only) {
+        reader_.ownership_changed(*call);  // the callback already ran on the background thread
         continue;
       }
-      add(*it);
-      message += "; " + it->message;
-      it = pending_data_errors_.erase(it);
+      if (!listeners_.start(*call)) continue;  // superseded
+      post([d = driver_, seq = call->seq] { d->listener_started(seq); });
+      if (call->kind != group::listener_kind::lost || !call->partitions.empty()) invoke(*call);
+      if (auto lost = listeners_.finish(*call)) invoke(*lost);  // cancelled late (listener_mailbox::finish)
+      post([d = driver_, seq = call->seq] { d->listener_done(seq); });
+    } else if (auto* f = std::get_if<detail::fatal_error>(&e)) {
+      std::lock_guard lock(shared_.mutex);
+      shared_.fatal = *f;
+    } else if (auto* pe = std::get_if<detail::position_event>(&e)) {
+      reader_.position_event(*pe, assigned_now(pe->tp));
+    } else if (auto* de = std::get_if<detail::data_error>(&e)) {
+      reader_.push_error(*de);
+    } else if (auto* cd = std::get_if<detail::commit_done>(&e)) {
+      commits_.complete(*cd);
     }
-    throw LogTruncationError(message, std::move(divergent));
+  }
+  if (throw_fatal) {
+    std::lock_guard lock(shared_.mutex);
+    if (shared_.fatal) throw Error(shared_.fatal->code, shared_.fatal->message);
   }
 }
 
-void Consumer::impl::corrupt_data(const TopicPartition& tp, std::error_code ec, const char* what) {
-  const auto p = positions_.position(tp).value_or(detail::epoch_offset{});
-  const std::string message = "corrupt " + std::string(what) + " in " + tp.topic + "-" +
-                              std::to_string(tp.partition) + " at offset " + std::to_string(p.offset) + ": " +
-                              ec.message() + "; seek() past it to skip it";
-  logger()->error("{}", message);
-  pending_data_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message});
-  post([this, tp, p] { fetcher_->refetch(tp, p.offset, p.epoch); });
+std::deque<detail::user_event>::iterator Consumer::impl::next_event(bool run_listeners) {
+  auto& q = shared_.events;
+  if (run_listeners) return q.begin();
+  // Listener calls stay queued. So do position events queued behind a listener call of their
+  // partition: they belong to the ownership that call starts (or were computed for the one it
+  // ends), and applied before it they would land on the wrong one.
+  std::set<TopicPartition> behind_call;
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (const auto* call = std::get_if<detail::listener_call>(&*it)) {
+      behind_call.insert(call->partitions.begin(), call->partitions.end());
+      continue;
+    }
+    if (const auto* pe = std::get_if<detail::position_event>(&*it); pe && behind_call.count(pe->tp)) continue;
+    return it;
+  }
+  return q.end();
+}
+
+bool Consumer::impl::wait_left(std::uint64_t left_before, clock::time_point deadline) {
+  for (;;) {
+    run_events(/*throw_fatal=*/false);
+    std::unique_lock lock(shared_.mutex);
+    if (shared_.left_count > left_before) return true;
+    if (!shared_.events.empty()) continue;
+    if (clock::now() >= deadline) return false;
+    shared_.cv.wait_until(lock, deadline,
+                          [&] { return !shared_.events.empty() || shared_.left_count > left_before; });
+  }
 }
 
 }  // namespace kgroup

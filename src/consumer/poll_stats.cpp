@@ -1,6 +1,8 @@
 // poll_stats: the user thread's poll() figures for ConsumerMetrics.
 #include "consumer/poll_stats.hpp"
 
+#include "base/log.hpp"
+
 namespace kgroup::detail {
 
 void poll_stats::poll_started(clock::time_point now) {
@@ -38,6 +40,18 @@ void poll_stats::publish(metrics_state& m, clock::time_point now) {
   m.between_poll_max_ms = between_polls_.max(now);
   m.between_poll_hist = between_polls_hist_;
   m.idle_ratio_avg = idle_ratio_.avg(now);
+}
+
+void poll_stats::report_statistics(clock::time_point now, const std::function<ConsumerMetrics()>& snapshot) {
+  if (!statistics_cb_ || statistics_interval_.count() <= 0 || now < next_statistics_) return;
+  next_statistics_ = now + statistics_interval_;
+  try {
+    statistics_cb_(snapshot());
+  } catch (const std::exception& e) {
+    logger()->warn("statistics callback threw: {}", e.what());
+  } catch (...) {
+    logger()->warn("statistics callback threw");
+  }
 }
 
 }  // namespace kgroup::detail

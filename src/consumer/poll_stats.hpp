@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "base/histogram.hpp"
 #include "consumer/window_stat.hpp"
+#include "kgroup/consumer.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::detail {
@@ -35,7 +37,21 @@ class poll_stats {
   /// Writes the poll figures into `m` (shared_state::mutex held).
   void publish(metrics_state& m, clock::time_point now);
 
+  /// The application's statistics callback (statistics.interval.ms; 0: never called).
+  void set_statistics_callback(StatisticsCallback cb, std::chrono::milliseconds interval,
+                               clock::time_point now) {
+    statistics_cb_ = std::move(cb);
+    statistics_interval_ = interval;
+    next_statistics_ = now + interval;
+  }
+  /// After a poll(): calls the statistics callback with `snapshot()` when it is due. What it
+  /// throws is logged, never passed on (the poll() returns its records).
+  void report_statistics(clock::time_point now, const std::function<ConsumerMetrics()>& snapshot);
+
  private:
+  StatisticsCallback statistics_cb_;
+  std::chrono::milliseconds statistics_interval_{0};
+  clock::time_point next_statistics_{};
   std::optional<clock::time_point> last_poll_start_;
   std::optional<clock::time_point> prev_poll_start_;
   clock::time_point last_publish_{};

@@ -41,6 +41,7 @@ struct fetcher_options {
   bool auto_commit = true;
   std::chrono::milliseconds auto_commit_interval{5000};
   std::chrono::milliseconds retry_backoff{100};
+  std::chrono::milliseconds retry_backoff_max{1000};  // commit_sync()'s retries double up to it
   std::chrono::milliseconds request_timeout{30000};
   /// client.rack: sent with every Fetch (v11+) so the leader can name a replica in this rack to
   /// read from (KIP-392). Empty: the leader is always read from.
@@ -92,10 +93,16 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// thread drops what was buffered while paused).
   void pause(const std::set<TopicPartition>& tps);
   void resume(const std::map<TopicPartition, detail::epoch_offset>& positions);
-  /// Commits `offsets`; when `id` is non-zero a commit_done event reports the outcome.
-  void commit(std::uint64_t id, commit_map offsets);
-  /// Reads committed offsets; reports them in a commit_done event with `id`.
-  void fetch_committed(std::uint64_t id, std::set<TopicPartition> tps);
+  /// Commits `offsets`; when `id` is non-zero a commit_done event reports the outcome. Until
+  /// `retry_until`, coordinator errors (being looked up, moved, loading: data::commit_retriable)
+  /// are retried after retry.backoff.ms, doubling up to retry.backoff.max.ms, as long as the
+  /// retry comes before it (commit_sync(), as Java's); without it the commit is tried once
+  /// (commit_async() and auto-commit, as Java's).
+  void commit(std::uint64_t id, commit_map offsets,
+              std::optional<std::chrono::steady_clock::time_point> retry_until = std::nullopt);
+  /// Reads committed offsets; reports them in a commit_done event with `id`. Retried as commit().
+  void fetch_committed(std::uint64_t id, std::set<TopicPartition> tps,
+                       std::optional<std::chrono::steady_clock::time_point> retry_until = std::nullopt);
   /// Offset (and its timestamp) per partition for `timestamps` (-2 earliest, -1 latest, else the
   /// first offset with a timestamp at or after it), asked of each partition's leader with the
   /// consumer's isolation level; metadata and leader errors are retried until `deadline`. -1 for
@@ -153,6 +160,13 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void retry_query(std::shared_ptr<offsets_query> q);
   void auto_commit();
   void arm_auto_commit();
+  // One coordinator request (commit or committed offsets), its outcome passed to `done`.
+  using coordinator_done = std::function<void(detail::commit_done)>;
+  void commit_once(const commit_map& offsets, coordinator_done done);
+  void fetch_committed_once(const std::set<TopicPartition>& tps, coordinator_done done);
+  // A coordinator request tried again after coordinator errors until a deadline (see commit()).
+  struct retried;
+  void attempt(std::shared_ptr<retried> r);
 
   boost::asio::io_context& io_;
   std::shared_ptr<net::cluster> cluster_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/backoff.hpp"
 #include "base/log.hpp"
 #include "data/offset_fetch.hpp"
 #include "protocol/error_reactions.hpp"
@@ -25,13 +26,52 @@ std::shared_ptr<net::connection> fetcher::coordinator_connection(const group_ide
   return conn;
 }
 
-void fetcher::commit(std::uint64_t id, commit_map offsets) {
+struct fetcher::retried {
+  retried(const fetcher_options& o, std::optional<clock::time_point> until)
+      : until(until), backoff(o.retry_backoff, o.retry_backoff_max, /*jitter=*/0.0, /*seed=*/0) {}
+  std::function<void(coordinator_done)> attempt;
+  std::optional<clock::time_point> until;
+  base::backoff backoff;
+  coordinator_done done;
+};
+
+void fetcher::attempt(std::shared_ptr<retried> r) {
+  r->attempt([self = shared_from_this(), r](detail::commit_done d) {
+    if (d.code && r->until && !self->stopped_ && data::commit_retriable(d.code)) {
+      const auto wait = r->backoff.next();
+      if (clock::now() + wait < *r->until) {
+        logger()->debug("coordinator request failed ({}); retrying in {} ms", d.message, wait.count());
+        auto timer = std::make_shared<asio::steady_timer>(self->io_, wait);
+        timer->async_wait([self, r, timer](const boost::system::error_code& ec) {
+          if (!ec && !self->stopped_) self->attempt(r);
+        });
+        return;
+      }
+    }
+    r->done(std::move(d));
+  });
+}
+
+void fetcher::commit(std::uint64_t id, commit_map offsets, std::optional<clock::time_point> retry_until) {
+  auto r = std::make_shared<retried>(opts_, retry_until);
+  r->attempt = [self = shared_from_this(), offsets = std::move(offsets)](coordinator_done done) {
+    self->commit_once(offsets, std::move(done));
+  };
+  r->done = [self = shared_from_this(), id](detail::commit_done d) {
+    if (id != 0) {
+      d.id = id;
+      self->shared_.push(std::move(d));
+    } else if (d.code) {
+      logger()->warn("auto-commit failed: {}", d.message);
+    }
+  };
+  attempt(std::move(r));
+}
+
+void fetcher::commit_once(const commit_map& offsets, coordinator_done done) {
   const auto who = identity_();
-  auto report = [this, id](std::error_code ec, std::string msg) {
-    if (id != 0)
-      shared_.push(detail::commit_done{id, {}, ec, std::move(msg)});
-    else if (ec)
-      logger()->warn("auto-commit failed: {}", msg);
+  auto report = [done](std::error_code ec, std::string msg) {
+    done(detail::commit_done{0, {}, ec, std::move(msg)});
   };
   if (auto refused = data::refuse_commit(who, offsets)) {
     report(refused->code, std::move(refused->message));
@@ -75,25 +115,38 @@ void fetcher::commit(std::uint64_t id, commit_map offsets) {
       });
 }
 
-void fetcher::fetch_committed(std::uint64_t id, std::set<TopicPartition> tps) {
+void fetcher::fetch_committed(std::uint64_t id, std::set<TopicPartition> tps,
+                              std::optional<clock::time_point> retry_until) {
+  auto r = std::make_shared<retried>(opts_, retry_until);
+  r->attempt = [self = shared_from_this(), tps = std::move(tps)](coordinator_done done) {
+    self->fetch_committed_once(tps, std::move(done));
+  };
+  r->done = [self = shared_from_this(), id](detail::commit_done d) {
+    d.id = id;
+    self->shared_.push(std::move(d));
+  };
+  attempt(std::move(r));
+}
+
+void fetcher::fetch_committed_once(const std::set<TopicPartition>& tps, coordinator_done done) {
   const auto who = identity_();
-  auto fail = [&](data::commit_error e) { shared_.push(detail::commit_done{id, {}, e.code, std::move(e.message)}); };
+  auto fail = [&](data::commit_error e) { done(detail::commit_done{0, {}, e.code, std::move(e.message)}); };
   if (auto refused = data::refuse_offset_fetch(who)) return fail(std::move(*refused));
   auto conn = coordinator_connection(who);
   if (!conn) return fail(data::coordinator_unknown());
   conn->send_adjusted(
       data::make_offset_fetch_request(opts_.group_id, tps), data::adjust_offset_fetch,
-      [self = shared_from_this(), id](std::error_code ec, const protocol::offset_fetch_response& r,
-                                      const net::response_frame&) {
+      [self = shared_from_this(), done](std::error_code ec, const protocol::offset_fetch_response& r,
+                                        const net::response_frame&) {
         if (ec) {
           self->coordinator_unusable(true);
-          self->shared_.push(detail::commit_done{id, {}, ec, ec.message()});
+          done(detail::commit_done{0, {}, ec, ec.message()});
           return;
         }
         auto answer = data::read_committed(r);
         if (answer.coordinator_gone) self->coordinator_unusable(true);
-        self->shared_.push(
-            detail::commit_done{id, std::move(answer.offsets), answer.error.code, std::move(answer.error.message)});
+        done(detail::commit_done{0, std::move(answer.offsets), answer.error.code,
+                                 std::move(answer.error.message)});
       });
 }
 

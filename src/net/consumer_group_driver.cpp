@@ -49,13 +49,6 @@ void consumer_group_driver::subscribe(std::vector<std::string> topics) {
   process();
 }
 
-void consumer_group_driver::subscribe_pattern(std::regex) {
-  shared_.push(detail::fatal_error{
-      make_error_code(client_errc::invalid_argument),
-      "subscribe(std::regex) is not available with group.protocol=consumer: the broker evaluates the "
-      "pattern (RE2/J syntax) and a std::regex keeps no source text to send"});
-}
-
 void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
   member_.subscribe_regex(clock::now(), std::move(broker_pattern));
   cluster_->start_periodic_refresh();

@@ -45,11 +45,9 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
                         consumer_group_driver_options opts, detail::shared_state& shared);
 
   void subscribe(std::vector<std::string> topics) override;
-  /// A std::regex cannot be sent to the broker (it keeps no source text, and the broker speaks
-  /// RE2/J): refused by the facade before it gets here; reported as fatal if it does.
-  void subscribe_pattern(std::regex pattern) override;
-  /// Sent as subscribed_topic_regex; the broker matches it (RE2/J).
-  void subscribe_pattern(std::string broker_pattern) override;
+  /// Sent as subscribed_topic_regex; the broker matches it (RE2/J). (A std::regex cannot be sent:
+  /// it keeps no source text, and the broker speaks RE2/J.)
+  void subscribe_pattern(std::string broker_pattern);
 
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;

@@ -31,11 +31,6 @@ void group_driver::subscribe_pattern(std::regex pattern) {
   process();
 }
 
-void group_driver::subscribe_pattern(std::string) {
-  shared_.push(detail::fatal_error{make_error_code(client_errc::invalid_argument),
-                                   "a broker-evaluated subscription pattern needs group.protocol=consumer"});
-}
-
 void group_driver::on_coordinator(std::int32_t node) {
   member_.coordinator_found(clock::now(), node);
   process();

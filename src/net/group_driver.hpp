@@ -38,8 +38,8 @@ class group_driver : public driver_base<group_driver, group::member>,
 
   // All of these run on the io_context's thread (the facade posts them).
   void subscribe(std::vector<std::string> topics) override;
-  void subscribe_pattern(std::regex pattern) override;
-  void subscribe_pattern(std::string broker_pattern) override;
+  /// This client matches the pattern against the topics in metadata.
+  void subscribe_pattern(std::regex pattern);
 
  private:
   friend class driver_base<group_driver, group::member>;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,10 +16,8 @@ class membership_driver {
   virtual ~membership_driver() = default;
 
   virtual void subscribe(std::vector<std::string> topics) = 0;
-  /// A pattern this client matches (classic) or one the broker matches (KIP-848); each driver
-  /// refuses the other kind with a fatal error (the facade checks first).
-  virtual void subscribe_pattern(std::regex pattern) = 0;
-  virtual void subscribe_pattern(std::string broker_pattern) = 0;
+  // Pattern subscriptions are each driver's own (a std::regex this client matches, classic; a
+  // pattern the broker matches, KIP-848): the facade, which chose the driver, calls it directly.
   virtual void unsubscribe() = 0;
   virtual void close() = 0;
   virtual void poll_called() = 0;

@@ -1,0 +1,149 @@
+// The user thread's half of commits. See commit_client.hpp.
+#include "consumer/commit_client.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/log.hpp"
+
+namespace kgroup::detail {
+
+fetch::commit_map commit_client::to_commit_map(const OffsetMap& offsets) {
+  fetch::commit_map m;
+  for (const auto& [tp, om] : offsets) {
+    // As Java's OffsetAndMetadata: a negative offset (the default -1 included) is the caller's
+    // mistake, refused before anything is sent.
+    if (om.offset < 0)
+      throw Error(make_error_code(client_errc::invalid_argument),
+                  "commit: negative offset " + std::to_string(om.offset) + " for " + tp.topic + "-" +
+                      std::to_string(tp.partition));
+    m[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
+  }
+  return m;
+}
+
+commit_done commit_client::request(std::function<void(fetch::fetcher&, std::uint64_t)> send,
+                                   clock::time_point deadline, const char* what) {
+  const std::uint64_t id = ++next_id_;
+  to_fetcher_([send = std::move(send), id](fetch::fetcher& f) { send(f, id); });
+  auto done = wait(id, deadline);
+  if (!done)
+    throw Error(make_error_code(client_errc::request_timed_out), std::string(what) + ": no answer in time");
+  if (done->code) throw Error(done->code, done->message);
+  return std::move(*done);
+}
+
+void commit_client::commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
+  request([offsets = std::move(offsets), deadline](fetch::fetcher& f,
+                                                   std::uint64_t id) { f.commit(id, offsets, deadline); },
+          deadline, "commit_sync()");
+}
+
+void commit_client::commit_sync(fetch::commit_map offsets, clock::time_point deadline) {
+  // As Java's commitSync(): the callbacks of earlier commit_async() calls run in here, in order,
+  // once their answers are in. Commits share one coordinator connection, so those answers come
+  // before this commit's.
+  const std::uint64_t before = next_id_;
+  try {
+    commit_and_wait(std::move(offsets), deadline);
+  } catch (...) {
+    finish_async(before, clock::now());
+    throw;
+  }
+  finish_async(before, deadline);
+}
+
+std::map<TopicPartition, offset_meta> commit_client::committed(std::set<TopicPartition> tps,
+                                                               clock::time_point deadline) {
+  return request([tps = std::move(tps), deadline](fetch::fetcher& f,
+                                                  std::uint64_t id) { f.fetch_committed(id, tps, deadline); },
+                 deadline, "committed()")
+      .offsets;
+}
+
+void commit_client::auto_commit(fetch::commit_map offsets, std::optional<clock::time_point> deadline,
+                                const char* what) {
+  if (offsets.empty()) return;
+  if (!deadline) {
+    OffsetMap user_offsets;
+    for (const auto& [tp, om] : offsets)
+      user_offsets[tp] = {om.offset, "",
+                          om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+    commit_async(std::move(offsets), user_offsets, [what](const OffsetMap&, std::error_code ec) {
+      if (ec) logger()->warn("{} failed: {}", what, ec.message());
+    });
+    return;
+  }
+  try {
+    commit_and_wait(std::move(offsets), *deadline);
+  } catch (const std::exception& e) {
+    logger()->warn("{} failed: {}", what, e.what());
+  }
+}
+
+void commit_client::commit_async(fetch::commit_map m, const OffsetMap& offsets, CommitCallback cb) {
+  const std::uint64_t id = ++next_id_;
+  async_[id] = {offsets, std::move(cb)};
+  to_fetcher_([id, m = std::move(m)](fetch::fetcher& f) mutable { f.commit(id, std::move(m)); });
+}
+
+void commit_client::complete(const commit_done& done) {
+  auto it = async_.find(done.id);
+  if (it == async_.end()) return;
+  auto [offsets, cb] = std::move(it->second);
+  async_.erase(it);
+  if (!cb) return;
+  try {
+    cb(offsets, done.code);
+  } catch (...) {
+    listeners_.keep_error();
+  }
+}
+
+void commit_client::finish_async(std::uint64_t up_to, clock::time_point deadline) {
+  for (;;) {
+    std::vector<commit_done> done;
+    {
+      std::unique_lock lock(shared_.mutex);
+      auto pending = [&] { return !async_.empty() && async_.begin()->first <= up_to; };
+      auto take = [&] {
+        for (auto it = shared_.events.begin(); it != shared_.events.end();) {
+          auto* d = std::get_if<commit_done>(&*it);
+          if (d && d->id <= up_to && async_.count(d->id)) {
+            done.push_back(std::move(*d));
+            it = shared_.events.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        return !done.empty();
+      };
+      if (!pending()) return;
+      if (!take()) {
+        if (clock::now() >= deadline) return;
+        shared_.cv.wait_until(lock, deadline);
+        take();
+      }
+    }
+    // Callbacks run without the lock, in the order the commits were made.
+    std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const auto& d : done) complete(d);
+  }
+}
+
+std::optional<commit_done> commit_client::wait(std::uint64_t id, clock::time_point deadline) {
+  std::unique_lock lock(shared_.mutex);
+  for (;;) {
+    for (auto it = shared_.events.begin(); it != shared_.events.end(); ++it) {
+      if (auto* d = std::get_if<commit_done>(&*it); d && d->id == id) {
+        commit_done out = std::move(*d);
+        shared_.events.erase(it);
+        return out;
+      }
+    }
+    if (clock::now() >= deadline) return std::nullopt;
+    shared_.cv.wait_until(lock, deadline);
+  }
+}
+
+}  // namespace kgroup::detail
