@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "data/next_offset.hpp"
 #include "data/positions.hpp"
 #include "data/record_cursor.hpp"
 
@@ -54,6 +55,34 @@ std::shared_ptr<detail::fetched_data> fetched(const TopicPartition& tp, std::int
   for (const auto& b : batches) append_batch(*frame, b);
   auto d = std::make_shared<detail::fetched_data>();
   d->tp = tp;
+  d->fetch_offset = fetch_offset;
+  d->records = *frame;
+  d->frame = frame;
+  d->bytes = frame->size();
+  return d;
+}
+
+// One legacy (magic 0 or 1) gzip wrapper message holding messages at `inner` (absolute offsets;
+// the encoder stores them relative to the first for magic 1), its own offset then overwritten with
+// `wrapper`: a broker's (or a hostile peer's) wrapper need not agree with what it holds, and the
+// legacy CRC does not cover the offset.
+std::shared_ptr<detail::fetched_data> legacy_fetched(std::int64_t fetch_offset, std::int8_t magic,
+                                                     const std::vector<std::int64_t>& inner, std::int64_t wrapper) {
+  std::vector<std::string> values;
+  for (auto o : inner) values.push_back("v" + std::to_string(o));
+  std::vector<proto::legacy_message_input> msgs;
+  for (const auto& v : values) {
+    msgs.push_back({0, 1, std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size())});
+  }
+  for (std::size_t i = 0; i < inner.size(); ++i) msgs[i].offset = inner[i];
+  proto::legacy_encode_options o;
+  o.magic = magic;
+  o.codec = proto::compression::gzip;
+  auto frame = std::make_shared<proto::bytes>();
+  REQUIRE_FALSE(proto::encode_legacy_message_set(msgs, o, *frame));
+  for (int i = 0; i < 8; ++i) (*frame)[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(wrapper) >> (56 - 8 * i));
+  auto d = std::make_shared<detail::fetched_data>();
+  d->tp = t0;
   d->fetch_offset = fetch_offset;
   d->records = *frame;
   d->frame = frame;
@@ -511,4 +540,79 @@ TEST_CASE("cursor: a record outside its batch's offsets is corrupt data (issue 3
   CHECK(offsets(b) == std::vector<std::int64_t>{0});
   CHECK(t.position(t0)->offset == 1);
   CHECK(std::string(c.error_what()) == "record (its offset is outside its batch)");
+}
+
+TEST_CASE("cursor: a legacy compressed wrapper ends at its own offset, where the fetcher goes on; an inconsistent one is "
+          "corrupt data",
+          "[cursor][legacy]") {
+  // The fetcher fetches next after a legacy wrapper's own offset (next_fetch_offset reads only the
+  // outer message, as Java's lastOffset() is the wrapper's). Magic-0 inner offsets are absolute and
+  // need not agree with it; a cursor that ended elsewhere left the position off the fetcher's, and
+  // every later answer was dropped as data for another position: the partition stalled, silently.
+  // Whatever the wrapper holds, the cursor either ends where the fetcher continues, returning no
+  // record twice and none below the position, or stops at the wrapper as corrupt data.
+  record_cursor c({});
+  poll_batch b;
+  auto read_all = [&](position_table& t, const std::shared_ptr<detail::fetched_data>& d) {
+    c.finish();
+    b = {};
+    c.start(d);
+    const auto stop = c.read(b, 500, t);
+    if (stop == record_cursor::stop::exhausted) {
+      const std::int64_t next = fetch::next_fetch_offset(d->records, d->fetch_offset);
+      CHECK(t.position(t0)->offset == next);
+      detail::fetched_data following;  // the fetcher's next answer for this partition
+      following.tp = t0;
+      following.fetch_offset = next;
+      CHECK(t.fit(following) == fetched_fit::usable);
+    }
+    return stop;
+  };
+  SECTION("magic 0, the wrapper's offset past its last message: read, the position after the wrapper") {
+    auto t = owning(t0, 50);
+    REQUIRE(read_all(t, legacy_fetched(50, 0, {50, 51, 52}, 60)) == record_cursor::stop::exhausted);
+    CHECK(offsets(b) == std::vector<std::int64_t>{50, 51, 52});
+    CHECK(t.position(t0)->offset == 61);
+  }
+  SECTION("magic 0, the same wrapper with every message below the position") {
+    auto t = owning(t0, 55);
+    REQUIRE(read_all(t, legacy_fetched(55, 0, {50, 51, 52}, 60)) == record_cursor::stop::exhausted);
+    CHECK(b.records.empty());
+    CHECK(t.position(t0)->offset == 61);
+  }
+  SECTION("magic 0, consistent, fetched from the middle of the wrapper") {
+    auto t = owning(t0, 52);
+    REQUIRE(read_all(t, legacy_fetched(52, 0, {50, 51, 52, 53}, 53)) == record_cursor::stop::exhausted);
+    CHECK(offsets(b) == std::vector<std::int64_t>{52, 53});
+    CHECK(t.position(t0)->offset == 54);
+  }
+  SECTION("magic 1: the wrapper's offset makes the inner offsets absolute, so they end at it") {
+    auto t = owning(t0, 50);
+    REQUIRE(read_all(t, legacy_fetched(50, 1, {50, 51, 52}, 60)) == record_cursor::stop::exhausted);
+    CHECK(offsets(b) == std::vector<std::int64_t>{58, 59, 60});
+    CHECK(t.position(t0)->offset == 61);
+  }
+  auto corrupt = [&](const std::shared_ptr<detail::fetched_data>& d) {
+    auto t = owning(t0, d->fetch_offset);
+    REQUIRE(read_all(t, d) == record_cursor::stop::corrupt);
+    CHECK(b.records.empty());
+    CHECK(t.position(t0)->offset == d->fetch_offset);
+    CHECK(std::string(c.error_what()) == "record batch");
+  };
+  SECTION("magic 0, the wrapper's offset below its last message (Java would move the position back)") {
+    corrupt(legacy_fetched(50, 0, {50, 51, 52}, 51));
+  }
+  SECTION("magic 0, the wrapper's offset below its first message") {
+    corrupt(legacy_fetched(50, 0, {50, 51, 52}, 40));
+  }
+  SECTION("magic 1, the wrapper's offset below its last relative offset: negative offsets (Java refuses it too)") {
+    corrupt(legacy_fetched(0, 1, {50, 51, 52}, 1));
+  }
+  SECTION("inner offsets not increasing: a record would be dropped or come out of order") {
+    for (std::int8_t magic : {std::int8_t{0}, std::int8_t{1}}) {
+      INFO("magic " << int{magic});
+      corrupt(legacy_fetched(50, magic, {50, 50, 51}, 51));
+      corrupt(legacy_fetched(50, magic, {50, 52, 51}, 52));
+    }
+  }
 }

@@ -593,6 +593,49 @@ TEST_CASE("records: hand-built magic-0 gzip wrapper with absolute inner offsets"
   CHECK(d.records[2].value == "3");
 }
 
+TEST_CASE("records: a legacy wrapper's offset is its batch's last offset; a wrapper its messages contradict is corrupt",
+          "[records][legacy]") {
+  // Java's AbstractLegacyRecordBatch: lastOffset() is the wrapper's offset for both magics (the
+  // fetch position continues after it); magic-1 inner offsets are relative to it, and a wrapper
+  // offset below the last relative one (negative offsets) is refused.
+  auto wrapper = [](std::int8_t magic, std::int64_t offset, std::initializer_list<std::int64_t> inner_offsets) {
+    bytes inner;
+    for (auto o : inner_offsets) put_legacy(inner, o, magic, 0, 7, std::nullopt, to_bytes("x"));
+    bytes packed;
+    REQUIRE_FALSE(compress(compression::gzip, inner, packed));
+    bytes out;
+    put_legacy(out, offset, magic, 1 /* gzip */, 7, std::nullopt, packed);
+    return out;
+  };
+  SECTION("magic 0, the wrapper past its last message: read, the batch ends at the wrapper") {
+    auto d = decode_all(wrapper(0, 60, {50, 51, 52}));
+    REQUIRE_FALSE(d.error);
+    REQUIRE(d.batches.size() == 1);
+    CHECK(d.batches[0].base_offset == 50);
+    CHECK(d.batches[0].last_offset() == 60);
+    CHECK(d.batches[0].record_count == 3);
+    REQUIRE(d.records.size() == 3);
+    CHECK(d.records[2].offset == 52);
+  }
+  SECTION("magic 1, a wrapper at 0 holding one message at 0 (what librdkafka produced)") {
+    auto d = decode_all(wrapper(1, 0, {0}));
+    REQUIRE_FALSE(d.error);
+    REQUIRE(d.records.size() == 1);
+    CHECK(d.records[0].offset == 0);
+    CHECK(d.batches[0].last_offset() == 0);
+  }
+  SECTION("corrupt") {
+    CHECK(decode_all(wrapper(0, 51, {50, 51, 52})).error == codec_errc::oversized);  // below its last message
+    CHECK(decode_all(wrapper(0, 40, {50, 51, 52})).error == codec_errc::oversized);  // below its first
+    CHECK(decode_all(wrapper(1, 1, {0, 1, 2})).error == codec_errc::oversized);      // offsets -1, 0, 1
+    for (std::int8_t magic : {std::int8_t{0}, std::int8_t{1}}) {
+      INFO("magic " << int{magic});
+      CHECK(decode_all(wrapper(magic, 51, {50, 50, 51})).error == codec_errc::oversized);  // not increasing
+      CHECK(decode_all(wrapper(magic, 52, {50, 52, 51})).error == codec_errc::oversized);
+    }
+  }
+}
+
 TEST_CASE("records: legacy encoder round trips, every legacy codec", "[records][legacy]") {
   const std::string keys[] = {"k1", "k2", "k3", "k4"};
   for (std::int8_t magic : {std::int8_t{0}, std::int8_t{1}}) {
