@@ -373,6 +373,11 @@ std::error_code batch_reader::decode_legacy(byte_view batch, record_batch& out) 
     if (count == 0) {
       first_offset = im.offset;
       first_timestamp = im.timestamp;
+    } else if (im.offset <= last_offset) {
+      // Brokers wrote increasing inner offsets. Others would have the cursor drop a record silently
+      // (at an offset it has passed) or return records out of order: corrupt, like the offset
+      // checks below.
+      return err(codec_errc::oversized);
     }
     last_offset = im.offset;
     ++count;
@@ -380,14 +385,26 @@ std::error_code batch_reader::decode_legacy(byte_view batch, record_batch& out) 
   if (count == 0) return err(codec_errc::truncated);  // a wrapper must hold a message
   if (count > max_int32) return err(codec_errc::oversized);
 
-  // Magic 1 wrappers (KIP-31) hold offsets relative to the first inner message; the wrapper
-  // carries the absolute offset of the last one. Magic 0 inner offsets are absolute.
+  // The batch ends at the wrapper's offset for both magics, as Java's lastOffset() does: the
+  // fetcher continues after it (next_fetch_offset reads only the outer message), so the cursor
+  // must move the position there too, or the next answer fits no position and the partition
+  // stalls. Magic 1 wrappers (KIP-31) hold offsets relative to the first inner message and carry
+  // the absolute offset of the last one, so they end there by construction; a wrapper below the
+  // last relative offset gives negative offsets (Java refuses it too). Magic 0 inner offsets are
+  // absolute and a broker's bytes need not agree with the wrapper: one past the last message is
+  // read as Java reads it (no record lies between); one below it is corrupt, as Java would move
+  // the position back behind records it returned and return them again.
+  const std::int64_t inner_span = wrap_sub(last_offset, first_offset);
+  if (inner_span < 0 || inner_span > std::numeric_limits<std::int32_t>::max()) return err(codec_errc::oversized);
   const std::int64_t adjust = m.magic == 1 ? wrap_sub(m.offset, last_offset) : 0;
-  const std::int64_t span = wrap_sub(last_offset, first_offset);
-  if (span < 0 || span > std::numeric_limits<std::int32_t>::max()) return err(codec_errc::oversized);
+  const std::int64_t base = m.magic == 1 ? wrap_sub(m.offset, inner_span) : first_offset;
+  if (base < 0 || m.offset < base) return err(codec_errc::oversized);  // no position is negative
+  if (m.magic == 0 && m.offset < last_offset) return err(codec_errc::oversized);
+  const std::int64_t span = m.offset - base;  // both non-negative: cannot overflow
+  if (span > std::numeric_limits<std::int32_t>::max()) return err(codec_errc::oversized);
   const bool log_append = m.magic == 1 && (m.attributes & batch_attribute::timestamp_type) != 0;
 
-  h.base_offset = wrap_add(adjust, first_offset);
+  h.base_offset = base;
   h.last_offset_delta = static_cast<std::int32_t>(span);
   h.base_timestamp = log_append ? m.timestamp : first_timestamp;
   h.record_count = static_cast<std::int32_t>(count);
