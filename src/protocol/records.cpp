@@ -395,7 +395,8 @@ std::error_code batch_reader::decode_legacy(byte_view batch, record_batch& out) 
   // read as Java reads it (no record lies between); one below it is corrupt, as Java would move
   // the position back behind records it returned and return them again.
   const std::int64_t inner_span = wrap_sub(last_offset, first_offset);
-  if (inner_span < 0 || inner_span > std::numeric_limits<std::int32_t>::max()) return err(codec_errc::oversized);
+  if (inner_span < 0 || inner_span > std::numeric_limits<std::int32_t>::max())
+    return err(codec_errc::oversized);
   const std::int64_t adjust = m.magic == 1 ? wrap_sub(m.offset, last_offset) : 0;
   const std::int64_t base = m.magic == 1 ? wrap_sub(m.offset, inner_span) : first_offset;
   if (base < 0 || m.offset < base) return err(codec_errc::oversized);  // no position is negative

@@ -67,12 +67,14 @@ std::shared_ptr<detail::fetched_data> fetched(const TopicPartition& tp, std::int
 // `wrapper`: a broker's (or a hostile peer's) wrapper need not agree with what it holds, and the
 // legacy CRC does not cover the offset.
 std::shared_ptr<detail::fetched_data> legacy_fetched(std::int64_t fetch_offset, std::int8_t magic,
-                                                     const std::vector<std::int64_t>& inner, std::int64_t wrapper) {
+                                                     const std::vector<std::int64_t>& inner,
+                                                     std::int64_t wrapper) {
   std::vector<std::string> values;
   for (auto o : inner) values.push_back("v" + std::to_string(o));
   std::vector<proto::legacy_message_input> msgs;
   for (const auto& v : values) {
-    msgs.push_back({0, 1, std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size())});
+    msgs.push_back(
+        {0, 1, std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size())});
   }
   for (std::size_t i = 0; i < inner.size(); ++i) msgs[i].offset = inner[i];
   proto::legacy_encode_options o;
@@ -80,7 +82,9 @@ std::shared_ptr<detail::fetched_data> legacy_fetched(std::int64_t fetch_offset, 
   o.codec = proto::compression::gzip;
   auto frame = std::make_shared<proto::bytes>();
   REQUIRE_FALSE(proto::encode_legacy_message_set(msgs, o, *frame));
-  for (int i = 0; i < 8; ++i) (*frame)[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(wrapper) >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    (*frame)[static_cast<std::size_t>(i)] =
+        static_cast<std::uint8_t>(static_cast<std::uint64_t>(wrapper) >> (56 - 8 * i));
   auto d = std::make_shared<detail::fetched_data>();
   d->tp = t0;
   d->fetch_offset = fetch_offset;
@@ -542,8 +546,7 @@ TEST_CASE("cursor: a record outside its batch's offsets is corrupt data (issue 3
   CHECK(std::string(c.error_what()) == "record (its offset is outside its batch)");
 }
 
-TEST_CASE("cursor: a legacy compressed wrapper ends at its own offset, where the fetcher goes on; an inconsistent one is "
-          "corrupt data",
+TEST_CASE("cursor: a legacy compressed wrapper ends where the fetcher goes on, or is corrupt",
           "[cursor][legacy]") {
   // The fetcher fetches next after a legacy wrapper's own offset (next_fetch_offset reads only the
   // outer message, as Java's lastOffset() is the wrapper's). Magic-0 inner offsets are absolute and
@@ -605,7 +608,7 @@ TEST_CASE("cursor: a legacy compressed wrapper ends at its own offset, where the
   SECTION("magic 0, the wrapper's offset below its first message") {
     corrupt(legacy_fetched(50, 0, {50, 51, 52}, 40));
   }
-  SECTION("magic 1, the wrapper's offset below its last relative offset: negative offsets (Java refuses it too)") {
+  SECTION("magic 1, the wrapper below its last relative offset: negative offsets (Java refuses it too)") {
     corrupt(legacy_fetched(0, 1, {50, 51, 52}, 1));
   }
   SECTION("inner offsets not increasing: a record would be dropped or come out of order") {

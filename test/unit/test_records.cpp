@@ -593,12 +593,13 @@ TEST_CASE("records: hand-built magic-0 gzip wrapper with absolute inner offsets"
   CHECK(d.records[2].value == "3");
 }
 
-TEST_CASE("records: a legacy wrapper's offset is its batch's last offset; a wrapper its messages contradict is corrupt",
+TEST_CASE("records: a legacy wrapper's offset is its batch's last offset, or it is corrupt",
           "[records][legacy]") {
   // Java's AbstractLegacyRecordBatch: lastOffset() is the wrapper's offset for both magics (the
   // fetch position continues after it); magic-1 inner offsets are relative to it, and a wrapper
   // offset below the last relative one (negative offsets) is refused.
-  auto wrapper = [](std::int8_t magic, std::int64_t offset, std::initializer_list<std::int64_t> inner_offsets) {
+  auto wrapper = [](std::int8_t magic, std::int64_t offset,
+                    std::initializer_list<std::int64_t> inner_offsets) {
     bytes inner;
     for (auto o : inner_offsets) put_legacy(inner, o, magic, 0, 7, std::nullopt, to_bytes("x"));
     bytes packed;
