@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../support/alloc_meter.hpp"
+#include "alloc_meter.hpp"
 #include "assign/consumer_protocol.hpp"
 #include "assign/sticky_user_data.hpp"
 #include "byte_builder.hpp"

@@ -11,7 +11,7 @@
 #include <system_error>
 #include <vector>
 
-#include "../support/record_batches.hpp"
+#include "record_batches.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "../support/record_batches.hpp"
+#include "record_batches.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
