@@ -37,8 +37,8 @@ class byte_builder {
   }
   // Zigzag: 0,-1,1,-2,... -> 0,1,2,3,...
   byte_builder& varint(std::int64_t v) {
-    const std::uint64_t u = v < 0 ? (static_cast<std::uint64_t>(-(v + 1)) * 2 + 1)
-                                  : static_cast<std::uint64_t>(v) * 2;
+    const std::uint64_t u =
+        v < 0 ? (static_cast<std::uint64_t>(-(v + 1)) * 2 + 1) : static_cast<std::uint64_t>(v) * 2;
     return uvarint(u);
   }
 
@@ -193,7 +193,8 @@ std::string reencode_problem(const std::vector<std::uint8_t>& in, std::int16_t v
   M x;
   if (decode(in, v, x)) return {};
   bytes out;
-  if (auto ec = encode(x, v, out)) return "decoded value does not encode: " + ec.message() + " from " + hex(in);
+  if (auto ec = encode(x, v, out))
+    return "decoded value does not encode: " + ec.message() + " from " + hex(in);
   M y;
   if (auto ec = decode(out, v, y)) return "re-encoded bytes do not decode: " + ec.message() + " " + hex(out);
   if (!(x == y)) return "re-decoded value differs, from " + hex(in);
@@ -258,12 +259,16 @@ void check_all_versions(Make make, Wire wire) {
   CHECK(mutated.empty());
   bytes out;
   M tmp;
-  CHECK(encode(M{}, static_cast<std::int16_t>(M::lowest_version - 1), out) == codec_errc::unsupported_version);
-  CHECK(encode(M{}, static_cast<std::int16_t>(M::highest_version + 1), out) == codec_errc::unsupported_version);
+  CHECK(encode(M{}, static_cast<std::int16_t>(M::lowest_version - 1), out) ==
+        codec_errc::unsupported_version);
+  CHECK(encode(M{}, static_cast<std::int16_t>(M::highest_version + 1), out) ==
+        codec_errc::unsupported_version);
   CHECK(out.empty());
   const bytes any{0x00, 0x00, 0x00, 0x00};
-  CHECK(decode(any, static_cast<std::int16_t>(M::lowest_version - 1), tmp) == codec_errc::unsupported_version);
-  CHECK(decode(any, static_cast<std::int16_t>(M::highest_version + 1), tmp) == codec_errc::unsupported_version);
+  CHECK(decode(any, static_cast<std::int16_t>(M::lowest_version - 1), tmp) ==
+        codec_errc::unsupported_version);
+  CHECK(decode(any, static_cast<std::int16_t>(M::highest_version + 1), tmp) ==
+        codec_errc::unsupported_version);
 }
 
 /// For flexible versions whose last byte is the top-level (empty) tagged-field section: the same
@@ -311,7 +316,8 @@ void check_dropped(const M& msg, const M& restricted, std::int16_t v) {
 }
 
 template <class M>
-void check_decode_fails(const std::vector<std::uint8_t>& in, std::int16_t v, kgroup::protocol::codec_errc want) {
+void check_decode_fails(const std::vector<std::uint8_t>& in, std::int16_t v,
+                        kgroup::protocol::codec_errc want) {
   INFO(M::name << " v" << v);
   M back;
   CHECK(decode(in, v, back) == want);

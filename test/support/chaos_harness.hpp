@@ -115,7 +115,8 @@ class recorder {
         int ms = 0;
         in >> at >> last_poll >> ms;
         // The member's poll deadline: after it, it is no longer a live member.
-        stall_cuts_[member].push_back(last_poll + static_cast<std::int64_t>(max_poll_interval_ms) * 1'000'000);
+        stall_cuts_[member].push_back(last_poll +
+                                      static_cast<std::int64_t>(max_poll_interval_ms) * 1'000'000);
         break;
       }
       case 'G': {
@@ -144,7 +145,8 @@ class recorder {
           const auto colon = item.find(':');
           if (colon == std::string::npos) continue;
           const int p = std::atoi(item.c_str());
-          if (p >= 0 && p < partition_count) commits_[p].push_back({at, member, std::atoll(item.c_str() + colon + 1)});
+          if (p >= 0 && p < partition_count)
+            commits_[p].push_back({at, member, std::atoll(item.c_str() + colon + 1)});
         }
         break;
       }
@@ -192,7 +194,8 @@ class recorder {
   }
 
   // Offsets in [0, produced[p]) nobody consumed.
-  std::vector<std::string> missing(const std::vector<std::int64_t>& produced, std::size_t* count = nullptr) const {
+  std::vector<std::string> missing(const std::vector<std::int64_t>& produced,
+                                   std::size_t* count = nullptr) const {
     std::lock_guard lock(mutex_);
     std::vector<std::string> out;
     std::size_t n = 0;
@@ -263,20 +266,23 @@ class recorder {
 
   // Invariant 1: every moment a partition had two live owners (see the header comment).
   // `ends` (optional) counts the intervals by how they ended (R, L, K, S, G, o as above).
-  std::vector<std::string> double_owners(std::size_t* intervals_out = nullptr, std::map<char, std::size_t>* ends = nullptr) const {
+  std::vector<std::string> double_owners(std::size_t* intervals_out = nullptr,
+                                         std::map<char, std::size_t>* ends = nullptr) const {
     std::lock_guard lock(mutex_);
     struct interval {
       std::int64_t start, end;
       std::string member;
-      char how;  // R, L (its callback), K (killed), S (poll deadline of a stall), G (left out of a generation), open;
-                 // ends also counts g: an assignment delivered after its generation was over (no interval)
+      char how;  // R, L (its callback), K (killed), S (poll deadline of a stall), G (left out of a
+                 // generation), open; ends also counts g: an assignment delivered after its generation was
+                 // over (no interval)
     };
     constexpr std::int64_t forever = INT64_MAX;
     auto events = events_;
     std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.t < b.t; });
     std::map<std::string, std::map<int, std::int64_t>> open;  // member -> partition -> start
     std::vector<std::vector<interval>> by_partition(partition_count);
-    auto close_interval = [&](const std::string& member, int p, std::int64_t start, std::int64_t end, char how) {
+    auto close_interval = [&](const std::string& member, int p, std::int64_t start, std::int64_t end,
+                              char how) {
       // Ownership also ends at a kill and at a stalled member's poll deadline.
       if (auto k = kills_.find(member); k != kills_.end() && k->second < end) {
         end = k->second;
@@ -311,7 +317,8 @@ class recorder {
           how = 'G';
         }
       }
-      if (end > start && p >= 0 && p < partition_count) by_partition[static_cast<std::size_t>(p)].push_back({start, end, member, how});
+      if (end > start && p >= 0 && p < partition_count)
+        by_partition[static_cast<std::size_t>(p)].push_back({start, end, member, how});
     };
     for (const auto& e : events) {
       auto& mine = open[e.member];
@@ -341,7 +348,8 @@ class recorder {
           if (v[j].member == v[i].member) continue;
           if (out.size() < 10) {
             char buf[256];
-            std::snprintf(buf, sizeof buf, "partition %d: %s from %.3f s (until %.3f s, %c) overlaps %s from %.3f s", p,
+            std::snprintf(buf, sizeof buf,
+                          "partition %d: %s from %.3f s (until %.3f s, %c) overlaps %s from %.3f s", p,
                           v[i].member.c_str(), static_cast<double>(v[i].start - t0_) / 1e9,
                           v[i].end == forever ? -1.0 : static_cast<double>(v[i].end - t0_) / 1e9, v[i].how,
                           v[j].member.c_str(), static_cast<double>(v[j].start - t0_) / 1e9);
@@ -374,8 +382,8 @@ class recorder {
   std::uint64_t consumed_total_ = 0;
   std::uint64_t redelivered_ = 0;
   std::map<std::string, std::vector<std::int64_t>> stall_cuts_;
-  std::map<int, std::int64_t> formed_;              // generation -> first JoinGroup answer seen
-  std::map<std::string, std::set<int>> joined_;     // member -> generations it joined
+  std::map<int, std::int64_t> formed_;           // generation -> first JoinGroup answer seen
+  std::map<std::string, std::set<int>> joined_;  // member -> generations it joined
   std::map<std::string, std::int64_t> kills_;
   std::map<std::string, int> notes_;
   std::vector<std::string> note_samples_;
@@ -400,12 +408,15 @@ class recorder {
   // The commits members reported for partition `p` at or above offset `low` (invariant 3's report).
   void explain_commits(int p, std::int64_t low) const {
     std::lock_guard lock(mutex_);
-    std::printf("    commits of partition %d at or above offset %" PRId64 " (as the members reported them):\n", p, low);
+    std::printf("    commits of partition %d at or above offset %" PRId64
+                " (as the members reported them):\n",
+                p, low);
     auto it = commits_.find(p);
     if (it == commits_.end()) return;
     for (const auto& c : it->second) {
       if (c.offset >= low)
-        std::printf("      %8.3f s %s %" PRId64 "\n", static_cast<double>(c.t - t0_) / 1e9, c.member.c_str(), c.offset);
+        std::printf("      %8.3f s %s %" PRId64 "\n", static_cast<double>(c.t - t0_) / 1e9, c.member.c_str(),
+                    c.offset);
     }
   }
 
@@ -420,9 +431,12 @@ class recorder {
       }
     }
     for (const auto& m : who) {
-      if (auto k = kills_.find(m); k != kills_.end()) std::printf("      %s killed at %.3f s\n", m.c_str(), static_cast<double>(k->second - t0_) / 1e9);
+      if (auto k = kills_.find(m); k != kills_.end())
+        std::printf("      %s killed at %.3f s\n", m.c_str(), static_cast<double>(k->second - t0_) / 1e9);
       if (auto s = stall_cuts_.find(m); s != stall_cuts_.end()) {
-        for (auto cut : s->second) std::printf("      %s stall: poll deadline %.3f s\n", m.c_str(), static_cast<double>(cut - t0_) / 1e9);
+        for (auto cut : s->second)
+          std::printf("      %s stall: poll deadline %.3f s\n", m.c_str(),
+                      static_cast<double>(cut - t0_) / 1e9);
       }
       if (auto j = joined_.find(m); j != joined_.end()) {
         std::printf("      %s joined generations:", m.c_str());
@@ -444,20 +458,24 @@ class recorder {
       for (std::int64_t o = 0; o < produced[static_cast<std::size_t>(p)] && shown < 3; ++o) {
         if (static_cast<std::size_t>(o) < bits.size() && bits[static_cast<std::size_t>(o)]) continue;
         std::int64_t end = o;
-        while (end + 1 < produced[static_cast<std::size_t>(p)] &&
-               !(static_cast<std::size_t>(end + 1) < bits.size() && bits[static_cast<std::size_t>(end + 1)])) {
+        while (
+            end + 1 < produced[static_cast<std::size_t>(p)] &&
+            !(static_cast<std::size_t>(end + 1) < bits.size() && bits[static_cast<std::size_t>(end + 1)])) {
           ++end;
         }
-        std::printf("    gap: partition %d offsets %" PRId64 "-%" PRId64 "; consumed runs of it:\n", p, o, end);
+        std::printf("    gap: partition %d offsets %" PRId64 "-%" PRId64 "; consumed runs of it:\n", p, o,
+                    end);
         for (const auto& r : runs_) {
           if (r.p == p) {
-            std::printf("      %8.3f s %s %" PRId64 "-%" PRId64 "\n", static_cast<double>(r.t - t0_) / 1e9, r.member.c_str(), r.first, r.last);
+            std::printf("      %8.3f s %s %" PRId64 "-%" PRId64 "\n", static_cast<double>(r.t - t0_) / 1e9,
+                        r.member.c_str(), r.first, r.last);
           }
         }
         std::printf("    ownership of partition %d:\n", p);
         for (const auto& e : events_) {
           if (std::find(e.parts.begin(), e.parts.end(), p) != e.parts.end()) {
-            std::printf("      %8.3f s %s %c\n", static_cast<double>(e.t - t0_) / 1e9, e.member.c_str(), e.what);
+            std::printf("      %8.3f s %s %c\n", static_cast<double>(e.t - t0_) / 1e9, e.member.c_str(),
+                        e.what);
           }
         }
         ++shown;
@@ -485,8 +503,12 @@ inline std::size_t count_entries(const char* dir) {
   return n;
 }
 // Minus the descriptor of the directory stream that lists them.
-inline std::size_t open_fds() { return count_entries("/proc/self/fd") - 1; }
-inline std::size_t threads() { return count_entries("/proc/self/task"); }
+inline std::size_t open_fds() {
+  return count_entries("/proc/self/fd") - 1;
+}
+inline std::size_t threads() {
+  return count_entries("/proc/self/task");
+}
 
 // One member as the chaos schedule sees it: in this process or in a child process.
 class member_handle {
@@ -595,7 +617,8 @@ class member_handle {
       const pid_t r = waitpid(pid_, &status, WNOHANG);
       if (r == pid_) break;
       if (steady::now() >= deadline) {
-        rec_.failure(spec_.name + ": did not exit within " + std::to_string(limit.count()) + " ms after leave; killed");
+        rec_.failure(spec_.name + ": did not exit within " + std::to_string(limit.count()) +
+                     " ms after leave; killed");
         ::kill(pid_, SIGKILL);
         waitpid(pid_, &status, 0);
         pid_ = -1;
@@ -735,8 +758,8 @@ class commit_sampler {
         if (el.offset < last) {
           ++regression_count_;
           if (regressions_.size() < 10) {
-            regressions_.push_back("partition " + std::to_string(el.partition) + ": committed " + std::to_string(el.offset) +
-                                   " after " + std::to_string(last));
+            regressions_.push_back("partition " + std::to_string(el.partition) + ": committed " +
+                                   std::to_string(el.offset) + " after " + std::to_string(last));
           }
         }
         last = el.offset;

@@ -145,7 +145,9 @@ class kgroup_chaos_member : public chaos_member {
       // What commit_sync() commits: the positions of the owned partitions (as metrics() shows them).
       std::string committing;
       for (const auto& pm : consumer_->metrics().partitions) {
-        if (pm.position >= 0) committing += (committing.empty() ? "" : ",") + std::to_string(pm.partition.partition) + ":" + std::to_string(pm.position);
+        if (pm.position >= 0)
+          committing += (committing.empty() ? "" : ",") + std::to_string(pm.partition.partition) + ":" +
+                        std::to_string(pm.position);
       }
       try {
         consumer_->commit_sync();
@@ -161,7 +163,9 @@ class kgroup_chaos_member : public chaos_member {
           return;
         }
         std::string committed;
-        for (const auto& [tp, om] : offsets) committed += (committed.empty() ? "" : ",") + std::to_string(tp.partition) + ":" + std::to_string(om.offset);
+        for (const auto& [tp, om] : offsets)
+          committed +=
+              (committed.empty() ? "" : ",") + std::to_string(tp.partition) + ":" + std::to_string(om.offset);
         if (!committed.empty()) emit_("K " + std::to_string(now_ns()) + " " + committed);
       });
     }
@@ -206,7 +210,8 @@ class rdkafka_chaos_member : public chaos_member {
     try {
       kgroup::test::apply_log_settings(conf);
       forward_level_ = 2;
-      if (const char* l = std::getenv("KGROUP_MOCK_LOG_LEVEL"); l != nullptr && *l != '\0') forward_level_ = std::atoi(l);
+      if (const char* l = std::getenv("KGROUP_MOCK_LOG_LEVEL"); l != nullptr && *l != '\0')
+        forward_level_ = std::atoi(l);
       std::string debug = "cgrp";
       if (const char* d = std::getenv("KGROUP_MOCK_DEBUG"); d != nullptr && *d != '\0') {
         debug = std::string(d) + ",cgrp";
@@ -309,21 +314,25 @@ class rdkafka_chaos_member : public chaos_member {
     if (runs_.empty()) return;
     const auto next = runs_.flush(emit_);
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(static_cast<int>(next.size()));
-    for (const auto& [p, offset] : next) rd_kafka_topic_partition_list_add(list, chaos_topic.c_str(), p)->offset = offset;
+    for (const auto& [p, offset] : next)
+      rd_kafka_topic_partition_list_add(list, chaos_topic.c_str(), p)->offset = offset;
     // Fails (harmlessly: the records come again) for partitions no longer assigned.
     (void)rd_kafka_offsets_store(rk_, list);
     rd_kafka_topic_partition_list_destroy(list);
   }
 
-  static void commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+  static void commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
+                        void* opaque) {
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR || offsets == nullptr) return;
     std::string committed;
     for (int i = 0; i < offsets->cnt; ++i) {
       const auto& el = offsets->elems[i];
       if (el.err != RD_KAFKA_RESP_ERR_NO_ERROR || el.offset < 0) continue;
-      committed += (committed.empty() ? "" : ",") + std::to_string(el.partition) + ":" + std::to_string(el.offset);
+      committed +=
+          (committed.empty() ? "" : ",") + std::to_string(el.partition) + ":" + std::to_string(el.offset);
     }
-    if (!committed.empty()) static_cast<rdkafka_chaos_member*>(opaque)->emit_("K " + std::to_string(now_ns()) + " " + committed);
+    if (!committed.empty())
+      static_cast<rdkafka_chaos_member*>(opaque)->emit_("K " + std::to_string(now_ns()) + " " + committed);
   }
 
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
@@ -378,7 +387,8 @@ class rdkafka_chaos_member : public chaos_member {
     }
   }
 
-  static void rebalance_cb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void* opaque) {
+  static void rebalance_cb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+                           void* opaque) {
     static_cast<rdkafka_chaos_member*>(opaque)->on_rebalance(err, parts);
   }
 
@@ -398,10 +408,12 @@ class rdkafka_chaos_member : public chaos_member {
         const auto start = arrow + 4;
         const auto end = line.find(' ', start);
         std::lock_guard lock(self->mutex_);
-        self->join_state_ = std::string(line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+        self->join_state_ = std::string(
+            line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
       }
     }
-    if (level <= self->forward_level_) std::fprintf(stderr, "%%%d|%s|%s| %s\n", level, fac, self->spec_.name.c_str(), buf);
+    if (level <= self->forward_level_)
+      std::fprintf(stderr, "%%%d|%s|%s| %s\n", level, fac, self->spec_.name.c_str(), buf);
   }
 
   rd_kafka_t* rk_ = nullptr;

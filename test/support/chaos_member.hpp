@@ -37,7 +37,9 @@ inline std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
 }
 
-inline double seconds_since(std::int64_t t0) { return static_cast<double>(now_ns() - t0) / 1e9; }
+inline double seconds_since(std::int64_t t0) {
+  return static_cast<double>(now_ns() - t0) / 1e9;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Members (both clients), emitting event lines. The same code runs in this process and in child
@@ -63,7 +65,9 @@ struct member_spec {
   std::string strategy;
   std::string commit;  // kgroup: "sync", "async" or "auto"; librdkafka: "store"
 
-  std::string encode() const { return client + " " + name + " " + bootstrap + " " + group + " " + strategy + " " + commit; }
+  std::string encode() const {
+    return client + " " + name + " " + bootstrap + " " + group + " " + strategy + " " + commit;
+  }
   static member_spec decode(const std::string& text) {
     std::istringstream in(text);
     member_spec s;
@@ -79,7 +83,9 @@ class chaos_member {
   chaos_member(const chaos_member&) = delete;
   chaos_member& operator=(const chaos_member&) = delete;
 
-  void start() { thread_ = std::thread([this] { run(); }); }
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
   /// The poll loop sleeps `ms` after its current iteration (an honest stall: no poll() calls).
   void stall(int ms) { stall_ms_ = ms; }
   /// Stops the poll loop, closes the consumer and emits X. Idempotent.
@@ -127,7 +133,8 @@ class chaos_member {
     }
     if (!ok) {
       emit_("E record " + std::to_string(p) + "@" + std::to_string(offset) + " has key " +
-            (key ? std::string(*key) : std::string("(null)")) + ", not a record of partition " + std::to_string(p));
+            (key ? std::string(*key) : std::string("(null)")) + ", not a record of partition " +
+            std::to_string(p));
     }
   }
 
@@ -140,7 +147,8 @@ class chaos_member {
     while (running_) {
       if (const int ms = stall_ms_.exchange(0); ms > 0) {
         before_stall();
-        emit_("S " + std::to_string(now_ns()) + " " + std::to_string(last_poll_start_) + " " + std::to_string(ms));
+        emit_("S " + std::to_string(now_ns()) + " " + std::to_string(last_poll_start_) + " " +
+              std::to_string(ms));
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         emit_("W " + std::to_string(now_ns()));
       }

@@ -61,9 +61,9 @@ class fake_broker {
   };
 
   struct reply {
-    bytes data;                              // written as is
-    bool close = false;                      // close the connection after writing
-    std::chrono::milliseconds delay{0};      // wait before writing (outside the handler mutex)
+    bytes data;                          // written as is
+    bool close = false;                  // close the connection after writing
+    std::chrono::milliseconds delay{0};  // wait before writing (outside the handler mutex)
   };
 
   using handler = std::function<std::optional<reply>(const request&)>;
@@ -162,13 +162,15 @@ class fake_broker {
     bytes out;
     protocol::writer w(out);
     protocol::encode_response_header(
-        w, {correlation_id}, protocol::response_header_version(req.api_key, flexible(req.api_key, req.api_version)));
+        w, {correlation_id},
+        protocol::response_header_version(req.api_key, flexible(req.api_key, req.api_version)));
     return out;
   }
   static bytes header(const request& req) { return header(req, req.correlation_id); }
 
   /// A complete frame: the header for `req` followed by a hand-written `body`.
-  static bytes frame_with_header(const request& req, const bytes& body, std::optional<std::int32_t> corr = {}) {
+  static bytes frame_with_header(const request& req, const bytes& body,
+                                 std::optional<std::int32_t> corr = {}) {
     bytes payload = header(req, corr.value_or(req.correlation_id));
     payload.insert(payload.end(), body.begin(), body.end());
     return frame(payload);
@@ -179,7 +181,8 @@ class fake_broker {
   static bytes response(const request& req, const Response& msg, std::optional<std::int32_t> corr = {}) {
     bytes body;
     if (auto ec = protocol::encode(msg, req.api_version, body)) {
-      throw std::runtime_error(std::string("fake_broker: cannot encode ") + Response::name + ": " + ec.message());
+      throw std::runtime_error(std::string("fake_broker: cannot encode ") + Response::name + ": " +
+                               ec.message());
     }
     return frame_with_header(req, body, corr);
   }
@@ -221,7 +224,8 @@ class fake_broker {
       protocol::find_coordinator_request fc;
       protocol::find_coordinator_response r;
       if (req.api_version >= 4 && req.decode(fc)) {
-        for (const auto& k : fc.coordinator_keys) r.coordinators.push_back({k, 1, "127.0.0.1", port_, 0, std::nullopt});
+        for (const auto& k : fc.coordinator_keys)
+          r.coordinators.push_back({k, 1, "127.0.0.1", port_, 0, std::nullopt});
       } else {
         r.node_id = 1;
         r.host = "127.0.0.1";
@@ -240,12 +244,14 @@ class fake_broker {
   template <class F>
   static void for_each_request(F&& f) {
     using namespace protocol;
-    std::apply([&](auto... t) { (f(t), ...); },
-               std::tuple<type_tag<api_versions_request>, type_tag<metadata_request>, type_tag<find_coordinator_request>,
-                          type_tag<join_group_request>, type_tag<sync_group_request>, type_tag<heartbeat_request>,
-                          type_tag<leave_group_request>, type_tag<offset_commit_request>,
-                          type_tag<offset_fetch_request>, type_tag<list_offsets_request>, type_tag<fetch_request>,
-                          type_tag<offset_for_leader_epoch_request>, type_tag<describe_groups_request>>{});
+    std::apply(
+        [&](auto... t) { (f(t), ...); },
+        std::tuple<type_tag<api_versions_request>, type_tag<metadata_request>,
+                   type_tag<find_coordinator_request>, type_tag<join_group_request>,
+                   type_tag<sync_group_request>, type_tag<heartbeat_request>, type_tag<leave_group_request>,
+                   type_tag<offset_commit_request>, type_tag<offset_fetch_request>,
+                   type_tag<list_offsets_request>, type_tag<fetch_request>,
+                   type_tag<offset_for_leader_epoch_request>, type_tag<describe_groups_request>>{});
   }
 
   void accept_loop() {
@@ -266,8 +272,8 @@ class fake_broker {
       for (;;) {
         std::uint8_t len[4];
         boost::asio::read(s, boost::asio::buffer(len));
-        const std::uint32_t n =
-            (std::uint32_t{len[0]} << 24) | (std::uint32_t{len[1]} << 16) | (std::uint32_t{len[2]} << 8) | len[3];
+        const std::uint32_t n = (std::uint32_t{len[0]} << 24) | (std::uint32_t{len[1]} << 16) |
+                                (std::uint32_t{len[2]} << 8) | len[3];
         bytes f(n);
         boost::asio::read(s, boost::asio::buffer(f));
         request req;
@@ -279,7 +285,8 @@ class fake_broker {
           req.api_version = peek.read_int16();
           protocol::reader r(f);
           protocol::request_header h;
-          protocol::decode_request_header(r, h, protocol::request_header_version(flexible(req.api_key, req.api_version)));
+          protocol::decode_request_header(
+              r, h, protocol::request_header_version(flexible(req.api_key, req.api_version)));
           if (!r.ok()) return;
           req.correlation_id = h.correlation_id;
           req.client_id = h.client_id;

@@ -38,7 +38,8 @@ class log_capture {
     std::lock_guard lock(sink_->mutex);
     for (const auto& [lvl, msg] : sink_->lines) {
       if (lvl < level) continue;
-      if (std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return msg.find(p) != std::string::npos; })) {
+      if (std::all_of(parts.begin(), parts.end(),
+                      [&](const std::string& p) { return msg.find(p) != std::string::npos; })) {
         return true;
       }
     }
@@ -69,13 +70,14 @@ class log_capture {
  private:
   struct sink_type : LogSink {
     std::mutex mutex;
-    std::vector<std::pair<LogLevel, std::string>> lines;  // guarded by mutex
+    std::vector<std::pair<LogLevel, std::string>> lines;          // guarded by mutex
     const bool echo = std::getenv("KGROUP_TEST_LOG") != nullptr;  // set to see the log while debugging
     LogLevel min_level() const noexcept override { return LogLevel::debug; }
     void log(LogLevel level, std::string_view message) override {
       std::lock_guard lock(mutex);
       lines.emplace_back(level, std::string(message));
-      if (echo) std::fprintf(stderr, "[%s] %s\n", std::string(to_string(level)).c_str(), lines.back().second.c_str());
+      if (echo)
+        std::fprintf(stderr, "[%s] %s\n", std::string(to_string(level)).c_str(), lines.back().second.c_str());
     }
   };
   std::shared_ptr<sink_type> sink_;

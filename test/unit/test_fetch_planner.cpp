@@ -11,10 +11,10 @@
 #include <system_error>
 #include <vector>
 
-#include "record_batches.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
+#include "record_batches.hpp"
 
 using namespace kgroup;
 using namespace kgroup::data;

@@ -7,11 +7,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "record_batches.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
 #include "kgroup/kafka_errc.hpp"
 #include "protocol/records.hpp"
+#include "record_batches.hpp"
 
 namespace Catch {
 template <>
