@@ -1,16 +1,15 @@
 // Broker connections, version negotiation, metadata and coordinator lookup against the librdkafka
 // mock cluster (an independent Kafka implementation), plus protocol violations from a fake broker.
-#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
+#include "fake_broker.hpp"
 #include "io_wait.hpp"
 #include "kgroup/cluster.hpp"
 #include "mock_cluster.hpp"
@@ -249,8 +248,13 @@ TEST_CASE("a request slower than request.timeout.ms times out and closes the con
 
 namespace {
 
-// A fake broker on loopback: answers ApiVersions properly, then misbehaves as told.
-class fake_broker {
+using kgroup::protocol::bytes;
+using kgroup::test::fake_broker;
+
+// A broker that speaks only non-flexible versions (ApiVersions and Metadata up to v2), answers
+// ApiVersions properly (a newer request refused in the v0 format, as brokers do), then misbehaves
+// as told on every other request.
+class misbehaving_broker {
  public:
   enum class mode {
     wrong_correlation_id,
@@ -262,138 +266,81 @@ class fake_broker {
     unreadable_api_range,  // ApiVersions v3+ refused with a body that names no usable range
   };
 
-  explicit fake_broker(mode m) : mode_(m), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
-    port_ = acceptor_.local_endpoint().port();
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~fake_broker() {
-    stop_ = true;
-    // A blocking accept() is not woken by closing the acceptor from another thread: connect once.
-    try {
-      asio::io_context io;
-      asio::ip::tcp::socket s(io);
-      s.connect({asio::ip::make_address("127.0.0.1"), port_});
-    } catch (const std::exception&) {
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  std::uint16_t port() const { return port_; }
-  int connections() const { return connections_; }
+  explicit misbehaving_broker(mode m)
+      : mode_(m),
+        fb_([this](const fake_broker::request& r) { return answer(r); }, {},
+            {{kgroup::protocol::api_versions_request::api_key, 0, 2},
+             {kgroup::protocol::metadata_request::api_key, 0, 2}}) {}
+
+  std::uint16_t port() const { return fb_.port(); }
+  int connections() const { return fb_.connections(); }
   /// The ApiVersions versions the broker was asked with, in order.
   std::vector<std::int16_t> api_versions_asked() const {
-    std::lock_guard lock(mutex_);
-    return asked_;
+    return fb_.versions_asked(kgroup::protocol::api_versions_request::api_key);
   }
 
  private:
-  static std::vector<std::uint8_t> read_frame(asio::ip::tcp::socket& s) {
-    std::uint8_t len[4];
-    asio::read(s, asio::buffer(len));
-    std::uint32_t n = (std::uint32_t{len[0]} << 24) | (len[1] << 16) | (len[2] << 8) | len[3];
-    std::vector<std::uint8_t> f(n);
-    asio::read(s, asio::buffer(f));
-    return f;
-  }
-  static void write_frame(asio::ip::tcp::socket& s, const std::vector<std::uint8_t>& body) {
-    kgroup::protocol::bytes out;
+  static bytes int32s(std::initializer_list<std::int32_t> values) {
+    bytes out;
     kgroup::protocol::writer w(out);
-    w.write_int32(static_cast<std::int32_t>(body.size()));
-    w.write_raw(body);
-    asio::write(s, asio::buffer(out));
+    for (auto v : values) w.write_int32(v);
+    return out;
   }
 
-  void serve() {
-    while (!stop_) {
-      asio::ip::tcp::socket s(io_);
-      boost::system::error_code ec;
-      acceptor_.accept(s, ec);
-      if (ec || stop_) return;
-      ++connections_;
-      try {
-        for (;;) {
-          auto req = read_frame(s);
-          kgroup::protocol::reader r(req);
-          kgroup::protocol::request_header h;
-          kgroup::protocol::decode_request_header(r, h, 1);
-          kgroup::protocol::bytes body;
-          kgroup::protocol::writer w(body);
-          if (h.api_key == 18) {
-            {
-              std::lock_guard lock(mutex_);
-              asked_.push_back(h.api_version);
-            }
-            // ApiVersions v0-format answer with UNSUPPORTED_VERSION for v3+, else a v0..2 answer.
-            w.write_int32(h.correlation_id);
-            kgroup::protocol::api_versions_response resp;
-            resp.api_keys = {{18, 0, 2}, {3, 0, 2}};  // Metadata up to v2 (non-flexible)
-            if (h.api_version >= 3) resp.error_code = 35;
-            if (h.api_version >= 3 && mode_ == mode::unreadable_api_range) {
-              w.write_int16(35);
-              w.write_int32(-7);  // neither a v0 array nor a compact one: no range to read
-            } else {
-              (void)kgroup::protocol::encode(resp, h.api_version >= 3 ? 0 : h.api_version, body);
-            }
-            write_frame(s, body);
-            continue;
-          }
-          switch (mode_) {
-            case mode::wrong_correlation_id:
-              w.write_int32(h.correlation_id + 1000);
-              w.write_int32(0);
-              break;
-            case mode::oversized_frame: {
-              std::vector<std::uint8_t> huge_len{0x7f, 0xff, 0xff, 0xff};
-              asio::write(s, asio::buffer(huge_len));
-              continue;
-            }
-            case mode::garbage_body:
-              w.write_int32(h.correlation_id);
-              w.write_int32(0);       // throttle
-              w.write_int32(100000);  // broker count far beyond the frame
-              break;
-            case mode::trailing_bytes:
-            case mode::unreadable_api_range: {
-              w.write_int32(h.correlation_id);
-              kgroup::protocol::metadata_response md;
-              md.brokers.push_back({1, "127.0.0.1", port_, std::nullopt});
-              (void)kgroup::protocol::encode(md, h.api_version, body);
-              if (mode_ == mode::trailing_bytes) body.push_back(0);
-              break;
-            }
-            case mode::truncated: {
-              w.write_int32(h.correlation_id);
-              kgroup::protocol::metadata_response md;
-              md.brokers.push_back({1, "127.0.0.1", port_, std::nullopt});
-              (void)kgroup::protocol::encode(md, h.api_version, body);
-              body.resize(body.size() - 6);  // cut short: the last fields are missing
-              break;
-            }
-            case mode::unsolicited:
-              w.write_int32(h.correlation_id);
-              (void)kgroup::protocol::encode(kgroup::protocol::metadata_response{}, h.api_version, body);
-              write_frame(s, body);  // the real answer (empty metadata)...
-              body.clear();
-              w.write_int32(777);  // ...then one nobody asked for
-              w.write_int32(0);
-              break;
-          }
-          write_frame(s, body);
-        }
-      } catch (const std::exception&) {
-        // client closed the connection: accept the next one
+  // A Metadata body naming this broker as the only one.
+  bytes metadata_body(const fake_broker::request& r) const {
+    kgroup::protocol::metadata_response md;
+    md.brokers.push_back({1, "127.0.0.1", fb_.port(), std::nullopt});
+    bytes body;
+    (void)kgroup::protocol::encode(md, r.api_version, body);
+    return body;
+  }
+
+  std::optional<fake_broker::reply> answer(const fake_broker::request& r) const {
+    using reply = fake_broker::reply;
+    if (r.api_key == kgroup::protocol::api_versions_request::api_key) {
+      if (mode_ == mode::unreadable_api_range && r.api_version >= 3) {
+        bytes body;
+        kgroup::protocol::writer w(body);
+        w.write_int16(35);  // UNSUPPORTED_VERSION
+        w.write_int32(-7);  // neither a v0 array nor a compact one: no range to read
+        return reply{fake_broker::frame_with_header(r, body)};
+      }
+      return std::nullopt;
+    }
+    switch (mode_) {
+      case mode::wrong_correlation_id:
+        return reply{fake_broker::frame_with_header(r, int32s({0}), r.correlation_id + 1000)};
+      case mode::oversized_frame:
+        return reply{bytes{0x7f, 0xff, 0xff, 0xff}};  // a size prefix only
+      case mode::garbage_body:
+        // Throttle, then a broker count far beyond the frame.
+        return reply{fake_broker::frame_with_header(r, int32s({0, 100000}))};
+      case mode::trailing_bytes: {
+        bytes body = metadata_body(r);
+        body.push_back(0);
+        return reply{fake_broker::frame_with_header(r, body)};
+      }
+      case mode::unreadable_api_range:
+        return reply{fake_broker::frame_with_header(r, metadata_body(r))};
+      case mode::truncated: {
+        bytes body = metadata_body(r);
+        body.resize(body.size() - 6);  // cut short: the last fields are missing
+        return reply{fake_broker::frame_with_header(r, body)};
+      }
+      case mode::unsolicited: {
+        // The real answer (empty metadata), then one nobody asked for.
+        bytes both = fake_broker::response(r, kgroup::protocol::metadata_response{});
+        const bytes extra = fake_broker::frame_with_header(r, int32s({0}), 777);
+        both.insert(both.end(), extra.begin(), extra.end());
+        return reply{both};
       }
     }
+    return std::nullopt;
   }
 
   mode mode_;
-  asio::io_context io_;
-  asio::ip::tcp::acceptor acceptor_;
-  std::uint16_t port_ = 0;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> connections_{0};
-  mutable std::mutex mutex_;
-  std::vector<std::int16_t> asked_;
+  fake_broker fb_;  // last: its threads call answer()
 };
 
 // Sends a Metadata request for all topics on `conn` and runs `io` until it is answered.
@@ -413,9 +360,9 @@ std::pair<std::error_code, kgroup::protocol::metadata_response> metadata_round_t
 }  // namespace
 
 TEST_CASE("protocol violations from a broker close the connection and fail the request", "[net]") {
-  auto m = GENERATE(fake_broker::mode::wrong_correlation_id, fake_broker::mode::oversized_frame,
-                    fake_broker::mode::garbage_body, fake_broker::mode::truncated);
-  fake_broker fb(m);
+  auto m = GENERATE(misbehaving_broker::mode::wrong_correlation_id, misbehaving_broker::mode::oversized_frame,
+                    misbehaving_broker::mode::garbage_body, misbehaving_broker::mode::truncated);
+  misbehaving_broker fb(m);
   asio::io_context io;
   kgroup::net::connection_options opts;
   opts.request_timeout = 3s;
@@ -447,7 +394,7 @@ TEST_CASE("protocol violations from a broker close the connection and fail the r
 }
 
 TEST_CASE("a response to a request never sent closes the connection", "[net]") {
-  fake_broker fb(fake_broker::mode::unsolicited);
+  misbehaving_broker fb(misbehaving_broker::mode::unsolicited);
   asio::io_context io;
   kgroup::net::connection_options opts;
   opts.reconnect_backoff = 10ms;
@@ -461,7 +408,7 @@ TEST_CASE("a response to a request never sent closes the connection", "[net]") {
 TEST_CASE("a complete response with bytes left over is accepted, counted and the connection kept", "[net]") {
   // Issue 14, item 4: librdkafka 2.15's mock ends every flexible Metadata answer with one extra
   // byte. Java's and librdkafka's readers stop after the last field; so does kgroup now.
-  fake_broker fb(fake_broker::mode::trailing_bytes);
+  misbehaving_broker fb(misbehaving_broker::mode::trailing_bytes);
   asio::io_context io;
   kgroup::net::connection_options opts;
   opts.reconnect_backoff = 10ms;
@@ -484,7 +431,7 @@ TEST_CASE("an ApiVersions refusal with no readable range is retried once, at v0"
   // Issue 14, item 5: the broker's advertised range is used when it can be read (the next test);
   // when it cannot (both librdkafka mocks), v0, which every broker answers, as Java does: not one
   // round trip per version.
-  fake_broker fb(fake_broker::mode::unreadable_api_range);
+  misbehaving_broker fb(misbehaving_broker::mode::unreadable_api_range);
   asio::io_context io;
   kgroup::net::connection_options opts;
   opts.reconnect_backoff = 10ms;
@@ -499,7 +446,7 @@ TEST_CASE("an ApiVersions refusal with no readable range is retried once, at v0"
 }
 
 TEST_CASE("an ApiVersions refusal in the v0 format is retried once, at the broker's highest version", "[net]") {
-  fake_broker fb(fake_broker::mode::trailing_bytes);
+  misbehaving_broker fb(misbehaving_broker::mode::trailing_bytes);
   asio::io_context io;
   kgroup::net::connection_options opts;
   auto conn = std::make_shared<connection>(io, 1, "127.0.0.1", fb.port(), opts);

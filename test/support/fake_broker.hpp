@@ -7,8 +7,9 @@
 //   - return a reply: bytes written verbatim (one or more complete frames, or deliberately broken
 //     bytes), optionally after a delay, optionally closing the connection afterwards;
 //   - return std::nullopt: the default behaviour, which answers ApiVersions with the advertised
-//     version table, Metadata with this broker (node 1) and the configured topics, FindCoordinator
-//     with this broker, and closes the connection on anything else.
+//     version table (a request above the table's own ApiVersions range is refused in the v0
+//     format, as brokers do), Metadata with this broker (node 1) and the configured topics,
+//     FindCoordinator with this broker, and closes the connection on anything else.
 // Handler calls are serialised (one at a time, under one mutex), so a handler may keep plain
 // state; the delay of a reply is spent outside that mutex.
 //
@@ -118,8 +119,14 @@ class fake_broker {
   /// Requests of `api_key` received so far.
   int requests(std::int16_t api_key) const {
     std::lock_guard lock(handler_mutex_);
-    auto it = counts_.find(api_key);
-    return it == counts_.end() ? 0 : it->second;
+    auto it = asked_.find(api_key);
+    return it == asked_.end() ? 0 : static_cast<int>(it->second.size());
+  }
+  /// The versions of the requests of `api_key` received so far, in the order they came.
+  std::vector<std::int16_t> versions_asked(std::int16_t api_key) const {
+    std::lock_guard lock(handler_mutex_);
+    auto it = asked_.find(api_key);
+    return it == asked_.end() ? std::vector<std::int16_t>{} : it->second;
   }
 
   // ---- building replies ----------------------------------------------------------------------
@@ -209,8 +216,8 @@ class fake_broker {
     if (req.api_key == protocol::api_versions_request::api_key) {
       protocol::api_versions_response r;
       r.api_keys = versions_;
-      if (req.api_version > protocol::api_versions_response::highest_version) {
-        // Too new for us: UNSUPPORTED_VERSION in the v0 format, as real brokers do.
+      if (req.api_version > highest_api_versions()) {
+        // Too new for this broker: UNSUPPORTED_VERSION in the v0 format, as real brokers do.
         r.error_code = 35;
         request v0 = req;
         v0.api_version = 0;
@@ -254,6 +261,14 @@ class fake_broker {
                    type_tag<offset_for_leader_epoch_request>, type_tag<describe_groups_request>>{});
   }
 
+  // The highest ApiVersions version this broker advertises (kgroup's own when the table has none).
+  std::int16_t highest_api_versions() const {
+    for (const auto& a : versions_) {
+      if (a.api_key == protocol::api_versions_request::api_key) return a.max_version;
+    }
+    return protocol::api_versions_response::highest_version;
+  }
+
   void accept_loop() {
     while (!stop_) {
       auto s = std::make_shared<boost::asio::ip::tcp::socket>(io_);
@@ -295,7 +310,9 @@ class fake_broker {
         std::optional<reply> rep;
         {
           std::lock_guard lock(handler_mutex_);
-          req.index = ++counts_[req.api_key];
+          auto& asked = asked_[req.api_key];
+          asked.push_back(req.api_version);
+          req.index = static_cast<int>(asked.size());
           if (handler_) rep = handler_(req);
           if (!rep) rep = default_reply(req);
         }
@@ -327,7 +344,7 @@ class fake_broker {
   std::vector<std::shared_ptr<boost::asio::ip::tcp::socket>> sockets_;
   std::vector<std::thread> threads_;
   mutable std::mutex handler_mutex_;
-  std::map<std::int16_t, int> counts_;
+  std::map<std::int16_t, std::vector<std::int16_t>> asked_;  // per API, the version of each request
 };
 
 }  // namespace kgroup::test
