@@ -26,6 +26,7 @@
 #include "log_capture.hpp"
 #include "net/cluster.hpp"
 #include "protocol/records.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
@@ -35,6 +36,7 @@ using kgroup::protocol::bytes;
 using kgroup::test::fake_broker;
 using kgroup::test::log_capture;
 using kgroup::test::run_until;
+using kgroup::test::test_config;
 using reply = fake_broker::reply;
 using request = fake_broker::request;
 
@@ -138,9 +140,11 @@ TEST_CASE("receive.message.max.bytes from the Config bounds metadata responses; 
         return reply{fake_broker::frame_with_header(r, body)};
       },
       {{"orders", 3}});
-  kgroup::Config cfg{{"bootstrap.servers", fb.bootstrap()},   {"receive.message.max.bytes", "1024"},
-                     {"reconnect.backoff.ms", "5"},           {"retry.backoff.ms", "5"},
-                     {"request.timeout.ms", "3000"}};
+  kgroup::Config cfg = test_config(fb.bootstrap())
+                           .set("receive.message.max.bytes", "1024")
+                           .reconnect_backoff(5ms)
+                           .retry_backoff(5ms)
+                           .set("request.timeout.ms", "3000");
   cfg.validate();
   asio::io_context io;
   auto cl = std::make_shared<kgroup::net::cluster>(io, kgroup::net::cluster_options::from_config(cfg));
@@ -605,20 +609,14 @@ std::vector<proto::api_versions_response::api_version> coordinator_versions() {
 }
 
 kgroup::Config consumer_config(const fake_broker& fb) {
-  return kgroup::Config{{"bootstrap.servers", fb.bootstrap()},
-                        {"group.id", "g"},
-                        {"partition.assignment.strategy", "range"},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"heartbeat.interval.ms", "200"},
-                        {"session.timeout.ms", "6000"},
-                        {"retry.backoff.ms", "20"},
-                        {"retry.backoff.max.ms", "100"},
-                        {"reconnect.backoff.ms", "10"},
-                        {"reconnect.backoff.max.ms", "100"},
-                        {"request.timeout.ms", "5000"},
-                        {"default.api.timeout.ms", "5000"},
-                        {"fetch.max.wait.ms", "100"}};
+  return test_config(fb.bootstrap())
+      .group("g")
+      .strategy("range")
+      .earliest()
+      .manual_commit()
+      .short_session(200ms)
+      .quick_recovery()
+      .fetch_wait(100ms);
 }
 
 // Remembers every partition the listener was told about.
@@ -765,8 +763,7 @@ TEST_CASE("a ListOffsets answer naming a partition not asked for is dropped whol
         return reply{fake_broker::frame_with_header(r, body)};
       },
       {{"t", 2}}, versions);
-  kgroup::Config cfg{{"bootstrap.servers", fb.bootstrap()}, {"retry.backoff.ms", "20"}};
-  kgroup::Consumer c(cfg);
+  kgroup::Consumer c(test_config(fb.bootstrap()).retry_backoff(20ms));
   const auto offsets = c.beginning_offsets({{"t", 0}, {"t", 1}}, 10s);
   // Before: {t-0: 900 (read from the misaligned answer), t-1: 11}.
   CHECK(offsets == std::map<kgroup::TopicPartition, std::int64_t>{{{"t", 0}, 10}, {{"t", 1}, 11}});

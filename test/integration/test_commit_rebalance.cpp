@@ -10,27 +10,28 @@
 
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
 using kgroup::test::polling_member;
 using kgroup::test::recording_listener;
+using kgroup::test::test_config;
 using kgroup::test::timeline;
 
 namespace {
 
 kgroup::Config commit_config(const kgroup::test::mock_cluster& mc, const std::string& group,
                              const std::string& strategy) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"partition.assignment.strategy", strategy},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"max.poll.records", "50"},
-                        {"retry.backoff.ms", "50"},
-                        {"reconnect.backoff.ms", "20"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .short_session()
+      .strategy(strategy)
+      .earliest()
+      .manual_commit()
+      .set("max.poll.records", "50")
+      .retry_backoff(50ms)
+      .reconnect_backoff(20ms);
 }
 
 std::set<kgroup::TopicPartition> all_of(const std::string& topic, int n) {

@@ -9,19 +9,20 @@
 
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
+using kgroup::test::test_config;
 
 namespace {
 
 kgroup::Config consumer_config(const kgroup::test::mock_cluster& mc, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"retry.backoff.ms", "50"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .short_session()
+      .earliest()
+      .manual_commit()
+      .retry_backoff(50ms);
 }
 
 struct seen_records {
@@ -643,12 +644,12 @@ TEST_CASE("full Fetch requests rotate partitions: with fetch.max.bytes below the
   const auto produced = mc.produce(topic, per_partition * partitions, "none", -1, value_size);
   for (const auto n : produced) REQUIRE(n == per_partition);
 
-  kgroup::Consumer c(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                                    {"auto.offset.reset", "earliest"},
-                                    {"enable.auto.commit", "false"},
-                                    {"fetch.max.bytes", "1048576"},  // max.partition.fetch.bytes: default (1 MiB)
-                                    {"max.poll.records", "1"},
-                                    {"queued.max.messages.kbytes", "8192"}});
+  kgroup::Consumer c(test_config(mc.bootstrap_servers())
+                         .earliest()
+                         .manual_commit()
+                         .set("fetch.max.bytes", "1048576")  // max.partition.fetch.bytes: default (1 MiB)
+                         .set("max.poll.records", "1")
+                         .set("queued.max.messages.kbytes", "8192"));
   std::set<kgroup::TopicPartition> all;
   for (int p = 0; p < partitions; ++p) all.insert({topic, p});
   c.assign(all);  // no group: every position comes from one ListOffsets, so all start together

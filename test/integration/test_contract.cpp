@@ -7,25 +7,26 @@
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
 #include "protocol/records.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
+using kgroup::test::all_partitions;
 using kgroup::test::eventually;
 using kgroup::test::fake_broker;
-using kgroup::test::all_partitions;
+using kgroup::test::test_config;
 using kgroup::test::timeline;
 namespace proto = kgroup::protocol;
 
 namespace {
 
 kgroup::Config group_config(const kgroup::test::mock_cluster& mc, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"partition.assignment.strategy", "range"},
-                        {"auto.offset.reset", "earliest"},
-                        {"retry.backoff.ms", "50"},
-                        {"reconnect.backoff.ms", "20"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .short_session()
+      .strategy("range")
+      .earliest()
+      .retry_backoff(50ms)
+      .reconnect_backoff(20ms);
 }
 
 }  // namespace
@@ -202,12 +203,8 @@ TEST_CASE("a batch whose trailing records were compacted away does not stall its
     return fake_broker::reply{fake_broker::response(r, resp), false, any ? 0ms : 100ms};
   };
   fake_broker fb(handler, {{"compacted", 1}});
-  kgroup::Config cfg{{"bootstrap.servers", fb.bootstrap()},
-                     {"auto.offset.reset", "earliest"},
-                     {"fetch.max.wait.ms", "100"},
-                     {"retry.backoff.ms", "20"},
-                     {"reconnect.backoff.ms", "10"}};
-  kgroup::Consumer c(cfg);
+  kgroup::Consumer c(
+      test_config(fb.bootstrap()).earliest().fetch_wait(100ms).retry_backoff(20ms).reconnect_backoff(10ms));
   const kgroup::TopicPartition tp{"compacted", 0};
   c.assign({tp});
   std::vector<std::int64_t> offsets;

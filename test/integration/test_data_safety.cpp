@@ -28,6 +28,7 @@
 #include "kgroup/metrics.hpp"
 #include "log_capture.hpp"
 #include "protocol/records.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 namespace proto = kgroup::protocol;
@@ -36,6 +37,7 @@ using kgroup::TopicPartition;
 using kgroup::test::eventually;
 using kgroup::test::fake_broker;
 using kgroup::test::log_capture;
+using kgroup::test::test_config;
 using reply = fake_broker::reply;
 using request = fake_broker::request;
 
@@ -340,18 +342,13 @@ class log_leader {
 };
 
 kgroup::Config config_for(const log_leader& leader, const std::string& reset, const std::string& isolation = "read_uncommitted") {
-  return kgroup::Config{{"bootstrap.servers", leader.bootstrap()},
-                        {"group.id", "g"},
-                        {"auto.offset.reset", reset},
-                        {"isolation.level", isolation},
-                        {"enable.auto.commit", "false"},
-                        {"retry.backoff.ms", "20"},
-                        {"retry.backoff.max.ms", "100"},
-                        {"reconnect.backoff.ms", "10"},
-                        {"reconnect.backoff.max.ms", "100"},
-                        {"request.timeout.ms", "5000"},
-                        {"default.api.timeout.ms", "5000"},
-                        {"fetch.max.wait.ms", "50"}};
+  return test_config(leader.bootstrap())
+      .group("g")
+      .set("auto.offset.reset", reset)
+      .set("isolation.level", isolation)
+      .manual_commit()
+      .quick_recovery()
+      .fetch_wait(50ms);
 }
 
 struct got {
@@ -927,13 +924,11 @@ TEST_CASE("a partition whose leader is missing from the metadata's broker list i
     s.logs[0].append(5, 0, "x");
     s.hide_broker = 3;
   });
-  kgroup::Config cfg{{"bootstrap.servers", leader.bootstrap()},
-                     {"auto.offset.reset", "earliest"},
-                     {"metadata.max.age.ms", "600000"},
-                     {"retry.backoff.ms", "20"},
-                     {"retry.backoff.max.ms", "100"},
-                     {"fetch.max.wait.ms", "50"}};
-  kgroup::Consumer c(cfg);
+  kgroup::Consumer c(test_config(leader.bootstrap())
+                         .earliest()
+                         .set("metadata.max.age.ms", "600000")
+                         .retry_backoff(20ms, 100ms)
+                         .fetch_wait(50ms));
   c.assign({t0});
   const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
   CHECK(offsets_of(records, 0) == range(0, 4));

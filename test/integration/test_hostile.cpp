@@ -17,6 +17,7 @@
 #include "protocol/compression.hpp"
 #include "protocol/crc32c.hpp"
 #include "protocol/records.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 namespace proto = kgroup::protocol;
@@ -24,6 +25,7 @@ namespace meter = kgroup::test::alloc_meter;
 using kgroup::client_errc;
 using kgroup::TopicPartition;
 using kgroup::test::fake_broker;
+using kgroup::test::test_config;
 using reply = fake_broker::reply;
 using request = fake_broker::request;
 
@@ -154,11 +156,11 @@ class hostile_leader {
 };
 
 kgroup::Config config_for(const hostile_leader& leader) {
-  return kgroup::Config{{"bootstrap.servers", leader.bootstrap()},
-                        {"enable.auto.commit", "false"},
-                        {"retry.backoff.ms", "20"},
-                        {"reconnect.backoff.ms", "10"},
-                        {"fetch.max.wait.ms", "50"}};
+  return test_config(leader.bootstrap())
+      .manual_commit()
+      .retry_backoff(20ms)
+      .reconnect_backoff(10ms)
+      .fetch_wait(50ms);
 }
 
 const TopicPartition t0{"t", 0};

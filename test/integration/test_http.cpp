@@ -38,13 +38,14 @@
 #include "fetch/group_observer.hpp"
 #include "group_harness.hpp"
 #include "group_proxy.hpp"
-#include "kgroup/consumer.hpp"
-#include "mock_cluster.hpp"
-#include "rdkafka_member.hpp"
 #include "http/render.hpp"
 #include "http/server.hpp"
+#include "kgroup/consumer.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/metrics.hpp"
+#include "mock_cluster.hpp"
+#include "rdkafka_member.hpp"
+#include "test_config.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -1278,14 +1279,13 @@ TEST_CASE("http: a live consumer serves its metrics, status and dashboard", "[ht
   kgroup::test::mock_cluster mc(3);
   mc.create_topic("orders", 4);
   mc.produce("orders", 200);
-  kgroup::Consumer c({{"bootstrap.servers", mc.bootstrap_servers()},
-                      {"group.id", "g-live-http"},
-                      {"client.id", "live-app"},
-                      {"session.timeout.ms", "6000"},
-                      {"heartbeat.interval.ms", "500"},
-                      {"auto.offset.reset", "earliest"},
-                      {"partition.assignment.strategy", "cooperative-sticky"},
-                      {"observability.http.listen", "127.0.0.1:0"}});
+  kgroup::Consumer c(kgroup::test::test_config(mc.bootstrap_servers())
+                         .group("g-live-http")
+                         .client_id("live-app")
+                         .short_session()
+                         .earliest()
+                         .strategy("cooperative-sticky")
+                         .set("observability.http.listen", "127.0.0.1:0"));
   const std::string ep = c.http_endpoint();
   REQUIRE(ep.rfind("127.0.0.1:", 0) == 0);
   CHECK(ep != "127.0.0.1:0");  // the port the system picked
@@ -1628,16 +1628,15 @@ TEST_CASE("http: /group of a live mixed group lists every member, owner and lag;
   std::set<kgroup::TopicPartition> all = kgroup::test::all_partitions("orders", 6);
   for (const auto& tp : kgroup::test::all_partitions("audit", 2)) all.insert(tp);
 
-  const auto config = [&](const std::string& client_id) {
-    return kgroup::Config({{"bootstrap.servers", bootstrap},
-                           {"group.id", group},
-                           {"client.id", client_id},
-                           {"session.timeout.ms", "6000"},
-                           {"heartbeat.interval.ms", "500"},
-                           {"enable.auto.commit", "false"},
-                           {"auto.offset.reset", "earliest"},
-                           {"partition.assignment.strategy", "range"},
-                           {"observability.http.listen", "127.0.0.1:0"}});
+  const auto config = [&](const std::string& client_id) -> kgroup::Config {
+    return kgroup::test::test_config(bootstrap)
+        .group(group)
+        .client_id(client_id)
+        .short_session()
+        .manual_commit()
+        .earliest()
+        .strategy("range")
+        .set("observability.http.listen", "127.0.0.1:0");
   };
   kgroup::test::timeline tl;
   kgroup::test::polling_member a("a", config("app-a"), {"orders", "audit"}, tl);

@@ -18,11 +18,13 @@
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
 #include "rdkafka_member.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
 using kgroup::test::polling_member;
 using kgroup::test::rdkafka_member;
+using kgroup::test::test_config;
 using kgroup::test::timeline;
 using partition_set = std::set<kgroup::TopicPartition>;
 
@@ -33,13 +35,12 @@ const std::string topic = "orders";
 
 kgroup::Config kgroup_config(const kgroup::test::mock_cluster& mc, const std::string& group,
                              const std::string& strategy) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"partition.assignment.strategy", strategy},
-                        {"retry.backoff.ms", "50"},
-                        {"reconnect.backoff.ms", "20"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .short_session()
+      .strategy(strategy)
+      .retry_backoff(50ms)
+      .reconnect_backoff(20ms);
 }
 
 partition_set all_partitions() {

@@ -18,22 +18,24 @@
 #include "mock_cluster.hpp"
 #include "net/consumer_group_driver.hpp"
 #include "rdkafka_member.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
 using kgroup::test::mock_cluster;
 using kgroup::test::recording_listener;
+using kgroup::test::test_config;
 using kgroup::test::timeline;
 
 namespace {
 
 kgroup::Config kip848_config(const mock_cluster& mc, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"group.protocol", "consumer"},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"retry.backoff.ms", "50"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .set("group.protocol", "consumer")
+      .earliest()
+      .manual_commit()
+      .retry_backoff(50ms);
 }
 
 // A member polling on its own thread, remembering every record it saw.

@@ -13,20 +13,21 @@
 #include "kgroup/log.hpp"
 #include "log_capture.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::log_capture;
+using kgroup::test::test_config;
 
 namespace {
 
 kgroup::Config log_config(const kgroup::test::mock_cluster& mc, const std::string& name) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", "g-" + name},
-                        {"client.id", name},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"auto.offset.reset", "earliest"},
-                        {"retry.backoff.ms", "50"}};
+  return test_config(mc.bootstrap_servers())
+      .group("g-" + name)
+      .client_id(name)
+      .short_session()
+      .earliest()
+      .retry_backoff(50ms);
 }
 
 // Every line, one per row, for failure messages.

@@ -4,18 +4,15 @@
 
 #include "group_harness.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
 kgroup::Config manual_config(const kgroup::test::mock_cluster& mc, const std::string& group = "") {
-  kgroup::Config cfg{{"bootstrap.servers", mc.bootstrap_servers()},
-                     {"auto.offset.reset", "earliest"},
-                     {"enable.auto.commit", "false"},
-                     {"session.timeout.ms", "6000"},
-                     {"heartbeat.interval.ms", "500"}};
-  if (!group.empty()) cfg.set("group.id", group);
+  auto cfg = kgroup::test::test_config(mc.bootstrap_servers()).earliest().manual_commit().short_session();
+  if (!group.empty()) cfg.group(group);
   return cfg;
 }
 

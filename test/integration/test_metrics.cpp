@@ -9,22 +9,22 @@
 
 #include "kgroup/consumer.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
 kgroup::Config metrics_config(const kgroup::test::mock_cluster& mc, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"client.id", "metrics-test"},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "300"},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"partition.assignment.strategy", "range"},
-                        {"statistics.interval.ms", "200"},
-                        {"retry.backoff.ms", "50"}};
+  return kgroup::test::test_config(mc.bootstrap_servers())
+      .group(group)
+      .client_id("metrics-test")
+      .short_session(300ms)
+      .earliest()
+      .manual_commit()
+      .strategy("range")
+      .set("statistics.interval.ms", "200")
+      .retry_backoff(50ms);
 }
 
 std::int64_t poll_for(kgroup::Consumer& c, std::chrono::milliseconds d) {

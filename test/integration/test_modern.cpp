@@ -12,21 +12,22 @@
 #include "group_harness.hpp"
 #include "kgroup/cluster.hpp"
 #include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::eventually;
 using kgroup::test::mock_cluster;
+using kgroup::test::test_config;
 
 namespace {
 
 kgroup::Config member_config(const mock_cluster& mc, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()},
-                        {"group.id", group},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "500"},
-                        {"auto.offset.reset", "earliest"},
-                        {"enable.auto.commit", "false"},
-                        {"retry.backoff.ms", "50"}};
+  return test_config(mc.bootstrap_servers())
+      .group(group)
+      .short_session()
+      .earliest()
+      .manual_commit()
+      .retry_backoff(50ms);
 }
 
 // Joins, reads all `expected` records of `topic`, commits them and closes (LeaveGroup); returns

@@ -14,6 +14,7 @@
 #include "kgroup/cluster.hpp"
 #include "mock_cluster.hpp"
 #include "net/cluster.hpp"
+#include "test_config.hpp"
 
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
@@ -26,12 +27,11 @@ using kgroup::test::run_until;
 namespace {
 
 cluster_options options_for(const kgroup::test::mock_cluster& mc) {
-  kgroup::Config cfg{{"bootstrap.servers", mc.bootstrap_servers()},
-                     {"request.timeout.ms", "2000"},
-                     {"reconnect.backoff.ms", "20"},
-                     {"reconnect.backoff.max.ms", "200"},
-                     {"retry.backoff.ms", "20"},
-                     {"socket.connection.setup.timeout.ms", "2000"}};
+  kgroup::Config cfg = kgroup::test::test_config(mc.bootstrap_servers())
+                           .set("request.timeout.ms", "2000")
+                           .reconnect_backoff(20ms, 200ms)
+                           .retry_backoff(20ms)
+                           .set("socket.connection.setup.timeout.ms", "2000");
   cfg.validate();
   return cluster_options::from_config(cfg);
 }

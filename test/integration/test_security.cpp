@@ -17,6 +17,7 @@
 #include "mock_cluster.hpp"
 #include "oidc_token_endpoint.hpp"
 #include "secure_front.hpp"
+#include "test_config.hpp"
 #include "test_pki.hpp"
 
 using namespace std::chrono_literals;
@@ -25,6 +26,7 @@ using kgroup::test::log_capture;
 using kgroup::test::mock_cluster;
 using kgroup::test::secure_front;
 using kgroup::test::secure_front_options;
+using kgroup::test::test_config;
 using kgroup::test::test_pki;
 using steady = std::chrono::steady_clock;
 
@@ -40,14 +42,12 @@ void seed(mock_cluster& mc) {
 }
 
 kgroup::Config base_config(const secure_front& front, const std::string& group) {
-  return kgroup::Config{{"bootstrap.servers", front.bootstrap_servers()},
-                        {"group.id", group},
-                        {"auto.offset.reset", "earliest"},
-                        {"session.timeout.ms", "6000"},
-                        {"heartbeat.interval.ms", "300"},
-                        {"retry.backoff.ms", "50"},
-                        {"reconnect.backoff.ms", "20"},
-                        {"reconnect.backoff.max.ms", "200"}};
+  return test_config(front.bootstrap_servers())
+      .group(group)
+      .earliest()
+      .short_session(300ms)
+      .retry_backoff(50ms)
+      .reconnect_backoff(20ms, 200ms);
 }
 
 void add_tls(kgroup::Config& c) { c.set("ssl.ca.location", test_pki::get().ca.cert_path); }
