@@ -1,5 +1,5 @@
-// Modern brokers (issue 14): flexible protocol versions end to end against librdkafka 2.15.1's
-// mock cluster, and the version floors of Kafka 4.0 (KIP-896) on both clusters.
+// The protocol versions of newer brokers: flexible versions end to end against librdkafka
+// 2.15.1's mock cluster, and the version floors of Kafka 4.0 (KIP-896) on both clusters.
 //
 // [modern] cases need the flexible cluster: ctest runs them only in the "@2.15" entries (the
 // process loads librdkafka 2.15.1 through LD_LIBRARY_PATH, see test/CMakeLists.txt). Run by hand

@@ -1,6 +1,9 @@
-// The Consumer's promises that issue 13 found broken, one test per behaviour: each failed before
-// its fix. Threads and the wire matter here, so these run against the mock cluster or the fake
-// broker; the membership core's side of the same behaviours is unit-tested in test_member.cpp.
+// The Consumer's API as its header promises it, one test per behaviour: how long poll() waits,
+// what auto-commit commits after seek(), when listener callbacks run, which commit errors keep or
+// end the membership, moves, argument checks, close()'s bound, calls from a second thread. Each
+// failed once, before its fix. Threads and the wire matter here, so these run against the mock
+// cluster or the fake broker; the membership core's side of the same behaviours is unit-tested in
+// test_member.cpp. Tagged [contract] (ctest entries "contract: ...").
 #include <catch2/catch.hpp>
 
 #include "fake_broker.hpp"
