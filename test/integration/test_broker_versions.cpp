@@ -156,9 +156,10 @@ TEST_CASE("a member works when brokers offer only the versions Kafka 4.0 still a
   check.close(5s);
 }
 
-TEST_CASE("positions are validated after leader changes and nothing is skipped or read twice (librdkafka 2.15's "
-          "mock)",
-          "[modern]") {
+TEST_CASE(
+    "positions are validated after leader changes and nothing is skipped or read twice (librdkafka 2.15's "
+    "mock)",
+    "[modern]") {
   // The second cluster's Metadata (v12) has leader epochs and its OffsetForLeaderEpoch (v2)
   // answers validations (KIP-320). Its OffsetFetch v5-6 would return the partition's current epoch
   // as the committed one (capped to v4 by mock_cluster), so committed offsets come back without

@@ -549,7 +549,7 @@ TEST_CASE("committed() does not wait behind a JoinGroup the coordinator holds", 
     failure = e.what();
   }
   CHECK(failure.empty());
-  CHECK(got.empty());  // nothing committed yet
+  CHECK(got.empty());                  // nothing committed yet
   CHECK(c.group_state() != "stable");  // the JoinGroup is still held
   c.close(5s);
 }
@@ -645,23 +645,23 @@ TEST_CASE("commit_async() callbacks run inside a later commit_sync(), and close(
   const auto me = std::this_thread::get_id();
   int calls = 0;
   std::error_code outcome{make_error_code(kgroup::client_errc::illegal_state)};
-  c.commit_async({{{"t", 0}, {3, "", std::nullopt}}}, [&](const kgroup::OffsetMap& offsets, std::error_code ec) {
-    CHECK(std::this_thread::get_id() == me);
-    CHECK(offsets.at({"t", 0}).offset == 3);
-    ++calls;
-    outcome = ec;
-  });
+  c.commit_async({{{"t", 0}, {3, "", std::nullopt}}},
+                 [&](const kgroup::OffsetMap& offsets, std::error_code ec) {
+                   CHECK(std::this_thread::get_id() == me);
+                   CHECK(offsets.at({"t", 0}).offset == 3);
+                   ++calls;
+                   outcome = ec;
+                 });
   c.commit_sync({{{"t", 1}, {4, "", std::nullopt}}});
   CHECK(calls == 1);  // the earlier async commit's callback ran inside commit_sync()
   CHECK(outcome == std::error_code{});
   // In flight at close(): the commit lands and its callback runs inside close().
   mc.set_rtt(-1, 300);
   int close_calls = 0;
-  c.commit_async({{{"t", 0}, {7, "", std::nullopt}}},
-                 [&](const kgroup::OffsetMap&, std::error_code ec) {
-                   ++close_calls;
-                   CHECK(ec == std::error_code{});
-                 });
+  c.commit_async({{{"t", 0}, {7, "", std::nullopt}}}, [&](const kgroup::OffsetMap&, std::error_code ec) {
+    ++close_calls;
+    CHECK(ec == std::error_code{});
+  });
   c.close(10s);
   CHECK(close_calls == 1);
   mc.set_rtt(-1, 0);
@@ -701,7 +701,8 @@ TEST_CASE("close(timeout) bounds the auto-commit before its revoke", "[contract]
 // Issue 30, item 8: the Consumer is single-threaded and now says so when two threads call it at
 // once (Java's ConcurrentModificationException); wakeup() (and the calls the listener contract
 // allows from any thread) stay allowed.
-TEST_CASE("calls from a second thread while one is inside the consumer are refused; wakeup() is not", "[contract]") {
+TEST_CASE("calls from a second thread while one is inside the consumer are refused; wakeup() is not",
+          "[contract]") {
   kgroup::test::mock_cluster mc(1);
   mc.create_topic("t", 1);
   auto cfg = group_config(mc, "g-threads");
