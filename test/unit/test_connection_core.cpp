@@ -1,6 +1,9 @@
 // The connection's decisions (net/connection_core.hpp) with a fake clock: answers matched in
 // correlation order, deadlines, setup timeout, reconnect backoff, KIP-368 re-authentication
 // timing, and a failure at every step of a connection's life with every request completed once.
+// Then its setup conversation (net/connection_setup.hpp) against scripted broker answers: the
+// ApiVersions fallback, SASL (SCRAM's two rounds, OAUTHBEARER tokens) and re-authentication, with
+// an error answer, a malformed answer and a timeout at every step.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -13,6 +16,7 @@
 
 #include "kgroup/error.hpp"
 #include "net/connection_core.hpp"
+#include "net/connection_setup.hpp"
 
 using namespace kgroup;
 using namespace kgroup::net;
@@ -263,5 +267,302 @@ TEST_CASE("connection core: a failure at every step of a connection's life; ever
       CHECK(f.done.ends[corr].size() == 1);
     }
     CHECK(f.core.in_flight() == 0);
+  }
+}
+
+// ---- the setup conversation ----
+
+namespace {
+
+using kind = setup_action::kind;
+using protocol::bytes;
+
+template <class Message>
+bytes body_of(const Message& m, std::int16_t version) {
+  bytes out;
+  REQUIRE_FALSE(protocol::encode(m, version, out));
+  return out;
+}
+
+bytes versions_answer(std::int16_t version, std::int16_t error = 0, std::int16_t api_versions_max = 4) {
+  protocol::api_versions_response r;
+  r.error_code = error;
+  r.api_keys = {{18, 0, api_versions_max}, {17, 0, 1}, {36, 0, 2}};
+  return body_of(r, version);
+}
+
+bytes handshake_answer(std::int16_t error = 0) {
+  protocol::sasl_handshake_response r;
+  r.error_code = error;
+  r.mechanisms = {"PLAIN", "SCRAM-SHA-256"};
+  return body_of(r, 1);
+}
+
+bytes auth_answer(const std::string& auth, std::int16_t error = 0, std::string message = {},
+                  std::int64_t lifetime_ms = 0) {
+  protocol::sasl_authenticate_response r;
+  r.error_code = error;
+  r.error_message = std::move(message);
+  r.auth_bytes.assign(auth.begin(), auth.end());
+  r.session_lifetime_ms = lifetime_ms;
+  return body_of(r, 2);
+}
+
+// RFC 7677's SCRAM-SHA-256 exchange (user "user", password "pencil", a fixed client nonce).
+const std::string server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+const std::string server_final = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
+
+bool is_send(kind k) {
+  return k == kind::send_api_versions || k == kind::send_sasl_handshake || k == kind::send_sasl_authenticate;
+}
+
+// The two cores and what connection.cpp does with them: a send goes in flight (its failure ends
+// the exchange), an answer is matched and fed to the setup, a failure fails everything in flight.
+struct setup_rig {
+  connection_core::time_point now = connection_core::time_point{} + 1000s;
+  connection_core core{quiet_options()};
+  security::sasl_credentials creds;
+  connection_setup setup;
+  std::optional<std::int32_t> pending;  // the setup request in flight
+
+  explicit setup_rig(const char* mechanism, bool tokens = false)
+      : creds{mechanism, "user", "pencil", "rOprNGfwEbeRWgbNEkqO", {}},
+        setup(core, {std::string(mechanism).empty() ? nullptr : &creds, tokens, 7}) {}
+
+  setup_action carry(setup_action a) {
+    if (is_send(a.what)) {
+      REQUIRE_FALSE(pending.has_value());  // one setup request at a time
+      pending = core.next_correlation_id();
+      core.sent(now, 0, *pending, false, [this](std::error_code ec, const response_frame&) -> std::error_code {
+        if (ec) setup.lost();
+        return {};
+      });
+    }
+    return a;
+  }
+  setup_action start() {
+    core.connect_started(now);
+    core.step(st::connecting);
+    return carry(setup.connected());
+  }
+  setup_action answer(const bytes& body) {
+    REQUIRE(pending.has_value());
+    auto m = core.match(*pending);
+    REQUIRE(m.request.has_value());
+    pending.reset();
+    return carry(setup.answer(now, body));
+  }
+  setup_action reauth_due() {
+    now = *core.next_deadline(false);
+    REQUIRE(core.on_timer(now).verdict == verdict::reauth_now);
+    return carry(setup.reauthenticate());
+  }
+  // connection::fail(): the socket is closed, everything in flight fails.
+  void fail() {
+    for (auto& r : core.failed(now).in_flight) (void)r.handler(make_error_code(client_errc::connection_closed), {});
+    setup.lost();
+    pending.reset();
+  }
+  // Nothing more goes out, whatever arrives late.
+  void check_silent(const bytes& late) {
+    CHECK(setup.current() == connection_setup::step::idle);
+    CHECK(setup.answer(now, late).what == kind::none);
+    CHECK(setup.token({}, false, security::oauth_token{"tok", {}, "p", {}}).what == kind::none);
+    CHECK(setup.reauthenticate().what == kind::none);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("connection setup: ApiVersions at v4, then ready without SASL", "[connection_core][setup]") {
+  setup_rig r("");
+  auto a = r.start();
+  REQUIRE(a.what == kind::send_api_versions);
+  CHECK(a.version == 4);
+  CHECK(a.api_versions.client_software_name == "kgroup");
+  CHECK(r.core.current() == st::handshaking);
+  auto body = versions_answer(4);
+  body.push_back(0);  // a byte after the last field: tolerated, noted
+  a = r.answer(body);
+  CHECK(a.what == kind::ready);
+  CHECK(a.note.versions_at == 4);
+  CHECK(a.note.apis == 3);
+  CHECK(a.note.trailing == 1);
+  CHECK(r.core.current() == st::ready);
+  CHECK(r.core.connects() == 1);
+  CHECK(r.setup.versions().broker_max(36) == 2);
+  CHECK(r.setup.reauthenticate().what == kind::none);  // no SASL: nothing to renew
+}
+
+TEST_CASE("connection setup: UNSUPPORTED_VERSION retries once at the broker's version, else v0",
+          "[connection_core][setup]") {
+  setup_rig r("");
+  REQUIRE(r.start().version == 4);
+  SECTION("the range in the v0 layout (real brokers)") {
+    auto a = r.answer(versions_answer(0, 35, 2));
+    REQUIRE(a.what == kind::send_api_versions);
+    CHECK(a.version == 2);
+    CHECK(a.note.refused_version == 4);
+    CHECK(r.answer(versions_answer(2)).what == kind::ready);
+  }
+  SECTION("the range in the requested version's layout") {
+    auto a = r.answer(versions_answer(4, 35, 3));
+    CHECK(a.what == kind::send_api_versions);
+    CHECK(a.version == 3);
+  }
+  SECTION("no usable range: v0, which every broker answers") {
+    auto a = r.answer(versions_answer(4, 35, 9));  // not below the refused version
+    CHECK(a.version == 0);
+    a = r.answer(bytes{0, 35});  // no range at all
+    CHECK(a.what == kind::undecodable);  // refused at v0 too: no common version
+    CHECK(a.error == make_error_code(client_errc::no_compatible_version));
+    r.check_silent(versions_answer(0));
+  }
+}
+
+TEST_CASE("connection setup: a truncated ApiVersions answer is undecodable at every length",
+          "[connection_core][setup]") {
+  const auto good = versions_answer(4);
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    INFO("length " << n);
+    setup_rig r("");
+    (void)r.start();
+    auto a = r.answer(bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n)));
+    CHECK(a.what == kind::undecodable);
+    CHECK(a.error);
+    r.check_silent(good);
+  }
+}
+
+TEST_CASE("connection setup: SASL needs SaslHandshake v1 and SaslAuthenticate", "[connection_core][setup]") {
+  setup_rig r("PLAIN");
+  (void)r.start();
+  protocol::api_versions_response old;
+  old.api_keys = {{18, 0, 4}, {17, 0, 0}};
+  auto a = r.answer(body_of(old, 4));
+  CHECK(a.what == kind::fatal);
+  CHECK(a.error == make_error_code(client_errc::no_compatible_version));
+  CHECK(a.message.find("security.protocol") != std::string::npos);
+  r.check_silent(handshake_answer());
+}
+
+TEST_CASE("connection setup: SCRAM and a re-authentication, with a fault at every step",
+          "[connection_core][setup][reauth]") {
+  // The life: ApiVersions, SaslHandshake, two SaslAuthenticate rounds (ready, a 10 s session),
+  // then the re-authentication's handshake and rounds. Each step's answer is replaced by an
+  // error, a malformed body or silence; the exchange ends as the step requires and nothing is
+  // sent after it.
+  struct step_script {
+    bytes good;
+    kind after;        // what the good answer leads to
+    bytes error;       // an answer carrying an error
+    kind on_error;     // fail or fatal
+    std::error_code code;
+  };
+  const auto refused = make_error_code(kafka_errc::sasl_authentication_failed);
+  const std::vector<step_script> life = {
+      {versions_answer(4), kind::send_sasl_handshake, versions_answer(4, 42), kind::fail,
+       make_error_code(client_errc::connection_failed)},
+      {handshake_answer(), kind::send_sasl_authenticate, handshake_answer(33), kind::fatal,
+       make_error_code(kafka_errc::unsupported_sasl_mechanism)},
+      {auth_answer(server_first), kind::send_sasl_authenticate,
+       auth_answer("", 58, "no such user; you sent pencil"), kind::fatal, refused},
+      {auth_answer(server_final, 0, {}, 10000), kind::ready, auth_answer("v=AAAA"), kind::fatal, refused},
+      {handshake_answer(), kind::send_sasl_authenticate, handshake_answer(33), kind::fatal,
+       make_error_code(kafka_errc::unsupported_sasl_mechanism)},
+      {auth_answer(server_first), kind::send_sasl_authenticate, auth_answer("", 58), kind::fatal, refused},
+      {auth_answer(server_final, 0, {}, 10000), kind::reauthenticated, auth_answer("v=AAAA"), kind::fatal, refused},
+  };
+  for (std::size_t k = 0; k < life.size(); ++k) {
+    for (const char* fault : {"error", "malformed", "timeout"}) {
+      INFO("step " << k << ", " << fault);
+      setup_rig r("SCRAM-SHA-256");
+      REQUIRE(r.start().what == kind::send_api_versions);
+      for (std::size_t i = 0; i < k; ++i) {
+        const auto a = r.answer(life[i].good);
+        REQUIRE(a.what == life[i].after);
+        if (a.what == kind::ready) {
+          CHECK(a.note.authenticated);
+          CHECK(a.note.session_lifetime_ms == 10000);
+          CHECK(r.core.current() == st::ready);
+          // KIP-368: at 85-95% of the session.
+          const auto at = *r.core.next_deadline(false) - r.now;
+          CHECK(at >= 8500ms);
+          CHECK(at <= 9500ms);
+          REQUIRE(r.reauth_due().what == kind::send_sasl_handshake);
+          CHECK(r.core.reauthenticating());
+        }
+      }
+      const std::string f = fault;
+      if (f == "error") {
+        const auto a = r.answer(life[k].error);
+        CHECK(a.what == life[k].on_error);
+        CHECK(a.error == life[k].code);
+        CHECK(a.message.find("pencil") == std::string::npos);  // never the password
+        if (k == 0) CHECK(a.note.api_versions_error == 42);
+        if (k == 1) CHECK(a.message.find("check sasl.mechanism") != std::string::npos);
+        if (k == 2) CHECK(a.message.find("check sasl.username and sasl.password") != std::string::npos);
+        CHECK(r.setup.current() == connection_setup::step::idle);  // ended by itself
+      } else if (f == "malformed") {
+        const auto a = r.answer(bytes{life[k].good.front()});
+        CHECK(a.what == kind::undecodable);
+        CHECK(a.error);
+        CHECK(r.setup.current() == connection_setup::step::idle);
+      } else {
+        // Setup steps run under connect.timeout; a re-authentication's requests under their own.
+        r.now = *r.core.next_deadline(false);
+        auto t = r.core.on_timer(r.now);
+        CHECK(t.verdict == (k < 4 ? verdict::setup_timed_out : verdict::request_timed_out));
+        if (t.expired) (void)t.expired->handler(make_error_code(client_errc::request_timed_out), {});
+      }
+      r.fail();  // what the driver does with each of them
+      r.check_silent(life[k].good);
+      CHECK(r.core.in_flight() == 0);
+      // The next attempt starts over with ApiVersions at v4 and completes.
+      r.now = *r.core.next_deadline(true);
+      REQUIRE(r.core.on_timer(r.now).verdict == verdict::backoff_over);
+      CHECK(r.start().version == 4);
+      for (std::size_t i = 0; i < 4; ++i) CHECK(r.answer(life[i].good).what == life[i].after);
+    }
+  }
+}
+
+TEST_CASE("connection setup: OAUTHBEARER waits for the token provider", "[connection_core][setup]") {
+  setup_rig r("OAUTHBEARER", /*tokens=*/true);
+  (void)r.start();
+  REQUIRE(r.answer(versions_answer(4)).what == kind::get_token);
+  CHECK(r.core.current() == st::authenticating);
+  const security::oauth_token token{"eyJ.token", {}, "alice", {}};
+  SECTION("a token: SaslHandshake, one SaslAuthenticate round, ready") {
+    auto a = r.carry(r.setup.token({}, false, token));
+    REQUIRE(a.what == kind::send_sasl_handshake);
+    CHECK(a.handshake.mechanism == "OAUTHBEARER");
+    a = r.answer(handshake_answer());
+    REQUIRE(a.what == kind::send_sasl_authenticate);
+    CHECK(std::string(a.authenticate.auth_bytes.begin(), a.authenticate.auth_bytes.end()).find("eyJ.token") !=
+          std::string::npos);
+    a = r.answer(auth_answer("", 58, "token eyJ.token expired"));
+    CHECK(a.what == kind::fatal);
+    CHECK(a.message.find("eyJ.token") == std::string::npos);  // never the token
+    CHECK(a.message.find("check the OAUTHBEARER token") != std::string::npos);
+  }
+  SECTION("the provider refuses for good: fatal") {
+    auto a = r.setup.token("the token endpoint refused the client (401)", true, {});
+    CHECK(a.what == kind::fatal);
+    CHECK(a.error == make_error_code(kafka_errc::sasl_authentication_failed));
+    r.check_silent(handshake_answer());
+  }
+  SECTION("the provider is down: the attempt fails, retried after the backoff") {
+    auto a = r.setup.token("token endpoint unreachable", false, {});
+    CHECK(a.what == kind::fail);
+    CHECK(a.error == make_error_code(client_errc::connection_failed));
+    CHECK(a.message == "no OAUTHBEARER token");
+    r.check_silent(handshake_answer());
+  }
+  SECTION("no token before connect.timeout: the attempt fails; a late token sends nothing") {
+    r.now = *r.core.next_deadline(false);
+    CHECK(r.core.on_timer(r.now).verdict == verdict::setup_timed_out);
+    r.fail();
+    r.check_silent(handshake_answer());
   }
 }
