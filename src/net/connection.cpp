@@ -18,7 +18,6 @@
 #include <fmt/ranges.h>
 
 #include "base/log.hpp"
-#include "kgroup/version.hpp"
 
 namespace kgroup::net {
 
@@ -55,11 +54,6 @@ void write_all(connection_transport& t, const Buffers& b, Handler&& h) {
 
 }  // namespace
 
-namespace {
-constexpr std::int16_t api_versions_highest = protocol::api_versions_request::highest_version;
-constexpr std::int16_t unsupported_version_code = 35;
-}  // namespace
-
 void connection::note_trailing_bytes(std::int16_t api_key, const char* api, std::int16_t version,
                                      std::size_t count) {
   if (!opts_.wire) return;
@@ -92,7 +86,9 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       resolver_(io),
       timer_(io),
       core_({opts_.request_timeout, opts_.connect_timeout, opts_.reconnect_backoff,
-             opts_.reconnect_backoff_max}) {}
+             opts_.reconnect_backoff_max}),
+      setup_(core_, {opts_.security && opts_.security->sasl ? &opts_.security->credentials : nullptr,
+                     opts_.security && opts_.security->tokens != nullptr}) {}
 
 connection::~connection() = default;
 
@@ -240,87 +236,9 @@ void connection::tls_failure(const boost::system::error_code& ec, const char* du
 }
 
 void connection::begin_protocol() {
-  core_.step(state::handshaking);
+  auto first = setup_.connected();
   start_read();
-  start_handshake(api_versions_highest);
-}
-
-void connection::start_handshake(std::int16_t version) {
-  protocol::api_versions_request req;
-  req.client_software_name = "kgroup";
-  req.client_software_version = library_version();
-  send_raw(
-      protocol::api_versions_request::api_key, version,
-      [&req, version](std::int32_t corr, const std::optional<std::string>& cid, protocol::bytes& out) {
-        return protocol::encode_request(req, version, corr, cid, out);
-      },
-      /*flexible_response=*/false,  // ApiVersions responses always use header v0
-      [this, version](std::error_code ec, const response_frame& f) -> std::error_code {
-        if (ec) return {};  // the connection failure is handled by fail()
-        protocol::reader peek(f.body());
-        const std::int16_t err = peek.read_int16();
-        if (!peek.ok()) return make_error_code(protocol::codec_errc::truncated);
-        if (err == unsupported_version_code) {
-          // The broker answered with its own range for ApiVersions: retry at once with the
-          // highest version it supports. Real brokers write this answer in the v0 format; others
-          // use the requested version's format, so both are tried (tolerating trailing bytes).
-          // When neither carries a usable range, retry with v0, which every broker answers (as
-          // Java's NetworkClient does): one more round trip at most, never one per version.
-          if (version == 0) return make_error_code(client_errc::no_compatible_version);
-          std::int16_t retry = 0;
-          for (const std::int16_t layout : {std::int16_t{0}, version}) {
-            protocol::api_versions_response advertised;
-            std::size_t trailing = 0;
-            if (protocol::decode(f.body(), layout, advertised, &trailing)) continue;
-            const auto k = std::find_if(advertised.api_keys.begin(), advertised.api_keys.end(), [](const auto& e) {
-              return e.api_key == protocol::api_versions_request::api_key;
-            });
-            if (k != advertised.api_keys.end() && k->max_version >= 0 && k->max_version < version) {
-              retry = k->max_version;
-              break;
-            }
-          }
-          logger()->debug("broker {}: ApiVersions v{} unsupported, retrying with v{}", node_id_, version,
-                          retry);
-          asio::post(io_, [self = shared_from_this(), retry, gen = generation_] {
-            if (gen == self->generation_) self->start_handshake(retry);
-          });
-          return {};
-        }
-        protocol::api_versions_response resp;
-        std::size_t trailing = 0;
-        if (auto dec = protocol::decode(f.body(), version, resp, &trailing)) return dec;
-        if (trailing != 0) {
-          note_trailing_bytes(protocol::api_versions_request::api_key, protocol::api_versions_response::name,
-                              version, trailing);
-        }
-        if (resp.error_code != 0) {
-          logger()->warn("broker {}: ApiVersions failed: {}", node_id_, kafka_error_name(resp.error_code));
-          asio::post(io_, [self = shared_from_this(), gen = generation_] {
-            if (gen == self->generation_)
-              self->fail(make_error_code(client_errc::connection_failed), "ApiVersions error");
-          });
-          return {};
-        }
-        versions_.assign(resp);
-        logger()->debug("broker {} ({}:{}): ApiVersions v{}, {} APIs", node_id_, host_, port_, version,
-                        resp.api_keys.size());
-        if (opts_.security && opts_.security->sasl) {
-          asio::post(io_, [self = shared_from_this(), gen = generation_] {
-            if (gen == self->generation_) self->start_sasl(/*reauth=*/false);
-          });
-        } else {
-          become_ready();
-        }
-        return {};
-      });
-}
-
-void connection::become_ready() {
-  core_.became_ready();
-  logger()->debug("broker {} ({}:{}): ready", node_id_, host_, port_);
-  arm_timer();
-  flush_waiters({});
+  run(std::move(first));
 }
 
 void connection::fatal(std::error_code ec, const std::string& what) {
@@ -472,7 +390,7 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
   if (gen != generation_) return;
   if (core_.answered()) {
     logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
-    start_sasl(/*reauth=*/true);
+    run(setup_.reauthenticate());
   }
   arm_timer();
 }
@@ -499,7 +417,7 @@ void connection::on_timer() {
       return;
     case verdict::reauth_now:
       logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
-      start_sasl(/*reauth=*/true);
+      run(setup_.reauthenticate());
       arm_timer();
       return;
     case verdict::reauth_waits:
@@ -530,7 +448,7 @@ void connection::fail(std::error_code ec, const char* why) {
   resolver_.cancel();
   if (tr_) tr_->socket.close(ignored);
   tr_.reset();  // pending operations keep it alive until they complete
-  sasl_.reset();
+  setup_.lost();
   writing_ = false;
   write_queue_.clear();
   auto lost = core_.failed(clock::now());

@@ -28,6 +28,7 @@
 #include "kgroup/error.hpp"
 #include "net/api_versions.hpp"
 #include "net/connection_core.hpp"
+#include "net/connection_setup.hpp"
 #include "net/security.hpp"
 #include "protocol/answer_check.hpp"
 #include "protocol/headers.hpp"
@@ -104,7 +105,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   state current_state() const noexcept { return core_.current(); }
   std::uint16_t port() const noexcept { return port_; }
-  const api_version_table& versions() const noexcept { return versions_; }
+  const api_version_table& versions() const noexcept { return setup_.versions(); }
   std::size_t in_flight() const noexcept { return core_.in_flight(); }
   /// Number of completed connection attempts that reached `ready` (for tests and metrics).
   std::uint64_t connects() const noexcept { return core_.connects(); }
@@ -131,7 +132,7 @@ class connection : public std::enable_shared_from_this<connection> {
   /// hold it for the whole rebalance timeout).
   void send_raw(std::int16_t api_key, std::int16_t version, const encoder& enc, bool flexible_response,
                 raw_handler handler, std::chrono::milliseconds timeout = {});
-  /// send_adjusted() without waiting for `ready` (the SASL exchange runs before it).
+  /// send_adjusted() once `ready`.
   template <class Request, class Adjust, class Handler>
   void send_now(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout, std::int16_t max_version);
 
@@ -139,12 +140,16 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_connected();
   void on_tls_handshake(const boost::system::error_code& ec);
   void begin_protocol();
-  void start_handshake(std::int16_t version);
+  // The driver side of connection_setup (connection_setup_driver.cpp): sends its requests, feeds
+  // it the answers and tokens, carries out its actions.
+  template <class Request>
+  void send_setup(Request req, std::int16_t version);
+  std::error_code on_setup_answer(std::int16_t api_key, const char* answer_name, std::int16_t version,
+                                  setup_action a);
+  void run(setup_action a);
+  void get_token();
+  void log_notes(const setup_action& a);
   void become_ready();
-  void start_sasl(bool reauth);
-  void sasl_handshake(bool reauth);
-  void sasl_authenticate(bool reauth);
-  void sasl_done(bool reauth);
   /// Ends the connection for good with an error retrying cannot fix (see `failed`).
   void fatal(std::error_code ec, const std::string& what);
   /// A TLS error: fatal when the peer cannot be trusted or refused us, a plain failure otherwise.
@@ -166,14 +171,13 @@ class connection : public std::enable_shared_from_this<connection> {
   boost::asio::ip::tcp::resolver resolver_;
   std::shared_ptr<connection_transport> tr_;
   boost::asio::steady_timer timer_;  // request deadlines, connect deadline, backoff expiry
-  connection_core core_;             // every decision: states, requests in flight, deadlines
+  connection_core core_;             // states, requests in flight, deadlines, backoff
   std::uint64_t generation_ = 0;     // bumped on every close, so stale async completions are ignored
-  api_version_table versions_;
+  connection_setup setup_;           // ApiVersions and SASL: what to send next, what an answer means
   std::deque<std::function<void(std::error_code)>> waiters_;
   std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
-  std::unique_ptr<security::sasl_session> sasl_;
   std::error_code fatal_ec_;
   std::string fatal_message_;
 };
@@ -197,8 +201,8 @@ void connection::send_now(Request req, Adjust adjust, Handler done, std::chrono:
                           std::int16_t max_version) {
   using response = typename Request::response_type;
   std::int16_t version = 0;
-  if (auto vec = versions_.pick<Request>(version)) {
-    logger_mismatch(versions_.mismatch<Request>());
+  if (auto vec = versions().pick<Request>(version)) {
+    logger_mismatch(versions().mismatch<Request>());
     done(vec, response{}, response_frame{});
     return;
   }
