@@ -174,11 +174,12 @@ setup_action connection_setup::begin_sasl(bool reauth) {
   reauth_ = reauth;
   if (!reauth) core_.step(connection_state::authenticating);
   std::int16_t v = 0;
-  if (versions_.pick<protocol::sasl_authenticate_request>(v) || versions_.pick<protocol::sasl_handshake_request>(v) ||
-      v < 1) {
-    return end(kind::fatal, make_error_code(client_errc::no_compatible_version),
-               "the broker does not offer SaslHandshake v1 and SaslAuthenticate (Kafka 1.0 or later), which SASL "
-               "needs; check security.protocol");
+  if (versions_.pick<protocol::sasl_authenticate_request>(v) ||
+      versions_.pick<protocol::sasl_handshake_request>(v) || v < 1) {
+    return end(
+        kind::fatal, make_error_code(client_errc::no_compatible_version),
+        "the broker does not offer SaslHandshake v1 and SaslAuthenticate (Kafka 1.0 or later), which SASL "
+        "needs; check security.protocol");
   }
   if (opts_.token_provider) {
     step_ = step::token;
@@ -190,9 +191,11 @@ setup_action connection_setup::begin_sasl(bool reauth) {
   return send_handshake();
 }
 
-setup_action connection_setup::token(const std::string& error, bool permanent, const security::oauth_token& t) {
+setup_action connection_setup::token(const std::string& error, bool permanent,
+                                     const security::oauth_token& t) {
   if (step_ != step::token) return {};
-  if (!error.empty() && permanent) return end(kind::fatal, make_error_code(kafka_errc::sasl_authentication_failed), error);
+  if (!error.empty() && permanent)
+    return end(kind::fatal, make_error_code(kafka_errc::sasl_authentication_failed), error);
   if (!error.empty()) {
     // The provider may recover (a token endpoint that is down): retried with backoff. (The cache
     // hands out the current token while it is valid, so a failed refresh gets here only once no
@@ -260,8 +263,8 @@ setup_action connection_setup::on_authenticate(time_point now, std::span<const s
     case security::sasl_session::status::failed: {
       const auto code = r.error_code != 0 ? make_error_code(static_cast<kafka_errc>(r.error_code))
                                           : make_error_code(kafka_errc::sasl_authentication_failed);
-      const char* key =
-          opts_.sasl->mechanism == "OAUTHBEARER" ? "the OAUTHBEARER token" : "sasl.username and sasl.password";
+      const char* key = opts_.sasl->mechanism == "OAUTHBEARER" ? "the OAUTHBEARER token"
+                                                               : "sasl.username and sasl.password";
       a = end(kind::fatal, code, error + "; check " + key);
       break;
     }

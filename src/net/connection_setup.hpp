@@ -61,7 +61,7 @@ struct setup_action {
     std::int16_t api_versions_error = 0;  // the broker answered ApiVersions with this error
     std::int16_t versions_at = -1;        // ApiVersions answered at this version, with `apis` APIs
     std::size_t apis = 0;
-    bool authenticated = false;           // a SASL exchange succeeded (`reauth`: a re-authentication)
+    bool authenticated = false;  // SASL succeeded (`reauth`: a re-authentication)
     bool reauth = false;
     std::int64_t session_lifetime_ms = 0;  // 0: the broker set no limit
   } note;

@@ -34,8 +34,8 @@ void connection::send_setup(Request req, std::int16_t version) {
       });
 }
 
-std::error_code connection::on_setup_answer(std::int16_t api_key, const char* answer_name, std::int16_t version,
-                                            setup_action a) {
+std::error_code connection::on_setup_answer(std::int16_t api_key, const char* answer_name,
+                                            std::int16_t version, setup_action a) {
   using kind = setup_action::kind;
   if (a.note.trailing != 0) note_trailing_bytes(api_key, answer_name, version, a.note.trailing);
   log_notes(a);
@@ -63,13 +63,15 @@ void connection::log_notes(const setup_action& a) {
     logger()->warn("broker {}: ApiVersions failed: {}", node_id_, kafka_error_name(n.api_versions_error));
   }
   if (n.versions_at >= 0) {
-    logger()->debug("broker {} ({}:{}): ApiVersions v{}, {} APIs", node_id_, host_, port_, n.versions_at, n.apis);
+    logger()->debug("broker {} ({}:{}): ApiVersions v{}, {} APIs", node_id_, host_, port_, n.versions_at,
+                    n.apis);
   }
   if (n.authenticated) {
     if (opts_.wire) ++(n.reauth ? opts_.wire->reauthentications : opts_.wire->authentications);
-    logger()->debug("broker {} ({}:{}): SASL {} {}authenticated{}", node_id_, host_, port_,
-                    opts_.security->credentials.mechanism, n.reauth ? "re-" : "",
-                    n.session_lifetime_ms > 0 ? fmt::format(" for {} ms", n.session_lifetime_ms) : std::string());
+    logger()->debug(
+        "broker {} ({}:{}): SASL {} {}authenticated{}", node_id_, host_, port_,
+        opts_.security->credentials.mechanism, n.reauth ? "re-" : "",
+        n.session_lifetime_ms > 0 ? fmt::format(" for {} ms", n.session_lifetime_ms) : std::string());
   }
 }
 
@@ -110,11 +112,12 @@ void connection::run(setup_action a) {
 }
 
 void connection::get_token() {
-  opts_.security->tokens->get(io_, [self = shared_from_this(), gen = generation_](
-                                       const std::string& err, bool permanent, const security::oauth_token& token) {
-    if (gen != self->generation_ || self->core_.current() == state::closed) return;
-    self->run(self->setup_.token(err, permanent, token));
-  });
+  opts_.security->tokens->get(
+      io_, [self = shared_from_this(), gen = generation_](const std::string& err, bool permanent,
+                                                          const security::oauth_token& token) {
+        if (gen != self->generation_ || self->core_.current() == state::closed) return;
+        self->run(self->setup_.token(err, permanent, token));
+      });
 }
 
 void connection::become_ready() {

@@ -309,7 +309,8 @@ bytes auth_answer(const std::string& auth, std::int16_t error = 0, std::string m
 }
 
 // RFC 7677's SCRAM-SHA-256 exchange (user "user", password "pencil", a fixed client nonce).
-const std::string server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+const std::string server_first =
+    "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
 const std::string server_final = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
 
 bool is_send(kind k) {
@@ -333,10 +334,11 @@ struct setup_rig {
     if (is_send(a.what)) {
       REQUIRE_FALSE(pending.has_value());  // one setup request at a time
       pending = core.next_correlation_id();
-      core.sent(now, 0, *pending, false, [this](std::error_code ec, const response_frame&) -> std::error_code {
-        if (ec) setup.lost();
-        return {};
-      });
+      core.sent(now, 0, *pending, false,
+                [this](std::error_code ec, const response_frame&) -> std::error_code {
+                  if (ec) setup.lost();
+                  return {};
+                });
     }
     return a;
   }
@@ -359,7 +361,8 @@ struct setup_rig {
   }
   // connection::fail(): the socket is closed, everything in flight fails.
   void fail() {
-    for (auto& r : core.failed(now).in_flight) (void)r.handler(make_error_code(client_errc::connection_closed), {});
+    for (auto& r : core.failed(now).in_flight)
+      (void)r.handler(make_error_code(client_errc::connection_closed), {});
     setup.lost();
     pending.reset();
   }
@@ -413,7 +416,7 @@ TEST_CASE("connection setup: UNSUPPORTED_VERSION retries once at the broker's ve
   SECTION("no usable range: v0, which every broker answers") {
     auto a = r.answer(versions_answer(4, 35, 9));  // not below the refused version
     CHECK(a.version == 0);
-    a = r.answer(bytes{0, 35});  // no range at all
+    a = r.answer(bytes{0, 35});          // no range at all
     CHECK(a.what == kind::undecodable);  // refused at v0 too: no common version
     CHECK(a.error == make_error_code(client_errc::no_compatible_version));
     r.check_silent(versions_answer(0));
@@ -454,9 +457,9 @@ TEST_CASE("connection setup: SCRAM and a re-authentication, with a fault at ever
   // sent after it.
   struct step_script {
     bytes good;
-    kind after;        // what the good answer leads to
-    bytes error;       // an answer carrying an error
-    kind on_error;     // fail or fatal
+    kind after;     // what the good answer leads to
+    bytes error;    // an answer carrying an error
+    kind on_error;  // fail or fatal
     std::error_code code;
   };
   const auto refused = make_error_code(kafka_errc::sasl_authentication_failed);
@@ -471,7 +474,8 @@ TEST_CASE("connection setup: SCRAM and a re-authentication, with a fault at ever
       {handshake_answer(), kind::send_sasl_authenticate, handshake_answer(33), kind::fatal,
        make_error_code(kafka_errc::unsupported_sasl_mechanism)},
       {auth_answer(server_first), kind::send_sasl_authenticate, auth_answer("", 58), kind::fatal, refused},
-      {auth_answer(server_final, 0, {}, 10000), kind::reauthenticated, auth_answer("v=AAAA"), kind::fatal, refused},
+      {auth_answer(server_final, 0, {}, 10000), kind::reauthenticated, auth_answer("v=AAAA"), kind::fatal,
+       refused},
   };
   for (std::size_t k = 0; k < life.size(); ++k) {
     for (const char* fault : {"error", "malformed", "timeout"}) {
