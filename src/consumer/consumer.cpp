@@ -43,6 +43,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   };
   auto identity = [who = who_.get()] { return who->identity(); };
   fetcher_ = std::make_shared<fetch::fetcher>(io_, cluster_, std::move(fo), shared_, identity);
+  to_fetcher_.set_fetcher(fetcher_);
   who_->set_coordinator(std::make_unique<fetch::standalone_coordinator>(
       cluster_, config_.get("group.id"), config_.get_ms("request.timeout.ms"),
       [f = std::weak_ptr<fetch::fetcher>(fetcher_)] {

@@ -25,6 +25,7 @@
 #include "consumer/make_metrics.hpp"
 #include "consumer/observability.hpp"
 #include "consumer/poll_stats.hpp"
+#include "consumer/posted_fetcher.hpp"
 #include "consumer/single_thread.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/standalone_coordinator.hpp"
@@ -111,9 +112,6 @@ class Consumer::impl {
   void post(F&& f) {
     asio::post(io_, std::forward<F>(f));
   }
-  void to_fetcher(detail::data_reader::fetcher_call call) {
-    post([f = fetcher_, call = std::move(call)] { call(*f); });
-  }
   void check_open() const {
     if (closed_) throw Error(make_error_code(client_errc::closed), "the consumer is closed");
   }
@@ -161,8 +159,10 @@ class Consumer::impl {
   detail::single_thread_check thread_check_;
   detail::listener_mailbox listeners_{shared_};
   detail::poll_stats poll_stats_;
-  detail::data_reader reader_{shared_, poll_stats_, [this](auto call) { to_fetcher(std::move(call)); }};
-  detail::commit_client commits_{shared_, listeners_, [this](auto call) { to_fetcher(std::move(call)); }};
+  detail::posted_fetcher to_fetcher_{[this](std::function<void()> f) { post(std::move(f)); }};
+  detail::data_reader reader_{shared_, poll_stats_, to_fetcher_};
+  detail::commit_client commits_{shared_, listeners_,
+                                 [this](auto call) { to_fetcher_.run(std::move(call)); }};
   std::unique_ptr<detail::cluster_queries> queries_;
   std::set<TopicPartition> manual_;                    // assign()'s partitions; written under shared_.mutex
   std::uint64_t poll_seq_ = 0;                         // poll() calls, for shared_.poll_acked

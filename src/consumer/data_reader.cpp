@@ -21,7 +21,7 @@ void data_reader::finish_cursor() {
     std::lock_guard lock(shared_.mutex);
     shared_.buffered_bytes -= std::min(shared_.buffered_bytes, bytes);
   }
-  to_fetcher_([](fetch::fetcher& f) { f.wake(); });
+  fetcher_.wake();
 }
 
 bool data_reader::next_cursor() {
@@ -58,7 +58,7 @@ bool data_reader::next_cursor() {
                       d.fetch_offset, data::to_string(fit));
       // The fetcher stops while the buffer is full and only the user thread wakes it: freeing
       // space by dropping must wake it too, as finish_cursor() does.
-      to_fetcher_([](fetch::fetcher& f) { f.wake(); });
+      fetcher_.wake();
       continue;
     }
     positions_.note_fetched(d, read_committed_);
@@ -120,7 +120,7 @@ void data_reader::corrupt_data(const TopicPartition& tp, std::error_code ec, con
                               ec.message() + "; seek() past it to skip it";
   logger()->error("{}", message);
   pending_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message});
-  to_fetcher_([tp, p](fetch::fetcher& f) { f.refetch(tp, p.offset, p.epoch); });
+  fetcher_.refetch(tp, p.offset, p.epoch);
 }
 
 void data_reader::assign(const std::set<TopicPartition>& tps) {
@@ -159,7 +159,7 @@ void data_reader::seek(const TopicPartition& tp, std::int64_t offset, std::int32
     std::lock_guard lock(shared_.mutex);
     consumed_is(tp, {offset, epoch});
   }
-  to_fetcher_([tp, offset, epoch](fetch::fetcher& f) { f.seek(tp, offset, epoch); });
+  fetcher_.seek(tp, offset, epoch);
 }
 
 void data_reader::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
@@ -167,7 +167,7 @@ void data_reader::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
     positions_.seek_to(tp);
     drop_current(tp);
   }
-  to_fetcher_([tps, beginning](fetch::fetcher& f) { f.seek_to(tps, beginning); });
+  fetcher_.seek_to(tps, beginning);
 }
 
 void data_reader::pause(const std::set<TopicPartition>& tps) {
@@ -175,7 +175,7 @@ void data_reader::pause(const std::set<TopicPartition>& tps) {
     positions_.pause(tp);
     drop_current(tp);
   }
-  to_fetcher_([tps](fetch::fetcher& f) { f.pause(tps); });
+  fetcher_.pause(tps);
 }
 
 void data_reader::resume(const std::set<TopicPartition>& tps) {
@@ -183,7 +183,7 @@ void data_reader::resume(const std::set<TopicPartition>& tps) {
   for (const auto& tp : tps) {
     if (auto p = positions_.resume(tp)) at[tp] = *p;
   }
-  to_fetcher_([at = std::move(at)](fetch::fetcher& f) { f.resume(at); });
+  fetcher_.resume(at);
 }
 
 void data_reader::publish_partitions(metrics_state& m, const std::set<TopicPartition>& assigned) const {
@@ -207,8 +207,8 @@ OffsetMap data_reader::current_positions() const {
   return out;
 }
 
-fetch::commit_map data_reader::commit_positions(const std::set<TopicPartition>& tps) const {
-  fetch::commit_map out;
+data::commit_map data_reader::commit_positions(const std::set<TopicPartition>& tps) const {
+  data::commit_map out;
   for (const auto& tp : tps) {
     if (auto p = positions_.position(tp)) out[tp] = {p->offset, "", p->epoch};
   }
@@ -238,7 +238,7 @@ void data_reader::apply_cut(const detail::position_event& e) {
       // Nothing returned so far is past the cut: the data fetched before it is read up to it
       // (the fetcher limited the queued data; this is the data being read), then the new data.
       cursor_.cut(e.tp, e.offset, e.epoch);
-      if (e.halted) to_fetcher_([tp = e.tp, at = e.offset](fetch::fetcher& f) { f.cut_accepted(tp, at); });
+      if (e.halted) fetcher_.cut_accepted(e.tp, e.offset);
       return;
     case data::cut_verdict::moved_back: {
       drop_current(e.tp);
@@ -258,7 +258,7 @@ void data_reader::apply_cut(const detail::position_event& e) {
     logger()->warn("{}: position {} is past the log's end {}; applying auto.offset.reset", name, at,
                    e.offset);
     positions_.seek_to(e.tp);
-    to_fetcher_([tp = e.tp](fetch::fetcher& f) { f.reset_position(tp); });
+    fetcher_.reset_position(e.tp);
     return;
   }
   // auto.offset.reset=none, and the application read past the cut: it decides (seek). The fetcher

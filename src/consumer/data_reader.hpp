@@ -2,39 +2,51 @@
 // table and the record cursor (src/data) into poll()'s records; what the application did to a
 // partition (seek, pause, resume, ownership changes) applied to both; the fetcher's verdicts on a
 // partition's log (positions, cuts) and the data errors poll() raises. The facade decides when;
-// this decides what. The fetcher is reached only through `to_fetcher` (a post onto the
-// background thread), so nothing here runs there.
+// this decides what. The fetcher is reached only through a fetcher_port (the facade's posts each
+// call onto the background thread), so nothing here runs there, and a unit test can stand in.
 //
 // Thread: the user thread only; what it touches in shared_state it touches under its mutex.
 #pragma once
 
 #include <cstddef>
 #include <deque>
-#include <functional>
 #include <map>
 #include <set>
 
 #include "consumer/poll_stats.hpp"
+#include "data/committer.hpp"
 #include "data/positions.hpp"
 #include "data/record_cursor.hpp"
-#include "fetch/fetcher.hpp"
 #include "kgroup/consumer.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::detail {
 
+/// What the data reader asks of the fetcher (fetch::fetcher's calls of the same names).
+class fetcher_port {
+ public:
+  virtual ~fetcher_port() = default;
+  /// Buffer space was freed.
+  virtual void wake() = 0;
+  virtual void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) = 0;
+  virtual void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) = 0;
+  virtual void seek_to(const std::set<TopicPartition>& tps, bool beginning) = 0;
+  virtual void pause(const std::set<TopicPartition>& tps) = 0;
+  virtual void resume(const std::map<TopicPartition, epoch_offset>& positions) = 0;
+  virtual void cut_accepted(const TopicPartition& tp, std::int64_t offset) = 0;
+  virtual void reset_position(const TopicPartition& tp) = 0;
+};
+
 class data_reader {
  public:
-  /// Runs a call on the fetcher, on the background thread.
-  using fetcher_call = std::function<void(fetch::fetcher&)>;
   struct options {
     data::record_cursor::options cursor;
     std::size_t max_poll_records = 500;
     bool read_committed = false;
   };
 
-  data_reader(shared_state& shared, poll_stats& stats, std::function<void(fetcher_call)> to_fetcher)
-      : shared_(shared), stats_(stats), to_fetcher_(std::move(to_fetcher)) {}
+  data_reader(shared_state& shared, poll_stats& stats, fetcher_port& fetcher)
+      : shared_(shared), stats_(stats), fetcher_(fetcher) {}
 
   void configure(const options& o) {
     cursor_ = data::record_cursor(o.cursor);
@@ -75,7 +87,7 @@ class data_reader {
   /// The positions of every owned partition whose position is known.
   OffsetMap current_positions() const;
   /// The same for `tps`, as the commit map an auto-commit sends.
-  fetch::commit_map commit_positions(const std::set<TopicPartition>& tps) const;
+  data::commit_map commit_positions(const std::set<TopicPartition>& tps) const;
 
   // ---- what the fetcher found ----
 
@@ -106,7 +118,7 @@ class data_reader {
 
   shared_state& shared_;
   poll_stats& stats_;
-  std::function<void(fetcher_call)> to_fetcher_;
+  fetcher_port& fetcher_;
   data::position_table positions_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.

@@ -33,7 +33,7 @@ location fetch_planner::locate(const cluster_metadata& md, const TopicPartition&
 
 fetch_plan fetch_planner::plan(time_point now, const cluster_metadata& md) {
   fetch_plan out;
-  std::map<std::int32_t, fetch::fetch_set> by_node;
+  std::map<std::int32_t, data::fetch_set> by_node;
   bool backing_off = false;
   positions_.for_each([&](const TopicPartition& tp, fetch_part& p) {
     const auto check = fetch_positions::fetchable(p, now);
@@ -57,7 +57,7 @@ fetch_plan fetch_planner::plan(time_point now, const cluster_metadata& md) {
     const bool replica_known = p.preferred_replica() >= 0 && md.brokers.count(p.preferred_replica()) != 0;
     const auto node = fetch_positions::fetch_node(p, pi.leader, replica_known, now);
     if (fetching_nodes_.count(node)) return;
-    fetch::partition_fetch pf;
+    data::partition_fetch pf;
     pf.topic_id = t.topic_id;
     pf.fetch_offset = p.fetch_pos();
     pf.current_leader_epoch = pi.leader_epoch;  // -1 when metadata has none (before Metadata v7)
@@ -81,13 +81,13 @@ fetch_plan fetch_planner::plan(time_point now, const cluster_metadata& md) {
     }
     f.max_version = all_ids ? -1 : 12;
     fetching_nodes_.insert(node);
-    f.partitions = std::make_shared<const fetch::fetch_set>(std::move(wanted));
+    f.partitions = std::make_shared<const data::fetch_set>(std::move(wanted));
     out.requests.push_back(std::move(f));
   }
   return out;
 }
 
-time_point fetch_planner::not_sent(time_point now, std::int32_t node, const fetch::fetch_set& partitions) {
+time_point fetch_planner::not_sent(time_point now, std::int32_t node, const data::fetch_set& partitions) {
   // Undoes plan(): its partitions were not in flight before (fetchable() skips those).
   fetching_nodes_.erase(node);
   for (const auto& [tp, pf] : partitions) positions_.fetch_ended(tp);
@@ -95,13 +95,13 @@ time_point fetch_planner::not_sent(time_point now, std::int32_t node, const fetc
 }
 
 void fetch_planner::fill(std::int32_t node, protocol::fetch_request& req, std::int16_t version,
-                         const fetch::fetch_set& partitions) {
+                         const data::fetch_set& partitions) {
   session(node).fill(req, version, partitions);
 }
 
 fetch_answer fetch_planner::on_answer(time_point now, const cluster_metadata& md, std::int32_t node,
                                       std::error_code failure, const protocol::fetch_response& r,
-                                      const fetch::fetch_set& sent) {
+                                      const data::fetch_set& sent) {
   fetch_answer out;
   fetching_nodes_.erase(node);
   for (const auto& [tp, pf] : sent) positions_.fetch_ended(tp);
@@ -165,7 +165,7 @@ fetch_answer fetch_planner::on_answer(time_point now, const cluster_metadata& md
     if (!pd.records || pd.records->data.empty()) continue;
     std::int32_t last_epoch = p.epoch();
     const std::int64_t from = p.fetch_pos();
-    const std::int64_t next = fetch::next_fetch_offset(pd.records->data, from, &last_epoch);
+    const std::int64_t next = data::next_fetch_offset(pd.records->data, from, &last_epoch);
     if (!positions_.fetched(p, next, last_epoch))
       continue;  // only a partial batch: fetch again (more bytes next time)
     out.slices.push_back({tp, from, pdp});

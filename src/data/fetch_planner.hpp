@@ -48,7 +48,7 @@ struct fetch_planner_options {
 struct planned_fetch {
   std::int32_t node = -1;
   protocol::fetch_request request;
-  std::shared_ptr<const fetch::fetch_set> partitions;
+  std::shared_ptr<const data::fetch_set> partitions;
   /// The highest version to use: Fetch v13+ names topics by id only, so 12 when a topic has none.
   std::int16_t max_version = -1;
 };
@@ -138,15 +138,15 @@ class fetch_planner {
   /// The request planned for `node` could not be sent (no connection): undone. Metadata is to be
   /// refreshed and the plan retried (the returned time).
   std::chrono::steady_clock::time_point not_sent(std::chrono::steady_clock::time_point now, std::int32_t node,
-                                                 const fetch::fetch_set& partitions);
+                                                 const data::fetch_set& partitions);
   /// Writes the partition lists of `req` (version `version`) for the planned `partitions` of `node`.
   void fill(std::int32_t node, protocol::fetch_request& req, std::int16_t version,
-            const fetch::fetch_set& partitions);
+            const data::fetch_set& partitions);
   /// The answer (or, with `failure`, none) to the request planned for `node` with `sent`. The
   /// pointers in the result point into `r`.
   fetch_answer on_answer(std::chrono::steady_clock::time_point now, const cluster_metadata& md,
                          std::int32_t node, std::error_code failure, const protocol::fetch_response& r,
-                         const fetch::fetch_set& sent);
+                         const data::fetch_set& sent);
 
   /// Where `tp` (entry `p`) stands in `md`: the metadata-missing rule (fetch_positions::missing)
   /// plus a leader the broker list does not name (a broker that is down).
@@ -154,7 +154,7 @@ class fetch_planner {
 
   /// Brokers with a Fetch in flight.
   const std::set<std::int32_t>& busy_nodes() const noexcept { return fetching_nodes_; }
-  fetch::fetch_session& session(std::int32_t node) { return sessions_.try_emplace(node, node).first->second; }
+  data::fetch_session& session(std::int32_t node) { return sessions_.try_emplace(node, node).first->second; }
 
  private:
   void apply_error(fetch_answer& out, const TopicPartition& tp, fetch_part& p,
@@ -164,8 +164,8 @@ class fetch_planner {
   fetch_positions& positions_;
   fetch_planner_options opts_;
   bool manual_ = false;
-  std::set<std::int32_t> fetching_nodes_;                  // one Fetch in flight per broker
-  std::map<std::int32_t, fetch::fetch_session> sessions_;  // KIP-227 session per broker
+  std::set<std::int32_t> fetching_nodes_;                 // one Fetch in flight per broker
+  std::map<std::int32_t, data::fetch_session> sessions_;  // KIP-227 session per broker
 };
 
 }  // namespace kgroup::data

@@ -8,7 +8,7 @@
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 namespace {
 
@@ -201,4 +201,4 @@ void fetch_session::reset(bool forget_id, const char* why) {
   epoch_ = 0;
 }
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data

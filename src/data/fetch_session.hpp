@@ -44,7 +44,7 @@
 #include "kgroup/types.hpp"
 #include "protocol/messages.hpp"
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 /// What one partition's entry in a Fetch request carries. A change in any field makes an
 /// incremental request list the partition again.
@@ -121,4 +121,4 @@ class fetch_session {
   bool pending_sessionless_ = false;  // ... below Fetch v7
 };
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 namespace {
 
@@ -49,4 +49,4 @@ std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64
   return next;
 }
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data

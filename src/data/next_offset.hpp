@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 /// The offset following the last complete batch in `records` (at least `from`), and in
 /// `last_epoch` (when given and such a batch exists) that batch's partition leader epoch (-1 for
@@ -13,4 +13,4 @@ namespace kgroup::fetch {
 std::int64_t next_fetch_offset(std::span<const std::uint8_t> records, std::int64_t from,
                                std::int32_t* last_epoch = nullptr) noexcept;
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data

@@ -56,7 +56,7 @@ void record_cursor::start(std::shared_ptr<detail::fetched_data> data) {
   decode.max_decompressed_batch_bytes = opts_.max_batch_bytes;
   protocol::batch_reader batches(data->records, decode);
   cur_.emplace(state{std::move(data), std::move(batches), {}, {}, false, nullptr, {}});
-  if (opts_.read_committed) cur_->aborted = fetch::aborted_filter(cur_->data->aborted);
+  if (opts_.read_committed) cur_->aborted = data::aborted_filter(cur_->data->aborted);
 }
 
 void record_cursor::cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {

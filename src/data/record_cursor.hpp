@@ -84,7 +84,7 @@ class record_cursor {
     protocol::record_iterator records;
     bool in_batch = false;
     std::shared_ptr<const void> batch_owner;  // decompressed records of the current batch
-    fetch::aborted_filter aborted;            // read_committed only
+    data::aborted_filter aborted;             // read_committed only
   };
   options opts_;
   std::optional<state> cur_;

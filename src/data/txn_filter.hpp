@@ -15,7 +15,7 @@
 
 #include "protocol/records.hpp"
 
-namespace kgroup::fetch {
+namespace kgroup::data {
 
 class aborted_filter {
  public:
@@ -45,4 +45,4 @@ class aborted_filter {
   std::set<std::int64_t> aborting_;
 };
 
-}  // namespace kgroup::fetch
+}  // namespace kgroup::data

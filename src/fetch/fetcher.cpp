@@ -246,7 +246,7 @@ void fetcher::record_fetch(std::chrono::steady_clock::duration took, const proto
 }
 
 void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
-                                const net::response_frame& frame, const fetch_set& sent) {
+                                const net::response_frame& frame, const data::fetch_set& sent) {
   if (stopped_) return;
   const auto answer = planner_.on_answer(clock::now(), cluster_->metadata(), node, ec, r, sent);
   if (ec) logger()->debug("fetch from broker {} failed: {}", node, ec.message());

@@ -139,7 +139,7 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
                     std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
-                         const net::response_frame& frame, const fetch_set& sent);
+                         const net::response_frame& frame, const data::fetch_set& sent);
   /// Fetch latency, size and throttle time for the metrics.
   void record_fetch(std::chrono::steady_clock::duration took, const protocol::fetch_response& r);
   void schedule_retry();

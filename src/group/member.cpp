@@ -34,16 +34,16 @@ member::member(member_options opts, protocol_builder build_protocols, assignment
       decode_assignment_(decode_assignment ? std::move(decode_assignment) : decode_consumer_assignment) {}
 
 void member::subscribe(time_point now, std::vector<std::string> topics) {
-  if (state_ == member_state::fatal || state_ == member_state::closed) return;
+  if (state_ == classic_state::fatal || state_ == classic_state::closed) return;
   pattern_.reset();
   std::sort(topics.begin(), topics.end());
   topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
   const bool changed = topics != topics_;
   topics_ = std::move(topics);
   if (!poll_.started()) poll_.restart(now);
-  if (state_ == member_state::unsubscribed) {
+  if (state_ == classic_state::unsubscribed) {
     poll_.restart(now);
-    transition(member_state::joining, "subscribed");
+    transition(classic_state::joining, "subscribed");
     rejoin_reason_ = "subscribed";
     rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
     pump(now);
@@ -55,15 +55,15 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
 
 void member::unsubscribe(time_point now) {
   pattern_.reset();
-  if (state_ == member_state::unsubscribed || state_ == member_state::closed ||
-      state_ == member_state::leaving)
+  if (state_ == classic_state::unsubscribed || state_ == classic_state::closed ||
+      state_ == classic_state::leaving)
     return;
-  if (state_ == member_state::fatal) {
+  if (state_ == classic_state::fatal) {
     // Nothing to leave (the coordinator refused us), nothing to wait for: the partitions still
     // owned are reported lost, then unsubscribe() returns.
     closing_ = false;
     topics_.clear();
-    transition(member_state::leaving, "unsubscribe after a fatal error");
+    transition(classic_state::leaving, "unsubscribe after a fatal error");
     if (!owned_.empty()) {
       request_listener(listener_kind::lost, owned_, then::close_after_leave);
     } else {
@@ -75,7 +75,7 @@ void member::unsubscribe(time_point now) {
   topics_.clear();
   // A callback of a rebalance still queued is replaced by unsubscribe()'s own (one revoke, not two).
   supersede_pending_listener();
-  transition(member_state::leaving, "unsubscribe");
+  transition(classic_state::leaving, "unsubscribe");
   if (!owned_.empty()) {
     // Partitions of a generation that is gone are lost, not revoked: their offsets must not be committed.
     const bool valid = generation_ >= 0;
@@ -87,44 +87,44 @@ void member::unsubscribe(time_point now) {
 
 void member::close(time_point now) {
   pattern_.reset();
-  if (state_ == member_state::closed) return;
-  if (state_ == member_state::fatal && !owned_.empty()) {
+  if (state_ == classic_state::closed) return;
+  if (state_ == classic_state::fatal && !owned_.empty()) {
     // The partitions are not ours any more (fenced, unauthorized, ...): tell the user they are
     // lost, then close without a LeaveGroup (the coordinator refused us; there is nothing to leave).
     closing_ = true;
-    transition(member_state::leaving, "close after a fatal error");
+    transition(classic_state::leaving, "close after a fatal error");
     request_listener(listener_kind::lost, owned_, then::close_after_leave);
     return;
   }
-  if (state_ == member_state::unsubscribed || state_ == member_state::fatal) {
+  if (state_ == classic_state::unsubscribed || state_ == classic_state::fatal) {
     set_owned({});
     rebalance_ends(now, false);
-    transition(member_state::closed, "close");
+    transition(classic_state::closed, "close");
     actions_.emplace_back(left_group{});
     return;
   }
-  if (state_ == member_state::leaving) {
+  if (state_ == classic_state::leaving) {
     closing_ = true;
     return;
   }
   unsubscribe(now);
   closing_ = true;
-  if (state_ == member_state::unsubscribed) {
-    transition(member_state::closed, "close");
+  if (state_ == classic_state::unsubscribed) {
+    transition(classic_state::closed, "close");
   }
 }
 
 void member::poll_called(time_point now) {
   poll_.called(now);
-  if (state_ == member_state::poll_timed_out && !listener_.pending()) {
+  if (state_ == classic_state::poll_timed_out && !listener_.pending()) {
     lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
   }
   pump(now);
 }
 
 void member::enforce_rebalance(time_point now, std::string reason) {
-  if (state_ == member_state::unsubscribed || state_ == member_state::fatal ||
-      state_ == member_state::closed || state_ == member_state::leaving) {
+  if (state_ == classic_state::unsubscribed || state_ == classic_state::fatal ||
+      state_ == classic_state::closed || state_ == classic_state::leaving) {
     return;
   }
   request_rejoin(RebalanceCause::enforced,
@@ -133,7 +133,7 @@ void member::enforce_rebalance(time_point now, std::string reason) {
 }
 
 void member::after_listener(time_point now, then next) {
-  if (state_ == member_state::poll_timed_out) {
+  if (state_ == classic_state::poll_timed_out) {
     // We left the group while the listener ran: its continuation belongs to a generation that is
     // gone. The next poll_called() reports what is still owned as lost and rejoins.
     return;
@@ -146,8 +146,8 @@ void member::after_listener(time_point now, then next) {
 
 void member::tick(time_point now) {
   if (check_poll_timeout(now)) return;
-  const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
-                             state_ == member_state::preparing || state_ == member_state::assigning) &&
+  const bool heartbeating = (state_ == classic_state::stable || state_ == classic_state::completing ||
+                             state_ == classic_state::preparing || state_ == classic_state::assigning) &&
                             generation_ >= 0;
   if (heartbeating && now - last_heartbeat_ok_ >= opts_.session_timeout) {
     logger()->warn(
@@ -173,12 +173,13 @@ void member::tick(time_point now) {
 }
 
 bool member::leaving_heartbeats() const noexcept {
-  return state_ == member_state::leaving && listener_.pending() && !leave_sent_ && generation_ >= 0;
+  return state_ == classic_state::leaving && listener_.pending() && !leave_sent_ && generation_ >= 0;
 }
 
 bool member::poll_interval_applies() const noexcept {
-  return state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
-         state_ != member_state::fatal && state_ != member_state::closed && state_ != member_state::leaving;
+  return state_ != classic_state::unsubscribed && state_ != classic_state::poll_timed_out &&
+         state_ != classic_state::fatal && state_ != classic_state::closed &&
+         state_ != classic_state::leaving;
 }
 
 bool member::check_poll_timeout(time_point now) {
@@ -200,7 +201,7 @@ bool member::check_poll_timeout(time_point now) {
   // next poll() reports what is owned as lost instead.
   cancel_unstarted_listener();
   rebalance_begins(now, RebalanceCause::poll_timeout, poll_timeout_detail(*measured, opts_.max_poll_interval));
-  transition(member_state::poll_timed_out, "max.poll.interval.ms exceeded");
+  transition(classic_state::poll_timed_out, "max.poll.interval.ms exceeded");
   actions_.emplace_back(poll_timeout_error());
   return true;
 }
@@ -211,12 +212,12 @@ void member::assignment_computed(
   // Only the answer to our compute_assignment counts; one that arrives after the member moved on
   // (a poll timeout, a leave, a lost generation), even into assigning a newer generation, is
   // stale.
-  if (state_ != member_state::assigning || generation != generation_) return;
+  if (state_ != classic_state::assigning || generation != generation_) return;
   if (ec) {
     rebalance_failed(now);
     actions_.emplace_back(
         report_error{ec, "the leader could not compute an assignment: " + ec.message(), false});
-    transition(member_state::joining, "assignment failed");
+    transition(classic_state::joining, "assignment failed");
     backoff(now);
     pump(now);
     return;
@@ -234,7 +235,7 @@ void member::send_sync(time_point now,
   req.protocol_type = protocol_type;
   req.protocol_name = protocol_name_;
   req.assignments = std::move(assignments);
-  transition(member_state::syncing, "sending SyncGroup");
+  transition(classic_state::syncing, "sending SyncGroup");
   in_flight_ = in_flight::sync;
   sync_sent_ = now;
   actions_.emplace_back(send_sync_group{std::move(req)});
@@ -244,15 +245,15 @@ void member::send_sync(time_point now,
 
 bool member::needs_coordinator() const noexcept {
   switch (state_) {
-    case member_state::joining:
-    case member_state::syncing:
-    case member_state::assigning:
+    case classic_state::joining:
+    case classic_state::syncing:
+    case classic_state::assigning:
       return true;
-    case member_state::stable:
-    case member_state::completing:
-    case member_state::preparing:
+    case classic_state::stable:
+    case classic_state::completing:
+    case classic_state::preparing:
       return generation_ >= 0;
-    case member_state::leaving:
+    case classic_state::leaving:
       // While the revoke of unsubscribe()/close() runs, the member heartbeats and the commits in
       // the callback need the coordinator: one that moved is looked up again.
       return leaving_heartbeats() || (!leave_sent_ && !member_id_.empty() && !listener_.pending());
@@ -264,8 +265,8 @@ bool member::needs_coordinator() const noexcept {
 void member::pump(time_point now) {
   // A backoff that is over is forgotten, so next_deadline() never reports a time in the past.
   if (backoff_until_ != time_point{} && now >= backoff_until_) backoff_until_ = {};
-  if (state_ == member_state::unsubscribed || state_ == member_state::fatal ||
-      state_ == member_state::closed || state_ == member_state::poll_timed_out) {
+  if (state_ == classic_state::unsubscribed || state_ == classic_state::fatal ||
+      state_ == classic_state::closed || state_ == classic_state::poll_timed_out) {
     return;
   }
   if (needs_coordinator() && !coord_.known()) {
@@ -274,18 +275,18 @@ void member::pump(time_point now) {
   }
   if (now < backoff_until_) return;
   switch (state_) {
-    case member_state::joining:
+    case classic_state::joining:
       if (in_flight_ == in_flight::none) send_join(now);
       return;
-    case member_state::stable:
+    case classic_state::stable:
       if (rejoin_needed_ && in_flight_ == in_flight::none && !listener_.pending()) {
         start_rebalance(now, rejoin_reason_);
         return;
       }
       [[fallthrough]];
-    case member_state::completing:
-    case member_state::preparing:
-    case member_state::assigning:
+    case classic_state::completing:
+    case classic_state::preparing:
+    case classic_state::assigning:
       // The leader heartbeats while its assignor runs too: the coordinator times the session of
       // a member that has joined from the JoinGroup answer on (Java heartbeats in
       // COMPLETING_REBALANCE), and a slow assignor must not cost the leader its membership.
@@ -294,7 +295,7 @@ void member::pump(time_point now) {
         send_heartbeat_now(now);
       }
       return;
-    case member_state::leaving:
+    case classic_state::leaving:
       if (leaving_heartbeats()) {
         // unsubscribe()/close() runs its revoke (and the commits in it) on the user thread: the
         // member stays alive meanwhile, so the final commit still finds its generation.
@@ -319,7 +320,7 @@ void member::start_rebalance(time_point now, const std::string& reason) {
   rebalance_begins(now, rejoin_cause_, reason);
   if (opts_.protocol == RebalanceProtocol::eager && !owned_.empty()) {
     // Eager: give everything back, on the user's thread, before asking to join.
-    transition(member_state::preparing, "eager revoke before JoinGroup");
+    transition(classic_state::preparing, "eager revoke before JoinGroup");
     request_listener(listener_kind::revoked, owned_, then::join);
     return;
   }
@@ -331,12 +332,12 @@ void member::start_rebalance(time_point now, const std::string& reason) {
       if (!std::binary_search(topics_.begin(), topics_.end(), tp.topic)) unsubscribed.insert(tp);
     }
     if (!unsubscribed.empty()) {
-      transition(member_state::preparing, "revoke partitions of unsubscribed topics before JoinGroup");
+      transition(classic_state::preparing, "revoke partitions of unsubscribed topics before JoinGroup");
       request_listener(listener_kind::revoked, unsubscribed, then::join);
       return;
     }
   }
-  transition(member_state::joining, reason.c_str());
+  transition(classic_state::joining, reason.c_str());
   pump(now);
 }
 
@@ -349,7 +350,7 @@ void member::send_join(time_point now) {
   req.member_id = member_id_;
   req.group_instance_id = opts_.group_instance_id;
   req.protocol_type = protocol_type;
-  member_snapshot snap{topics_, owned_, generation_, opts_.rack};
+  subscription_snapshot snap{topics_, owned_, generation_, opts_.rack};
   req.protocols = build_protocols_(snap);
   req.reason = rejoin_reason_.empty() ? std::optional<std::string>() : rejoin_reason_;
   // This JoinGroup carries the current subscription and answers every rejoin request made so far
@@ -396,16 +397,16 @@ void member::finish_leave(time_point now) {
   set_owned({});
   rebalance_ends(now, false);
   if (closing_) {
-    transition(member_state::closed, "left the group");
+    transition(classic_state::closed, "left the group");
   } else {
-    transition(member_state::unsubscribed, "left the group");
+    transition(classic_state::unsubscribed, "left the group");
   }
   actions_.emplace_back(left_group{});
   if (!closing_ && !topics_.empty()) {
     // subscribe() was called while the leave was under way: join again with the new topics.
     rejoin_reason_ = "subscribed";
     rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
-    transition(member_state::joining, "subscribed while leaving");
+    transition(classic_state::joining, "subscribed while leaving");
     pump(now);
   }
 }
@@ -419,7 +420,7 @@ void member::lose_partitions(time_point now, const std::string& why, then next) 
   supersede_pending_listener();
   if (!owned_.empty()) {
     logger()->warn("group '{}': partitions lost ({})", opts_.group_id, why);
-    if (state_ != member_state::preparing) transition(member_state::preparing, why.c_str());
+    if (state_ != classic_state::preparing) transition(classic_state::preparing, why.c_str());
     request_listener(listener_kind::lost, owned_, next);
     return;
   }
@@ -432,8 +433,8 @@ void member::continue_after_listener(time_point now, then next) {
       return;
     case then::join:
     case then::rejoin_after_lost:
-      if (state_ == member_state::leaving) return;
-      transition(member_state::joining, "rejoining");
+      if (state_ == classic_state::leaving) return;
+      transition(classic_state::joining, "rejoining");
       return;
     case then::assign_added: {
       // Cooperative, after revoking owned-minus-assigned: take the new set, announce what was added.
@@ -443,8 +444,8 @@ void member::continue_after_listener(time_point now, then next) {
       return;
     }
     case then::finish_assignment:
-      if (state_ == member_state::completing) {
-        transition(member_state::stable, "assignment complete");
+      if (state_ == classic_state::completing) {
+        transition(classic_state::stable, "assignment complete");
         rebalance_ends(now, true);
       }
       return;
@@ -488,16 +489,16 @@ void member::heartbeat_after_backoff() {
 }
 
 void member::fatal(time_point, std::error_code ec, std::string message) {
-  if (state_ == member_state::closed) return;  // a late answer after close
+  if (state_ == classic_state::closed) return;  // a late answer after close
   logger()->error("group '{}': fatal: {}", opts_.group_id, message);
-  if (state_ == member_state::leaving) {
+  if (state_ == classic_state::leaving) {
     // Already leaving (unsubscribe/close): report it, but let the leave finish so close() returns.
     actions_.emplace_back(report_error{ec, std::move(message), true});
     return;
   }
   in_flight_ = in_flight::none;
   listener_.drop();
-  transition(member_state::fatal, message.c_str());
+  transition(classic_state::fatal, message.c_str());
   actions_.emplace_back(report_error{ec, std::move(message), true});
 }
 
@@ -512,20 +513,20 @@ std::optional<time_point> member::next_deadline() const {
   auto consider = [&](time_point x) {
     if (!t || x < *t) t = x;
   };
-  const bool member_like = state_ != member_state::unsubscribed && state_ != member_state::poll_timed_out &&
-                           state_ != member_state::fatal && state_ != member_state::closed &&
-                           state_ != member_state::leaving;
+  const bool member_like = state_ != classic_state::unsubscribed && state_ != classic_state::poll_timed_out &&
+                           state_ != classic_state::fatal && state_ != classic_state::closed &&
+                           state_ != classic_state::leaving;
   if (poll_timer_running()) {
     consider(poll_.next_check(opts_.max_poll_interval));
   }
   if (backoff_until_ != time_point{} && member_like) consider(backoff_until_);
-  const bool heartbeating = (state_ == member_state::stable || state_ == member_state::completing ||
-                             state_ == member_state::preparing || state_ == member_state::assigning) &&
+  const bool heartbeating = (state_ == classic_state::stable || state_ == classic_state::completing ||
+                             state_ == classic_state::preparing || state_ == classic_state::assigning) &&
                             generation_ >= 0;
   if (leaving_heartbeats() && in_flight_ == in_flight::none && coord_.known()) {
     consider(std::max(last_heartbeat_sent_ + opts_.heartbeat_interval, backoff_until_));
   }
-  if (state_ == member_state::leaving && backoff_until_ != time_point{} && coord_.unknown() &&
+  if (state_ == classic_state::leaving && backoff_until_ != time_point{} && coord_.unknown() &&
       needs_coordinator()) {
     consider(backoff_until_);  // the next lookup of a coordinator forgotten while leaving
   }

@@ -28,7 +28,7 @@
 namespace kgroup::group {
 
 /// Membership states. Exactly one at a time; transitions are listed in transition_allowed().
-enum class member_state {
+enum class classic_state {
   unsubscribed,    // no subscription: not a member, nothing to do
   preparing,       // a revoke/lost listener must finish before (re)joining
   joining,         // JoinGroup to send or in flight
@@ -41,7 +41,7 @@ enum class member_state {
   fatal,           // fatal group error reported; nothing more happens until close
   closed,          // close finished; terminal
 };
-const char* to_string(member_state s) noexcept;
+const char* to_string(classic_state s) noexcept;
 
 struct member_options {
   std::string group_id;
@@ -99,14 +99,14 @@ using action = std::variant<find_coordinator, send_join_group, send_sync_group, 
 
 /// Builds the JoinGroup protocol list (assignor name + encoded subscription), given what the core
 /// knows about itself. Pure; consumer_protocols() unless a test injects its own.
-struct member_snapshot {
+struct subscription_snapshot {
   std::vector<std::string> topics;
   partition_set owned;
   std::int32_t generation = -1;
   std::optional<std::string> rack;
 };
 using protocol_builder = std::function<std::vector<protocol::join_group_request::join_group_request_protocol>(
-    const member_snapshot&)>;
+    const subscription_snapshot&)>;
 /// Decodes the assignment bytes of a SyncGroup response; returns an error for malformed bytes.
 using assignment_decoder = std::function<std::error_code(std::span<const std::uint8_t>, partition_set&)>;
 
@@ -142,7 +142,7 @@ enum class member_then {
 };
 
 class member;
-using member_skeleton = membership_skeleton<member, member_state, action, partition_set, member_then>;
+using member_skeleton = membership_skeleton<member, classic_state, action, partition_set, member_then>;
 
 class member : public member_skeleton {
  public:
@@ -315,6 +315,6 @@ class member : public member_skeleton {
 };
 
 /// Whether a state change is one of the documented transitions (for the checks in transition()).
-bool transition_allowed(member_state from, member_state to) noexcept;
+bool transition_allowed(classic_state from, classic_state to) noexcept;
 
 }  // namespace kgroup::group

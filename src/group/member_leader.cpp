@@ -43,7 +43,7 @@ void member::request_assignment(const protocol::join_group_response& r) {
 
 void member::assignment_metadata(time_point now, std::int32_t generation, std::error_code ec,
                                  const ClusterMetadata& metadata) {
-  if (state_ != member_state::assigning || generation != generation_ || !assignment_job_ ||
+  if (state_ != classic_state::assigning || generation != generation_ || !assignment_job_ ||
       assignment_job_->generation != generation) {
     return;  // stale (see assignment_computed)
   }
@@ -133,8 +133,8 @@ void member::metadata_updated(time_point now, const std::vector<topic_summary>& 
       if (std::regex_match(t.name, *pattern_)) matched.push_back(t.name);
     }
     std::sort(matched.begin(), matched.end());
-    if ((matched != topics_ || state_ == member_state::unsubscribed) &&
-        (!matched.empty() || state_ != member_state::unsubscribed)) {
+    if ((matched != topics_ || state_ == classic_state::unsubscribed) &&
+        (!matched.empty() || state_ != classic_state::unsubscribed)) {
       auto keep = std::move(pattern_);  // subscribe() is the user's call that ends a pattern
       subscribe(now, std::move(matched));
       pattern_ = std::move(keep);
@@ -159,13 +159,13 @@ void member::metadata_updated(time_point now, const std::vector<topic_summary>& 
 
 void member::metadata_changed(time_point now, std::string reason) {
   if (!is_leader()) return;
-  if (state_ != member_state::stable && state_ != member_state::completing) return;
+  if (state_ != classic_state::stable && state_ != classic_state::completing) return;
   request_rejoin(RebalanceCause::metadata_change, std::move(reason));
   pump(now);
 }
 
 void member::subscribe_pattern(time_point now, std::regex pattern) {
-  if (state_ == member_state::fatal || state_ == member_state::closed) return;
+  if (state_ == classic_state::fatal || state_ == classic_state::closed) return;
   pattern_ = std::move(pattern);
   pump(now);
 }

@@ -26,7 +26,7 @@ protocol_builder consumer_protocols(std::vector<std::shared_ptr<PartitionAssigno
   // In preference order, each with the member's subscription encoded with the consumer protocol
   // (v3: owned partitions, generation, rack) and the assignor's own user data. An assignor whose
   // subscription cannot be encoded is left out (and logged), the others still offered.
-  return [assignors = std::move(assignors)](const member_snapshot& s) {
+  return [assignors = std::move(assignors)](const subscription_snapshot& s) {
     std::vector<protocol::join_group_request::join_group_request_protocol> out;
     for (const auto& a : assignors) {
       MemberState self{s.topics, group_by_topic(s.owned), s.generation, s.rack};

@@ -34,7 +34,7 @@ void member::request_failed(time_point now, std::error_code ec) {
   in_flight_ = in_flight::none;
   logger()->debug("group '{}': request failed: {}", opts_.group_id, ec.message());
   if (was == in_flight::leave) {
-    if (state_ == member_state::leaving) {
+    if (state_ == classic_state::leaving) {
       finish_leave(now);
     } else {
       pump(now);  // the LeaveGroup of a poll timeout: a rejoin may be waiting for it
@@ -45,8 +45,8 @@ void member::request_failed(time_point now, std::error_code ec) {
   forget_coordinator("request failed");
   backoff(now);
   if (was == in_flight::heartbeat) heartbeat_after_backoff();
-  if (was == in_flight::sync && state_ == member_state::syncing) {
-    transition(member_state::joining, "SyncGroup failed");
+  if (was == in_flight::sync && state_ == classic_state::syncing) {
+    transition(classic_state::joining, "SyncGroup failed");
   }
   pump(now);
 }
@@ -67,7 +67,7 @@ bool member::coordinator_error(time_point now, std::int16_t c) {
 void member::join_group_done(time_point now, const protocol::join_group_response& r) {
   if (in_flight_ != in_flight::join) return;  // stale: superseded by a LeaveGroup or never sent
   in_flight_ = in_flight::none;
-  if (state_ != member_state::joining) {
+  if (state_ != classic_state::joining) {
     pump(now);
     return;  // a leave or close overtook it
   }
@@ -96,7 +96,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
     logger()->info("group '{}': joined generation {} as '{}'{} with protocol '{}'", opts_.group_id,
                    generation_, member_id_, is_leader() ? " (leader)" : "", protocol_name_);
     if (is_leader() && !r.skip_assignment) {
-      transition(member_state::assigning, "JoinGroup done, leader");
+      transition(classic_state::assigning, "JoinGroup done, leader");
       describe_membership_change(generation_, r.members);
       request_assignment(r);
       return;
@@ -125,7 +125,7 @@ void member::join_group_done(time_point now, const protocol::join_group_response
 void member::sync_group_done(time_point now, const protocol::sync_group_response& r) {
   if (in_flight_ != in_flight::sync) return;  // stale
   in_flight_ = in_flight::none;
-  if (state_ != member_state::syncing) {
+  if (state_ != classic_state::syncing) {
     pump(now);
     return;
   }
@@ -166,7 +166,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
                     "', which this member did not subscribe to";
       logger()->error("group '{}': {}; rejecting it and rejoining", opts_.group_id, why);
       actions_.emplace_back(report_error{make_error_code(client_errc::protocol_violation), why, false});
-      transition(member_state::joining, "assignment rejected");
+      transition(classic_state::joining, "assignment rejected");
       rejoin_reason_ = "rejected assignment";
       rebalance_failed(now);
       if (!stats_.history.empty() && !stats_.history.back().end) {
@@ -181,13 +181,13 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
     last_heartbeat_ok_ = now;
     last_heartbeat_sent_ = now;
     retry_backoff_.reset();
-    transition(member_state::completing, "SyncGroup done");
+    transition(classic_state::completing, "SyncGroup done");
     complete_assignment(now);
     pump(now);
     return;
   }
   if (c == code_of(kafka_errc::rebalance_in_progress)) {
-    transition(member_state::joining, "SyncGroup: rebalance in progress");
+    transition(classic_state::joining, "SyncGroup: rebalance in progress");
     rejoin_reason_ = "group is rebalancing";
     pump(now);
     return;
@@ -212,8 +212,8 @@ void member::heartbeat_done(time_point now, const protocol::heartbeat_response& 
   }
   if (c == code_of(kafka_errc::rebalance_in_progress)) {
     last_heartbeat_ok_ = now;  // the coordinator still knows us
-    if (state_ == member_state::stable || state_ == member_state::completing ||
-        state_ == member_state::preparing) {
+    if (state_ == classic_state::stable || state_ == classic_state::completing ||
+        state_ == classic_state::preparing) {
       if (!rejoin_needed_) request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
     }
     pump(now);
@@ -241,8 +241,8 @@ void member::answer_error(time_point now, std::int16_t c, const char* api, retry
   }
   if (retry == retry_with::heartbeat) {
     heartbeat_after_backoff();
-  } else if (state_ == member_state::syncing) {
-    transition(member_state::joining, (std::string(api) + " failed: " + kafka_error_name(c)).c_str());
+  } else if (state_ == classic_state::syncing) {
+    transition(classic_state::joining, (std::string(api) + " failed: " + kafka_error_name(c)).c_str());
   }
   pump(now);
 }
@@ -253,13 +253,13 @@ void member::leave_group_done(time_point now, const protocol::leave_group_respon
   if (r.error_code != 0) {
     logger()->debug("group '{}': LeaveGroup answered {}", opts_.group_id, kafka_error_name(r.error_code));
   }
-  if (state_ == member_state::leaving) finish_leave(now);
+  if (state_ == classic_state::leaving) finish_leave(now);
   pump(now);
 }
 
 void member::membership_lost(time_point now, const std::string& what, std::int16_t c) {
-  if ((state_ != member_state::stable && state_ != member_state::completing &&
-       state_ != member_state::preparing && state_ != member_state::assigning) ||
+  if ((state_ != classic_state::stable && state_ != classic_state::completing &&
+       state_ != classic_state::preparing && state_ != classic_state::assigning) ||
       generation_ < 0) {
     pump(now);
     return;  // stale answer for a generation we already left (a session timeout, ...)
@@ -273,7 +273,7 @@ void member::fenced(time_point now, const std::string& what, std::int16_t c) {
   rebalance_begins(now, RebalanceCause::session_timeout, what + ": " + name);
   generation_ = -1;
   if (c == code_of(kafka_errc::unknown_member_id)) member_id_.clear();
-  if (state_ == member_state::syncing) transition(member_state::joining, name.c_str());
+  if (state_ == classic_state::syncing) transition(classic_state::joining, name.c_str());
   lose_partitions(now, name, then::join);
   pump(now);
 }
@@ -301,7 +301,7 @@ void member::commit_failed(time_point now, std::int32_t generation, std::int16_t
 }
 
 void member::rebalance_in_progress_seen(time_point now) {
-  if (state_ == member_state::stable || state_ == member_state::completing) {
+  if (state_ == classic_state::stable || state_ == classic_state::completing) {
     request_rejoin(RebalanceCause::group_rebalancing, "group is rebalancing");
   }
   pump(now);

@@ -3,29 +3,29 @@
 
 namespace kgroup::group {
 
-const char* to_string(member_state s) noexcept {
+const char* to_string(classic_state s) noexcept {
   switch (s) {
-    case member_state::unsubscribed:
+    case classic_state::unsubscribed:
       return "unsubscribed";
-    case member_state::preparing:
+    case classic_state::preparing:
       return "preparing";
-    case member_state::joining:
+    case classic_state::joining:
       return "joining";
-    case member_state::assigning:
+    case classic_state::assigning:
       return "assigning";
-    case member_state::syncing:
+    case classic_state::syncing:
       return "syncing";
-    case member_state::completing:
+    case classic_state::completing:
       return "completing";
-    case member_state::stable:
+    case classic_state::stable:
       return "stable";
-    case member_state::leaving:
+    case classic_state::leaving:
       return "leaving";
-    case member_state::poll_timed_out:
+    case classic_state::poll_timed_out:
       return "poll_timed_out";
-    case member_state::fatal:
+    case classic_state::fatal:
       return "fatal";
-    case member_state::closed:
+    case classic_state::closed:
       return "closed";
   }
   return "?";
@@ -45,8 +45,8 @@ const char* to_string(listener_kind k) noexcept {
 
 namespace {
 
-using s = member_state;
-using table = transition_table<member_state>;
+using s = classic_state;
+using table = transition_table<classic_state>;
 
 // The transition table (docs/DESIGN.md draws it): for each state, the states it may move to.
 // Staying is always allowed; every state but closed may become fatal, and every state may close.
@@ -72,7 +72,7 @@ constexpr table::rows transitions = [] {
 
 }  // namespace
 
-bool transition_allowed(member_state from, member_state to) noexcept {
+bool transition_allowed(classic_state from, classic_state to) noexcept {
   return table::allowed(transitions, from, to);
 }
 

@@ -97,17 +97,18 @@ group::standing member::standing() const {
                     .member_id = member_id_,
                     .instance_id = opts_.group_instance_id,
                     .coordinator = coord_.node()};
-  s.poll_timed_out = state_ == member_state::poll_timed_out;
-  s.fatal = state_ == member_state::fatal;
+  s.poll_timed_out = state_ == classic_state::poll_timed_out;
+  s.fatal = state_ == classic_state::fatal;
   s.removed = removed_;
   // unsubscribe()/close(): once the revoke listener is done the leave is next, and a lost listener
   // (after a fatal error or a removal) means the partitions may have a new owner already. The
   // generation is still set meanwhile, but nothing may be committed with it any more.
-  s.left = state_ == member_state::leaving && (!listener_.pending() || listener_.pending_is(listener_kind::lost));
+  s.left =
+      state_ == classic_state::leaving && (!listener_.pending() || listener_.pending_is(listener_kind::lost));
   // A generation is settled from SyncGroup's answer until the member leaves it: commits of the
   // previous owner's revoke (preparing, leaving) still belong to it.
-  s.stable = generation_ >= 0 && (state_ == member_state::stable || state_ == member_state::completing ||
-                                  state_ == member_state::preparing || state_ == member_state::leaving);
+  s.stable = generation_ >= 0 && (state_ == classic_state::stable || state_ == classic_state::completing ||
+                                  state_ == classic_state::preparing || state_ == classic_state::leaving);
   return s;
 }
 

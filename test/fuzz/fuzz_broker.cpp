@@ -4,7 +4,7 @@
 // for every decision: ApiVersions (decode, retry on UNSUPPORTED_VERSION, version choice through
 // net::api_version_table), SaslHandshake and SaslAuthenticate rounds through security::sasl_session
 // (PLAIN, SCRAM-SHA-512, SCRAM-SHA-256, OAUTHBEARER), the session-lifetime clamp and a KIP-368
-// re-authentication, then Fetch rounds: the request written by fetch::fetch_session at a version
+// re-authentication, then Fetch rounds: the request written by data::fetch_session at a version
 // chosen from the broker's ranges, the answer decoded by the generated codec, checked by the fetch
 // session, applied to data::fetch_positions as the fetcher does, and read on the "user thread"
 // through data::position_table and data::record_cursor with small byte budgets. No Asio: frames
@@ -409,7 +409,7 @@ class client {
     check(!failed_ && (authenticated_ || cfg_.mechanism.empty()), "a Fetch after a failed authentication");
     now_ += std::chrono::seconds(1);  // backoffs (retry.backoff.ms) pass between rounds
     settle_positions();
-    fetch::fetch_set wanted;
+    data::fetch_set wanted;
     bool all_ids = true;
     for (const auto& [tp, cp] : positions_.parts()) {
       if (data::fetch_positions::fetchable(cp, now_) != data::fetch_check::fetch) continue;
@@ -417,7 +417,7 @@ class client {
       if (positions_.leader_epoch_seen(tp, p, -1)) continue;
       const bool known = p.preferred_replica() == 2;
       if (data::fetch_positions::fetch_node(p, 1, known, now_) != 1) continue;  // another connection
-      fetch::partition_fetch pf;
+      data::partition_fetch pf;
       pf.topic_id = topic_ids_[tp.topic];
       pf.fetch_offset = p.fetch_pos();
       pf.max_bytes = 1048576;
@@ -438,7 +438,7 @@ class client {
     const std::int16_t max_version = all_ids ? -1 : 12;
     if (max_version >= protocol::fetch_request::lowest_version && version > max_version) version = max_version;
     session_.fill(req, version, wanted);
-    const fetch::fetch_set held = session_.partitions();
+    const data::fetch_set held = session_.partitions();
     const bool flexible = version >= protocol::fetch_response::first_flexible_version;
     auto f = exchange(req, version, flexible);
     std::optional<protocol::fetch_response> resp;
@@ -459,7 +459,7 @@ class client {
 
   // Whether `r` names a partition outside `held`, the session's partitions (by name, or by topic
   // id through them).
-  static bool names_outside(const protocol::fetch_response& r, const fetch::fetch_set& held) {
+  static bool names_outside(const protocol::fetch_response& r, const data::fetch_set& held) {
     for (const auto& t : r.responses) {
       std::optional<std::string> name;
       if (!t.topic.empty() || t.topic_id.is_zero()) {
@@ -474,8 +474,8 @@ class client {
     return false;
   }
 
-  void on_fetch_response(const protocol::fetch_response& r, const frame_view& frame, const fetch::fetch_set& sent,
-                         const fetch::fetch_set& held) {
+  void on_fetch_response(const protocol::fetch_response& r, const frame_view& frame,
+                         const data::fetch_set& sent, const data::fetch_set& held) {
     const bool outside = names_outside(r, held);
     const auto result = session_.on_response(r);
     if (result.error_code != 0) {
@@ -521,7 +521,7 @@ class client {
       if (!pd.records || pd.records->data.empty()) continue;
       std::int32_t last_epoch = p.epoch();
       const std::int64_t from = p.fetch_pos();
-      const std::int64_t next = fetch::next_fetch_offset(pd.records->data, from, &last_epoch);
+      const std::int64_t next = data::next_fetch_offset(pd.records->data, from, &last_epoch);
       if (!positions_.fetched(p, next, last_epoch)) continue;
       fetched_.push_back(data::to_fetched({tp, from, &pd}, frame.frame, 1));
       fetched_next_.push_back(next);
@@ -610,7 +610,7 @@ class client {
   std::set<TopicPartition> owned_;
   std::map<std::string, protocol::uuid> topic_ids_;
   data::fetch_positions positions_{data::reset_policy::earliest};
-  fetch::fetch_session session_{1};
+  data::fetch_session session_{1};
   std::deque<detail::fetched_data> fetched_;
   std::deque<std::int64_t> fetched_next_;
   data::position_table table_;

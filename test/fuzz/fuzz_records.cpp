@@ -107,7 +107,7 @@ void filter_transactions(const std::vector<record_batch_header>& headers) {
     in_order = in_order && headers[i].last_offset() >= headers[i].base_offset &&
                (i == 0 || headers[i].base_offset > headers[i - 1].last_offset());
   }
-  kgroup::fetch::aborted_filter filter(aborted), none;
+  kgroup::data::aborted_filter filter(aborted), none;
   for (std::size_t i = 0; i < headers.size(); ++i) {
     const auto& h = headers[i];
     const bool skip = filter.skip(h);

@@ -247,7 +247,8 @@ member_options make_options(RebalanceProtocol proto = RebalanceProtocol::eager,
 struct harness {
   // Far from the epoch: the core uses time_point{} as "never".
   time_point now = time_point{} + 1000s;
-  std::shared_ptr<std::vector<member_snapshot>> snapshots = std::make_shared<std::vector<member_snapshot>>();
+  std::shared_ptr<std::vector<subscription_snapshot>> snapshots =
+      std::make_shared<std::vector<subscription_snapshot>>();
   std::string proto;  // the protocol the coordinator picks (the first assignor)
   member m;
 
@@ -268,10 +269,10 @@ struct harness {
   }
 
   static protocol_builder builder(const member_options& o,
-                                  std::shared_ptr<std::vector<member_snapshot>> snaps) {
+                                  std::shared_ptr<std::vector<subscription_snapshot>> snaps) {
     std::vector<std::string> names;
     for (const auto& a : o.assignors) names.push_back(a->name());
-    return [names, snaps](const member_snapshot& s) {
+    return [names, snaps](const subscription_snapshot& s) {
       snaps->push_back(s);
       MemberSubscription sub;
       sub.topics = s.topics;
@@ -376,7 +377,7 @@ struct harness {
     auto a = subscribe(std::move(topics));
     expect<find_coordinator>(a);
     expect_empty(a);
-    REQUIRE(m.state() == member_state::joining);
+    REQUIRE(m.state() == classic_state::joining);
     a = found();
     auto j = expect<send_join_group>(a);
     expect_empty(a);
@@ -395,10 +396,10 @@ struct harness {
     if (!parts.empty()) REQUIRE(expect<assignment_changed>(a).owned == parts);
     auto l = expect_listener(a, listener_kind::assigned, parts);
     expect_empty(a);
-    REQUIRE(m.state() == member_state::completing);
+    REQUIRE(m.state() == classic_state::completing);
     a = done(l);
     expect_empty(a);
-    REQUIRE(m.state() == member_state::stable);
+    REQUIRE(m.state() == classic_state::stable);
     REQUIRE(m.owned() == parts);
     REQUIRE(m.generation() == gen);
     REQUIRE(m.member_id() == id);
@@ -478,13 +479,13 @@ void expect_fatal(harness& h, actions a, kafka_errc e) {
   CHECK(r.message.find("'g'") != std::string::npos);
   if (e == kafka_errc::group_max_size_reached) CHECK(r.message.find("group.max.size") != std::string::npos);
   if (e == kafka_errc::fenced_instance_id) CHECK(r.message.find("group.instance.id") != std::string::npos);
-  REQUIRE(h.m.state() == member_state::fatal);
+  REQUIRE(h.m.state() == classic_state::fatal);
   CHECK_FALSE(h.m.next_deadline().has_value());
   expect_empty(h.advance(60000ms));
   expect_empty(h.poll());
   h.m.enforce_rebalance(h.now, "x");
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::fatal);
+  REQUIRE(h.m.state() == classic_state::fatal);
 }
 
 // Closing a member in any state ends in `closed` with exactly one left_group; listeners are
@@ -524,7 +525,7 @@ void close_and_finish(harness& h, bool expect_leave_request, kafka_errc leave_er
   }
   CHECK(left == 1);
   CHECK(leaves == (expect_leave_request ? 1 : 0));
-  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(h.m.state() == classic_state::closed);
   CHECK(h.m.owned().empty());
   CHECK_FALSE(h.m.next_deadline().has_value());
   expect_empty(h.advance(100000ms));

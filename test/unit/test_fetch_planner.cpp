@@ -103,7 +103,7 @@ struct world {
 
   // The broker's answer to `sent` at `node`: records from each fetch offset, NOT_LEADER_OR_FOLLOWER
   // from a broker that neither leads nor was named as the partition's replica.
-  protocol::fetch_response answer(std::int32_t node, const fetch::fetch_set& sent) {
+  protocol::fetch_response answer(std::int32_t node, const data::fetch_set& sent) {
     protocol::fetch_response r;
     for (const auto& [tp, pf] : sent) {
       partition_data pd;
@@ -151,7 +151,7 @@ struct world {
     for (const auto& s : a.slices) {
       INFO(s.tp.topic << "-" << s.tp.partition);
       CHECK(s.fetch_offset == consumed[s.tp]);
-      consumed[s.tp] = fetch::next_fetch_offset(s.data->records->data, s.fetch_offset);
+      consumed[s.tp] = data::next_fetch_offset(s.data->records->data, s.fetch_offset);
       CHECK(fp.find(s.tp)->fetch_pos() == consumed[s.tp]);
     }
   }
@@ -176,7 +176,7 @@ struct world {
   }
 };
 
-std::set<TopicPartition> keys(const fetch::fetch_set& s) {
+std::set<TopicPartition> keys(const data::fetch_set& s) {
   std::set<TopicPartition> out;
   for (const auto& [tp, pf] : s) out.insert(tp);
   return out;
@@ -461,7 +461,7 @@ const std::vector<std::pair<fault, const char*>> all_faults = {
 
 // Applies `f` to the answer `r` to `sent` from `node` (to its first partition). not_sent and
 // connection replace the answer instead (run()).
-void inject(world& w, fault f, std::int32_t node, const fetch::fetch_set& sent, protocol::fetch_response& r) {
+void inject(world& w, fault f, std::int32_t node, const data::fetch_set& sent, protocol::fetch_response& r) {
   const auto tp = sent.begin()->first;
   auto& pd = world::find(r, tp);
   const auto error = [&](kafka_errc e) {

@@ -21,9 +21,9 @@ struct StringMaker<kgroup::TopicPartition> {
 }  // namespace Catch
 
 using kgroup::TopicPartition;
-using kgroup::fetch::fetch_session;
-using kgroup::fetch::fetch_set;
-using kgroup::fetch::partition_fetch;
+using kgroup::data::fetch_session;
+using kgroup::data::fetch_set;
+using kgroup::data::partition_fetch;
 using kgroup::protocol::fetch_request;
 using kgroup::protocol::fetch_response;
 
@@ -437,7 +437,7 @@ TEST_CASE("fetch session: requests encode at the session versions", "[fetch_sess
 using kgroup::test::append_batch;
 
 TEST_CASE("next_fetch_offset: after the last complete batch, with that batch's leader epoch", "[fetch]") {
-  using kgroup::fetch::next_fetch_offset;
+  using kgroup::data::next_fetch_offset;
   kgroup::protocol::bytes data;
   append_batch(data, 10, 5, 3);  // 10-14, epoch 3
   append_batch(data, 15, 2, 4);  // 15-16, epoch 4

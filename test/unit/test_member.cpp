@@ -11,7 +11,7 @@
 
 TEST_CASE("member: eager follower joins with MEMBER_ID_REQUIRED, a reason, then SyncGroup", "[member]") {
   harness h;
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   REQUIRE_FALSE(h.m.next_deadline().has_value());
 
   auto a = h.subscribe({"t", "t"});
@@ -47,7 +47,7 @@ TEST_CASE("member: eager follower joins with MEMBER_ID_REQUIRED, a reason, then 
   CHECK(h.m.member_id() == "m-1");
 
   a = h.join(join_ok("m-1", 4, "other", "range", {"other", "m-1"}));
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
   CHECK_FALSE(h.m.is_leader());
   auto s = expect<send_sync_group>(a);
   expect_empty(a);
@@ -62,10 +62,10 @@ TEST_CASE("member: eager follower joins with MEMBER_ID_REQUIRED, a reason, then 
   REQUIRE(expect<assignment_changed>(a).owned == t01);
   auto l = expect_listener(a, listener_kind::assigned, t01);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::completing);
+  REQUIRE(h.m.state() == classic_state::completing);
   a = h.done(l);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   CHECK(h.m.owned() == t01);
   CHECK(h.m.generation() == 4);
   CHECK(h.m.protocol_name() == "range");
@@ -75,7 +75,7 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   harness h;
   h.start();
   auto a = h.join(join_ok("m1", 1, "m1", "roundrobin", {"m1", "m2"}));
-  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.state() == classic_state::assigning);
   REQUIRE(h.m.is_leader());
   auto c = expect<compute_assignment>(a);
   expect_empty(a);
@@ -95,7 +95,7 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   CHECK(hb.request.member_id == "m1");
   a = h.heartbeat();
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.state() == classic_state::assigning);
   // Past session.timeout.ms from the JoinGroup answer, kept alive by the heartbeats.
   a = h.advance(3000ms);
   expect<send_heartbeat>(a);
@@ -106,7 +106,7 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   a = h.advance(3000ms);
   expect<send_heartbeat>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.state() == classic_state::assigning);
   REQUIRE(h.m.generation() == 1);
   // This heartbeat is still in flight when the assignment is ready: SyncGroup does not wait for it,
   // and its late answer changes nothing.
@@ -116,7 +116,7 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   // A result computed for another generation is stale (issue 13, item 9): dropped.
   h.m.assignment_computed(h.now, 0, {}, out);
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.state() == classic_state::assigning);
   a = h.computed(out);
   auto s = expect<send_sync_group>(a);
   expect_empty(a);
@@ -124,21 +124,21 @@ TEST_CASE("member: eager leader computes the assignment and distributes it in Sy
   CHECK(s.request.member_id == "m1");
   CHECK(s.request.protocol_name == "roundrobin");
   CHECK(s.request.assignments == out);
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
 
   // A second assignment_computed (stale) sends nothing.
   a = h.computed(out);
   expect_empty(a);
   a = h.heartbeat(kafka_errc::unknown_member_id);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
 
   a = h.sync(sync_ok({{"t", 0}}));
   expect<assignment_changed>(a);
   auto l = expect_listener(a, listener_kind::assigned, {{"t", 0}});
   a = h.done(l);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
 }
 
 TEST_CASE("member: a leader removed while its assignor runs rejoins and drops the late assignment",
@@ -153,12 +153,12 @@ TEST_CASE("member: a leader removed while its assignor runs rejoins and drops th
   auto j = expect<send_join_group>(a);
   expect_empty(a);
   CHECK(j.request.member_id.empty());
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   REQUIRE(h.m.generation() == -1);
   // The assignor's result for generation 1 arrives after the removal: dropped.
   h.m.assignment_computed(h.now, 1, {}, {{"m1", encode_parts({{"t", 0}})}, {"m2", encode_parts({{"t", 1}})}});
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
 }
 
 TEST_CASE("member: the leader's failed assignment is reported and the member rejoins after a backoff",
@@ -172,7 +172,7 @@ TEST_CASE("member: the leader's failed assignment is reported and the member rej
   auto e = expect<report_error>(a);
   CHECK_FALSE(e.fatal);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   CHECK(h.until_deadline() == 100ms);
   a = h.to_deadline();
   expect<send_join_group>(a);
@@ -205,7 +205,7 @@ TEST_CASE("member: cooperative first join assigns everything, no revoke and no s
   expect_empty(a);
   a = h.done(l);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   // Stable: the next thing is a heartbeat, not a JoinGroup.
   a = h.to_deadline();
   expect<send_heartbeat>(a);
@@ -221,7 +221,7 @@ TEST_CASE("member: cooperative rebalance revokes only what moved, assigns only w
   auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
   auto j = expect<send_join_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   CHECK(h.m.owned() == t012);
   CHECK(h.snapshots->back().owned == t012);  // the owned partitions go in the subscription
   CHECK(h.snapshots->back().generation == 1);
@@ -256,7 +256,7 @@ TEST_CASE("member: cooperative rebalance revokes only what moved, assigns only w
   expect_empty(a);
   a = h.done(empty);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   a = h.to_deadline();
   expect<send_heartbeat>(a);  // no third round
   expect_empty(a);
@@ -288,7 +288,7 @@ TEST_CASE("member: cooperative subscription change revokes the dropped topic bef
   auto a = h.subscribe({"t"});
   auto r = expect_listener(a, listener_kind::revoked, {{"u", 0}});
   expect_empty(a);  // no JoinGroup before the revoke returned
-  REQUIRE(h.m.state() == member_state::preparing);
+  REQUIRE(h.m.state() == classic_state::preparing);
   a = h.done(r);
   REQUIRE(expect<assignment_changed>(a).owned == partition_set{{"t", 0}});
   expect<send_join_group>(a);
@@ -322,7 +322,7 @@ TEST_CASE("member: eager rebalance revokes everything before JoinGroup is sent",
   auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
   auto r = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::preparing);
+  REQUIRE(h.m.state() == classic_state::preparing);
 
   // The revoke takes a while: heartbeats go on (the group is rebalancing), no JoinGroup yet.
   a = h.to_deadline();
@@ -348,7 +348,7 @@ TEST_CASE("member: eager rebalance revokes everything before JoinGroup is sent",
   auto l = expect_listener(a, listener_kind::assigned, {{"t", 1}});  // the whole new set
   a = h.done(l);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   // The REBALANCE_IN_PROGRESS answers seen during the revoke belonged to this rebalance: no
   // extra round afterwards.
   a = h.to_deadline();
@@ -455,7 +455,7 @@ TEST_CASE("member: no heartbeats while joining, syncing or assigning", "[member]
   auto r = expect<run_listener>(a);
   a = h.done(r);
   expect<send_join_group>(a);
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   // JoinGroup may be held for the whole rebalance timeout; nothing to do meanwhile (not even a
   // session timeout: the member is not heartbeating).
   REQUIRE(h.m.next_deadline() == h.m.last_poll() + 48000ms);
@@ -465,7 +465,7 @@ TEST_CASE("member: no heartbeats while joining, syncing or assigning", "[member]
   expect<send_sync_group>(a);
   a = h.advance(20000ms);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
 }
 
 TEST_CASE("member: next_deadline is the earliest of heartbeat, session, backoff and poll checks",
@@ -620,7 +620,7 @@ TEST_CASE("member: JoinGroup errors", "[member]") {
     CHECK(r.fatal);
     CHECK(r.message.find("UNKNOWN_SERVER_ERROR") != std::string::npos);
     CHECK(r.message.find("JoinGroup") != std::string::npos);
-    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.state() == classic_state::fatal);
   }
   SECTION("request_failed: rediscover after a backoff, rejoin") {
     a = h.failed();
@@ -648,7 +648,7 @@ TEST_CASE("member: SyncGroup errors", "[member]") {
   a = h.join(join_ok("m1", 2, "leader", h.proto));
   expect<send_sync_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
   const partition_set owned = cooperative ? t01 : partition_set{};
 
   SECTION("REBALANCE_IN_PROGRESS: rejoin at once") {
@@ -676,7 +676,7 @@ TEST_CASE("member: SyncGroup errors", "[member]") {
     const auto e = GENERATE(kafka_errc::not_coordinator, kafka_errc::coordinator_not_available);
     a = h.sync(sync_err(e));
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::joining);
+    REQUIRE(h.m.state() == classic_state::joining);
     CHECK(h.until_deadline() == 100ms);
     a = h.to_deadline();
     expect<find_coordinator>(a);
@@ -705,7 +705,7 @@ TEST_CASE("member: SyncGroup errors", "[member]") {
   SECTION("request_failed: rediscover, then JoinGroup again") {
     a = h.failed();
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::joining);
+    REQUIRE(h.m.state() == classic_state::joining);
     a = h.to_deadline();
     expect<find_coordinator>(a);
     a = h.found();
@@ -738,7 +738,7 @@ TEST_CASE("member: Heartbeat errors", "[member]") {
     expect_empty(a);
     a = h.heartbeat();
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
     CHECK(h.m.owned() == t01);
   }
   SECTION("COORDINATOR_LOAD_IN_PROGRESS: back off, retry") {
@@ -749,13 +749,13 @@ TEST_CASE("member: Heartbeat errors", "[member]") {
     CHECK(h.now == sent + 100ms);
     expect<send_heartbeat>(a);
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
   }
   SECTION("UNKNOWN_MEMBER_ID: lost, member id reset, rejoin") {
     a = h.heartbeat(kafka_errc::unknown_member_id);
     auto l = expect_listener(a, listener_kind::lost, t01);
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::preparing);
+    REQUIRE(h.m.state() == classic_state::preparing);
     expect_empty(h.advance(5000ms));  // no heartbeats for a generation that is gone
     a = h.done(l);
     REQUIRE(expect<assignment_changed>(a).owned.empty());
@@ -798,7 +798,7 @@ TEST_CASE("member: Heartbeat errors", "[member]") {
     expect<assignment_changed>(a);
     expect<left_group>(a);
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::closed);
+    REQUIRE(h.m.state() == classic_state::closed);
   }
   SECTION("request_failed: rediscover, heartbeat again within the session") {
     a = h.failed();
@@ -812,7 +812,7 @@ TEST_CASE("member: Heartbeat errors", "[member]") {
     expect_empty(a);
     a = h.heartbeat();
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
     CHECK(h.m.owned() == t01);
     CHECK(h.m.member_id() == "m1");
   }
@@ -854,7 +854,7 @@ TEST_CASE("member: LeaveGroup errors and failures still finish the leave", "[mem
   auto a = h.take();
   auto r = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);  // no LeaveGroup before the revoke returned
-  REQUIRE(h.m.state() == member_state::leaving);
+  REQUIRE(h.m.state() == classic_state::leaving);
   a = h.done(r);
   REQUIRE(expect<assignment_changed>(a).owned.empty());
   auto l = expect<send_leave_group>(a);
@@ -868,7 +868,7 @@ TEST_CASE("member: LeaveGroup errors and failures still finish the leave", "[mem
   a = use_request_failed ? h.failed() : h.leave(e);
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   CHECK(h.m.member_id().empty());
   CHECK(h.m.generation() == -1);
   CHECK_FALSE(h.m.next_deadline().has_value());
@@ -905,13 +905,13 @@ TEST_CASE("member: a commit after a fatal error or once the leave is next fails 
   SECTION("fatal: the generation stays, the commit fails for good, inside on_partitions_lost too") {
     auto a = h.next_heartbeat(kafka_errc::group_authorization_failed);
     CHECK(expect<report_error>(a).fatal);
-    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.state() == classic_state::fatal);
     REQUIRE(h.m.generation() == 4);
     CHECK(commit_now(h) == commit_failed);
     h.m.close(h.now);
     a = h.take();
     (void)expect_listener(a, listener_kind::lost, t01);
-    REQUIRE(h.m.state() == member_state::leaving);
+    REQUIRE(h.m.state() == classic_state::leaving);
     CHECK(h.m.standing().left);
     CHECK(commit_now(h) == commit_failed);
   }
@@ -926,7 +926,7 @@ TEST_CASE("member: a commit after a fatal error or once the leave is next fails 
     CHECK(h.m.standing().left);
     CHECK(commit_now(h) == commit_failed);
     (void)h.leave();
-    REQUIRE(h.m.state() == member_state::unsubscribed);
+    REQUIRE(h.m.state() == classic_state::unsubscribed);
     CHECK_FALSE(h.m.standing().gone());
   }
   SECTION("removed: fails for good until rejoined") {

@@ -69,13 +69,13 @@ TEST_CASE("member: the leader asks for the subscribed topics' metadata and runs 
   // Metadata for another generation is stale.
   h.m.assignment_metadata(h.now, 0, {}, cluster_of({{"t", 2}, {"u", 1}}));
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::assigning);
+  REQUIRE(h.m.state() == classic_state::assigning);
 
   h.m.assignment_metadata(h.now, 1, {}, cluster_of({{"t", 2}, {"u", 1}}));
   a = h.take();
   auto s = expect<send_sync_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::syncing);
+  REQUIRE(h.m.state() == classic_state::syncing);
   // range: t0 -> m1, t1 -> m2, u0 -> m1.
   const auto got = decoded(s);
   CHECK(got.at("m1") == partition_set{{"t", 0}, {"u", 0}});
@@ -124,7 +124,7 @@ TEST_CASE("member: the leader refuses its assignor's invalid or failed result an
   auto e = expect<report_error>(a);
   CHECK_FALSE(e.fatal);
   CHECK(e.code == make_error_code(client_errc::illegal_state));
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   a = h.to_deadline();
   expect<send_join_group>(a);
 }
@@ -147,7 +147,7 @@ TEST_CASE("member: metadata the leader could not fetch, or a protocol it did not
     a = h.take();
     CHECK(expect<report_error>(a).code == make_error_code(kafka_errc::inconsistent_group_protocol));
   }
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   CHECK(h.m.stats().failed_rebalances == 1);
 }
 
@@ -164,7 +164,7 @@ TEST_CASE("member: the leader rebalances when a topic it assigned changes its pa
   expect<send_sync_group>(a);
   a = h.sync(sync_ok({{"t", 0}, {"t", 1}}));
   a = h.done(expect_listener(a, listener_kind::assigned, {{"t", 0}, {"t", 1}}));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
 
   // Same counts, topics it did not assign, and a refresh that does not cover u: nothing.
   h.m.metadata_updated(h.now, {{"t", false, 0, 2}, {"other", false, 0, 9}});
@@ -189,11 +189,11 @@ TEST_CASE("member: a pattern subscription follows the matching topics in each me
   h.m.subscribe_pattern(h.now, std::regex("t.*"));
   CHECK(h.m.pattern_subscribed());
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   // Nothing matches yet: still not a member.
   h.m.metadata_updated(h.now, {{"x", false, 0, 1}});
   expect_empty(h.take());
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   // Internal topics, topics with an error and names matching only in part are not subscribed.
   h.m.metadata_updated(h.now, {{"t2", false, 0, 1},
                                {"t1", false, 0, 1},
@@ -203,7 +203,7 @@ TEST_CASE("member: a pattern subscription follows the matching topics in each me
   auto a = h.take();
   expect<find_coordinator>(a);
   CHECK(h.m.topics() == std::vector<std::string>{"t1", "t2"});
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   CHECK(h.m.pattern_subscribed());
   a = h.found();
   auto j = expect<send_join_group>(a);
@@ -291,7 +291,7 @@ TEST_CASE("member: JoinGroup's timeout covers the rebalance; LeaveGroup fits the
 }
 
 TEST_CASE("member: the transition table", "[member]") {
-  using st = member_state;
+  using st = classic_state;
   const st all[] = {st::unsubscribed, st::preparing, st::joining, st::assigning, st::syncing,  st::completing,
                     st::stable,       st::leaving,   st::poll_timed_out, st::fatal, st::closed};
   for (auto from : all) {
@@ -358,7 +358,7 @@ TEST_CASE("member protocol: one JoinGroup entry per assignor, in preference orde
           "[member][leader]") {
   const auto build = group::consumer_protocols(
       {kgroup::make_cooperative_sticky_assignor(), kgroup::make_range_assignor()});
-  group::member_snapshot s;
+  group::subscription_snapshot s;
   s.topics = {"a", "b"};
   s.owned = {{"a", 0}, {"a", 2}, {"b", 1}};
   s.generation = 7;

@@ -116,7 +116,7 @@ struct scripted_coordinator {
     if (auto* hb = std::get_if<send_heartbeat>(&x)) {
       REQUIRE(hb->request.generation_id == generation);
       if (fail_now()) return kind == fault::request_failed ? h.failed() : h.heartbeat(code_of(kind));
-      if (h.m.state() == member_state::stable) ++heartbeats_since_sync;
+      if (h.m.state() == classic_state::stable) ++heartbeats_since_sync;
       return h.heartbeat();
     }
     if (auto* l = std::get_if<run_listener>(&x)) {
@@ -147,7 +147,7 @@ struct scripted_coordinator {
   }
 
   bool settled() const {
-    return h.m.state() == member_state::stable && h.m.owned() == target && user_owned == target &&
+    return h.m.state() == classic_state::stable && h.m.owned() == target && user_owned == target &&
            heartbeats_since_sync >= 1;
   }
 
@@ -257,7 +257,7 @@ TEST_CASE("member: after a poll timeout the rejoin waits for the LeaveGroup to e
   a = h.done(lost);
   expect<assignment_changed>(a);
   expect_empty(a);  // one request at a time
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   a = answer_fails ? h.failed() : h.leave();
   auto j = expect<send_join_group>(a);
   expect_empty(a);
@@ -293,7 +293,7 @@ TEST_CASE("member stats: a first join and a cooperative rebalance, with causes, 
   a = h.sync(sync_ok(t01));
   expect<assignment_changed>(a);
   a = h.done(expect_listener(a, listener_kind::assigned, t01));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   {
     const auto& s = h.m.stats();
     REQUIRE(s.history.size() == 1);
@@ -362,7 +362,7 @@ TEST_CASE("member stats: poll timeout, session loss and failed joins", "[member]
   h.make_stable(t01);
   // Poll timeout: the rebalance starts when the member leaves and ends when it is stable again.
   auto a = h.run_until(h.m.last_poll() + 60000ms, false);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   REQUIRE(h.m.stats().history.size() == 2);
   CHECK(h.m.stats().history.back().cause == RebalanceCause::poll_timeout);
   CHECK(h.m.stats().history.back().detail.find("max.poll.interval.ms") != std::string::npos);
@@ -388,7 +388,7 @@ TEST_CASE("member stats: poll timeout, session loss and failed joins", "[member]
   a = h.join(join_ok("m2", 3, "leader", h.proto));
   a = h.sync(sync_ok(t01));
   a = h.done(expect_listener(a, listener_kind::assigned, t01));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   CHECK(h.m.stats().history.back().completed);
   CHECK(h.m.stats().history.back().generation == 3);
   CHECK(h.m.stats().rebalances == 2);
@@ -415,7 +415,7 @@ TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends 
     a = h.join(join_ok("m1", 2 + i, "leader", h.proto));
     a = h.sync(sync_ok(t01));
     a = h.done(expect_listener(a, listener_kind::assigned, {}));
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
   }
   const auto& s = h.m.stats();
   CHECK(s.history.size() == member_stats::history_max);
@@ -433,7 +433,7 @@ TEST_CASE("member stats: the history keeps the last 50 rebalances; leaving ends 
   a = h.done(expect_listener(a, listener_kind::revoked, t01));
   expect<send_leave_group>(a);
   a = h.leave();
-  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(h.m.state() == classic_state::closed);
   REQUIRE(s.history.back().end.has_value());
   CHECK_FALSE(s.history.back().completed);
   CHECK(s.rebalances == 61);
@@ -446,7 +446,7 @@ TEST_CASE("member: a revoke the application has not run is cancelled when its pa
   auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
   auto revoke = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::preparing);
+  REQUIRE(h.m.state() == classic_state::preparing);
   // The application does not poll; the coordinator removes the member meanwhile.
   a = h.next_heartbeat(kafka_errc::unknown_member_id);
   auto c = expect<cancel_listener>(a);
@@ -472,7 +472,7 @@ TEST_CASE(
   auto revoke = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);
   a = h.run_until(t0 + 60000ms, false);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   auto c = expect<cancel_listener>(a);
   CHECK(c.seq == revoke.seq);
   expect<send_leave_group>(a);
@@ -501,7 +501,7 @@ TEST_CASE("member: an assign callback not yet run when the poll times out is can
   auto assigned = expect_listener(a, listener_kind::assigned, t01);
   // The application is stalled: the callback never starts before max.poll.interval.ms passes.
   a = h.run_until(h.m.last_poll() + 60000ms, false);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   CHECK(expect<cancel_listener>(a).seq == assigned.seq);
   CHECK(last_owned(a).empty());  // it never owned them as far as the application knows
   a = h.leave();
@@ -525,7 +525,7 @@ TEST_CASE("member: unsubscribe() after a fatal error reports the partitions lost
   expect<assignment_changed>(a);
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   CHECK(h.m.owned().empty());
 }
 
@@ -539,7 +539,7 @@ TEST_CASE("member: unsubscribe() after a fatal error without partitions finishes
   auto a = h.take();
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
 }
 
 TEST_CASE(
@@ -585,13 +585,13 @@ TEST_CASE(
     h.m.commit_failed(h.now, 0, code(kafka_errc::illegal_generation));
     expect_empty(h.take());
     CHECK(h.m.generation() == 1);
-    CHECK(h.m.state() == member_state::stable);
+    CHECK(h.m.state() == classic_state::stable);
   }
   SECTION("fenced instance id is fatal") {
     h.m.commit_failed(h.now, 1, code(kafka_errc::fenced_instance_id));
     auto a = h.take();
     CHECK(expect<report_error>(a).fatal);
-    CHECK(h.m.state() == member_state::fatal);
+    CHECK(h.m.state() == classic_state::fatal);
   }
 }
 
@@ -659,7 +659,7 @@ TEST_CASE("member: heartbeats go on while unsubscribe()'s revoke callback runs",
     }
   }
   CHECK(heartbeats >= 9);
-  REQUIRE(h.m.state() == member_state::leaving);
+  REQUIRE(h.m.state() == classic_state::leaving);
   a = h.done(r);
   expect<assignment_changed>(a);
   expect<send_leave_group>(a);
@@ -677,7 +677,7 @@ TEST_CASE("member: a JoinGroup or SyncGroup answer of another protocol type is f
     CHECK(e.fatal);
     CHECK(e.code == make_error_code(kafka_errc::inconsistent_group_protocol));
     CHECK(e.message.find("connect") != std::string::npos);
-    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.state() == classic_state::fatal);
   }
   SECTION("SyncGroup") {
     h.start();
@@ -687,7 +687,7 @@ TEST_CASE("member: a JoinGroup or SyncGroup answer of another protocol type is f
     r.protocol_type = "connect";
     a = h.sync(r);
     CHECK(expect<report_error>(a).fatal);
-    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.state() == classic_state::fatal);
   }
 }
 
@@ -709,7 +709,7 @@ run_listener leave_with_revoke_running(harness& h, bool closing) {
   auto r = expect_listener(a, listener_kind::revoked, t01);
   expect_empty(a);
   h.m.listener_started(h.now, r.seq);
-  REQUIRE(h.m.state() == member_state::leaving);
+  REQUIRE(h.m.state() == classic_state::leaving);
   return r;
 }
 
@@ -724,7 +724,7 @@ void finish_revoke_and_leave(harness& h, const run_listener& r, bool closing, st
   a = h.leave();
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == (closing ? member_state::closed : member_state::unsubscribed));
+  REQUIRE(h.m.state() == (closing ? classic_state::closed : classic_state::unsubscribed));
 }
 
 }  // namespace
@@ -812,7 +812,7 @@ TEST_CASE("member: a commit answered NOT_COORDINATOR makes a stable member look 
   CHECK(h.m.coordinator() == 2);
   a = h.next_heartbeat();
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   CHECK(h.m.owned() == t01);
   // COORDINATOR_LOAD_IN_PROGRESS is no move: the coordinator is kept.
   h.m.commit_failed(h.now, 1, code(kafka_errc::coordinator_load_in_progress));

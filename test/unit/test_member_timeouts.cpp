@@ -16,7 +16,7 @@ TEST_CASE("member: no successful heartbeat for session.timeout.ms loses the part
 
   SECTION("every heartbeat is answered with a retriable error") {
     actions a;
-    for (int i = 0; i < 1000 && h.m.owned() == t01 && h.m.state() == member_state::stable; ++i) {
+    for (int i = 0; i < 1000 && h.m.owned() == t01 && h.m.state() == classic_state::stable; ++i) {
       a = h.to_deadline();
       if (count_of<send_heartbeat>(a) == 1) {
         REQUIRE(h.now < t0 + 10000ms);
@@ -67,7 +67,7 @@ TEST_CASE("member: no successful heartbeat for session.timeout.ms loses the part
     expect_empty(a);
     a = h.heartbeat();
     expect_empty(a);
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
     CHECK(h.m.owned() == t01);
   }
 }
@@ -79,7 +79,7 @@ TEST_CASE("member: poll timeout makes a dynamic member leave with a reason; the 
   const auto t0 = h.m.last_poll();
   auto rest = h.run_until(t0 + 59999ms, false);
   expect_empty(rest);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   REQUIRE(h.m.next_deadline() == t0 + 60000ms);
   auto a = h.to_deadline();
   auto l = expect<send_leave_group>(a);
@@ -91,7 +91,7 @@ TEST_CASE("member: poll timeout makes a dynamic member leave with a reason; the 
   CHECK_FALSE(e.fatal);
   CHECK(e.message.find("max.poll.interval.ms") != std::string::npos);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   CHECK(h.m.owned() == t01);  // lost only when the user polls again
   CHECK_FALSE(h.m.next_deadline().has_value());
   a = h.leave();
@@ -111,7 +111,7 @@ TEST_CASE("member: poll timeout makes a dynamic member leave with a reason; the 
   a = h.sync(sync_ok(t01));
   expect<assignment_changed>(a);
   a = h.done(expect_listener(a, listener_kind::assigned, t01));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
 }
 
 TEST_CASE("member: a long poll() keeps the member; only the time between polls counts", "[member][poll]") {
@@ -123,7 +123,7 @@ TEST_CASE("member: a long poll() keeps the member; only the time between polls c
   const auto entered = h.now;
   // Four max.poll.interval.ms inside one poll(): heartbeats go on, nothing else happens.
   expect_empty(h.run_until(entered + 4 * 60000ms, false));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   REQUIRE(h.m.owned() == t01);
   REQUIRE(h.m.generation() == 1);
   // The next deadline is a heartbeat, never the poll timer, while inside poll().
@@ -133,12 +133,12 @@ TEST_CASE("member: a long poll() keeps the member; only the time between polls c
   const auto returned = h.now;
   expect_empty(h.take());
   expect_empty(h.run_until(returned + 59999ms, false));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   auto a = h.to_deadline();
   CHECK(h.now == returned + 60000ms);
   expect<send_leave_group>(a);
   expect<report_error>(a);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
 }
 
 TEST_CASE("member: a long poll() still rebalances when the group does", "[member][poll]") {
@@ -160,10 +160,10 @@ TEST_CASE("member: a long poll() still rebalances when the group does", "[member
   expect<assignment_changed>(a);
   auto assigned = expect_listener(a, listener_kind::assigned, {{"t", 0}});
   a = h.done(assigned);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
   REQUIRE(h.m.generation() == 2);
   expect_empty(h.run_until(h.now + 120000ms, false));
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
 }
 
 TEST_CASE("member: a listener callback inside poll() counts toward max.poll.interval.ms", "[member][poll]") {
@@ -181,7 +181,7 @@ TEST_CASE("member: a listener callback inside poll() counts toward max.poll.inte
   CHECK(h.now == callback_began + 60000ms);
   expect<send_leave_group>(a);
   expect<report_error>(a);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
 }
 
 TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps its id", "[member]") {
@@ -192,7 +192,7 @@ TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps
   auto a = h.to_deadline();
   expect<report_error>(a);
   expect_empty(a);  // no LeaveGroup: the instance id keeps the membership until the session ends
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   expect_empty(h.advance(30000ms));  // it just stops heartbeating
   a = h.poll();
   auto lost = expect_listener(a, listener_kind::lost, t01);
@@ -220,12 +220,12 @@ TEST_CASE("member: poll timeout while a listener runs: its continuation is dropp
   a = h.to_deadline();
   expect<send_leave_group>(a);
   expect<report_error>(a);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   h.leave();
   a = h.done(r);  // the revoke returns: t2 is gone, but nothing is assigned to a member that left
   REQUIRE(expect<assignment_changed>(a).owned == t01);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::poll_timed_out);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
   a = h.poll();
   auto lost = expect_listener(a, listener_kind::lost, t01);
   a = h.done(lost);
@@ -257,7 +257,7 @@ TEST_CASE("member: unsubscribe revokes, then leaves; subscribing again rejoins",
   a = h.leave();
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::unsubscribed);
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
   CHECK(h.m.topics().empty());
 
   // The coordinator is still known: JoinGroup at once, as a new member.
@@ -284,7 +284,7 @@ TEST_CASE("member: close of a dynamic member revokes, sends LeaveGroup, then lef
   a = h.leave();
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(h.m.state() == classic_state::closed);
 }
 
 TEST_CASE("member: close of a static member revokes and sends no LeaveGroup", "[member]") {
@@ -298,7 +298,7 @@ TEST_CASE("member: close of a static member revokes and sends no LeaveGroup", "[
   expect<assignment_changed>(a);
   expect<left_group>(a);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(h.m.state() == classic_state::closed);
 }
 
 TEST_CASE("member: subscribe while the leave is under way rejoins once it is done", "[member]") {
@@ -318,7 +318,7 @@ TEST_CASE("member: subscribe while the leave is under way rejoins once it is don
   expect_empty(a);
   CHECK(j.request.member_id.empty());
   CHECK(h.snapshots->back().topics == std::vector<std::string>{"u"});
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
 }
 
 TEST_CASE("member: a fatal error while leaving is reported and the leave still finishes", "[member]") {
@@ -333,13 +333,13 @@ TEST_CASE("member: a fatal error while leaving is reported and the leave still f
   auto e = expect<report_error>(a);
   CHECK(e.fatal);
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::leaving);
+  REQUIRE(h.m.state() == classic_state::leaving);
   a = h.done(r);
   expect<assignment_changed>(a);
   expect<send_leave_group>(a);
   a = h.leave(kafka_errc::group_authorization_failed);
   expect<left_group>(a);
-  REQUIRE(h.m.state() == member_state::closed);
+  REQUIRE(h.m.state() == classic_state::closed);
 }
 
 TEST_CASE("member: close() from every state finishes", "[member]") {
@@ -354,7 +354,7 @@ TEST_CASE("member: close() from every state finishes", "[member]") {
   SECTION("unsubscribed") {}
   SECTION("joining, looking for the coordinator") {
     h.subscribe();
-    REQUIRE(h.m.state() == member_state::joining);
+    REQUIRE(h.m.state() == classic_state::joining);
   }
   SECTION("joining, first JoinGroup in flight (no member id yet)") {
     h.start();
@@ -380,20 +380,20 @@ TEST_CASE("member: close() from every state finishes", "[member]") {
   SECTION("assigning") {
     h.start();
     h.join(join_ok("m1", 1, "m1", h.proto, {"m1"}));
-    REQUIRE(h.m.state() == member_state::assigning);
+    REQUIRE(h.m.state() == classic_state::assigning);
     leave = !is_static;
   }
   SECTION("syncing") {
     h.start();
     h.join(join_ok("m1", 1, "leader", h.proto));
-    REQUIRE(h.m.state() == member_state::syncing);
+    REQUIRE(h.m.state() == classic_state::syncing);
     leave = !is_static;
   }
   SECTION("completing, assigned listener pending") {
     h.start();
     h.join(join_ok("m1", 1, "leader", h.proto));
     h.sync(sync_ok(t01));
-    REQUIRE(h.m.state() == member_state::completing);
+    REQUIRE(h.m.state() == classic_state::completing);
     leave = !is_static;
   }
   SECTION("stable") {
@@ -415,25 +415,25 @@ TEST_CASE("member: close() from every state finishes", "[member]") {
       h.m.enforce_rebalance(h.now, "x");
       h.take();
     }
-    REQUIRE(h.m.state() == member_state::preparing);
+    REQUIRE(h.m.state() == classic_state::preparing);
     leave = !is_static;
   }
   SECTION("preparing, lost pending after ILLEGAL_GENERATION") {
     h.make_stable(t01);
     h.next_heartbeat(kafka_errc::illegal_generation);
-    REQUIRE(h.m.state() == member_state::preparing);
+    REQUIRE(h.m.state() == classic_state::preparing);
     leave = !is_static;  // the member id is still valid
   }
   SECTION("preparing, lost pending after UNKNOWN_MEMBER_ID") {
     h.make_stable(t01);
     h.next_heartbeat(kafka_errc::unknown_member_id);
-    REQUIRE(h.m.state() == member_state::preparing);
+    REQUIRE(h.m.state() == classic_state::preparing);
   }
   SECTION("leaving, unsubscribe under way") {
     h.make_stable(t01);
     h.m.unsubscribe(h.now);
     carry = h.take();  // the revoke listener the user is running
-    REQUIRE(h.m.state() == member_state::leaving);
+    REQUIRE(h.m.state() == classic_state::leaving);
     leave = !is_static;
   }
   SECTION("poll_timed_out") {
@@ -444,12 +444,12 @@ TEST_CASE("member: close() from every state finishes", "[member]") {
       expect<send_leave_group>(a);
       h.leave();
     }
-    REQUIRE(h.m.state() == member_state::poll_timed_out);
+    REQUIRE(h.m.state() == classic_state::poll_timed_out);
   }
   SECTION("fatal") {
     h.make_stable(t01);
     h.next_heartbeat(kafka_errc::group_authorization_failed);
-    REQUIRE(h.m.state() == member_state::fatal);
+    REQUIRE(h.m.state() == classic_state::fatal);
   }
   close_and_finish(h, leave, kafka_errc::none, std::move(carry));
 }
@@ -474,7 +474,7 @@ TEST_CASE("member: a malformed assignment is rejected and the member rejoins", "
   CHECK_FALSE(e.fatal);
   CHECK(e.code == make_error_code(client_errc::protocol_violation));
   CHECK(e.message.find("malformed") != std::string::npos);
-  REQUIRE(h.m.state() == member_state::joining);
+  REQUIRE(h.m.state() == classic_state::joining);
   CHECK(h.m.owned().empty());
   a = h.to_deadline();
   auto j = expect<send_join_group>(a);
@@ -486,7 +486,7 @@ TEST_CASE("member: a malformed assignment is rejected and the member rejoins", "
   expect<assignment_changed>(a);
   a = h.done(expect_listener(a, listener_kind::assigned, t01));
   expect_empty(a);
-  REQUIRE(h.m.state() == member_state::stable);
+  REQUIRE(h.m.state() == classic_state::stable);
 }
 
 TEST_CASE("member: an assignment naming an unsubscribed topic is rejected and the member rejoins",
@@ -530,7 +530,7 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     expect_empty(h.done(old));
     h.m.listener_done(h.now, 12345);
     expect_empty(h.take());
-    REQUIRE(h.m.state() == member_state::leaving);
+    REQUIRE(h.m.state() == classic_state::leaving);
     CHECK(h.m.owned() == t012);
     a = h.done(all);
     expect<assignment_changed>(a);
@@ -545,7 +545,7 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     h.m.close(h.now);
     auto a = h.take();
     expect<left_group>(a);
-    REQUIRE(h.m.state() == member_state::closed);
+    REQUIRE(h.m.state() == classic_state::closed);
     expect_empty(h.join(join_ok("m1", 1, "m1", "range", {"m1"})));
     expect_empty(h.join(join_err(kafka_errc::fenced_instance_id)));
     expect_empty(h.sync(sync_ok(t01)));
@@ -557,7 +557,7 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     expect_empty(h.poll());
     h.m.subscribe(h.now, {"t"});
     expect_empty(h.take());
-    REQUIRE(h.m.state() == member_state::closed);
+    REQUIRE(h.m.state() == classic_state::closed);
   }
   SECTION("a heartbeat answer after close") {
     harness h;
@@ -572,14 +572,14 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     a = h.leave();
     expect<left_group>(a);
     expect_empty(h.heartbeat(kafka_errc::unknown_member_id));
-    REQUIRE(h.m.state() == member_state::closed);
+    REQUIRE(h.m.state() == classic_state::closed);
   }
   SECTION("request_failed with nothing in flight") {
     harness h;
     h.make_stable(t01);
     expect_empty(h.failed());
     CHECK(h.m.coordinator() == 1);
-    REQUIRE(h.m.state() == member_state::stable);
+    REQUIRE(h.m.state() == classic_state::stable);
   }
   SECTION("a repeated SyncGroup answer") {
     harness h;
@@ -588,7 +588,7 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     a = h.sync(sync_err(kafka_errc::rebalance_in_progress));
     expect<send_join_group>(a);
     expect_empty(h.sync(sync_ok(t01)));  // the JoinGroup is what is in flight
-    REQUIRE(h.m.state() == member_state::joining);
+    REQUIRE(h.m.state() == classic_state::joining);
     CHECK(h.m.owned().empty());
   }
   SECTION("an assignment computed after the leader left") {

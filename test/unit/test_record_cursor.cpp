@@ -562,7 +562,7 @@ TEST_CASE("cursor: a legacy compressed wrapper ends where the fetcher goes on, o
     c.start(d);
     const auto stop = c.read(b, 500, t);
     if (stop == record_cursor::stop::exhausted) {
-      const std::int64_t next = fetch::next_fetch_offset(d->records, d->fetch_offset);
+      const std::int64_t next = data::next_fetch_offset(d->records, d->fetch_offset);
       CHECK(t.position(t0)->offset == next);
       detail::fetched_data following;  // the fetcher's next answer for this partition
       following.tp = t0;

@@ -4,7 +4,7 @@
 
 #include "data/txn_filter.hpp"
 
-using kgroup::fetch::aborted_filter;
+using kgroup::data::aborted_filter;
 using kgroup::protocol::record_batch_header;
 namespace attr = kgroup::protocol::batch_attribute;
 
