@@ -55,14 +55,22 @@ std::string unasked(const Request&, const Response&) {
   return {};
 }
 
-inline std::string unasked(const list_offsets_request& req, const list_offsets_response& resp) {
-  answer_detail::asked_partitions asked;
+namespace answer_detail {
+// For requests and answers whose topics hold `name` and partitions `partition_index`.
+template <class Request, class Response>
+std::string unasked_by_name(const Request& req, const Response& resp) {
+  asked_partitions asked;
   for (const auto& t : req.topics)
     for (const auto& p : t.partitions) asked.add(t.name, p.partition_index);
   for (const auto& t : resp.topics)
     for (const auto& p : t.partitions)
       if (auto bad = asked.take(t.name, p.partition_index); !bad.empty()) return bad;
   return {};
+}
+}  // namespace answer_detail
+
+inline std::string unasked(const list_offsets_request& req, const list_offsets_response& resp) {
+  return answer_detail::unasked_by_name(req, resp);
 }
 
 inline std::string unasked(const offset_for_leader_epoch_request& req, const offset_for_leader_epoch_response& resp) {
@@ -76,13 +84,7 @@ inline std::string unasked(const offset_for_leader_epoch_request& req, const off
 }
 
 inline std::string unasked(const offset_commit_request& req, const offset_commit_response& resp) {
-  answer_detail::asked_partitions asked;
-  for (const auto& t : req.topics)
-    for (const auto& p : t.partitions) asked.add(t.name, p.partition_index);
-  for (const auto& t : resp.topics)
-    for (const auto& p : t.partitions)
-      if (auto bad = asked.take(t.name, p.partition_index); !bad.empty()) return bad;
-  return {};
+  return answer_detail::unasked_by_name(req, resp);
 }
 
 inline std::string unasked(const offset_fetch_request& req, const offset_fetch_response& resp) {
