@@ -8,59 +8,18 @@
 #include "data/next_offset.hpp"
 #include "data/positions.hpp"
 #include "data/record_cursor.hpp"
+#include "record_batches.hpp"
 
 using namespace kgroup;
 using namespace kgroup::data;
 namespace proto = kgroup::protocol;
+using kgroup::test::batch_spec;
+using kgroup::test::fetched;
 
 namespace {
 
 const TopicPartition t0{"t", 0};
 const TopicPartition t1{"t", 1};
-
-struct batch_spec {
-  std::int64_t base = 0;
-  int count = 1;
-  std::int32_t epoch = 5;
-  proto::compression codec = proto::compression::none;
-  bool transactional = false;
-  bool control = false;
-  std::int64_t producer_id = -1;
-  std::optional<std::int32_t> last_offset_delta{};  // past the last record: a compacted tail
-};
-
-// Values are "v<offset>" so a test can tell which record came back.
-void append_batch(proto::bytes& out, const batch_spec& b) {
-  std::vector<std::string> values;
-  for (int i = 0; i < b.count; ++i) values.push_back("v" + std::to_string(b.base + i));
-  std::vector<proto::record_input> recs;
-  for (const auto& v : values) {
-    recs.push_back({std::nullopt, proto::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()), 1,
-                    {}, {}});
-  }
-  proto::batch_encode_options o;
-  o.base_offset = b.base;
-  o.partition_leader_epoch = b.epoch;
-  o.codec = b.codec;
-  o.transactional = b.transactional;
-  o.control = b.control;
-  o.producer_id = b.producer_id;
-  o.last_offset_delta = b.last_offset_delta;
-  REQUIRE_FALSE(proto::encode_record_batch(recs, o, out));
-}
-
-std::shared_ptr<detail::fetched_data> fetched(const TopicPartition& tp, std::int64_t fetch_offset,
-                                              const std::vector<batch_spec>& batches) {
-  auto frame = std::make_shared<proto::bytes>();
-  for (const auto& b : batches) append_batch(*frame, b);
-  auto d = std::make_shared<detail::fetched_data>();
-  d->tp = tp;
-  d->fetch_offset = fetch_offset;
-  d->records = *frame;
-  d->frame = frame;
-  d->bytes = frame->size();
-  return d;
-}
 
 // One legacy (magic 0 or 1) gzip wrapper message holding messages at `inner` (absolute offsets;
 // the encoder stores them relative to the first for magic 1), its own offset then overwritten with
