@@ -53,10 +53,16 @@ struct recording_fetcher final : detail::fetcher_port {
   void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
     seeks.push_back({tp, offset, epoch});
   }
-  void seek_to(const std::set<TopicPartition>& tps, bool beginning) override { seek_tos.emplace_back(tps, beginning); }
+  void seek_to(const std::set<TopicPartition>& tps, bool beginning) override {
+    seek_tos.emplace_back(tps, beginning);
+  }
   void pause(const std::set<TopicPartition>& tps) override { pauses.push_back(tps); }
-  void resume(const std::map<TopicPartition, epoch_offset>& positions) override { resumes.push_back(positions); }
-  void cut_accepted(const TopicPartition& tp, std::int64_t offset) override { accepted_cuts.emplace_back(tp, offset); }
+  void resume(const std::map<TopicPartition, epoch_offset>& positions) override {
+    resumes.push_back(positions);
+  }
+  void cut_accepted(const TopicPartition& tp, std::int64_t offset) override {
+    accepted_cuts.emplace_back(tp, offset);
+  }
   void reset_position(const TopicPartition& tp) override { resets.push_back(tp); }
 };
 
@@ -111,7 +117,9 @@ struct reader_harness {
     std::lock_guard lock(shared.mutex);
     return shared.consumed;
   }
-  std::optional<epoch_offset> position_of(const TopicPartition& tp) const { return reader.positions().position(tp); }
+  std::optional<epoch_offset> position_of(const TopicPartition& tp) const {
+    return reader.positions().position(tp);
+  }
 };
 
 std::vector<std::int64_t> offsets(const data::poll_batch& b) {
@@ -130,8 +138,9 @@ std::vector<std::pair<std::int32_t, std::int64_t>> partition_offsets(const data:
 
 // ---- drain(): fetched data into records --------------------------------------------------------
 
-TEST_CASE("data_reader: usable data is returned up to max.poll.records and becomes committable at the next poll",
-          "[data_reader]") {
+TEST_CASE(
+    "data_reader: usable data is returned up to max.poll.records and becomes committable at the next poll",
+    "[data_reader]") {
   reader_harness h(/*max_poll_records=*/3);
   h.owns({t0});
   h.position(t0, 10);
@@ -213,7 +222,8 @@ TEST_CASE("data_reader: stale data is dropped, its bytes freed and the fetcher w
   }
 }
 
-TEST_CASE("data_reader: data that only looks stale while its events are queued waits for them", "[data_reader]") {
+TEST_CASE("data_reader: data that only looks stale while its events are queued waits for them",
+          "[data_reader]") {
   reader_harness h;
   h.owns({t0});
   h.position(t0, 10);
@@ -251,7 +261,8 @@ TEST_CASE("data_reader: data that only looks stale while its events are queued w
     CHECK(h.fetcher.wakes == 0);
   }
   SECTION("other events do not hold it: it is dropped") {
-    h.shared.push(detail::data_error{.tp = t0, .code = make_error_code(client_errc::offset_out_of_range), .message = "x"});
+    h.shared.push(detail::data_error{
+        .tp = t0, .code = make_error_code(client_errc::offset_out_of_range), .message = "x"});
     h.shared.push(detail::commit_done{});
     CHECK(h.reader.drain().records.empty());
     CHECK(h.queued_offsets().empty());
@@ -262,7 +273,8 @@ TEST_CASE("data_reader: data that only looks stale while its events are queued w
 
 // ---- what the application does -----------------------------------------------------------------
 
-TEST_CASE("data_reader: seek moves the position, tells the fetcher and what auto-commit commits", "[data_reader]") {
+TEST_CASE("data_reader: seek moves the position, tells the fetcher and what auto-commit commits",
+          "[data_reader]") {
   reader_harness h(/*max_poll_records=*/2);
   h.owns({t0, t1});
   h.position(t0, 10);
@@ -350,7 +362,8 @@ TEST_CASE("data_reader: a revoked or lost partition is never committed nor retur
   CHECK(h.reader.current_positions().count(t0) == 0);
 }
 
-TEST_CASE("data_reader: assign() owns exactly its partitions and forgets the others' commits", "[data_reader]") {
+TEST_CASE("data_reader: assign() owns exactly its partitions and forgets the others' commits",
+          "[data_reader]") {
   reader_harness h;
   h.reader.assign({t0, t1});
   h.position(t0, 0);
@@ -470,7 +483,8 @@ TEST_CASE("data_reader: a log cut against the application's position", "[data_re
     CHECK_NOTHROW(h.reader.raise_data_error());
   }
   SECTION("a cut of a partition not owned is ignored") {
-    h.reader.position_event({.tp = t1, .offset = 1, .cut = cut_kind::diverged, .halted = true}, /*owned=*/false);
+    h.reader.position_event({.tp = t1, .offset = 1, .cut = cut_kind::diverged, .halted = true},
+                            /*owned=*/false);
     CHECK(h.fetcher.accepted_cuts.empty());
     CHECK_NOTHROW(h.reader.raise_data_error());
   }
@@ -478,7 +492,8 @@ TEST_CASE("data_reader: a log cut against the application's position", "[data_re
 
 // ---- what the fetcher finds: corrupt data ---------------------------------------------------------
 
-TEST_CASE("data_reader: corrupt data is raised at the position, which stays, and fetched again", "[data_reader]") {
+TEST_CASE("data_reader: corrupt data is raised at the position, which stays, and fetched again",
+          "[data_reader]") {
   reader_harness h;
   h.owns({t0});
   h.position(t0, 0);
@@ -522,8 +537,8 @@ TEST_CASE("commit_identity: a subscription speaks for the membership, anything e
   boost::asio::io_context io;  // never run: a cluster without brokers answers at once
   auto cluster = std::make_shared<net::cluster>(io, net::cluster_options{});
   int lookups = 0;
-  auto coordinator = std::make_unique<fetch::standalone_coordinator>(cluster, "g", std::chrono::milliseconds(1000),
-                                                                    [&] { ++lookups; });
+  auto coordinator = std::make_unique<fetch::standalone_coordinator>(
+      cluster, "g", std::chrono::milliseconds(1000), [&] { ++lookups; });
   const auto* standalone = coordinator.get();
   int standing_reads = 0;
   fetch::commit_identity who(/*group_mode=*/true);
@@ -577,8 +592,8 @@ TEST_CASE("commit_identity: without a group.id nothing is looked up", "[data_rea
   int lookups = 0;
   fetch::commit_identity who(/*group_mode=*/false);
   // No cluster at all: without a group nothing may reach it.
-  who.set_coordinator(
-      std::make_unique<fetch::standalone_coordinator>(nullptr, "", std::chrono::milliseconds(1000), [&] { ++lookups; }));
+  who.set_coordinator(std::make_unique<fetch::standalone_coordinator>(
+      nullptr, "", std::chrono::milliseconds(1000), [&] { ++lookups; }));
   who.set_mode(fetch::commit_identity::mode::manual);
   const auto id = who.identity();
   CHECK_FALSE(id.group_mode);
