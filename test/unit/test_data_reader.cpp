@@ -328,6 +328,27 @@ TEST_CASE("data_reader: seek moves the position, tells the fetcher and what auto
     h.reader.position_event({.tp = t0, .offset = 0, .forced = true}, true);
     CHECK(h.position_of(t0) == epoch_offset{0, -1});
   }
+  SECTION("seek_to resolved by the fetcher: auto-commit commits the new position, as after a seek") {
+    // Java's auto-commit commits the position (allConsumed) once the reset is resolved: after
+    // seek_to_beginning() the old position must not stay committable, or a consumer that stops
+    // before returning a record leaves the rewind uncommitted and the next owner skips it.
+    h.queue(fetched(t0, 10, {{.base = 10, .count = 4}}));
+    CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{10, 11});
+    h.reader.publish_returned();
+    CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{12, 13});  // returned, not yet published
+    REQUIRE(h.consumed().at(t0).offset == 12);
+    h.reader.seek_to({t0}, /*beginning=*/true);
+    h.reader.position_event({.tp = t0, .seek_applied = true}, true);
+    h.reader.position_event({.tp = t0, .offset = 0, .forced = true, .epoch = 1}, true);
+    CHECK(h.consumed().at(t0) == epoch_offset{0, 1});
+    h.reader.publish_returned();  // the next poll(): what was returned before the rewind is not committable
+    CHECK(h.consumed().at(t0) == epoch_offset{0, 1});
+    // A partition nothing was consumed of stays out of auto-commit until it returns records.
+    h.reader.seek_to({t1}, /*beginning=*/false);
+    h.reader.position_event({.tp = t1, .seek_applied = true}, true);
+    h.reader.position_event({.tp = t1, .offset = 30, .forced = true}, true);
+    CHECK(h.consumed().count(t1) == 0);
+  }
 }
 
 TEST_CASE("data_reader: a revoked or lost partition is never committed nor returned again", "[data_reader]") {
