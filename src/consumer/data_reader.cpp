@@ -225,7 +225,14 @@ void data_reader::position_event(const detail::position_event& e, bool owned) {
     apply_cut(e);
     return;
   }
-  if (positions_.position_found(e.tp, e.offset, e.epoch, e.forced)) drop_current(e.tp);
+  if (!positions_.position_found(e.tp, e.offset, e.epoch, e.forced)) return;
+  drop_current(e.tp);
+  if (e.forced) {
+    // A seek_to_*() or reset resolved: auto-commit commits the new position from now on, as after
+    // a seek (Java commits the position once it is reset), never what was returned before it.
+    std::lock_guard lock(shared_.mutex);
+    consumed_is(e.tp, {e.offset, e.epoch});
+  }
 }
 
 void data_reader::apply_cut(const detail::position_event& e) {
@@ -254,9 +261,16 @@ void data_reader::apply_cut(const detail::position_event& e) {
   const std::string name = e.tp.topic + "-" + std::to_string(e.tp.partition);
   const std::int64_t at = before ? before->offset : -1;
   if (!e.halted) {
-    // Past the log's end: the position itself is out of range, and the reset policy applies to it.
-    logger()->warn("{}: position {} is past the log's end {}; applying auto.offset.reset", name, at,
-                   e.offset);
+    // Past the log's end (or diverged where the leader cannot tell where): the position itself is
+    // out of range, and the reset policy applies to it.
+    if (diverged)
+      logger()->warn(
+          "{}: the leader cannot tell where its log diverged from position {}; applying "
+          "auto.offset.reset",
+          name, at);
+    else
+      logger()->warn("{}: position {} is past the log's end {}; applying auto.offset.reset", name, at,
+                     e.offset);
     positions_.seek_to(e.tp);
     fetcher_.reset_position(e.tp);
     return;
