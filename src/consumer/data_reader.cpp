@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
+#include "base/sim_mutants.hpp"
 
 namespace kgroup::detail {
 
@@ -227,6 +228,10 @@ void data_reader::position_event(const detail::position_event& e, bool owned) {
   }
   if (!positions_.position_found(e.tp, e.offset, e.epoch, e.forced)) return;
   drop_current(e.tp);
+#ifdef KGROUP_SIM_MUTANTS
+  // Commit 6f5a864 reverted: a resolved seek_to_*() or reset left auto-commit on the old position.
+  if (sim::mutant_enabled("seek_to_consumed")) return;
+#endif
   if (e.forced) {
     // A seek_to_*() or reset resolved: auto-commit commits the new position from now on, as after
     // a seek (Java commits the position once it is reset), never what was returned before it.

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "base/sim_mutants.hpp"
+
 namespace kgroup::data {
 
 namespace {
@@ -122,6 +124,10 @@ bool fetch_positions::refetch(const TopicPartition& tp, std::int64_t offset, std
       break;
     case fetch_state::needs_validation:
     case fetch_state::validating:
+#ifdef KGROUP_SIM_MUTANTS
+      // Commit f6c7448 (issue 30 item 7) reverted: resume()/refetch() during a validation dropped.
+      if (sim::mutant_enabled("resume_during_validation")) return false;
+#endif
       // The answer in flight (if any) is for the old position: the check after it sees the
       // position changed and ignores it.
       transition(tp, p, fetch_state::needs_validation, "the user thread's position is validated instead");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/sim_mutants.hpp"
+
 namespace kgroup::data {
 
 const char* to_string(fetched_fit f) noexcept {
@@ -116,6 +118,15 @@ cut_verdict position_table::cut(const TopicPartition& tp, std::int64_t offset, s
     p->epoch = epoch;
     return cut_verdict::before;
   }
+#ifdef KGROUP_SIM_MUTANTS
+  // Commit f6c7448 (issue 30 item 1) reverted: a cut found at the prefetch position moved the
+  // application's position to it, skipping the records between.
+  if (sim::mutant_enabled("truncation_at_prefetch") && offset >= 0 && p->position < offset) {
+    p->position = offset;
+    p->epoch = epoch;
+    return cut_verdict::before;
+  }
+#endif
   if (offset >= 0 && p->position <= offset) return cut_verdict::before;
   if (!move_back || offset < 0) return cut_verdict::past;
   p->position = offset;

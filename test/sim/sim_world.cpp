@@ -1,0 +1,1021 @@
+// One seed of the data-path simulation. See sim_world.hpp, and sim.cpp for what is the real code
+// and what mirrors the Asio driver.
+#include "sim_world.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "consumer/data_reader.hpp"
+#include "data/cluster_metadata.hpp"
+#include "data/committer.hpp"
+#include "data/fetch_planner.hpp"
+#include "data/fetch_positions.hpp"
+#include "kgroup/error.hpp"
+#include "kgroup/kafka_errc.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/records.hpp"
+
+namespace kgroup::sim {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+using std::chrono::milliseconds;
+using pstate = data::fetch_state;
+using partition_data = protocol::fetch_response::fetchable_topic_response::partition_data;
+
+std::int16_t code(kafka_errc e) {
+  return static_cast<std::int16_t>(e);
+}
+
+// A failed invariant: ends the seed.
+struct violation {
+  std::string invariant;
+  std::string message;
+};
+
+// The seeded source of every choice. std::mt19937_64's output is fixed by the standard; the
+// reductions below are ours (the standard distributions may differ between libraries).
+struct prng {
+  std::mt19937_64 gen;
+  explicit prng(std::uint64_t seed) : gen(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  std::int64_t below(std::int64_t n) {
+    return n <= 1 ? 0 : static_cast<std::int64_t>(gen() % static_cast<std::uint64_t>(n));
+  }
+  std::int64_t between(std::int64_t lo, std::int64_t hi) { return lo + below(hi - lo + 1); }
+  bool chance(double p) { return static_cast<double>(gen() >> 11) * 0x1.0p-53 < p; }
+};
+
+// ---- the simulated cluster ------------------------------------------------------------------------
+
+struct log_entry {
+  std::int64_t id;
+  std::int32_t epoch;
+};
+
+// The leader's log of one partition. Offsets are dense: entries[o] is offset o (the ones below
+// log_start are kept for the checks but never served).
+struct partition_log {
+  std::vector<log_entry> entries;
+  std::int64_t log_start = 0;
+  std::int32_t epoch = 0;
+  std::int32_t leader = 1;
+  std::map<std::int32_t, std::int64_t> epoch_start;  // the leader epoch cache: epoch -> first offset
+  detail::epoch_offset committed;                    // the group's committed offset (-1: none)
+
+  std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
+  // The epoch of the record at `offset` (or the latest, at the end).
+  std::int32_t epoch_for(std::int64_t offset) const {
+    for (auto i = epoch_start.rbegin(); i != epoch_start.rend(); ++i) {
+      if (i->second <= offset) return i->first;
+    }
+    return epoch;
+  }
+  // OffsetForLeaderEpoch: the largest epoch at or below `requested` and where it ends (the start
+  // of the next higher epoch, or the log's end); -1/-1 when the cache has no such epoch.
+  std::pair<std::int32_t, std::int64_t> end_of_epoch(std::int32_t requested) const {
+    auto it = epoch_start.upper_bound(requested);
+    if (it == epoch_start.begin()) return {-1, -1};
+    const std::int64_t end_offset = it == epoch_start.end() ? end() : it->second;
+    --it;
+    return {it->first, end_offset};
+  }
+};
+
+// ---- one seed -------------------------------------------------------------------------------------
+
+class simulation : public detail::fetcher_port {
+ public:
+  simulation(std::uint64_t seed, bool verbose) : rng_(seed), verbose_(verbose) {}
+
+  run_result run();
+
+  // fetcher_port: the user thread posts each call onto the background thread (FIFO).
+  void wake() override {
+    post("wake", [this] { pump(); });
+  }
+  void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
+    post(fmt::format("refetch {} {}", name(tp), offset), [this, tp, offset, epoch] {
+      if (!fp_.refetch(tp, offset, epoch)) return;
+      pump();
+    });
+  }
+  void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
+    post(fmt::format("seek {} {} epoch {}", name(tp), offset, epoch), [this, tp, offset, epoch] {
+      push_event(detail::position_event{tp, offset, false, epoch, true});
+      if (!fp_.seek(tp, offset, epoch)) return;
+      pump();
+    });
+  }
+  void seek_to(const std::set<TopicPartition>& tps, bool beginning) override {
+    post("seek_to", [this, tps, beginning] {
+      for (const auto& tp : tps) {
+        push_event(detail::position_event{tp, -1, false, -1, true});
+        fp_.seek_to(tp, beginning);
+      }
+      pump();
+    });
+  }
+  void pause(const std::set<TopicPartition>& tps) override {
+    post("pause", [this, tps] {
+      for (const auto& tp : tps) fp_.pause(tp);
+    });
+  }
+  void resume(const std::map<TopicPartition, detail::epoch_offset>& positions) override {
+    post("resume", [this, positions] {
+      for (const auto& [tp, pos] : positions) fp_.resume(tp, pos.offset, pos.epoch);
+      pump();
+    });
+  }
+  void cut_accepted(const TopicPartition& tp, std::int64_t offset) override {
+    post("cut_accepted", [this, tp, offset] {
+      if (fp_.cut_accepted(tp, offset)) pump();
+    });
+  }
+  void reset_position(const TopicPartition& tp) override {
+    post(fmt::format("reset_position {}", name(tp)), [this, tp] {
+      push_event(detail::position_event{tp, -1, false, -1, true});
+      if (auto* p = fp_.find(tp)) fp_.offset_out_of_range(tp, *p);
+      pump();
+    });
+  }
+
+ private:
+  static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
+  double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  void note(std::string what) {
+    if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
+    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    if (trace_.size() > 40) trace_.pop_front();
+  }
+  [[noreturn]] void fail(const char* invariant, std::string message) {
+    note("FAILED " + std::string(invariant) + ": " + message);
+    throw violation{invariant, std::move(message)};
+  }
+  void at(time_point when, std::string what, std::function<void()> f) {
+    queue_.emplace(std::make_pair(std::max(when, now_), seq_++),
+                   std::make_pair(std::move(what), std::move(f)));
+  }
+  // A call posted to the background thread: run in the order posted.
+  void post(std::string what, std::function<void()> f) {
+    last_post_ = std::max(now_ + milliseconds(rng_.below(2)), last_post_);
+    at(last_post_, "bg: " + what, std::move(f));
+  }
+  void push_event(detail::user_event e) { shared_.push(std::move(e)); }
+
+  bool fault_phase() const { return now_ < quiet_at_; }
+  milliseconds latency() {
+    std::int64_t d = rng_.between(1, 15);
+    if (fault_phase() && rng_.chance(0.05)) d += rng_.between(50, 600);  // a slow answer
+    return milliseconds(d);
+  }
+  bool lost() { return fault_phase() && rng_.chance(0.02); }
+
+  // ---- world --------------------------------------------------------------------------------------
+  void setup();
+  void produce();
+  void fault();
+  void refresh_truth();
+  partition_log& log(const TopicPartition& tp) { return logs_.at(tp); }
+
+  // ---- the driver glue (mirrors src/fetch/fetcher*.cpp, see sim.cpp) ----------------------------
+  void pump();
+  void schedule_retry();
+  void schedule_retry_at(time_point t);
+  void maybe_refresh_metadata();
+  void retry_after_metadata() {
+    maybe_refresh_metadata();
+    schedule_retry();
+  }
+  void push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, detail::cut_kind kind,
+                bool halted);
+  void send_offset_fetch();
+  void send_list_offsets();
+  void send_validations();
+  void send_fetches();
+  protocol::bytes fetch_answer(std::int32_t node, const data::fetch_set& sent);
+  bool no_data(std::int32_t node, const data::fetch_set& sent);
+  void deliver_fetch(std::int32_t node, const data::fetch_set& sent);
+  void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                         std::shared_ptr<const protocol::bytes> frame, const data::fetch_set& sent);
+  void auto_commit();
+
+  // ---- the application ----------------------------------------------------------------------------
+  void poll();
+  void app_action();
+  void on_position_event(const detail::position_event& e);
+  void check_record(const ConsumerRecord& r);
+  void commit(const TopicPartition& tp, std::int64_t offset, const char* who);
+  void check_end();
+
+  prng rng_;
+  bool verbose_;
+  time_point start_{std::chrono::seconds(1000)};
+  time_point now_ = start_;
+  time_point quiet_at_, produce_until_, end_at_;
+  std::uint64_t seq_ = 0;
+  std::map<std::pair<time_point, std::uint64_t>, std::pair<std::string, std::function<void()>>> queue_;
+  time_point last_post_ = start_;
+  std::deque<std::string> trace_;
+
+  // World.
+  std::int32_t brokers_ = 1;
+  std::map<TopicPartition, partition_log> logs_;
+  data::cluster_metadata truth_;
+  std::int64_t next_id_ = 1;
+  std::map<std::int64_t, std::pair<TopicPartition, std::int64_t>> appended_at_;  // id -> where
+  std::map<std::int64_t, time_point> died_;  // id -> when an unclean election truncated it
+
+  // Client: the background side.
+  data::fetch_positions fp_{data::reset_policy::earliest,
+                            [this](const std::string& r) { note("REFUSED " + r); }};
+  data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
+  data::cluster_metadata md_;
+  std::uint64_t refreshes_ = 0;
+  bool refresh_in_flight_ = false;
+  time_point last_refresh_{};
+  bool retry_armed_ = false;
+  bool offset_fetch_in_flight_ = false;
+  std::size_t buffer_max_bytes_ = 16 * 1024;
+  std::map<TopicPartition, std::int64_t> last_auto_committed_;
+  // The answer time of each diverged cut pushed, in order, per partition (invariant 3).
+  std::map<TopicPartition, std::deque<time_point>> cut_times_;
+
+  // Client: the user thread.
+  detail::shared_state shared_;
+  detail::poll_stats stats_;
+  detail::data_reader reader_{shared_, stats_, *this};
+  std::set<TopicPartition> owned_;
+  std::set<TopicPartition> paused_;
+
+  // What the checks know of the application.
+  std::map<TopicPartition, std::int64_t> expected_;  // the application's next offset
+  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs_;  // offset -> epoch
+  std::map<TopicPartition, int> seek_tos_pending_;
+  std::map<TopicPartition, time_point> divergence_seen_;  // answer time of the last cut applied
+  std::map<TopicPartition, std::int64_t> last_commit_;
+  std::map<TopicPartition, std::set<std::int64_t>> sanctioned_;  // positions a commit may move back to
+  std::uint64_t returned_count_ = 0;
+};
+
+// ---- world ------------------------------------------------------------------------------------------
+
+void simulation::setup() {
+  brokers_ = static_cast<std::int32_t>(rng_.between(1, 3));
+  const int partitions = static_cast<int>(rng_.between(1, 3));
+  const auto duration = milliseconds(rng_.between(10000, 30000));
+  end_at_ = start_ + duration;
+  quiet_at_ = start_ + duration * 8 / 10;
+  produce_until_ = start_ + duration * 85 / 100;
+  for (std::int32_t b = 1; b <= brokers_; ++b) truth_.brokers[b].node_id = b;
+  for (int i = 0; i < partitions; ++i) {
+    const TopicPartition tp{"t", i};
+    auto& l = logs_[tp];
+    l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    l.epoch_start[0] = 0;
+    // Some history before the consumer starts, and sometimes a committed offset in it.
+    const auto n = rng_.below(40);
+    for (std::int64_t o = 0; o < n; ++o) {
+      l.entries.push_back({next_id_, 0});
+      appended_at_[next_id_++] = {tp, o};
+    }
+    if (n > 0 && rng_.chance(0.5)) l.committed = {rng_.below(n + 1), rng_.chance(0.5) ? 0 : -1};
+    if (l.committed.offset >= 0) last_commit_[tp] = l.committed.offset;
+    owned_.insert(tp);
+  }
+  refresh_truth();
+  md_ = truth_;
+  md_.refreshes = ++refreshes_;
+  note(fmt::format("setup: {} brokers, {} partitions, {} ms", brokers_, partitions, duration.count()));
+}
+
+void simulation::refresh_truth() {
+  auto& t = truth_.topics["t"];
+  t.name = "t";
+  t.partitions.clear();
+  for (const auto& [tp, l] : logs_) {
+    t.partitions.push_back(
+        data::partition_metadata{tp.partition, 0, l.leader, l.epoch, {l.leader}, {l.leader}});
+  }
+}
+
+void simulation::produce() {
+  if (now_ >= produce_until_) return;
+  auto it = logs_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  const auto n = rng_.between(1, 8);
+  for (std::int64_t i = 0; i < n; ++i) {
+    appended_at_[next_id_] = {tp, l.end()};
+    l.entries.push_back({next_id_++, l.epoch});
+  }
+  note(fmt::format("produce {} records to {}, end {}", n, name(tp), l.end()));
+  at(now_ + milliseconds(rng_.between(1, 100)), "produce", [this] { produce(); });
+}
+
+void simulation::fault() {
+  if (!fault_phase()) return;
+  auto it = logs_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  const auto kind = rng_.below(10);
+  if (kind < 4) {
+    // A clean leader change: nothing lost, the new leader's epoch starts at the log's end.
+    l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    ++l.epoch;
+    l.epoch_start[l.epoch] = l.end();
+    note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+  } else if (kind < 7) {
+    // An unclean election: the new leader's log ends at a random offset at or below the old
+    // one's; later appends diverge from what was fetched.
+    const std::int64_t cut = rng_.between(std::max(l.log_start, l.end() - 30), l.end());
+    for (std::int64_t o = cut; o < l.end(); ++o) died_[l.entries[static_cast<std::size_t>(o)].id] = now_;
+    l.entries.resize(static_cast<std::size_t>(cut));
+    std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
+    l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    ++l.epoch;
+    l.epoch_start[l.epoch] = cut;
+    note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut,
+                     l.leader, l.epoch));
+  } else {
+    // Retention: the log's start moves forward (the epoch cache is cut from the start too).
+    const std::int64_t to = rng_.between(l.log_start, l.end());
+    l.log_start = to;
+    auto keep = l.epoch_start.begin();
+    for (auto e = l.epoch_start.begin(); e != l.epoch_start.end(); ++e) {
+      if (e->second <= to) keep = e;
+    }
+    const auto epoch = keep->first;
+    l.epoch_start.erase(l.epoch_start.begin(), keep);
+    l.epoch_start[epoch] = std::max(l.epoch_start[epoch], to);
+    note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
+  }
+  refresh_truth();
+  at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
+}
+
+// ---- the driver glue ------------------------------------------------------------------------------
+
+void simulation::pump() {
+  send_offset_fetch();
+  send_list_offsets();
+  send_validations();
+  send_fetches();
+}
+
+constexpr milliseconds retry_backoff{100};
+constexpr milliseconds request_timeout{1000};
+
+void simulation::schedule_retry() {
+  schedule_retry_at(now_ + retry_backoff);
+}
+
+void simulation::schedule_retry_at(time_point t) {
+  if (retry_armed_) return;
+  retry_armed_ = true;
+  // The driver's timer has millisecond resolution.
+  const auto after = std::chrono::ceil<milliseconds>(std::max(t - now_, clock::duration::zero()));
+  at(now_ + after, "bg: retry timer", [this] {
+    retry_armed_ = false;
+    pump();
+  });
+}
+
+void simulation::maybe_refresh_metadata() {
+  if (refresh_in_flight_ || now_ - last_refresh_ < retry_backoff * 5) return;
+  last_refresh_ = now_;
+  refresh_in_flight_ = true;
+  at(now_ + latency(), "bg: metadata refreshed", [this] {
+    refresh_in_flight_ = false;
+    md_ = truth_;
+    md_.refreshes = ++refreshes_;
+    md_.updated = now_;
+    pump();
+  });
+}
+
+void simulation::push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch,
+                          detail::cut_kind kind, bool halted) {
+  note(fmt::format("bg: cut {} at {} epoch {} ({})", name(tp), offset, epoch,
+                   kind == detail::cut_kind::diverged ? "diverged" : "log end"));
+  if (kind == detail::cut_kind::diverged) cut_times_[tp].push_back(now_);
+  {
+    std::lock_guard lock(shared_.mutex);
+    auto& q = shared_.fetched;
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->tp != tp) {
+        ++it;
+      } else if (offset < 0 || it->fetch_offset >= offset) {
+        shared_.buffered_bytes -= std::min(shared_.buffered_bytes, it->bytes);
+        it = q.erase(it);
+      } else {
+        if (it->limit < 0 || offset < it->limit) {
+          it->limit = offset;
+          it->limit_epoch = epoch;
+        }
+        ++it;
+      }
+    }
+    detail::position_event e{tp, offset, false, epoch};
+    e.cut = kind;
+    e.halted = halted;
+    shared_.events.push_back(std::move(e));
+  }
+}
+
+void simulation::send_offset_fetch() {
+  if (offset_fetch_in_flight_) return;
+  std::set<TopicPartition> wanted;
+  for (const auto& [tp, p] : fp_.parts()) {
+    if (p.state() == pstate::needs_committed) wanted.insert(tp);
+  }
+  if (wanted.empty()) return;
+  for (const auto& tp : wanted) fp_.committed_requested(tp, *fp_.find(tp));
+  offset_fetch_in_flight_ = true;
+  const bool fails = lost();
+  at(now_ + (fails ? request_timeout : latency()),
+     fails ? "bg: OffsetFetch failed" : "bg: OffsetFetch answered", [this, wanted, fails] {
+       offset_fetch_in_flight_ = false;
+       if (fails) {
+         fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) { fp_.committed_failed(tp, p); });
+         schedule_retry();
+         return;
+       }
+       for (const auto& tp : wanted) {
+         auto* p = fp_.find(tp);
+         if (!p || p->state() != pstate::fetching_committed) continue;
+         const auto c = log(tp).committed;
+         fp_.committed(tp, *p, c.offset, c.epoch);
+         if (c.offset >= 0) {
+           note(fmt::format("bg: {} committed offset {} epoch {}", name(tp), c.offset, c.epoch));
+           push_event(detail::position_event{tp, c.offset, false, c.epoch});
+         }
+       }
+       fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) { fp_.committed_failed(tp, p); });
+       pump();
+     });
+}
+
+void simulation::send_list_offsets() {
+  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
+  bool missing = false;
+  fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_reset) return;
+    if (fp_.reset_waits_for_seek(tp, p)) return;  // not with auto.offset.reset=earliest
+    if (planner_.locate(md_, tp, p).missing) {
+      missing = true;
+      return;
+    }
+    by_leader[md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader].push_back(
+        tp);
+  });
+  if (missing) retry_after_metadata();
+  for (auto& [leader, tps] : by_leader) {
+    std::map<TopicPartition, std::pair<std::uint64_t, std::int32_t>> sent;  // seq, leader epoch (metadata)
+    for (const auto& tp : tps) {
+      auto& p = *fp_.find(tp);
+      sent[tp] = {fp_.reset_requested(tp, p),
+                  md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader_epoch};
+    }
+    const bool fails = lost();
+    at(now_ + (fails ? request_timeout : latency()),
+       fmt::format("bg: ListOffsets from {} {}", leader, fails ? "failed" : "answered"),
+       [this, node = leader, sent, fails] {
+         std::set<TopicPartition> answered;
+         for (const auto& [tp, s] : sent) {
+           auto* cur = fp_.reset_current(tp, s.first);
+           if (cur == nullptr || fails) continue;
+           const auto& l = log(tp);
+           if (l.leader != node || s.second != l.epoch) {
+             maybe_refresh_metadata();  // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
+             continue;
+           }
+           const bool earliest = cur->reset_timestamp() == -2;
+           const std::int64_t offset = earliest ? l.log_start : l.end();
+           const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
+           answered.insert(tp);
+           note(fmt::format("bg: {} reset to {} epoch {}", name(tp), offset, epoch));
+           fp_.reset_answered(tp, *cur, offset, epoch);
+           push_event(detail::position_event{tp, offset, true, epoch});
+         }
+         for (const auto& [tp, s] : sent) {
+           if (answered.count(tp)) continue;
+           if (auto* p = fp_.reset_current(tp, s.first)) fp_.reset_failed(tp, *p);
+         }
+         if (answered.size() != sent.size()) schedule_retry();
+         pump();
+       });
+  }
+}
+
+void simulation::send_validations() {
+  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
+  bool missing = false;
+  fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_validation) return;
+    if (planner_.locate(md_, tp, p).missing) {
+      missing = true;
+      return;
+    }
+    const auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+    if (p.epoch() < 0 || pi.leader_epoch < 0) {
+      fp_.validation_skipped(tp, p, pi.leader_epoch);
+      return;
+    }
+    by_leader[pi.leader].push_back(tp);
+  });
+  if (missing) retry_after_metadata();
+  struct sent_part {
+    std::int64_t position;
+    std::int32_t leader_epoch;
+    std::int32_t epoch;
+  };
+  for (auto& [leader, tps] : by_leader) {
+    std::map<TopicPartition, sent_part> sent;
+    for (const auto& tp : tps) {
+      auto& p = *fp_.find(tp);
+      const auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+      fp_.validation_requested(tp, p);
+      sent[tp] = {p.fetch_pos(), pi.leader_epoch, p.epoch()};
+      note(fmt::format("bg: validate {} at {} epoch {} (leader epoch {})", name(tp), p.fetch_pos(), p.epoch(),
+                       pi.leader_epoch));
+    }
+    const bool fails = lost();
+    at(now_ + (fails ? request_timeout : latency()),
+       fmt::format("bg: OffsetForLeaderEpoch from {} {}", leader, fails ? "failed" : "answered"),
+       [this, node = leader, sent, fails] {
+         auto waiting = [&](const TopicPartition& tp) -> data::fetch_part* {
+           auto* p = fp_.find(tp);
+           auto s = sent.find(tp);
+           if (!p || s == sent.end() || p->state() != pstate::validating ||
+               p->fetch_pos() != s->second.position)
+             return nullptr;
+           return p;
+         };
+         if (!fails) {
+           for (const auto& [tp, sp] : sent) {
+             auto* p = waiting(tp);
+             if (p == nullptr) continue;
+             const auto& l = log(tp);
+             std::int16_t err = 0;
+             std::pair<std::int32_t, std::int64_t> end{-1, -1};
+             if (l.leader != node)
+               err = code(kafka_errc::not_leader_or_follower);
+             else if (sp.leader_epoch < l.epoch)
+               err = code(kafka_errc::fenced_leader_epoch);
+             else if (sp.leader_epoch > l.epoch)
+               err = code(kafka_errc::unknown_leader_epoch);
+             else
+               end = l.end_of_epoch(sp.epoch);
+             // fetcher::on_validated
+             const auto o = fp_.validated(tp, *p, sp.leader_epoch, err, end.first, end.second);
+             note(fmt::format(
+                 "bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}", name(tp),
+                 sp.position, sp.epoch, err, end.first, end.second, static_cast<int>(o.what)));
+             using verdict = data::validation_outcome::verdict;
+             if (o.what == verdict::retry) {
+               maybe_refresh_metadata();
+               schedule_retry();
+             } else if (o.what == verdict::resumed) {
+               push_cut(tp, end.second, end.first, detail::cut_kind::diverged, false);
+             } else if (o.what == verdict::awaiting_seek) {
+               fail("driver", "awaiting_seek with auto.offset.reset=earliest");
+             }
+           }
+         } else {
+           maybe_refresh_metadata();
+         }
+         bool retry = false;
+         for (const auto& [tp, sp] : sent) {
+           if (auto* p = waiting(tp)) {
+             fp_.validation_failed(tp, *p);
+             retry = true;
+           }
+         }
+         if (retry) schedule_retry();
+         pump();
+       });
+  }
+}
+
+void simulation::send_fetches() {
+  {
+    std::lock_guard lock(shared_.mutex);
+    if (shared_.buffered_bytes >= buffer_max_bytes_) return;
+  }
+  auto plan = planner_.plan(now_, md_);
+  if (!plan.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (plan.refresh_metadata) maybe_refresh_metadata();
+  if (plan.retry_at) schedule_retry_at(*plan.retry_at);
+  if (plan.validate) send_validations();
+  for (auto& f : plan.requests) {
+    const auto node = f.node;
+    auto sent = f.partitions;
+    protocol::fetch_request req = std::move(f.request);
+    planner_.fill(node, req, 12, *sent);
+    std::string list;
+    for (const auto& [tp, pf] : *sent)
+      list += fmt::format(" {}@{}/e{}", name(tp), pf.fetch_offset, pf.current_leader_epoch);
+    note(fmt::format("bg: fetch from {}:{}", node, list));
+    const bool fails = lost();
+    at(now_ + (fails ? request_timeout : latency()), fmt::format("bg: fetch answer from {}", node),
+       [this, node, sent, fails] {
+         // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
+         if (!fails && no_data(node, *sent)) {
+           at(now_ + milliseconds(rng_.between(20, 500)),
+              fmt::format("bg: fetch answer from {} (waited)", node),
+              [this, node, sent] { deliver_fetch(node, *sent); });
+           return;
+         }
+         if (fails) {
+           note(fmt::format("bg: fetch from {} failed (request timed out)", node));
+           on_fetch_response(node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
+           return;
+         }
+         deliver_fetch(node, *sent);
+       });
+  }
+}
+
+bool simulation::no_data(std::int32_t node, const data::fetch_set& sent) {
+  for (const auto& [tp, pf] : sent) {
+    const auto& l = log(tp);
+    if (l.leader != node || pf.current_leader_epoch != l.epoch || pf.fetch_offset != l.end()) return false;
+  }
+  return true;
+}
+
+void simulation::deliver_fetch(std::int32_t node, const data::fetch_set& sent) {
+  // Encoded and decoded as the driver receives it: the fetched data keeps spans into the frame.
+  auto frame = std::make_shared<protocol::bytes>(fetch_answer(node, sent));
+  protocol::fetch_response r;
+  std::size_t trailing = 0;
+  if (auto ec = protocol::decode(*frame, 12, r, &trailing))
+    fail("codec", "Fetch answer does not decode: " + ec.message());
+  on_fetch_response(node, {}, r, frame, sent);
+}
+
+protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_set& sent) {
+  protocol::fetch_response r;
+  std::deque<protocol::bytes> buffers;
+  std::deque<std::string> values;
+  std::string list;
+  for (const auto& [tp, pf] : sent) {
+    const auto& l = log(tp);
+    partition_data pd;
+    pd.partition_index = tp.partition;
+    pd.high_watermark = l.end();
+    pd.last_stable_offset = l.end();
+    pd.log_start_offset = l.log_start;
+    if (l.leader != node) {
+      pd.error_code = code(kafka_errc::not_leader_or_follower);
+    } else if (pf.current_leader_epoch >= 0 && pf.current_leader_epoch < l.epoch) {
+      pd.error_code = code(kafka_errc::fenced_leader_epoch);
+    } else if (pf.current_leader_epoch > l.epoch) {
+      pd.error_code = code(kafka_errc::unknown_leader_epoch);
+    } else if (fault_phase() && rng_.chance(0.03)) {
+      pd.error_code =
+          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+    } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
+      pd.error_code = code(kafka_errc::offset_out_of_range);
+    } else if (pf.fetch_offset < l.end()) {
+      // Up to a few batches, each of one leader epoch.
+      auto& buf = buffers.emplace_back();
+      std::int64_t o = pf.fetch_offset;
+      const std::int64_t stop = std::min(l.end(), o + rng_.between(1, 40));
+      while (o < stop) {
+        const auto epoch = l.entries[static_cast<std::size_t>(o)].epoch;
+        std::int64_t b = o;
+        const std::int64_t batch_stop = std::min(stop, o + rng_.between(1, 12));
+        std::vector<protocol::record_input> recs;
+        while (b < batch_stop && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
+          const auto& v = values.emplace_back(std::to_string(l.entries[static_cast<std::size_t>(b)].id));
+          recs.push_back({std::nullopt,
+                          protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
+                          1,
+                          {},
+                          {}});
+          ++b;
+        }
+        protocol::batch_encode_options opts;
+        opts.base_offset = o;
+        opts.partition_leader_epoch = epoch;
+        if (protocol::encode_record_batch(recs, opts, buf)) fail("codec", "record batch does not encode");
+        o = b;
+      }
+      pd.records = protocol::records_view{buf};
+      list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
+    }
+    if (pd.error_code != 0) list += fmt::format(" {} error {}", name(tp), pd.error_code);
+    if (r.responses.empty() || r.responses.back().topic != tp.topic) {
+      r.responses.emplace_back();
+      r.responses.back().topic = tp.topic;
+    }
+    r.responses.back().partitions.push_back(std::move(pd));
+  }
+  note(fmt::format("broker {} answers:{}", node, list));
+  protocol::bytes out;
+  if (protocol::encode(r, 12, out)) fail("codec", "Fetch answer does not encode");
+  return out;
+}
+
+void simulation::on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                                   std::shared_ptr<const protocol::bytes> frame,
+                                   const data::fetch_set& sent) {
+  const auto answer = planner_.on_answer(now_, md_, node, ec, r, sent);
+  using nk = data::fetch_note::kind;
+  for (const auto& n : answer.notes) {
+    if (n.what == nk::log_end_cut) {
+      push_cut(n.tp, n.end, -1, detail::cut_kind::log_end, n.halted);
+    } else if (n.what == nk::out_of_range) {
+      note(fmt::format("bg: {} offset {} out of range: reset", name(n.tp), n.offset));
+      if (n.halted) fail("driver", "out of range halted with auto.offset.reset=earliest");
+    }
+  }
+  if (answer.refresh_metadata) maybe_refresh_metadata();
+  if (answer.retry_at) schedule_retry_at(*answer.retry_at);
+  if (!answer.slices.empty()) {
+    std::lock_guard lock(shared_.mutex);
+    for (const auto& sl : answer.slices) {
+      auto d = data::to_fetched(sl, frame, node);
+      shared_.buffered_bytes += d.bytes;
+      shared_.fetched.push_back(std::move(d));
+    }
+  }
+  if (answer.plan_again) pump();
+}
+
+void simulation::auto_commit() {
+  std::map<TopicPartition, detail::epoch_offset> consumed;
+  {
+    std::lock_guard lock(shared_.mutex);
+    consumed = shared_.consumed;
+  }
+  for (const auto& [tp, m] : data::auto_commit_due(consumed, owned_, last_auto_committed_)) {
+    last_auto_committed_[tp] = m.offset;
+    log(tp).committed = {m.offset, m.epoch};
+    commit(tp, m.offset, "auto-commit");
+  }
+  at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
+}
+
+// ---- the application and the checks ------------------------------------------------------------------
+
+void simulation::commit(const TopicPartition& tp, std::int64_t offset, const char* who) {
+  note(fmt::format("{} commits {} at {}", who, name(tp), offset));
+  const auto last = last_commit_.find(tp);
+  if (last != last_commit_.end() && offset < last->second) {
+    // Invariant 4: back only to (or past) a position the application or a truncation moved to
+    // since the last commit.
+    const auto& s = sanctioned_[tp];
+    if (s.empty() || *s.begin() > offset)
+      fail("4 (committed offsets never move back without a seek or a truncation)",
+           fmt::format("{} committed {} after {} (positions moved to since: {})", name(tp), offset,
+                       last->second, fmt::join(s, ", ")));
+  }
+  sanctioned_[tp].clear();
+  last_commit_[tp] = offset;
+}
+
+void simulation::on_position_event(const detail::position_event& e) {
+  const auto& tp = e.tp;
+  const bool diverged = e.cut == detail::cut_kind::diverged;
+  std::optional<time_point> cut_time;
+  if (diverged && !cut_times_[tp].empty()) {
+    cut_time = cut_times_[tp].front();
+    cut_times_[tp].pop_front();
+  }
+  const auto before = reader_.positions().position(tp);
+  reader_.position_event(e, owned_.count(tp) > 0);
+  note(
+      fmt::format("app: position event {} offset {} epoch {} forced {} seek_applied {} cut {} -> position {}",
+                  name(tp), e.offset, e.epoch, e.forced, e.seek_applied, static_cast<int>(e.cut),
+                  reader_.positions().position(tp).value_or(detail::epoch_offset{}).offset));
+  if (e.seek_applied) return;
+  if (cut_time) divergence_seen_[tp] = std::max(divergence_seen_[tp], *cut_time);
+  const auto after = reader_.positions().position(tp);
+  // A resolved seek_to_*() may move the position either way; each forced position uses one up.
+  struct use_seek_to {
+    int& pending;
+    bool forced;
+    ~use_seek_to() {
+      if (forced && pending > 0) --pending;
+    }
+  } used{seek_tos_pending_[tp], e.forced};
+  if (!after || (before && before->offset == after->offset)) return;
+  const auto exp = expected_.find(tp);
+  if (exp != expected_.end() && after->offset != exp->second) {
+    if (after->offset < exp->second) {
+      const bool why = e.forced || (diverged && after->offset == e.offset) || seek_tos_pending_[tp] > 0;
+      if (!why)
+        fail("2 (no skip)", fmt::format("{}: the position moved back from {} to {} without a cause", name(tp),
+                                        exp->second, after->offset));
+    } else {
+      // Forward only past records retention removed (a reset to the log's start), or by seek_to.
+      const bool why = seek_tos_pending_[tp] > 0 || (e.forced && log(tp).log_start > exp->second) ||
+                       (e.forced && e.offset == after->offset && seek_tos_pending_[tp] == 0 &&
+                        log(tp).log_start >= after->offset);
+      if (!why)
+        fail("2 (no skip)",
+             fmt::format(
+                 "{}: the position jumped forward from {} to {} (log start {}, end {}), skipping records",
+                 name(tp), exp->second, after->offset, log(tp).log_start, log(tp).end()));
+    }
+  }
+  expected_[tp] = after->offset;
+  sanctioned_[tp].insert(after->offset);
+}
+
+void simulation::check_record(const ConsumerRecord& r) {
+  const TopicPartition tp{std::string(r.topic), r.partition};
+  ++returned_count_;
+  const std::int64_t id = r.value ? std::stoll(std::string(*r.value)) : -1;
+  const auto w = appended_at_.find(id);
+  if (w == appended_at_.end() || w->second.first != tp || w->second.second != r.offset)
+    fail("1 (offsets)",
+         fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
+                     w == appended_at_.end()
+                         ? std::string("nowhere")
+                         : fmt::format("{} offset {}", name(w->second.first), w->second.second)));
+  const auto exp = expected_.find(tp);
+  if (exp == expected_.end() || r.offset != exp->second)
+    fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
+                                    name(tp), r.offset, exp == expected_.end() ? -1 : exp->second));
+  if (const auto d = died_.find(id); d != died_.end()) {
+    const auto seen = divergence_seen_.find(tp);
+    if (seen != divergence_seen_.end() && d->second <= seen->second)
+      fail(
+          "3 (no record past a detected divergence)",
+          fmt::format("{} offset {} (id {}) was truncated at {} ms, before the divergence the reader applied "
+                      "(found at {} ms)",
+                      name(tp), r.offset, id, ms(d->second), ms(seen->second)));
+  }
+  expected_[tp] = r.offset + 1;
+  returned_epochs_[tp][r.offset] = r.leader_epoch;
+}
+
+void simulation::poll() {
+  // consumer_poll.cpp's poll_records(): publish, events, errors, drain.
+  reader_.publish_returned();
+  for (int round = 0; round < 4; ++round) {
+    for (;;) {
+      detail::user_event e;
+      {
+        std::lock_guard lock(shared_.mutex);
+        if (shared_.events.empty()) break;
+        e = std::move(shared_.events.front());
+        shared_.events.pop_front();
+      }
+      if (auto* pe = std::get_if<detail::position_event>(&e))
+        on_position_event(*pe);
+      else if (auto* de = std::get_if<detail::data_error>(&e))
+        reader_.push_error(*de);
+    }
+    try {
+      reader_.raise_data_error();
+    } catch (const std::exception& x) {
+      fail("data error", std::string("poll() raised: ") + x.what());
+    }
+    auto batch = reader_.drain();
+    if (!batch.records.empty()) {
+      note(fmt::format("app: poll returned {} records, first {}-{}@{}", batch.records.size(),
+                       batch.records.front().topic, batch.records.front().partition,
+                       batch.records.front().offset));
+    }
+    for (const auto& r : batch.records) check_record(r);
+    if (!batch.records.empty()) break;
+    std::lock_guard lock(shared_.mutex);
+    if (shared_.events.empty()) break;
+  }
+  if (!fault_phase() && !paused_.empty()) {
+    note("app: resumes every partition (quiet phase)");
+    reader_.resume(paused_);
+    paused_.clear();
+  }
+  if (fault_phase()) app_action();
+  auto next = milliseconds(rng_.between(1, 40));
+  if (fault_phase() && rng_.chance(0.02)) next += milliseconds(rng_.between(200, 2000));
+  at(now_ + next, "app: poll", [this] { poll(); });
+}
+
+void simulation::app_action() {
+  auto it = owned_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(owned_.size())));
+  const TopicPartition tp = *it;
+  if (rng_.chance(0.03)) {
+    const auto& back = returned_epochs_[tp];
+    if (back.empty()) return;
+    auto r = back.begin();
+    std::advance(r, rng_.below(static_cast<std::int64_t>(back.size())));
+    const std::int64_t target = r->first;
+    std::int32_t epoch = -1;
+    if (rng_.chance(0.5)) {
+      if (auto prev = back.find(target - 1); prev != back.end()) epoch = prev->second;
+    }
+    note(fmt::format("app: seek {} to {} epoch {}", name(tp), target, epoch));
+    reader_.seek(tp, target, epoch);
+    expected_[tp] = target;
+    sanctioned_[tp].insert(target);
+  } else if (rng_.chance(0.01)) {
+    const bool beginning = rng_.chance(0.5);
+    note(fmt::format("app: seek_to_{} {}", beginning ? "beginning" : "end", name(tp)));
+    ++seek_tos_pending_[tp];
+    reader_.seek_to({tp}, beginning);
+  } else if (rng_.chance(0.02) && !paused_.count(tp)) {
+    note(fmt::format("app: pause {}", name(tp)));
+    paused_.insert(tp);
+    reader_.pause({tp});
+  } else if (rng_.chance(0.1) && paused_.count(tp)) {
+    note(fmt::format("app: resume {}", name(tp)));
+    paused_.erase(tp);
+    reader_.resume({tp});
+  } else if (rng_.chance(0.03)) {
+    const auto offsets = reader_.commit_positions(owned_);
+    for (const auto& [ctp, m] : offsets) {
+      log(ctp).committed = {m.offset, m.epoch};
+      last_auto_committed_[ctp] = m.offset;
+      commit(ctp, m.offset, "app: sync commit");
+    }
+  }
+}
+
+void simulation::check_end() {
+  for (const auto& [tp, l] : logs_) {
+    const auto pos = reader_.positions().position(tp);
+    const auto exp = expected_.find(tp);
+    if (!pos || pos->offset != l.end() || exp == expected_.end() || exp->second != l.end())
+      fail("6 (liveness)",
+           fmt::format("{}: {} ms after the last fault the application's position is {} (reader {}), the log "
+                       "ends at {} (start {}); fetch state {}, fetch position {}",
+                       name(tp), ms(now_) - ms(quiet_at_), exp == expected_.end() ? -1 : exp->second,
+                       pos ? pos->offset : -1, l.end(), l.log_start, data::to_string(fp_.find(tp)->state()),
+                       fp_.find(tp)->fetch_pos()));
+  }
+}
+
+run_result simulation::run() {
+  run_result out;
+  bool ended = false;
+  try {
+    setup();
+    detail::data_reader::options o;
+    o.max_poll_records = static_cast<std::size_t>(rng_.between(10, 200));
+    reader_.configure(o);
+    // fetcher::assign and the facade's assign(): every partition, from now on.
+    fp_.assign(owned_);
+    reader_.assign(owned_);
+    pump();
+    at(now_ + milliseconds(rng_.between(0, 50)), "produce", [this] { produce(); });
+    at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
+    at(now_ + milliseconds(rng_.between(1, 40)), "app: poll", [this] { poll(); });
+    at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
+    at(end_at_, "end", [this, &ended] {
+      check_end();
+      ended = true;
+    });
+    while (!ended && !queue_.empty()) {
+      auto it = queue_.begin();
+      now_ = it->first.first;
+      auto what = std::move(it->second.first);
+      auto f = std::move(it->second.second);
+      queue_.erase(it);
+      if (what != "produce" && what != "app: poll" && what != "fault") note(std::move(what));
+      f();
+      if (fp_.invalid_transitions() != 0)
+        fail("5 (no invalid transition)", "fetch_positions refused: " + fp_.last_refusal());
+    }
+  } catch (const violation& v) {
+    out.ok = false;
+    out.invariant = v.invariant;
+    out.message = v.message;
+  }
+  for (const auto& line : trace_) out.trace += line + "\n";
+  out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count();
+  return out;
+}
+
+}  // namespace
+
+run_result run_seed(std::uint64_t seed, bool verbose) {
+  auto s = std::make_unique<simulation>(seed, verbose);
+  return s->run();
+}
+
+}  // namespace kgroup::sim

@@ -1,0 +1,24 @@
+// One seed of the data-path simulation (sim.cpp says what is real and what is mirrored): a
+// simulated cluster of 1-3 brokers and 1-3 partitions, a producer, faults from a seeded schedule,
+// one consumer (the real data-path cores plus the sim's copy of the driver glue) and a seeded
+// application, with the invariants checked after every step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kgroup::sim {
+
+struct run_result {
+  bool ok = true;
+  std::string invariant;  // the one that failed
+  std::string message;
+  std::string trace;  // the last events, one a line
+  double simulated_seconds = 0;
+};
+
+/// Runs seed `seed` to its end or its first failed invariant. Deterministic: the same seed (and
+/// mutant) gives the same events in the same order.
+run_result run_seed(std::uint64_t seed, bool verbose);
+
+}  // namespace kgroup::sim
