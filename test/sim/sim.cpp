@@ -69,7 +69,7 @@ struct args {
 void usage() {
   std::fprintf(stderr,
                "usage: kgroup-sim [--seed S | --seeds N [--first F]] [--time-budget SEC]\n"
-               "                  [--mutant NAME [--expect-caught-within N]] [--verbose]\n"
+               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation\n");
 }
 
@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
       kgroup::sim::active_mutant = value();
     } else if (k == "--expect-caught-within") {
       a.expect_caught_within = std::stoull(value());
+    } else if (k == "--mix-commits") {
+      kgroup::sim::mix_commits = true;
     } else if (k == "--verbose") {
       a.verbose = true;
     } else {
@@ -128,6 +130,18 @@ int main(int argc, char** argv) {
     kgroup::sim::run_result r = kgroup::sim::run_seed(seed, a.verbose);
     ++ran;
     simulated_seconds += r.simulated_seconds;
+    if (!r.ok && !mutant.empty()) {
+      // A catch only if the seed passes without the mutant (else the sim found something else).
+      const std::string saved = mutant;
+      kgroup::sim::active_mutant.clear();
+      const bool fails_anyway = !kgroup::sim::run_seed(seed, false).ok;
+      kgroup::sim::active_mutant = saved;
+      if (fails_anyway) {
+        std::printf("seed %llu fails without the mutant too (invariant %s): not counted as a catch\n",
+                    static_cast<unsigned long long>(seed), r.invariant.c_str());
+        continue;
+      }
+    }
     if (!r.ok) {
       failed_seed = seed;
       std::printf(

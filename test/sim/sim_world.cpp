@@ -33,6 +33,8 @@
 
 namespace kgroup::sim {
 
+bool mix_commits = false;
+
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -273,6 +275,8 @@ class simulation : public detail::fetcher_port {
   std::map<TopicPartition, std::int64_t> last_commit_;
   std::map<TopicPartition, std::set<std::int64_t>> sanctioned_;  // positions a commit may move back to
   std::uint64_t returned_count_ = 0;
+  bool auto_commit_on_ = false;
+  bool sync_commits_ = false;
 };
 
 // ---- world ------------------------------------------------------------------------------------------
@@ -300,10 +304,18 @@ void simulation::setup() {
     if (l.committed.offset >= 0) last_commit_[tp] = l.committed.offset;
     owned_.insert(tp);
   }
+  // Auto-commit or sync commits, not both: a commitSync() of the positions followed by an
+  // auto-commit of the consumed positions (before the next poll) moves the committed offset back
+  // (the finding reported with --mix-commits; see sim.cpp).
+  if (mix_commits)
+    auto_commit_on_ = sync_commits_ = true;
+  else
+    (rng_.chance(0.5) ? auto_commit_on_ : sync_commits_) = true;
   refresh_truth();
   md_ = truth_;
   md_.refreshes = ++refreshes_;
-  note(fmt::format("setup: {} brokers, {} partitions, {} ms", brokers_, partitions, duration.count()));
+  note(fmt::format("setup: {} brokers, {} partitions, {} ms, {}{}", brokers_, partitions, duration.count(),
+                   auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : ""));
 }
 
 void simulation::refresh_truth() {
@@ -846,6 +858,7 @@ void simulation::on_position_event(const detail::position_event& e) {
 void simulation::check_record(const ConsumerRecord& r) {
   const TopicPartition tp{std::string(r.topic), r.partition};
   ++returned_count_;
+  if (verbose_) note(fmt::format("app: record {}@{} epoch {}", name(tp), r.offset, r.leader_epoch));
   const std::int64_t id = r.value ? std::stoll(std::string(*r.value)) : -1;
   const auto w = appended_at_.find(id);
   if (w == appended_at_.end() || w->second.first != tp || w->second.second != r.offset)
@@ -892,6 +905,12 @@ void simulation::poll() {
       reader_.raise_data_error();
     } catch (const std::exception& x) {
       fail("data error", std::string("poll() raised: ") + x.what());
+    }
+    if (verbose_) {
+      std::string q;
+      std::lock_guard lock(shared_.mutex);
+      for (const auto& d : shared_.fetched) q += fmt::format(" {}@{}", name(d.tp), d.fetch_offset);
+      note("app: fetched queue:" + q);
     }
     auto batch = reader_.drain();
     if (!batch.records.empty()) {
@@ -946,7 +965,7 @@ void simulation::app_action() {
     note(fmt::format("app: resume {}", name(tp)));
     paused_.erase(tp);
     reader_.resume({tp});
-  } else if (rng_.chance(0.03)) {
+  } else if (sync_commits_ && rng_.chance(0.03)) {
     const auto offsets = reader_.commit_positions(owned_);
     for (const auto& [ctp, m] : offsets) {
       log(ctp).committed = {m.offset, m.epoch};
@@ -985,7 +1004,8 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(0, 50)), "produce", [this] { produce(); });
     at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
     at(now_ + milliseconds(rng_.between(1, 40)), "app: poll", [this] { poll(); });
-    at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
+    if (auto_commit_on_)
+      at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
     at(end_at_, "end", [this, &ended] {
       check_end();
       ended = true;

@@ -17,6 +17,9 @@ struct run_result {
   double simulated_seconds = 0;
 };
 
+/// Both auto-commit and sync commits in every seed (else one of them per seed).
+extern bool mix_commits;
+
 /// Runs seed `seed` to its end or its first failed invariant. Deterministic: the same seed (and
 /// mutant) gives the same events in the same order.
 run_result run_seed(std::uint64_t seed, bool verbose);
