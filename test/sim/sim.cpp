@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "kgroup/log.hpp"
 #include "sim_world.hpp"
 
 namespace kgroup::sim {
@@ -64,12 +65,13 @@ struct args {
   double time_budget = 0;  // seconds of real time, 0: none
   std::uint64_t expect_caught_within = 0;
   bool verbose = false;
+  bool keep_going = false;  // run every seed, list the failing ones
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: kgroup-sim [--seed S | --seeds N [--first F]] [--time-budget SEC]\n"
-               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--verbose]\n"
+               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] [--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation\n");
 }
 
@@ -100,6 +102,8 @@ int main(int argc, char** argv) {
       a.expect_caught_within = std::stoull(value());
     } else if (k == "--mix-commits") {
       kgroup::sim::mix_commits = true;
+    } else if (k == "--keep-going") {
+      a.keep_going = true;
     } else if (k == "--verbose") {
       a.verbose = true;
     } else {
@@ -107,6 +111,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The library's warnings (truncations, resets) are the sim's daily bread: only errors are shown.
+  kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(a.verbose ? kgroup::LogLevel::info : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
   if (!mutant.empty() && mutant != "seek_to_consumed" && mutant != "truncation_at_prefetch" &&
       mutant != "resume_during_validation") {
@@ -141,6 +147,12 @@ int main(int argc, char** argv) {
                     static_cast<unsigned long long>(seed), r.invariant.c_str());
         continue;
       }
+    }
+    if (!r.ok && a.keep_going) {
+      std::printf("seed %llu: invariant %s: %s\n", static_cast<unsigned long long>(seed), r.invariant.c_str(),
+                  r.message.c_str());
+      if (failed_seed == 0) failed_seed = seed;
+      continue;
     }
     if (!r.ok) {
       failed_seed = seed;

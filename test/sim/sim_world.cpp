@@ -286,8 +286,11 @@ void simulation::setup() {
   const int partitions = static_cast<int>(rng_.between(1, 3));
   const auto duration = milliseconds(rng_.between(10000, 30000));
   end_at_ = start_ + duration;
-  quiet_at_ = start_ + duration * 8 / 10;
-  produce_until_ = start_ + duration * 85 / 100;
+  // The last 20 % (at least 6 s: a lost request takes 1 s to fail, a long poll 0.5 s) has no
+  // faults; the producer stops a quarter into it, and every partition must be read to its end.
+  const auto quiet = std::max<milliseconds>(duration / 5, milliseconds(6000));
+  quiet_at_ = end_at_ - quiet;
+  produce_until_ = quiet_at_ + quiet / 4;
   for (std::int32_t b = 1; b <= brokers_; ++b) truth_.brokers[b].node_id = b;
   for (int i = 0; i < partitions; ++i) {
     const TopicPartition tp{"t", i};
