@@ -5,6 +5,7 @@
 // played by pushing into shared_state by hand.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <map>
 #include <memory>
@@ -622,4 +623,38 @@ TEST_CASE("commit_identity: without a group.id nothing is looked up", "[data_rea
   CHECK_FALSE(id.coordinator.has_value());
   who.coordinator_unusable(true);
   CHECK(lookups == 0);
+}
+
+// Found by kgroup-sim (issue 33; `kgroup-sim --seed 921`, invariant 6, liveness). Hidden ([.]):
+// it FAILS on the current code and documents the bug until it is fixed. After a seek (or a
+// resume) the fetcher starts a new chain of Fetches from the position, but data it queued before
+// still fits the position (same fetch offset) and is read; once that old chain ends inside a chunk
+// of the new one, every later chunk is dropped as "other offset", nothing asks the fetcher to
+// fetch from the position again, and the partition falls silent.
+TEST_CASE("data_reader: data queued before a seek does not strand the position off the fetcher's new chain",
+          "[.][data_reader][sim_finding]") {
+  reader_harness h;
+  h.owns({t0});
+  h.position(t0, 0);
+  // Prefetched before the seek: [0, 5) and [5, 10).
+  h.queue(fetched(t0, 0, {{.base = 0, .count = 5}}));
+  h.queue(fetched(t0, 5, {{.base = 5, .count = 5}}));
+  h.reader.seek(t0, 0, -1);
+  h.reader.position_event({.tp = t0, .seek_applied = true}, true);
+  // The fetcher follows the seek from 0 with other chunk boundaries: [0, 3), [3, 8), [8, 12).
+  h.queue(fetched(t0, 0, {{.base = 0, .count = 3}}));
+  h.queue(fetched(t0, 3, {{.base = 3, .count = 5}}));
+  h.queue(fetched(t0, 8, {{.base = 8, .count = 4}}));
+  std::vector<std::int64_t> got;
+  for (int i = 0; i < 6; ++i) {
+    for (auto o : offsets(h.reader.drain())) got.push_back(o);
+  }
+  INFO("returned " << got.size() << " records, position " << h.position_of(t0)->offset);
+  const std::vector<std::int64_t> all{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  // Either every offset comes back in order, or the fetcher is asked to fetch from the position
+  // the reader was left at (else the real fetcher, already past 12, never sends it 10 again).
+  const bool refetch_asked =
+      std::any_of(h.fetcher.refetches.begin(), h.fetcher.refetches.end(),
+                  [&](const partition_at& r) { return r.tp == t0 && r.offset == h.position_of(t0)->offset; });
+  CHECK((got == all || refetch_asked));
 }
