@@ -165,6 +165,16 @@ class simulation : public detail::fetcher_port {
   void note(std::string what) {
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
     trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    // Per partition too: a stall shows in the partition's own last events, not the last overall.
+    for (const auto& [tp, l] : logs_) {
+      // (Fetch requests and appends left out: they crowd out what the application saw.)
+      if (trace_.back().find(name(tp)) == std::string::npos || what.starts_with("bg: fetch from") ||
+          what.starts_with("produce"))
+        continue;
+      auto& t = part_trace_[tp];
+      t.push_back(trace_.back());
+      if (t.size() > 25) t.pop_front();
+    }
     if (trace_.size() > 40) trace_.pop_front();
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
@@ -236,6 +246,7 @@ class simulation : public detail::fetcher_port {
   std::map<std::pair<time_point, std::uint64_t>, std::pair<std::string, std::function<void()>>> queue_;
   time_point last_post_ = start_;
   std::deque<std::string> trace_;
+  std::map<TopicPartition, std::deque<std::string>> part_trace_;
 
   // World.
   std::int32_t brokers_ = 1;
@@ -982,13 +993,16 @@ void simulation::check_end() {
   for (const auto& [tp, l] : logs_) {
     const auto pos = reader_.positions().position(tp);
     const auto exp = expected_.find(tp);
-    if (!pos || pos->offset != l.end() || exp == expected_.end() || exp->second != l.end())
+    if (!pos || pos->offset != l.end() || exp == expected_.end() || exp->second != l.end()) {
+      std::string events;
+      for (const auto& line : part_trace_[tp]) events += "\n" + line;
       fail("6 (liveness)",
            fmt::format("{}: {} ms after the last fault the application's position is {} (reader {}), the log "
-                       "ends at {} (start {}); fetch state {}, fetch position {}",
+                       "ends at {} (start {}); fetch state {}, fetch position {}. The last events of {}:{}",
                        name(tp), ms(now_) - ms(quiet_at_), exp == expected_.end() ? -1 : exp->second,
                        pos ? pos->offset : -1, l.end(), l.log_start, data::to_string(fp_.find(tp)->state()),
-                       fp_.find(tp)->fetch_pos()));
+                       fp_.find(tp)->fetch_pos(), name(tp), events));
+    }
   }
 }
 
