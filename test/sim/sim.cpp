@@ -32,6 +32,21 @@
 //                         (position_event, data_error), raise_data_error, drain.
 // Brokers answer OffsetFetch, ListOffsets and OffsetForLeaderEpoch as values (not encoded); the
 // group membership is not simulated (one member, assigned every partition).
+//
+// Invariants, checked after every step (sim_world.cpp):
+//   1  every returned record's unique id was appended at that partition and offset ("in the
+//      leader's log when fetched" holds by construction: answers are built from the log);
+//   2  no skip: each returned record is at the application's position; the position moves only
+//      through a record, a seek, a resolved seek_to_*() or reset (forward only past retention,
+//      or with auto.offset.reset=latest), or back to a divergence;
+//   3  no record truncated before a divergence the reader has applied is returned after it;
+//   4  a commit moves back only to (or past) a position a seek, reset or cut moved to since the
+//      last commit;
+//   5  fetch_positions::invalid_transitions() stays 0;
+//   6  after the fault phase (the last 20 %, at least 6 s; the producer stops a quarter into it),
+//      every partition's application position reaches the log's end.
+// A seed runs either auto-commit or sync commits (--mix-commits: both; that finds a known issue,
+// see test_committer.cpp's [sim_finding] case).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
