@@ -80,6 +80,7 @@ struct partition_log {
   std::int32_t epoch = 0;
   std::int32_t leader = 1;
   std::map<std::int32_t, std::int64_t> epoch_start;  // the leader epoch cache: epoch -> first offset
+  std::set<std::int64_t> batch_starts;                // each produced batch's base offset
   detail::epoch_offset committed;                    // the group's committed offset (-1: none)
 
   std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
@@ -314,6 +315,7 @@ void simulation::setup() {
     auto& l = logs_[tp];
     l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
     l.epoch_start[0] = 0;
+    l.batch_starts.insert(0);
     // Some history before the consumer starts, and sometimes a committed offset in it.
     const auto n = rng_.below(40);
     for (std::int64_t o = 0; o < n; ++o) {
@@ -355,6 +357,7 @@ void simulation::produce() {
   std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
   auto& [tp, l] = *it;
   const auto n = rng_.between(1, 8);
+  l.batch_starts.insert(l.end());
   for (std::int64_t i = 0; i < n; ++i) {
     appended_at_[next_id_] = {tp, l.end()};
     l.entries.push_back({next_id_++, l.epoch});
@@ -381,6 +384,7 @@ void simulation::fault() {
     const std::int64_t cut = rng_.between(std::max(l.log_start, l.end() - 30), l.end());
     for (std::int64_t o = cut; o < l.end(); ++o) died_[l.entries[static_cast<std::size_t>(o)].id] = now_;
     l.entries.resize(static_cast<std::size_t>(cut));
+    l.batch_starts.erase(l.batch_starts.lower_bound(cut), l.batch_starts.end());
     std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
     l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
     ++l.epoch;
@@ -729,16 +733,19 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
       pd.error_code = code(kafka_errc::offset_out_of_range);
     } else if (pf.fetch_offset < l.end()) {
-      // Up to a few batches, each of one leader epoch.
+      // Whole batches as they were produced, from the one holding the fetch offset (so an answer
+      // may begin below it, as Kafka's do), up to about `want` records past the fetch offset.
       auto& buf = buffers.emplace_back();
-      std::int64_t o = pf.fetch_offset;
-      const std::int64_t stop = std::min(l.end(), o + rng_.between(1, 40));
-      while (o < stop) {
+      const std::int64_t want = rng_.between(1, 40);
+      auto first = l.batch_starts.upper_bound(pf.fetch_offset);
+      std::int64_t o = first == l.batch_starts.begin() ? pf.fetch_offset : *std::prev(first);
+      while (o < l.end() && (o <= pf.fetch_offset || o - pf.fetch_offset < want)) {
+        const auto next = l.batch_starts.upper_bound(o);
+        const std::int64_t batch_end = next == l.batch_starts.end() ? l.end() : std::min(*next, l.end());
         const auto epoch = l.entries[static_cast<std::size_t>(o)].epoch;
         std::int64_t b = o;
-        const std::int64_t batch_stop = std::min(stop, o + rng_.between(1, 12));
         std::vector<protocol::record_input> recs;
-        while (b < batch_stop && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
+        while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
           const auto& v = values.emplace_back(std::to_string(l.entries[static_cast<std::size_t>(b)].id));
           recs.push_back({std::nullopt,
                           protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
@@ -753,6 +760,7 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
         if (protocol::encode_record_batch(recs, opts, buf)) fail("codec", "record batch does not encode");
         o = b;
       }
+      const std::int64_t stop = o;
       pd.records = protocol::records_view{buf};
       list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
     }
