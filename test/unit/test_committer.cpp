@@ -234,7 +234,7 @@ TEST_CASE("committer: which commit errors commit_sync() and committed() try agai
   CHECK_FALSE(commit_retriable(make_error_code(client_errc::commit_failed)));
 }
 
-// Found by kgroup-sim (issue 33; `kgroup-sim --mix-commits --seed 6`, invariant 4). Hidden ([.]):
+// Found by kgroup-sim (issue 33; `kgroup-sim --mix-commits --seed 4`, invariant 4). Hidden ([.]):
 // it FAILS on the current code. commitSync() commits the position (after the records the last
 // poll() returned) and auto_committer::committed() records it; the next auto-commit then commits
 // the consumed positions, which lag one poll() behind (records count as processed only once the

@@ -625,7 +625,7 @@ TEST_CASE("commit_identity: without a group.id nothing is looked up", "[data_rea
   CHECK(lookups == 0);
 }
 
-// Found by kgroup-sim (issue 33; `kgroup-sim --seed 921`, invariant 6, liveness). Hidden ([.]):
+// Found by kgroup-sim (issue 33; `kgroup-sim --seed 40`, invariant 6, liveness). Hidden ([.]):
 // it FAILS on the current code and documents the bug until it is fixed. After a seek (or a
 // resume) the fetcher starts a new chain of Fetches from the position, but data it queued before
 // still fits the position (same fetch offset) and is read; once that old chain ends inside a chunk
