@@ -64,9 +64,11 @@ class Consumer::impl {
 
   // ---- offsets ----
   void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
-  void commit_sync(std::chrono::milliseconds timeout) { commit_sync(reader_.current_positions(), timeout); }
+  void commit_sync(std::chrono::milliseconds timeout) {
+    commit_sync(reader_.positions_for_commit(), timeout);
+  }
   void commit_async(const OffsetMap& offsets, CommitCallback cb);
-  void commit_async(CommitCallback cb) { commit_async(reader_.current_positions(), std::move(cb)); }
+  void commit_async(CommitCallback cb) { commit_async(reader_.positions_for_commit(), std::move(cb)); }
   OffsetMap committed(const std::set<TopicPartition>& tps, std::chrono::milliseconds timeout);
   std::int64_t position(const TopicPartition& tp, std::chrono::milliseconds timeout);
   std::optional<std::int64_t> current_lag(const TopicPartition& tp) const {

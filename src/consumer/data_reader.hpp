@@ -86,6 +86,12 @@ class data_reader {
   void publish_partitions(metrics_state& m, const std::set<TopicPartition>& assigned) const;
   /// The positions of every owned partition whose position is known.
   OffsetMap current_positions() const;
+  /// commit_sync()/commit_async() without offsets: current_positions(), and from now on auto-commit
+  /// commits these, not the positions one poll() behind them (the application says it processed
+  /// every record poll() returned). Else the next auto-commit moved the group's committed offset
+  /// back (found by kgroup-sim --mix-commits; Java's commitSync() and auto-commit both commit the
+  /// position, so neither goes below the other).
+  OffsetMap positions_for_commit();
   /// The same for `tps`, as the commit map an auto-commit sends.
   data::commit_map commit_positions(const std::set<TopicPartition>& tps) const;
 
@@ -120,6 +126,9 @@ class data_reader {
   poll_stats& stats_;
   fetcher_port& fetcher_;
   data::position_table positions_;
+  // The restarts of each partition's fetching asked of the fetcher so far (fetched_data::chain):
+  // queued data of an earlier count is never read.
+  fetch_chains chains_;
   // Positions after the records the last poll() returned; they become shared_.consumed (what
   // auto-commit commits) when poll() is called again.
   std::map<TopicPartition, epoch_offset> returned_;

