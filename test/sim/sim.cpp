@@ -45,8 +45,9 @@
 //   5  fetch_positions::invalid_transitions() stays 0;
 //   6  after the fault phase (the last 20 %, at least 6 s; the producer stops a quarter into it),
 //      every partition's application position reaches the log's end.
-// A seed runs either auto-commit or sync commits (--mix-commits: both; that finds a known issue,
-// see test_committer.cpp's [sim_finding] case).
+// A seed runs auto-commit, sync commits or both (a third each; --mix-commits: both in every seed).
+// Both once found that auto-commit moved the committed offset back after a commit_sync() (fixed:
+// data_reader::positions_for_commit(); the [sim_finding] cases in test_data_reader.cpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
