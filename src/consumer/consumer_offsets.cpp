@@ -6,11 +6,13 @@ namespace kgroup {
 
 void Consumer::impl::commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout) {
   check_open();
+  reader_.offsets_committed(offsets);
   commits_.commit_sync(detail::commit_client::to_commit_map(offsets), deadline_after(timeout));
 }
 
 void Consumer::impl::commit_async(const OffsetMap& offsets, CommitCallback cb) {
   check_open();
+  reader_.offsets_committed(offsets);
   commits_.commit_async(detail::commit_client::to_commit_map(offsets), offsets, std::move(cb));
 }
 

@@ -92,6 +92,10 @@ class data_reader {
   /// back (found by kgroup-sim --mix-commits; Java's commitSync() and auto-commit both commit the
   /// position, so neither goes below the other).
   OffsetMap positions_for_commit();
+  /// commit_sync()/commit_async() of explicit offsets: auto-commit never commits below one of them
+  /// that is within what poll() returned (the application processed the records before it), so
+  /// the group's committed offset does not move back at the next auto-commit either.
+  void offsets_committed(const OffsetMap& offsets);
   /// The same for `tps`, as the commit map an auto-commit sends.
   data::commit_map commit_positions(const std::set<TopicPartition>& tps) const;
 

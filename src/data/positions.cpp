@@ -78,7 +78,7 @@ void position_table::seek_to(const TopicPartition& tp) {
 
 std::optional<detail::epoch_offset> position_table::resume(const TopicPartition& tp) {
   auto* p = find(tp);
-  if (!p) return std::nullopt;
+  if (!p || !p->paused) return std::nullopt;
   p->paused = false;
   return detail::epoch_offset{p->position, p->epoch};
 }

@@ -72,7 +72,8 @@ class position_table {
   /// seek_to_beginning()/seek_to_end(): the position is unknown until the fetcher resolves it.
   void seek_to(const TopicPartition& tp);
   void pause(const TopicPartition& tp) { parts_[tp].paused = true; }  // the caller checks ownership
-  /// Unpauses an owned partition; returns where its fetching resumes (nullopt: not owned).
+  /// Unpauses an owned partition; returns where its fetching resumes (nullopt: not owned, or not
+  /// paused: resuming a partition that runs does nothing, as in Java).
   std::optional<detail::epoch_offset> resume(const TopicPartition& tp);
   std::set<TopicPartition> paused() const;
 

@@ -49,7 +49,9 @@ void fetcher::report_missing(const TopicPartition& tp) {
 
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   planner_.set_manual(manual);
-  for (const auto& tp : positions_.assign(owned)) auto_committer_.forget(tp);
+  const auto dropped = positions_.assign(owned);
+  for (const auto& tp : dropped) auto_committer_.forget(tp);
+  shared_.drop_fetched(dropped);
   arm_auto_commit();
   pump();
 }
@@ -78,33 +80,6 @@ void fetcher::reset_position(const TopicPartition& tp) {
   pump();
 }
 
-void fetcher::push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, detail::cut_kind kind,
-                       bool halted) {
-  {
-    std::lock_guard lock(shared_.mutex);
-    auto& q = shared_.fetched;
-    for (auto it = q.begin(); it != q.end();) {
-      if (it->tp != tp) {
-        ++it;
-      } else if (offset < 0 || it->fetch_offset >= offset) {
-        shared_.buffered_bytes -= std::min(shared_.buffered_bytes, it->bytes);
-        it = q.erase(it);
-      } else {
-        if (it->limit < 0 || offset < it->limit) {
-          it->limit = offset;
-          it->limit_epoch = epoch;
-        }
-        ++it;
-      }
-    }
-    detail::position_event e{tp, offset, false, epoch};
-    e.cut = kind;
-    e.halted = halted;
-    shared_.events.push_back(std::move(e));
-  }
-  shared_.cv.notify_all();
-}
-
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
   for (const auto& tp : tps) {
     chains_.restart(tp);
@@ -120,7 +95,7 @@ void fetcher::pause(const std::set<TopicPartition>& tps) {
 
 void fetcher::resume(const std::map<TopicPartition, detail::epoch_offset>& positions) {
   for (const auto& [tp, pos] : positions) {
-    chains_.restart(tp);
+    if (pos.offset >= 0) chains_.restart(tp);  // as the user thread counted it (data_reader::resume)
     positions_.resume(tp, pos.offset, pos.epoch);
   }
   pump();
@@ -288,7 +263,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
                         tp.topic, tp.partition, n.replica);
         break;
       case nk::log_end_cut:
-        push_cut(tp, n.end, -1, detail::cut_kind::log_end, n.halted);
+        shared_.push_cut(tp, n.end, -1, detail::cut_kind::log_end, n.halted);
         logger()->warn(
             "{}-{}: offset {} out of range: the log now ends at offset {}; data fetched past it is "
             "dropped, and the position is checked against it",

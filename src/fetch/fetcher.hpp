@@ -130,12 +130,6 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   void send_list_offsets();
   void send_fetches();
   void send_validations();
-  /// The log of `tp` is cut at `offset` (-1: unknown where) below this thread's position: queued
-  /// data of `tp` from at or past the cut is dropped, the rest limited to it, and the cut goes to
-  /// the user thread (which applies it against the application's position), in one step under
-  /// the lock so that no data escapes between.
-  void push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, detail::cut_kind kind,
-                bool halted);
   void on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
                     std::int32_t end_epoch, std::int64_t end_offset);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,

@@ -302,7 +302,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
       logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
                      "diverged at offset {} (epoch {}); resuming there",
                      name, o.position, o.epoch, end_offset, end_epoch);
-      push_cut(tp, end_offset, end_epoch, detail::cut_kind::diverged, false);
+      shared_.push_cut(tp, end_offset, end_epoch, detail::cut_kind::diverged, false);
       return;
     case verdict::awaiting_seek:
       break;
@@ -315,7 +315,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
                  unknown ? std::string("the leader cannot tell where its log diverged")
                          : "the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
                                std::to_string(end_epoch) + ")");
-  push_cut(tp, unknown ? -1 : end_offset, unknown ? -1 : end_epoch, detail::cut_kind::diverged, true);
+  shared_.push_cut(tp, unknown ? -1 : end_offset, unknown ? -1 : end_epoch, detail::cut_kind::diverged, true);
 }
 
 // ---- offset queries (beginning_offsets, end_offsets, offsets_for_times) ---------------------------

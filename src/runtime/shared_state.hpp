@@ -12,6 +12,7 @@
 // of the snapshot fields; the user thread is the only consumer of events.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -171,6 +172,50 @@ struct shared_state {
   void push(user_event e) {
     {
       std::lock_guard lock(mutex);
+      events.push_back(std::move(e));
+    }
+    cv.notify_all();
+  }
+
+  /// The fetcher no longer owns `tps`: their queued data is dropped (a partition owned again must
+  /// not read data fetched for the earlier ownership, which may start at the new position).
+  void drop_fetched(const std::vector<TopicPartition>& tps) {
+    std::lock_guard lock(mutex);
+    for (auto it = fetched.begin(); it != fetched.end();) {
+      if (std::find(tps.begin(), tps.end(), it->tp) == tps.end()) {
+        ++it;
+        continue;
+      }
+      buffered_bytes -= std::min(buffered_bytes, it->bytes);
+      it = fetched.erase(it);
+    }
+  }
+
+  /// The fetcher found the log of `tp` cut at `offset` (position_event's cut): the queued data of
+  /// `tp` that starts at or past the cut is dropped (all of it for -1), the rest limited to the
+  /// cut, and the cut goes to the user thread (which applies it against the application's
+  /// position), in one step under the lock so that no data escapes between.
+  void push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch, cut_kind kind,
+                bool halted) {
+    {
+      std::lock_guard lock(mutex);
+      for (auto it = fetched.begin(); it != fetched.end();) {
+        if (it->tp != tp) {
+          ++it;
+        } else if (offset < 0 || it->fetch_offset >= offset) {
+          buffered_bytes -= std::min(buffered_bytes, it->bytes);
+          it = fetched.erase(it);
+        } else {
+          if (it->limit < 0 || offset < it->limit) {
+            it->limit = offset;
+            it->limit_epoch = epoch;
+          }
+          ++it;
+        }
+      }
+      position_event e{tp, offset, false, epoch};
+      e.cut = kind;
+      e.halted = halted;
       events.push_back(std::move(e));
     }
     cv.notify_all();

@@ -14,7 +14,7 @@
 // Not real code: the Asio driver (src/fetch/fetcher*.cpp) cannot run here. `client` below is the
 // sim's thin copy of what its callbacks do, and it is a KNOWN GAP: a bug in the driver's glue is
 // not found here, and a change to the driver must be mirrored by hand. It mirrors:
-//   fetcher.cpp:          seek, refetch, cut_accepted, reset_position, push_cut, seek_to, pause,
+//   fetcher.cpp:          seek, refetch, cut_accepted, reset_position, seek_to, pause,
 //                         resume, wake, pump, schedule_retry(_at), maybe_refresh_metadata (its
 //                         5 x retry.backoff rate limit), send_fetches (plan, not_sent is never
 //                         needed: every broker is reachable), on_fetch_response (notes log_end_cut
@@ -86,11 +86,11 @@ struct args {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kgroup-sim [--seed S | --seeds N [--first F]] [--time-budget SEC]\n"
+               "usage: kgroup-sim [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
-               "commit_behind_sync\n");
+               "commit_behind_sync commit_behind_explicit\n");
 }
 
 }  // namespace
@@ -111,7 +111,11 @@ int main(int argc, char** argv) {
     } else if (k == "--seeds") {
       a.seeds = std::stoull(value());
     } else if (k == "--first") {
-      a.first = std::stoull(value());
+      // "random": fresh seeds on every run (CI's sim_fresh entry), from the wall clock; the range
+      // is printed and a failure names its seed, so it replays with --seed.
+      const std::string v = value();
+      a.first = v == "random" ? 1000000 + static_cast<std::uint64_t>(std::time(nullptr)) % 1000000000 * 1000
+                              : std::stoull(v);
     } else if (k == "--time-budget") {
       a.time_budget = std::stod(value());
     } else if (k == "--mutant") {
@@ -134,7 +138,8 @@ int main(int argc, char** argv) {
       kgroup::make_stderr_log_sink(a.verbose ? kgroup::LogLevel::info : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
   if (!mutant.empty() && mutant != "seek_to_consumed" && mutant != "truncation_at_prefetch" &&
-      mutant != "resume_during_validation" && mutant != "read_old_chain" && mutant != "commit_behind_sync") {
+      mutant != "resume_during_validation" && mutant != "read_old_chain" && mutant != "commit_behind_sync" &&
+      mutant != "commit_behind_explicit") {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
   }

@@ -152,7 +152,7 @@ class simulation : public detail::fetcher_port {
   void resume(const std::map<TopicPartition, detail::epoch_offset>& positions) override {
     post("resume", [this, positions] {
       for (const auto& [tp, pos] : positions) {
-        chains_.restart(tp);
+        if (pos.offset >= 0) chains_.restart(tp);
         fp_.resume(tp, pos.offset, pos.epoch);
       }
       pump();
@@ -461,28 +461,7 @@ void simulation::push_cut(const TopicPartition& tp, std::int64_t offset, std::in
   note(fmt::format("bg: cut {} at {} epoch {} ({})", name(tp), offset, epoch,
                    kind == detail::cut_kind::diverged ? "diverged" : "log end"));
   if (kind == detail::cut_kind::diverged) cut_times_[tp].push_back(now_);
-  {
-    std::lock_guard lock(shared_.mutex);
-    auto& q = shared_.fetched;
-    for (auto it = q.begin(); it != q.end();) {
-      if (it->tp != tp) {
-        ++it;
-      } else if (offset < 0 || it->fetch_offset >= offset) {
-        shared_.buffered_bytes -= std::min(shared_.buffered_bytes, it->bytes);
-        it = q.erase(it);
-      } else {
-        if (it->limit < 0 || offset < it->limit) {
-          it->limit = offset;
-          it->limit_epoch = epoch;
-        }
-        ++it;
-      }
-    }
-    detail::position_event e{tp, offset, false, epoch};
-    e.cut = kind;
-    e.halted = halted;
-    shared_.events.push_back(std::move(e));
-  }
+  shared_.push_cut(tp, offset, epoch, kind, halted);
 }
 
 void simulation::send_offset_fetch() {
@@ -1003,6 +982,21 @@ void simulation::app_action() {
     note(fmt::format("app: resume {}", name(tp)));
     paused_.erase(tp);
     reader_.resume({tp});
+  } else if (rng_.chance(0.01) && !paused_.count(tp)) {
+    note(fmt::format("app: resume {} (not paused: nothing to do)", name(tp)));
+    reader_.resume({tp});
+  } else if (sync_commits_ && rng_.chance(0.01) && expected_.count(tp)) {
+    // commit_sync() of an explicit offset (consumer_offsets.cpp): after a record the application
+    // processed (record.offset() + 1), never below the last commit (that is the application's own
+    // choice, not the client's).
+    const std::int64_t o = expected_[tp] - rng_.below(3);
+    const auto last = last_commit_.find(tp);
+    if (o >= 0 && (last == last_commit_.end() || o >= last->second)) {
+      reader_.offsets_committed({{tp, {o, "", std::nullopt}}});
+      log(tp).committed = {o, -1};
+      last_auto_committed_[tp] = o;
+      commit(tp, o, "app: commit of an explicit offset");
+    }
   } else if (sync_commits_ && rng_.chance(0.03)) {
     // commit_sync() without offsets (consumer_impl.hpp): the positions, which auto-commit then
     // commits from as well.

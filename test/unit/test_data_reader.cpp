@@ -619,6 +619,67 @@ TEST_CASE("data_reader: after commit_sync() of the positions, auto-commit commit
   CHECK(h.consumed().at(t0) == epoch_offset{14, 5});
 }
 
+// From the review of the fix above: a resume() that makes the fetcher fetch nothing again must not
+// count as a restart on either side, or the data the fetcher queued before it (still the only
+// chain) would be dropped and the partition stall.
+TEST_CASE("data_reader: resume() of a running partition, or of one without a position, restarts nothing",
+          "[data_reader]") {
+  reader_harness h;
+  h.owns({t0, t1});
+  h.position(t0, 10);
+  h.queue(fetched(t0, 10, {{.base = 10, .count = 3}}));
+  h.reader.resume({t0});  // not paused: nothing to do, as in Java
+  REQUIRE(h.fetcher.resumes.size() == 1);
+  CHECK(h.fetcher.resumes[0].empty());
+  CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{10, 11, 12});
+  // Paused before its committed offset is known: unpaused, and the fetcher goes on from where it
+  // is (it fetches again only from a known position).
+  h.reader.pause({t1});
+  h.reader.resume({t1});
+  REQUIRE(h.fetcher.resumes.size() == 2);
+  CHECK(h.fetcher.resumes[1] == std::map<TopicPartition, epoch_offset>{{t1, {-1, -1}}});
+  h.position(t1, 0);
+  h.queue(fetched(t1, 0, {{.base = 0, .count = 2}}));
+  CHECK(partition_offsets(h.reader.drain()) ==
+        std::vector<std::pair<std::int32_t, std::int64_t>>{{1, 0}, {1, 1}});
+}
+
+// Also from that review: commits of explicit offsets (record.offset() + 1 after each record) left
+// auto-commit one poll() behind them, so its next commit moved the group's offset back.
+TEST_CASE("data_reader: after a commit of explicit offsets, auto-commit does not commit below them",
+          "[data_reader][sim_finding]") {
+  reader_harness h(/*max_poll_records=*/2);
+  h.owns({t0});
+  h.position(t0, 10);
+  h.queue(fetched(t0, 10, {{.base = 10, .count = 4}}));
+  CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{10, 11});
+  h.reader.publish_returned();
+  CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{12, 13});
+  REQUIRE(h.consumed().at(t0).offset == 12);
+  h.reader.offsets_committed({{t0, {11, "", std::nullopt}}});  // below what auto-commit commits
+  CHECK(h.consumed().at(t0).offset == 12);
+  h.reader.offsets_committed({{t0, {20, "", std::nullopt}}});  // past what poll() returned
+  CHECK(h.consumed().at(t0).offset == 12);
+  h.reader.offsets_committed({{t0, {13, "", 5}}});
+  CHECK(h.consumed().at(t0) == epoch_offset{13, 5});
+  h.reader.publish_returned();  // the next poll()
+  CHECK(h.consumed().at(t0) == epoch_offset{14, 5});
+}
+
+TEST_CASE("shared_state: a partition the fetcher no longer owns loses its queued data", "[data_reader]") {
+  detail::shared_state shared;
+  for (const auto& d : {fetched(t0, 0, {{.base = 0, .count = 1}}), fetched(t1, 0, {{.base = 0, .count = 1}}),
+                        fetched(t0, 1, {{.base = 1, .count = 1}})}) {
+    shared.fetched.push_back(*d);
+    shared.buffered_bytes += d->bytes;
+  }
+  const auto t1_bytes = shared.fetched[1].bytes;
+  shared.drop_fetched({t0});
+  REQUIRE(shared.fetched.size() == 1);
+  CHECK(shared.fetched.front().tp == t1);
+  CHECK(shared.buffered_bytes == t1_bytes);
+}
+
 TEST_CASE("commit_identity: a subscription speaks for the membership, anything else for nobody",
           "[data_reader]") {
   boost::asio::io_context io;  // never run: a cluster without brokers answers at once
