@@ -254,10 +254,17 @@ void data_reader::offsets_committed(const OffsetMap& offsets) {
   }
 }
 
-data::commit_map data_reader::commit_positions(const std::set<TopicPartition>& tps) const {
+data::commit_map data_reader::commit_positions(const std::set<TopicPartition>& tps) {
   data::commit_map out;
+  std::lock_guard lock(shared_.mutex);
   for (const auto& tp : tps) {
-    if (auto p = positions_.position(tp)) out[tp] = {p->offset, "", p->epoch};
+    const auto p = positions_.position(tp);
+    if (!p) continue;
+    out[tp] = {p->offset, "", p->epoch};
+#ifdef KGROUP_SIM_MUTANTS
+    if (sim::mutant_enabled("revoke_commit_behind")) continue;  // kgroup-sim --group's finding put back
+#endif
+    consumed_is(tp, *p);  // what the background auto-commit commits from now on (never below)
   }
   return out;
 }

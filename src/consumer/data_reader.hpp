@@ -96,8 +96,10 @@ class data_reader {
   /// that is within what poll() returned (the application processed the records before it), so
   /// the group's committed offset does not move back at the next auto-commit either.
   void offsets_committed(const OffsetMap& offsets);
-  /// The same for `tps`, as the commit map an auto-commit sends.
-  data::commit_map commit_positions(const std::set<TopicPartition>& tps) const;
+  /// The same for `tps`, as the commit map an auto-commit sends (before a revoke, at close()):
+  /// they become the consumed positions, as positions_for_commit() does, or the background
+  /// auto-commit would commit the ones one poll() behind after them (found by kgroup-sim --group).
+  data::commit_map commit_positions(const std::set<TopicPartition>& tps);
 
   // ---- what the fetcher found ----
 

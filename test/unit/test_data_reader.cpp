@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "consumer/data_reader.hpp"
+#include "data/committer.hpp"
 #include "fetch/standalone_coordinator.hpp"
 #include "net/cluster.hpp"
 #include "record_batches.hpp"
@@ -617,6 +618,32 @@ TEST_CASE("data_reader: after commit_sync() of the positions, auto-commit commit
   CHECK(h.consumed().count(t1) == 0);  // nothing returned of it: auto-commit leaves it alone
   h.reader.publish_returned();         // the next poll() keeps it
   CHECK(h.consumed().at(t0) == epoch_offset{14, 5});
+}
+
+// Found by kgroup-sim --group (seed 58, invariant G3). close() (and unsubscribe()) revoke outside
+// poll(): the auto-commit before the revoke commits the positions (commit_positions), but the
+// consumed positions stayed one poll() behind, so the background auto-commit that fired while the
+// revoke callback ran committed them and moved the group's offset back; the next owner read the
+// records between them again.
+TEST_CASE("data_reader: the auto-commit before a revoke leaves auto-commit nothing lower to commit",
+          "[data_reader][sim_finding]") {
+  reader_harness h(/*max_poll_records=*/2);
+  h.owns({t0, t1});
+  h.position(t0, 10);
+  h.position(t1, 0);
+  h.queue(fetched(t0, 10, {{.base = 10, .count = 4}}));
+  CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{10, 11});
+  h.reader.publish_returned();  // poll()
+  CHECK(offsets(h.reader.drain()) == std::vector<std::int64_t>{12, 13});
+  REQUIRE(h.consumed().at(t0).offset == 12);  // one poll() behind
+  // close(): no poll() in between; the revoke commits the positions first.
+  const auto revoke_commit = h.reader.commit_positions({t0, t1});
+  CHECK(revoke_commit.at(t0).offset == 14);
+  CHECK(revoke_commit.at(t1).offset == 0);
+  CHECK(h.consumed().at(t0) == epoch_offset{14, 5});
+  CHECK(h.consumed().count(t1) == 0);  // nothing returned of it: auto-commit leaves it alone
+  const std::map<TopicPartition, std::int64_t> last{{t0, 14}, {t1, 0}};
+  CHECK(data::auto_commit_due(h.consumed(), {t0, t1}, last).empty());
 }
 
 // From the review of the fix above: a resume() that makes the fetcher fetch nothing again must not
