@@ -82,11 +82,12 @@ struct args {
   std::uint64_t expect_caught_within = 0;
   bool verbose = false;
   bool keep_going = false;  // run every seed, list the failing ones
+  bool group = false;       // the group simulation (sim_group.cpp) instead of the data path's
 };
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kgroup-sim [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
+               "usage: kgroup-sim [--group] [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
       a.expect_caught_within = std::stoull(value());
     } else if (k == "--mix-commits") {
       kgroup::sim::mix_commits = true;
+    } else if (k == "--group") {
+      a.group = true;
     } else if (k == "--keep-going") {
       a.keep_going = true;
     } else if (k == "--verbose") {
@@ -157,14 +160,17 @@ int main(int argc, char** argv) {
     if (a.time_budget > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > a.time_budget)
       break;
-    kgroup::sim::run_result r = kgroup::sim::run_seed(seed, a.verbose);
+    auto run = [&](bool verbose) {
+      return a.group ? kgroup::sim::run_group_seed(seed, verbose) : kgroup::sim::run_seed(seed, verbose);
+    };
+    kgroup::sim::run_result r = run(a.verbose);
     ++ran;
     simulated_seconds += r.simulated_seconds;
     if (!r.ok && !mutant.empty()) {
       // A catch only if the seed passes without the mutant (else the sim found something else).
       const std::string saved = mutant;
       kgroup::sim::active_mutant.clear();
-      const bool fails_anyway = !kgroup::sim::run_seed(seed, false).ok;
+      const bool fails_anyway = !run(false).ok;
       kgroup::sim::active_mutant = saved;
       if (fails_anyway) {
         std::printf("seed %llu fails without the mutant too (invariant %s): not counted as a catch\n",

@@ -24,4 +24,8 @@ extern bool mix_commits;
 /// mutant) gives the same events in the same order.
 run_result run_seed(std::uint64_t seed, bool verbose);
 
+/// Runs seed `seed` of the group simulation (sim_group.cpp): several members of one classic
+/// group against a simulated coordinator. simulated_seconds counts member-seconds.
+run_result run_group_seed(std::uint64_t seed, bool verbose);
+
 }  // namespace kgroup::sim

@@ -1,0 +1,1427 @@
+// One seed of the group simulation (kgroup-sim --group): several members of one classic consumer
+// group, each the real membership core (group::member, eager or cooperative, with the real
+// assignors), the real listener mailbox (detail::listener_mailbox: the user thread's half of the
+// listener handshake) and the real commit decisions (data::refuse_commit, make_commit_request,
+// read_commit_response, auto_committer, commit_retriable), against a simulated group coordinator
+// that follows Kafka's classic GroupCoordinator: JoinGroup (MEMBER_ID_REQUIRED, the rebalance
+// timeout, pending members), SyncGroup (the leader's assignment, pending syncs removed after the
+// rebalance timeout), Heartbeat, LeaveGroup, session expiry, OffsetCommit (accepted while Stable or
+// PreparingRebalance for the current generation, REBALANCE_IN_PROGRESS while CompletingRebalance)
+// and OffsetFetch; coordinator moves reload the group as last stored (at each SyncGroup of the
+// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+//
+// Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
+// cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
+// returns records from the positions of the partitions the application owns (as the listener
+// calls left them), and the application processes every record it is given.
+//
+// The application of each member is a seeded actor: poll() with short or long timeouts, work
+// between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
+// commit_sync() of its positions, of explicit offsets retried after REBALANCE_IN_PROGRESS as
+// Java's documentation says, and inside the revoke callback), close(), crashes, process pauses
+// (both threads frozen, past the session timeout) and new members joining.
+//
+// Invariants, checked after every step:
+//   G1  two members that are stable in the same generation own no partition in common;
+//   G2  the coordinator accepts a commit of a partition only from the member that generation
+//       assigned it to;
+//   G3  a committed offset never moves back (there are no seeks here), and a member never
+//       commits past the position its application reached;
+//   G4  no membership core makes a transition its table refuses, or reports a fatal error;
+//   G5  a member leaves for max.poll.interval.ms only when its application spent that long
+//       outside poll() or inside one listener callback (time waiting inside poll() never counts);
+//   G6  after the faults stop, the group converges: one generation, every member in it stable,
+//       every partition owned by exactly one member, read to its end by someone and committed
+//       there; and no offset of any partition was skipped (at-least-once across owners).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "consumer/listener_mailbox.hpp"
+#include "data/committer.hpp"
+#include "group/member.hpp"
+#include "kgroup/assignor.hpp"
+#include "kgroup/error.hpp"
+#include "kgroup/kafka_errc.hpp"
+#include "runtime/shared_state.hpp"
+#include "sim_kernel.hpp"
+#include "sim_world.hpp"
+
+namespace kgroup::sim {
+
+namespace {
+
+using group::time_point;
+using std::chrono::milliseconds;
+using partition_set = std::set<TopicPartition>;
+using join_req = protocol::join_group_request;
+using join_resp = protocol::join_group_response;
+
+std::int16_t code(kafka_errc e) {
+  return static_cast<std::int16_t>(e);
+}
+std::string name(const TopicPartition& tp) {
+  return tp.topic + "-" + std::to_string(tp.partition);
+}
+template <class Parts>
+std::string names(const Parts& parts) {
+  std::string out;
+  for (const auto& tp : parts) out += (out.empty() ? "" : ", ") + name(tp);
+  return out;
+}
+
+// ---- the coordinator ----------------------------------------------------------------------------
+
+enum class gstate { empty, preparing, completing, stable };
+const char* to_string(gstate s) {
+  switch (s) {
+    case gstate::empty:
+      return "Empty";
+    case gstate::preparing:
+      return "PreparingRebalance";
+    case gstate::completing:
+      return "CompletingRebalance";
+    case gstate::stable:
+      return "Stable";
+  }
+  return "?";
+}
+
+struct coord_member {
+  std::string id;
+  int sim = -1;  // which simulated member sent it (for the checks)
+  std::vector<join_req::join_group_request_protocol> protocols;
+  milliseconds session{};
+  milliseconds rebalance{};
+  time_point last_seen{};
+  std::function<void(join_resp)> pending_join;
+  std::function<void(protocol::sync_group_response)> pending_sync;
+  bool awaiting_sync = false;  // joined this generation, no SyncGroup yet
+  protocol::bytes assignment;
+};
+
+struct group_state {
+  gstate state = gstate::empty;
+  std::int32_t generation = 0;
+  std::string leader;
+  std::string protocol;
+  std::map<std::string, coord_member> members;
+};
+
+class simulation;
+
+// ---- one member ---------------------------------------------------------------------------------
+
+struct sim_member {
+  int index = 0;
+  std::string name;
+  bool alive = true;
+  bool closing = false;
+  bool close_requested = false;  // the application calls close() after its current work
+  bool left = false;
+  time_point frozen_until{};
+  std::unique_ptr<group::member> core;
+  detail::shared_state shared;
+  detail::listener_mailbox mailbox{shared};
+  // The background thread.
+  std::uint64_t request_epoch = 0;  // abandon_requests()
+  std::uint64_t timer_seq = 0;
+  std::optional<time_point> timer_at;
+  partition_set bg_owned;
+  std::map<TopicPartition, std::uint64_t> bg_own_seq;  // bumped when a partition is assigned again
+  std::map<TopicPartition, std::int64_t> fetched_pos;  // OffsetFetch answers not yet taken by the app
+  data::auto_committer auto_committer;
+  time_point last_send{};  // the coordinator connection is FIFO
+  time_point last_answer{};
+  // The application (user thread).
+  bool auto_commit = false;
+  bool sync_commits = false;
+  bool commit_in_revoke = false;
+  milliseconds max_poll_interval{};
+  partition_set app_owned;
+  std::map<TopicPartition, std::int64_t> pos;
+  std::map<TopicPartition, std::int64_t> consumed;  // published at the start of each poll()
+  std::optional<data::commit_map> retry_commit;     // explicit offsets to commit again after a poll()
+  bool in_poll = false;
+  bool in_callback = false;
+  time_point clock_from{};  // when the application's max.poll.interval.ms clock last restarted
+  time_point poll_deadline{};
+  std::uint64_t polls = 0;
+  bool timeout_checked = false;  // G5 looked at the current poll timeout
+};
+
+class simulation {
+ public:
+  simulation(std::uint64_t seed, bool verbose) : rng_(seed), verbose_(verbose) {}
+  run_result run();
+
+ private:
+  double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  void note(std::string what) {
+    if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
+    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    if (trace_.size() > 60) trace_.pop_front();
+  }
+  [[noreturn]] void fail(const char* invariant, std::string message) {
+    note("FAILED " + std::string(invariant) + ": " + message);
+    throw violation{invariant, std::move(message)};
+  }
+  void at(time_point when, std::function<void()> f) {
+    queue_.emplace(std::make_pair(std::max(when, now_), seq_++), std::move(f));
+  }
+  // An event of member `m`: dropped once it crashed, held while its process is paused.
+  void at_member(sim_member& m, time_point when, std::function<void()> f) {
+    at(when, [this, &m, f = std::move(f)]() mutable {
+      if (!m.alive) return;
+      if (now_ < m.frozen_until) {
+        at_member(m, m.frozen_until, std::move(f));
+        return;
+      }
+      f();
+    });
+  }
+  bool fault_phase() const { return now_ < quiet_at_; }
+  milliseconds latency() {
+    std::int64_t d = rng_.between(1, 10);
+    if (fault_phase() && rng_.chance(0.03)) d += rng_.between(50, 800);
+    return milliseconds(d);
+  }
+
+  // ---- world ----
+  void setup();
+  void produce();
+  void fault();
+  sim_member& add_member();
+  void crash(sim_member& m, const char* why);
+
+  // ---- the coordinator ----
+  void coordinator_tick();
+  std::optional<std::int16_t> not_serving(std::int32_t node) const;
+  void handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
+  void handle_sync(sim_member& m, protocol::sync_group_request r,
+                   std::function<void(protocol::sync_group_response)> reply);
+  protocol::heartbeat_response handle_heartbeat(const protocol::heartbeat_request& r);
+  protocol::leave_group_response handle_leave(const protocol::leave_group_request& r);
+  protocol::offset_commit_response handle_commit(sim_member& m, const protocol::offset_commit_request& r);
+  void prepare_rebalance(const std::string& why);
+  void maybe_complete_join();
+  void complete_join();
+  void remove_member(const std::string& id, const std::string& why);
+  void store_group() { stored_ = g_; }
+  bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
+  void move_coordinator();
+
+  // ---- a member's background thread (mirrors net/driver_base.hpp and net/group_driver.cpp) ----
+  void process(sim_member& m);
+  void apply(sim_member& m, group::action& a);
+  template <class Response, class Handle>
+  void send(sim_member& m, const char* what, milliseconds timeout, Handle handle,
+            std::function<void(sim_member&, const Response&)> deliver);
+  void assignment_changed(sim_member& m, const partition_set& owned);
+  void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
+  void auto_commit_timer(sim_member& m);
+  void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
+                   std::function<void(std::optional<data::commit_error>)> done, time_point deadline);
+
+  // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
+  data::group_identity identity(const sim_member& m) const;
+  void poll_start(sim_member& m);
+  void run_events(sim_member& m, std::function<void()> then);
+  void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
+  void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
+  void ownership_changed(sim_member& m, const detail::listener_call& call);
+  void poll_body(sim_member& m);
+  void poll_return(sim_member& m);
+  void after_work(sim_member& m);
+  void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
+                   std::function<void()> then);
+  void close_member(sim_member& m);
+  void close_wait(sim_member& m, time_point deadline);
+
+  // ---- checks ----
+  void check_step();
+  void check_poll_timeout(sim_member& m);
+  void check_end();
+
+  prng rng_;
+  bool verbose_;
+  time_point start_{std::chrono::seconds(1000)};
+  time_point now_ = start_;
+  time_point quiet_at_, produce_until_, end_at_;
+  std::uint64_t seq_ = 0;
+  std::map<std::pair<time_point, std::uint64_t>, std::function<void()>> queue_;
+  std::deque<std::string> trace_;
+
+  // World.
+  std::int32_t brokers_ = 3;
+  std::map<std::string, std::int32_t> topics_;  // name -> partitions
+  std::map<TopicPartition, std::int64_t> log_end_;
+  std::map<TopicPartition, std::vector<bool>> processed_;  // offsets some application was given
+  std::vector<std::unique_ptr<sim_member>> members_;
+  int next_member_ = 0;
+  std::size_t max_members_ = 4;
+  group::member_options base_;
+  std::string assignor_;
+
+  // The coordinator.
+  std::int32_t coord_node_ = 1;
+  time_point coord_down_until_{};
+  time_point coord_loading_until_{};
+  group_state g_;
+  group_state stored_;
+  time_point rebalance_deadline_{};
+  std::map<TopicPartition, std::int64_t> committed_;
+  std::map<std::pair<std::string, std::int32_t>, partition_set> assigned_;  // (member, generation)
+  std::uint64_t next_member_id_ = 1;
+  std::map<std::string, time_point> pending_ids_;  // MEMBER_ID_REQUIRED given, not joined yet
+  std::uint64_t commits_accepted_ = 0;
+  std::uint64_t generations_ = 0;
+};
+
+// ---- world ------------------------------------------------------------------------------------------
+
+void simulation::setup() {
+  const auto duration = milliseconds(rng_.between(40000, 90000));
+  end_at_ = start_ + duration;
+  // The quiet phase must outlast a rebalance that waits for a member stuck in a callback up to the
+  // rebalance timeout, the session timeout of a crashed member, and a rejoin after them.
+  quiet_at_ = end_at_ - milliseconds(45000);
+  produce_until_ = quiet_at_ + milliseconds(10000);
+  topics_["a"] = static_cast<std::int32_t>(rng_.between(1, 6));
+  if (rng_.chance(0.5)) topics_["b"] = static_cast<std::int32_t>(rng_.between(1, 3));
+  for (const auto& [t, n] : topics_) {
+    for (std::int32_t p = 0; p < n; ++p) {
+      log_end_[{t, p}] = rng_.below(30);
+      processed_[{t, p}].assign(static_cast<std::size_t>(log_end_[{t, p}]), false);
+    }
+  }
+  base_.group_id = "g";
+  base_.session_timeout = milliseconds(rng_.between(6000, 10000));
+  base_.heartbeat_interval = milliseconds(rng_.between(1000, 3000));
+  base_.max_poll_interval = milliseconds(rng_.between(5000, 12000));
+  base_.retry_backoff = milliseconds(100);
+  base_.retry_backoff_max = milliseconds(1000);
+  base_.request_timeout = milliseconds(3000);
+  const auto kind = rng_.below(4);
+  if (kind == 0) {
+    assignor_ = "range";
+    base_.assignors = {make_range_assignor()};
+  } else if (kind == 1) {
+    assignor_ = "roundrobin";
+    base_.assignors = {make_roundrobin_assignor()};
+  } else if (kind == 2) {
+    assignor_ = "sticky";
+    base_.assignors = {make_sticky_assignor()};
+  } else {
+    assignor_ = "cooperative-sticky";
+    base_.protocol = RebalanceProtocol::cooperative;
+    base_.assignors = {make_cooperative_sticky_assignor()};
+  }
+  max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
+  note(fmt::format("setup: topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms",
+                   topics_, assignor_, base_.session_timeout.count(), base_.heartbeat_interval.count(),
+                   base_.max_poll_interval.count(), duration.count()));
+  const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
+  for (std::int64_t i = 0; i < first; ++i) add_member();
+}
+
+sim_member& simulation::add_member() {
+  auto m = std::make_unique<sim_member>();
+  m->index = next_member_++;
+  m->name = fmt::format("m{}", m->index);
+  m->core = std::make_unique<group::member>(base_);
+  m->max_poll_interval = base_.max_poll_interval;
+  const auto mode = rng_.below(3);
+  m->auto_commit = mode != 1;
+  m->sync_commits = mode != 0;
+  m->commit_in_revoke = rng_.chance(0.7);
+  note(fmt::format("{} starts: {}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
+                   m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : ""));
+  auto& ref = *m;
+  members_.push_back(std::move(m));
+  std::vector<std::string> topics;
+  for (const auto& [t, n] : topics_) topics.push_back(t);
+  ref.clock_from = now_;
+  ref.core->subscribe(now_, topics);
+  process(ref);
+  if (ref.auto_commit) at_member(ref, now_ + milliseconds(rng_.between(100, 1000)), [this, &ref] {
+      auto_commit_timer(ref);
+    });
+  at_member(ref, now_ + milliseconds(rng_.between(1, 50)), [this, &ref] { poll_start(ref); });
+  return ref;
+}
+
+void simulation::crash(sim_member& m, const char* why) {
+  note(fmt::format("FAULT {} {}", m.name, why));
+  m.alive = false;
+}
+
+void simulation::produce() {
+  if (now_ >= produce_until_) return;
+  auto it = log_end_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(log_end_.size())));
+  const auto n = rng_.between(1, 8);
+  it->second += n;
+  processed_[it->first].resize(static_cast<std::size_t>(it->second), false);
+  at(now_ + milliseconds(rng_.between(5, 200)), [this] { produce(); });
+}
+
+std::size_t live(const std::vector<std::unique_ptr<sim_member>>& ms) {
+  return static_cast<std::size_t>(std::count_if(ms.begin(), ms.end(), [](const auto& m) { return m->alive; }));
+}
+
+void simulation::fault() {
+  if (!fault_phase()) return;
+  const auto kind = rng_.below(20);
+  std::vector<sim_member*> alive;
+  for (auto& m : members_)
+    if (m->alive && !m->closing && !m->close_requested) alive.push_back(m.get());
+  sim_member* victim = alive.empty() ? nullptr : alive[static_cast<std::size_t>(rng_.below(
+                                                    static_cast<std::int64_t>(alive.size())))];
+  if (kind < 3) {
+    move_coordinator();
+  } else if (kind < 4) {
+    coord_down_until_ = now_ + milliseconds(rng_.between(200, 3000));
+    note(fmt::format("FAULT coordinator {} unavailable until {:.0f} ms", coord_node_, ms(coord_down_until_)));
+  } else if (kind < 6 && victim) {
+    const auto d = milliseconds(rng_.between(1000, base_.session_timeout.count() + 4000));
+    victim->frozen_until = now_ + d;
+    note(fmt::format("FAULT {} paused (both threads) for {} ms", victim->name, d.count()));
+  } else if (kind < 7 && victim) {
+    crash(*victim, "crashes");
+  } else if (kind < 8 && victim) {
+    // close() is the application's call: it comes once the poll() or work under way is done.
+    victim->close_requested = true;
+  } else if (kind < 11 && live(members_) < max_members_ + 1) {
+    add_member();
+  }
+  at(now_ + milliseconds(rng_.between(500, 5000)), [this] { fault(); });
+}
+
+// ---- the coordinator --------------------------------------------------------------------------------
+
+std::optional<std::int16_t> simulation::not_serving(std::int32_t node) const {
+  if (node != coord_node_) return code(kafka_errc::not_coordinator);
+  if (now_ < coord_down_until_) return code(kafka_errc::coordinator_not_available);
+  if (now_ < coord_loading_until_) return code(kafka_errc::coordinator_load_in_progress);
+  return std::nullopt;
+}
+
+void simulation::move_coordinator() {
+  // The old coordinator answers what it holds with NOT_COORDINATOR; the new one loads the group as
+  // last stored (members' timers start again), and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+  for (auto& [id, cm] : g_.members) {
+    if (cm.pending_join) {
+      join_resp r;
+      r.error_code = code(kafka_errc::not_coordinator);
+      auto f = std::move(cm.pending_join);
+      cm.pending_join = nullptr;
+      f(r);
+    }
+    if (cm.pending_sync) {
+      protocol::sync_group_response r;
+      r.error_code = code(kafka_errc::not_coordinator);
+      auto f = std::move(cm.pending_sync);
+      cm.pending_sync = nullptr;
+      f(r);
+    }
+  }
+  std::int32_t next = coord_node_;
+  while (next == coord_node_) next = static_cast<std::int32_t>(rng_.between(1, brokers_));
+  coord_node_ = next;
+  coord_loading_until_ = now_ + milliseconds(rng_.between(0, 1500));
+  g_ = stored_;
+  pending_ids_.clear();
+  for (auto& [id, cm] : g_.members) {
+    cm.last_seen = now_;
+    cm.awaiting_sync = false;
+  }
+  note(fmt::format("FAULT coordinator moves to {}: group {} generation {} with {} members", coord_node_,
+                   to_string(g_.state), g_.generation, g_.members.size()));
+}
+
+void simulation::prepare_rebalance(const std::string& why) {
+  if (g_.state == gstate::completing) {
+    // Members waiting for their assignment learn that it will not come.
+    for (auto& [id, cm] : g_.members) {
+      if (!cm.pending_sync) continue;
+      protocol::sync_group_response r;
+      r.error_code = code(kafka_errc::rebalance_in_progress);
+      auto f = std::move(cm.pending_sync);
+      cm.pending_sync = nullptr;
+      f(r);
+    }
+  }
+  if (g_.state != gstate::preparing) {
+    milliseconds longest{0};
+    for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
+    rebalance_deadline_ = now_ + longest;
+    note(fmt::format("coordinator: PreparingRebalance ({}), deadline {:.0f} ms", why, ms(rebalance_deadline_)));
+  }
+  g_.state = gstate::preparing;
+  for (auto& [id, cm] : g_.members) cm.awaiting_sync = false;
+}
+
+void simulation::remove_member(const std::string& id, const std::string& why) {
+  auto it = g_.members.find(id);
+  if (it == g_.members.end()) return;
+  note(fmt::format("coordinator: removes {} ({})", id, why));
+  if (it->second.pending_join) {
+    join_resp r;
+    r.error_code = code(kafka_errc::unknown_member_id);
+    it->second.pending_join(r);
+  }
+  if (it->second.pending_sync) {
+    protocol::sync_group_response r;
+    r.error_code = code(kafka_errc::unknown_member_id);
+    it->second.pending_sync(r);
+  }
+  g_.members.erase(it);
+  if (g_.members.empty() && g_.state != gstate::preparing) {
+    g_.state = gstate::empty;
+    ++g_.generation;
+    g_.leader.clear();
+    store_group();
+    return;
+  }
+  if (g_.state == gstate::stable || g_.state == gstate::completing) prepare_rebalance("member removed");
+  maybe_complete_join();
+}
+
+void simulation::maybe_complete_join() {
+  if (g_.state != gstate::preparing || !pending_ids_.empty()) return;
+  for (const auto& [id, cm] : g_.members)
+    if (!cm.pending_join) return;
+  complete_join();
+}
+
+void simulation::complete_join() {
+  // Members that did not rejoin in time are gone.
+  std::vector<std::string> late;
+  for (const auto& [id, cm] : g_.members)
+    if (!cm.pending_join) late.push_back(id);
+  for (const auto& id : late) {
+    note(fmt::format("coordinator: {} did not rejoin within the rebalance timeout", id));
+    g_.members.erase(id);
+  }
+  pending_ids_.clear();
+  ++g_.generation;
+  ++generations_;
+  if (g_.members.empty()) {
+    g_.state = gstate::empty;
+    g_.leader.clear();
+    store_group();
+    note(fmt::format("coordinator: generation {} is empty", g_.generation));
+    return;
+  }
+  if (!g_.members.count(g_.leader)) g_.leader = g_.members.begin()->first;
+  // Every member here offers the same one assignor.
+  g_.protocol = g_.members.at(g_.leader).protocols.front().name;
+  g_.state = gstate::completing;
+  milliseconds longest{0};
+  for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
+  rebalance_deadline_ = now_ + longest;
+  note(fmt::format("coordinator: generation {} with {} members, leader {}", g_.generation, g_.members.size(),
+                   g_.leader));
+  std::vector<join_resp::join_group_response_member> list;
+  for (const auto& [id, cm] : g_.members) {
+    join_resp::join_group_response_member e;
+    e.member_id = id;
+    for (const auto& p : cm.protocols)
+      if (p.name == g_.protocol) e.metadata = p.metadata;
+    list.push_back(std::move(e));
+  }
+  for (auto& [id, cm] : g_.members) {
+    cm.awaiting_sync = true;
+    cm.assignment.clear();
+    join_resp r;
+    r.generation_id = g_.generation;
+    r.protocol_type = "consumer";
+    r.protocol_name = g_.protocol;
+    r.leader = g_.leader;
+    r.member_id = id;
+    if (id == g_.leader) r.members = list;
+    auto f = std::move(cm.pending_join);
+    cm.pending_join = nullptr;
+    f(r);
+  }
+}
+
+void simulation::handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply) {
+  join_resp out;
+  if (r.member_id.empty()) {
+    // JoinGroup v4+: a new member first gets its id and joins again with it.
+    out.member_id = fmt::format("{}-{}", m.name, next_member_id_++);
+    out.error_code = code(kafka_errc::member_id_required);
+    pending_ids_[out.member_id] = now_ + milliseconds(r.session_timeout_ms);
+    reply(out);
+    return;
+  }
+  auto it = g_.members.find(r.member_id);
+  const bool pending = pending_ids_.erase(r.member_id) > 0;
+  if (it == g_.members.end() && !pending) {
+    out.error_code = code(kafka_errc::unknown_member_id);
+    reply(out);
+    return;
+  }
+  if (it == g_.members.end()) {
+    coord_member cm;
+    cm.id = r.member_id;
+    cm.sim = m.index;
+    it = g_.members.emplace(r.member_id, std::move(cm)).first;
+  }
+  auto& cm = it->second;
+  cm.protocols = r.protocols;
+  cm.session = milliseconds(r.session_timeout_ms);
+  cm.rebalance = milliseconds(r.rebalance_timeout_ms);
+  cm.last_seen = now_;
+  if (cm.pending_join) {
+    // A JoinGroup sent again replaces the one held (its answer was lost or timed out).
+    join_resp stale;
+    stale.error_code = code(kafka_errc::rebalance_in_progress);
+    auto f = std::move(cm.pending_join);
+    f(stale);
+  }
+  cm.pending_join = std::move(reply);
+  if (g_.state != gstate::preparing) prepare_rebalance("JoinGroup from " + r.member_id);
+  maybe_complete_join();
+}
+
+void simulation::handle_sync(sim_member&, protocol::sync_group_request r,
+                             std::function<void(protocol::sync_group_response)> reply) {
+  protocol::sync_group_response out;
+  auto it = g_.members.find(r.member_id);
+  if (it == g_.members.end()) {
+    out.error_code = code(kafka_errc::unknown_member_id);
+  } else if (r.generation_id != g_.generation) {
+    out.error_code = code(kafka_errc::illegal_generation);
+  } else if (g_.state == gstate::preparing) {
+    out.error_code = code(kafka_errc::rebalance_in_progress);
+  }
+  if (out.error_code != 0) {
+    reply(out);
+    return;
+  }
+  auto& cm = it->second;
+  cm.last_seen = now_;
+  cm.awaiting_sync = false;
+  if (g_.state == gstate::stable) {
+    out.protocol_type = "consumer";
+    out.protocol_name = g_.protocol;
+    out.assignment = cm.assignment;
+    reply(out);
+    return;
+  }
+  // CompletingRebalance.
+  cm.pending_sync = std::move(reply);
+  if (r.member_id != g_.leader) return;
+  for (const auto& a : r.assignments) {
+    auto m = g_.members.find(a.member_id);
+    if (m == g_.members.end()) continue;
+    m->second.assignment = a.assignment;
+    partition_set parts;
+    if (auto ec = group::decode_consumer_assignment(a.assignment, parts))
+      fail("coordinator", "the leader's assignment does not decode: " + ec.message());
+    assigned_[{a.member_id, g_.generation}] = parts;
+  }
+  g_.state = gstate::stable;
+  store_group();
+  note(fmt::format("coordinator: generation {} Stable", g_.generation));
+  for (auto& [id, member] : g_.members) {
+    if (!member.pending_sync) continue;
+    protocol::sync_group_response ok;
+    ok.protocol_type = "consumer";
+    ok.protocol_name = g_.protocol;
+    ok.assignment = member.assignment;
+    auto f = std::move(member.pending_sync);
+    member.pending_sync = nullptr;
+    f(ok);
+  }
+}
+
+protocol::heartbeat_response simulation::handle_heartbeat(const protocol::heartbeat_request& r) {
+  protocol::heartbeat_response out;
+  auto it = g_.members.find(r.member_id);
+  if (it == g_.members.end()) {
+    out.error_code = code(kafka_errc::unknown_member_id);
+  } else if (r.generation_id != g_.generation) {
+    out.error_code = code(kafka_errc::illegal_generation);
+  } else {
+    it->second.last_seen = now_;
+    if (g_.state == gstate::preparing) out.error_code = code(kafka_errc::rebalance_in_progress);
+  }
+  return out;
+}
+
+protocol::leave_group_response simulation::handle_leave(const protocol::leave_group_request& r) {
+  protocol::leave_group_response out;
+  std::vector<std::string> ids;
+  if (!r.member_id.empty()) ids.push_back(r.member_id);
+  for (const auto& m : r.members) ids.push_back(m.member_id);
+  for (const auto& id : ids) {
+    protocol::leave_group_response::member_response mr;
+    mr.member_id = id;
+    if (!g_.members.count(id)) {
+      mr.error_code = code(kafka_errc::unknown_member_id);
+    } else {
+      remove_member(id, "LeaveGroup");
+    }
+    out.members.push_back(mr);
+  }
+  return out;
+}
+
+protocol::offset_commit_response simulation::handle_commit(sim_member& m,
+                                                           const protocol::offset_commit_request& r) {
+  std::int16_t err = 0;
+  auto it = g_.members.find(r.member_id);
+  if (r.generation_id_or_member_epoch < 0 && r.member_id.empty()) {
+    if (g_.state != gstate::empty) err = code(kafka_errc::unknown_member_id);
+  } else if (it == g_.members.end()) {
+    err = code(kafka_errc::unknown_member_id);
+  } else if (r.generation_id_or_member_epoch != g_.generation) {
+    err = code(kafka_errc::illegal_generation);
+  } else if (g_.state == gstate::completing) {
+    err = code(kafka_errc::rebalance_in_progress);
+  }
+  protocol::offset_commit_response out;
+  for (const auto& t : r.topics) {
+    protocol::offset_commit_response::offset_commit_response_topic rt;
+    rt.name = t.name;
+    for (const auto& p : t.partitions) {
+      rt.partitions.push_back({p.partition_index, err});
+      if (err != 0) continue;
+      const TopicPartition tp{t.name, p.partition_index};
+      // G2: only the member the generation assigned the partition to commits it, or (a
+      // cooperative revoke, whose callback runs in the next generation) the member that owned
+      // it last while the generation holds it back from everyone.
+      if (!owns_for_commit(r.member_id, r.generation_id_or_member_epoch, tp))
+        fail("G2 (commits only from the partition's owner)",
+             fmt::format("{} ({}) committed {} at {} in generation {}, which did not assign it to that member",
+                         m.name, r.member_id, name(tp), p.committed_offset, r.generation_id_or_member_epoch));
+      // G3: never back.
+      const auto c = committed_.find(tp);
+      if (c != committed_.end() && p.committed_offset < c->second)
+        fail("G3 (committed offsets never move back)",
+             fmt::format("{} committed {} at {} (generation {}), below {} committed before", m.name, name(tp),
+                         p.committed_offset, r.generation_id_or_member_epoch, c->second));
+      committed_[tp] = p.committed_offset;
+      ++commits_accepted_;
+    }
+    out.topics.push_back(std::move(rt));
+  }
+  note(fmt::format("coordinator: OffsetCommit from {} generation {}: error {}", r.member_id,
+                   r.generation_id_or_member_epoch, err));
+  if (it != g_.members.end() && err == 0) it->second.last_seen = now_;
+  return out;
+}
+
+bool simulation::owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const {
+  // Legitimate: the generation assigned it to the member; or it assigned it to nobody (a
+  // cooperative hand-over holds it back) and the last generation that assigned it to anyone
+  // assigned it to this member (whether or not the member heard of the generations between).
+  std::int32_t last_gen = -1;
+  std::string last_owner;
+  for (const auto& [key, parts] : assigned_) {
+    if (key.second > generation || !parts.count(tp)) continue;
+    if (key.second > last_gen) {
+      last_gen = key.second;
+      last_owner = key.first;
+    }
+  }
+  return last_gen >= 0 && last_owner == member;
+}
+
+void simulation::coordinator_tick() {
+  if (now_ >= coord_down_until_ && now_ >= coord_loading_until_) {
+    std::vector<std::string> expired;
+    for (const auto& [id, cm] : g_.members) {
+      if (!cm.pending_join && now_ - cm.last_seen > cm.session) expired.push_back(id);
+    }
+    for (const auto& id : expired) remove_member(id, "session timeout");
+    std::vector<std::string> pending_expired;
+    for (const auto& [id, until] : pending_ids_)
+      if (now_ > until) pending_expired.push_back(id);
+    for (const auto& id : pending_expired) pending_ids_.erase(id);
+    if (!pending_expired.empty()) maybe_complete_join();
+    if (g_.state == gstate::preparing && now_ >= rebalance_deadline_) complete_join();
+    if (g_.state == gstate::completing && now_ >= rebalance_deadline_) {
+      // KIP-394's pending syncs: members that never sent SyncGroup are removed.
+      std::vector<std::string> late;
+      for (const auto& [id, cm] : g_.members)
+        if (cm.awaiting_sync) late.push_back(id);
+      for (const auto& id : late) remove_member(id, "no SyncGroup within the rebalance timeout");
+    }
+  }
+  at(now_ + milliseconds(100), [this] { coordinator_tick(); });
+}
+
+// ---- a member's background thread -----------------------------------------------------------------
+
+void simulation::process(sim_member& m) {
+  for (int rounds = 0; rounds < 64 && m.alive; ++rounds) {
+    auto actions = m.core->take_actions();
+    if (actions.empty()) break;
+    for (auto& a : actions) apply(m, a);
+  }
+  if (!m.alive) return;
+  // The timer (driver_base::arm_timer): one armed, at the core's next deadline.
+  const auto when = m.core->next_deadline();
+  if (!when) {
+    m.timer_at.reset();
+    ++m.timer_seq;
+    return;
+  }
+  if (m.timer_at && *m.timer_at == *when) return;
+  m.timer_at = *when;
+  const auto seq = ++m.timer_seq;
+  // The driver's timer has millisecond resolution.
+  const auto t = now_ + std::chrono::ceil<milliseconds>(std::max(*when - now_, group::clock::duration::zero()));
+  at_member(m, t, [this, &m, seq] {
+    if (seq != m.timer_seq) return;
+    m.timer_at.reset();
+    m.core->tick(now_);
+    process(m);
+    check_poll_timeout(m);
+  });
+}
+
+template <class Response, class Handle>
+void simulation::send(sim_member& m, const char* what, milliseconds timeout, Handle handle,
+                      std::function<void(sim_member&, const Response&)> deliver) {
+  const auto node = m.core->coordinator();
+  if (!node) {
+    m.core->request_failed(now_, make_error_code(client_errc::coordinator_not_found));
+    return;
+  }
+  const auto epoch = m.request_epoch;
+  // One answer reaches the core: the response or the failure, whichever comes first.
+  auto done = std::make_shared<bool>(false);
+  auto fail_request = [this, &m, epoch, done, what](std::error_code ec) {
+    if (*done || epoch != m.request_epoch) return;
+    *done = true;
+    note(fmt::format("{}: {} failed: {}", m.name, what, ec.message()));
+    m.core->request_failed(now_, ec);
+    process(m);
+    check_poll_timeout(m);
+  };
+  if (timeout.count() == 0) timeout = base_.request_timeout;
+  at_member(m, now_ + timeout, [fail_request] { fail_request(make_error_code(client_errc::request_timed_out)); });
+  const bool reset = fault_phase() && rng_.chance(0.02);
+  const bool reaches = !reset || rng_.chance(0.5);
+  m.last_send = std::max(now_ + latency(), m.last_send);
+  if (reset) {
+    at_member(m, m.last_send, [fail_request] { fail_request(make_error_code(client_errc::connection_closed)); });
+    if (!reaches) return;
+  }
+  auto respond = [this, &m, epoch, done, deliver, reset](Response r) {
+    if (reset) return;  // the connection is gone: the answer is lost
+    m.last_answer = std::max(now_ + latency(), m.last_answer);
+    at_member(m, m.last_answer, [this, &m, epoch, done, deliver, r] {
+      if (*done || epoch != m.request_epoch) return;
+      *done = true;
+      deliver(m, r);
+      process(m);
+      check_poll_timeout(m);
+    });
+  };
+  at(m.last_send, [this, node = *node, handle, respond] {
+    if (auto err = not_serving(node)) {
+      Response r;
+      r.error_code = *err;
+      respond(r);
+      return;
+    }
+    handle(respond);
+  });
+}
+
+void simulation::apply(sim_member& m, group::action& a) {
+  std::visit(
+      [&](auto& act) {
+        using T = std::decay_t<decltype(act)>;
+        if constexpr (std::is_same_v<T, group::find_coordinator>) {
+          at_member(m, now_ + latency(), [this, &m] {
+            if (now_ < coord_down_until_) {
+              m.core->coordinator_failed(now_, make_error_code(kafka_errc::coordinator_not_available));
+            } else {
+              m.core->coordinator_found(now_, coord_node_);
+            }
+            process(m);
+          });
+        } else if constexpr (std::is_same_v<T, group::send_join_group>) {
+          note(fmt::format("{}: JoinGroup as '{}'", m.name, act.request.member_id));
+          send<join_resp>(
+              m, "JoinGroup", act.timeout,
+              [this, &m, r = act.request](auto respond) { handle_join(m, r, respond); },
+              [this](sim_member& mm, const join_resp& r) {
+                note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
+                                 r.generation_id, r.leader));
+                mm.core->join_group_done(now_, r);
+              });
+        } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
+          send<protocol::sync_group_response>(
+              m, "SyncGroup", milliseconds(0),
+              [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
+              [this](sim_member& mm, const protocol::sync_group_response& r) {
+                note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
+                mm.core->sync_group_done(now_, r);
+              });
+        } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
+          send<protocol::heartbeat_response>(
+              m, "Heartbeat", milliseconds(0),
+              [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
+              [this](sim_member& mm, const protocol::heartbeat_response& r) {
+                if (r.error_code != 0) note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
+                mm.core->heartbeat_done(now_, r);
+              });
+        } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
+          note(fmt::format("{}: LeaveGroup", m.name));
+          send<protocol::leave_group_response>(
+              m, "LeaveGroup", milliseconds(0),
+              [this, r = act.request](auto respond) { respond(handle_leave(r)); },
+              [this](sim_member& mm, const protocol::leave_group_response& r) {
+                mm.core->leave_group_done(now_, r);
+              });
+        } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
+          at_member(m, now_ + latency(), [this, &m, job = act] {
+            ClusterMetadata cm;
+            for (const auto& t : job.topics) {
+              auto it = topics_.find(t);
+              if (it == topics_.end()) continue;
+              TopicMetadata tm;
+              tm.topic = t;
+              tm.partition_count = it->second;
+              cm.topics.push_back(std::move(tm));
+            }
+            m.core->assignment_metadata(now_, job.generation, {}, cm);
+            process(m);
+          });
+        } else if constexpr (std::is_same_v<T, group::run_listener>) {
+          note(fmt::format("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind),
+                           names(act.partitions)));
+          m.shared.push(detail::listener_call{act.kind, std::move(act.partitions), act.seq});
+        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
+          assignment_changed(m, act.owned);
+        } else if constexpr (std::is_same_v<T, group::report_error>) {
+          if (act.fatal)
+            fail("G4 (no fatal error, no refused transition)", fmt::format("{}: {}", m.name, act.message));
+          note(fmt::format("{}: error: {}", m.name, act.message));
+        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
+          if (m.shared.started_listeners.count(act.seq)) {
+            m.shared.late_cancels.insert(act.seq);
+          } else {
+            m.shared.cancelled_listeners.insert(act.seq);
+          }
+        } else if constexpr (std::is_same_v<T, group::left_group>) {
+          m.left = true;
+          m.shared.push(detail::left_event{});
+        } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
+          ++m.request_epoch;
+        }
+      },
+      a);
+}
+
+void simulation::assignment_changed(sim_member& m, const partition_set& owned) {
+  // The fetcher's assign(): positions of new partitions come from OffsetFetch; partitions no longer
+  // owned are forgotten (auto-commit starts afresh for a later owner).
+  for (const auto& tp : m.bg_owned) {
+    if (owned.count(tp)) continue;
+    m.fetched_pos.erase(tp);
+    m.auto_committer.forget(tp);
+  }
+  for (const auto& tp : owned) {
+    if (m.bg_owned.count(tp)) continue;
+    const auto s = ++m.bg_own_seq[tp];
+    offset_fetch(m, tp, s);
+  }
+  m.bg_owned = owned;
+}
+
+void simulation::offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq) {
+  const bool fails = fault_phase() && rng_.chance(0.05);
+  at_member(m, now_ + latency(), [this, &m, tp, own_seq, fails] {
+    if (!m.bg_owned.count(tp) || m.bg_own_seq[tp] != own_seq) return;
+    if (fails || not_serving(coord_node_)) {  // the fetcher finds the coordinator itself
+      at_member(m, now_ + milliseconds(100), [this, &m, tp, own_seq] { offset_fetch(m, tp, own_seq); });
+      return;
+    }
+    const auto c = committed_.find(tp);
+    const std::int64_t p = c == committed_.end() ? 0 : c->second;  // auto.offset.reset=earliest
+    m.fetched_pos[tp] = p;
+    note(fmt::format("{}: {} starts at {}{}", m.name, name(tp), p, c == committed_.end() ? " (reset)" : ""));
+  });
+}
+
+void simulation::auto_commit_timer(sim_member& m) {
+  // fetcher::auto_commit: the consumed positions of owned partitions, if the member is stable.
+  const auto offsets = [&] {
+    std::map<TopicPartition, detail::epoch_offset> consumed;
+    for (const auto& [tp, o] : m.consumed) consumed[tp] = {o, -1};
+    return m.auto_committer.due(consumed, m.bg_owned, identity(m));
+  }();
+  if (!offsets.empty()) {
+    send_commit(m, offsets, "auto-commit", [](std::optional<data::commit_error>) {}, now_);
+  }
+  at_member(m, now_ + milliseconds(rng_.between(500, 2000)), [this, &m] { auto_commit_timer(m); });
+}
+
+void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
+                             std::function<void(std::optional<data::commit_error>)> done, time_point deadline) {
+  const auto id = identity(m);
+  if (auto refused = data::refuse_commit(id, offsets)) {
+    if (!refused->code) {
+      done(std::nullopt);
+      return;
+    }
+    note(fmt::format("{}: {} refused: {}", m.name, who, refused->message));
+    done(refused);
+    return;
+  }
+  for (const auto& [tp, om] : offsets) {
+    // G2: a member commits only partitions it owns (the application's view, or the fetcher's
+    // for auto-commit).
+    if (!m.app_owned.count(tp) && !m.bg_owned.count(tp))
+      fail("G2 (commits only from the partition's owner)",
+           fmt::format("{} commits {} at {} ({}), which it does not own", m.name, name(tp), om.offset, who));
+    // G3: a member commits only what its application reached.
+    const auto p = m.pos.find(tp);
+    if (p == m.pos.end() || om.offset > p->second)
+      fail("G3 (committed offsets never move back)",
+           fmt::format("{} commits {} at {}, past its application's position {}", m.name, name(tp), om.offset,
+                       p == m.pos.end() ? -1 : p->second));
+  }
+  std::string list;
+  for (const auto& [tp, om] : offsets) list += fmt::format(" {}@{}", name(tp), om.offset);
+  note(fmt::format("{}: {} sends generation {}:{}", m.name, who, id.generation, list));
+  const auto req = data::make_commit_request("g", id, offsets);
+  const bool lost = fault_phase() && rng_.chance(0.02);
+  m.last_send = std::max(now_ + latency(), m.last_send);
+  auto answer = [this, &m, offsets, who, done, deadline, gen = id.generation](protocol::offset_commit_response r) {
+    const auto failure = data::read_commit_response(r);
+    if (!failure) {
+      m.auto_committer.committed(offsets);
+      done(std::nullopt);
+      return;
+    }
+    if (failure->kafka_code != 0) {
+      m.core->commit_failed(now_, gen, failure->kafka_code);
+      process(m);
+    }
+    if (data::commit_retriable(failure->error.code) && now_ + milliseconds(100) < deadline) {
+      at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline] {
+        send_commit(m, offsets, who, done, deadline);
+      });
+      return;
+    }
+    note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
+    done(failure->error);
+  };
+  if (lost) {
+    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline] {
+      note(fmt::format("{}: {} lost (connection reset)", m.name, who));
+      if (now_ + milliseconds(100) < deadline) {
+        at_member(m, now_ + milliseconds(100),
+                  [this, &m, offsets, who, done, deadline] { send_commit(m, offsets, who, done, deadline); });
+      } else {
+        done(data::commit_error{make_error_code(client_errc::connection_closed), "connection reset"});
+      }
+    });
+    return;
+  }
+  at(m.last_send, [this, &m, req, answer, node = id.coordinator.value_or(-1)] {
+    protocol::offset_commit_response r;
+    if (auto err = not_serving(node)) {
+      for (const auto& t : req.topics) {
+        protocol::offset_commit_response::offset_commit_response_topic rt;
+        rt.name = t.name;
+        for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, *err});
+        r.topics.push_back(std::move(rt));
+      }
+    } else {
+      r = handle_commit(m, req);
+    }
+    m.last_answer = std::max(now_ + latency(), m.last_answer);
+    at_member(m, m.last_answer, [answer, r] { answer(r); });
+  });
+}
+
+// ---- a member's application ---------------------------------------------------------------------------
+
+data::group_identity simulation::identity(const sim_member& m) const {
+  data::group_identity id;
+  static_cast<group::standing&>(id) = m.core->standing();
+  id.group_mode = true;
+  id.subscribed = true;
+  return id;
+}
+
+void simulation::poll_start(sim_member& m) {
+  if (m.closing) return;
+  ++m.polls;
+  m.in_poll = true;
+  m.clock_from = now_;
+  m.core->poll_called(now_);
+  process(m);
+  // publish_returned(): what the last poll() returned is consumed now.
+  m.consumed.clear();
+  for (const auto& tp : m.app_owned)
+    if (m.pos.count(tp)) m.consumed[tp] = m.pos[tp];
+  // poll(timeout): mostly short, sometimes longer than max.poll.interval.ms (waiting inside poll()
+  // never counts toward it).
+  milliseconds timeout(rng_.between(10, 200));
+  if (rng_.chance(0.05)) timeout = m.max_poll_interval + milliseconds(rng_.between(500, 5000));
+  m.poll_deadline = now_ + timeout;
+  run_events(m, [this, &m] { poll_body(m); });
+}
+
+void simulation::run_events(sim_member& m, std::function<void()> then) {
+  while (!m.shared.events.empty()) {
+    auto e = std::move(m.shared.events.front());
+    m.shared.events.pop_front();
+    if (auto* call = std::get_if<detail::listener_call>(&e)) {
+      if (!m.mailbox.start(*call)) continue;  // superseded
+      m.core->listener_started(now_, call->seq);
+      process(m);
+      m.in_callback = true;
+      m.clock_from = now_;
+      auto c = *call;
+      auto finish = [this, &m, c, then] {
+        m.in_callback = false;
+        m.clock_from = now_;
+        auto after = [this, &m, c, then] {
+          m.core->listener_done(now_, c.seq);
+          process(m);
+          check_poll_timeout(m);
+          run_events(m, then);
+        };
+        if (auto lost = m.mailbox.finish(c)) {
+          invoke(m, *lost, after);
+          return;
+        }
+        after();
+      };
+      if (c.kind != group::listener_kind::lost || !c.partitions.empty()) {
+        invoke(m, c, finish);
+      } else {
+        finish();
+      }
+      return;  // run_events continues from the callback's end
+    }
+  }
+  then();
+}
+
+void simulation::invoke(sim_member& m, detail::listener_call call, std::function<void()> done) {
+  // Consumer::impl::invoke: auto-commit the revoked partitions first; a revoked call's callback runs
+  // while they are still owned, a lost or assigned one after the bookkeeping.
+  if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && m.auto_commit) {
+    // data_reader::commit_positions(): the positions, which become the consumed ones.
+    data::commit_map offsets;
+    for (const auto& tp : call.partitions) {
+      if (!m.pos.count(tp)) continue;
+      offsets[tp] = {m.pos[tp], "", -1};
+      if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
+    }
+    send_commit(
+        m, offsets, "auto-commit before revoking",
+        [this, &m, call, done](std::optional<data::commit_error>) { callback(m, call, done); },
+        now_ + milliseconds(60000));
+    return;
+  }
+  callback(m, call, done);
+}
+
+void simulation::callback(sim_member& m, const detail::listener_call& call, std::function<void()> done) {
+  if (call.kind != group::listener_kind::revoked) ownership_changed(m, call);
+  // The application's callback: some take long (past max.poll.interval.ms in the fault phase).
+  milliseconds d(rng_.between(0, 30));
+  if (fault_phase() && rng_.chance(0.05)) d = milliseconds(rng_.between(500, m.max_poll_interval.count() + 3000));
+  note(fmt::format("{}: on_partitions_{}({}) runs {} ms", m.name, group::to_string(call.kind),
+                   names(call.partitions), d.count()));
+  at_member(m, now_ + d, [this, &m, call, done] {
+    auto end = [this, &m, call, done] {
+      if (call.kind == group::listener_kind::revoked) ownership_changed(m, call);
+      done();
+    };
+    if (call.kind == group::listener_kind::revoked && m.commit_in_revoke) {
+      // commit_sync() of the revoked partitions' positions inside the callback.
+      data::commit_map offsets;
+      for (const auto& tp : call.partitions)
+        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", -1};
+      commit_sync(m, offsets, "commit_sync in on_partitions_revoked", false, end);
+      return;
+    }
+    end();
+  });
+}
+
+void simulation::ownership_changed(sim_member& m, const detail::listener_call& call) {
+  for (const auto& tp : call.partitions) {
+    if (call.kind == group::listener_kind::assigned) {
+      m.app_owned.insert(tp);
+    } else {
+      m.app_owned.erase(tp);
+      m.pos.erase(tp);
+      m.consumed.erase(tp);
+    }
+  }
+}
+
+void simulation::poll_body(sim_member& m) {
+  // Positions the background found (the position events of the real reader).
+  for (const auto& tp : m.app_owned) {
+    if (m.pos.count(tp)) continue;
+    auto f = m.fetched_pos.find(tp);
+    if (f == m.fetched_pos.end()) continue;
+    m.pos[tp] = f->second;
+    m.fetched_pos.erase(f);
+  }
+  std::int64_t budget = rng_.between(1, 50);
+  std::vector<std::string> got;
+  for (const auto& tp : m.app_owned) {
+    auto p = m.pos.find(tp);
+    if (p == m.pos.end() || budget <= 0) continue;
+    const auto n = std::min(budget, log_end_[tp] - p->second);
+    if (n <= 0) continue;
+    auto& seen = processed_[tp];
+    for (std::int64_t o = p->second; o < p->second + n; ++o) seen[static_cast<std::size_t>(o)] = true;
+    got.push_back(fmt::format("{}[{}, {})", name(tp), p->second, p->second + n));
+    p->second += n;
+    budget -= n;
+  }
+  if (!got.empty()) {
+    if (verbose_) note(fmt::format("{}: poll returns {}", m.name, fmt::join(got, " ")));
+    poll_return(m);
+    return;
+  }
+  if (now_ >= m.poll_deadline) {
+    poll_return(m);
+    return;
+  }
+  // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
+  at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))),
+            [this, &m] { run_events(m, [this, &m] { poll_body(m); }); });
+}
+
+void simulation::poll_return(sim_member& m) {
+  m.in_poll = false;
+  m.clock_from = now_;
+  m.core->poll_returned(now_);
+  process(m);
+  // The application's work between polls.
+  milliseconds work(rng_.between(1, 40));
+  if (fault_phase() && rng_.chance(0.01)) work = m.max_poll_interval + milliseconds(rng_.between(100, 3000));
+  if (work > milliseconds(1000)) note(fmt::format("{}: app works {} ms before the next poll", m.name, work.count()));
+  at_member(m, now_ + work, [this, &m] { after_work(m); });
+}
+
+void simulation::after_work(sim_member& m) {
+  if (m.close_requested) {
+    note(fmt::format("{}: the application calls close()", m.name));
+    close_member(m);
+    return;
+  }
+  auto next = [this, &m] {
+    if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
+  };
+  if (m.retry_commit) {
+    // A careful application commits again only what it still owns (Kafka's classic coordinator
+    // accepts a commit of any partition from a member of the current generation), at the
+    // positions it has reached since (an older offset would be its own step back).
+    auto offsets = std::move(*m.retry_commit);
+    m.retry_commit.reset();
+    std::erase_if(offsets, [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
+    for (auto& [tp, om] : offsets) om.offset = m.pos[tp];
+    commit_sync(m, offsets, "commit_sync again (after REBALANCE_IN_PROGRESS)", true, next);
+    return;
+  }
+  if (m.sync_commits && rng_.chance(fault_phase() ? 0.1 : 0.3)) {
+    // commit_sync() without offsets: data_reader::positions_for_commit(), which makes the positions
+    // the consumed ones (auto-commit never commits below them afterwards).
+    data::commit_map offsets;
+    for (const auto& tp : m.app_owned) {
+      if (!m.pos.count(tp)) continue;
+      offsets[tp] = {m.pos[tp], "", -1};
+      m.consumed[tp] = m.pos[tp];
+    }
+    commit_sync(m, offsets, "commit_sync", true, next);
+    return;
+  }
+  next();
+}
+
+void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
+                             std::function<void()> then) {
+  // commit_sync(): retried inside until its timeout while retriable; REBALANCE_IN_PROGRESS goes back
+  // to the application, which (as Java's documentation suggests) polls and commits the same
+  // offsets again.
+  send_commit(
+      m, offsets, who,
+      [this, &m, offsets, retry_later, then](std::optional<data::commit_error> e) {
+        if (e && e->code == make_error_code(kafka_errc::rebalance_in_progress) && retry_later) {
+          m.retry_commit = offsets;
+        }
+        if (!e) {
+          // data_reader::offsets_committed(): auto-commit is not left below what was committed.
+          for (const auto& [tp, om] : offsets) {
+            auto c = m.consumed.find(tp);
+            const auto p = m.pos.find(tp);
+            if (c != m.consumed.end() && p != m.pos.end() && om.offset <= p->second && c->second < om.offset)
+              c->second = om.offset;
+          }
+        }
+        then();
+      },
+      now_ + milliseconds(rng_.between(2000, 10000)));
+}
+
+void simulation::close_member(sim_member& m) {
+  // close(): the revoke runs on the application's thread (with its auto-commit and callback),
+  // then LeaveGroup; close() waits for it up to its timeout.
+  m.closing = true;
+  m.core->close(now_);
+  process(m);
+  close_wait(m, now_ + milliseconds(30000));
+}
+
+void simulation::close_wait(sim_member& m, time_point deadline) {
+  run_events(m, [this, &m, deadline] {
+    if (m.left || now_ >= deadline) {
+      note(fmt::format("{} closed{}", m.name, m.left ? "" : " (timed out)"));
+      m.alive = false;
+      return;
+    }
+    at_member(m, now_ + milliseconds(10), [this, &m, deadline] { close_wait(m, deadline); });
+  });
+}
+
+// ---- checks ---------------------------------------------------------------------------------------------
+
+void simulation::check_poll_timeout(sim_member& m) {
+  if (m.core->state() != group::classic_state::poll_timed_out) {
+    m.timeout_checked = false;
+    return;
+  }
+  if (m.timeout_checked) return;
+  m.timeout_checked = true;
+  const bool counting = !m.in_poll || m.in_callback;
+  if (!counting || now_ - m.clock_from < m.max_poll_interval)
+    fail("G5 (max.poll.interval.ms counts only time outside poll() or inside a callback)",
+         fmt::format("{} left the group for max.poll.interval.ms ({} ms): its application is {} since {:.0f} ms",
+                     m.name, m.max_poll_interval.count(),
+                     m.in_callback ? "in a listener callback"
+                     : m.in_poll   ? "waiting inside poll()"
+                                   : "working outside poll()",
+                     ms(m.clock_from)));
+}
+
+void simulation::check_step() {
+  // G1: members stable in one generation own disjoint partitions.
+  std::map<std::int32_t, std::map<TopicPartition, std::string>> owners;
+  for (const auto& m : members_) {
+    if (!m->alive) continue;
+    if (m->core->invalid_transitions() != 0)
+      fail("G4 (no fatal error, no refused transition)", m->name + " made a transition its table refuses");
+    if (m->core->state() != group::classic_state::stable) continue;
+    auto& gen = owners[m->core->generation()];
+    for (const auto& tp : m->core->owned()) {
+      auto [it, inserted] = gen.emplace(tp, m->name);
+      if (!inserted)
+        fail("G1 (one owner per partition and generation)",
+             fmt::format("{} and {} both own {} in generation {}", it->second, m->name, name(tp),
+                         m->core->generation()));
+    }
+  }
+}
+
+void simulation::check_end() {
+  std::vector<sim_member*> alive;
+  for (auto& m : members_)
+    if (m->alive) alive.push_back(m.get());
+  const auto where = fmt::format("{:.0f} ms after the last fault", ms(now_) - ms(quiet_at_));
+  if (alive.empty()) fail("G6 (convergence)", "no member is left");
+  if (g_.state != gstate::stable)
+    fail("G6 (convergence)", fmt::format("{}: the group is {}", where, to_string(g_.state)));
+  std::map<TopicPartition, std::string> owner;
+  for (auto* m : alive) {
+    if (m->core->state() != group::classic_state::stable || m->core->generation() != g_.generation)
+      fail("G6 (convergence)", fmt::format("{}: {} is {} in generation {}, the group's is {}", where, m->name,
+                                           group::to_string(m->core->state()), m->core->generation(),
+                                           g_.generation));
+    for (const auto& tp : m->core->owned()) owner[tp] = m->name;
+  }
+  for (const auto& [tp, end] : log_end_) {
+    if (!owner.count(tp)) fail("G6 (convergence)", fmt::format("{}: nobody owns {}", where, name(tp)));
+    const auto& seen = processed_[tp];
+    const auto gap = std::find(seen.begin(), seen.end(), false);
+    if (gap != seen.end())
+      fail("G6 (no offset skipped)", fmt::format("{}: offset {} of {} (end {}) was never given to an application",
+                                                 where, gap - seen.begin(), name(tp), end));
+    const auto c = committed_.find(tp);
+    if (c == committed_.end() || c->second != end)
+      fail("G6 (convergence)", fmt::format("{}: {} is committed at {}, its log ends at {} (owner {})", where,
+                                           name(tp), c == committed_.end() ? -1 : c->second, end, owner[tp]));
+  }
+}
+
+run_result simulation::run() {
+  run_result out;
+  bool ended = false;
+  try {
+    setup();
+    at(now_ + milliseconds(rng_.between(0, 50)), [this] { produce(); });
+    at(now_ + milliseconds(rng_.between(1000, 5000)), [this] { fault(); });
+    at(now_ + milliseconds(100), [this] { coordinator_tick(); });
+    // The quiet phase starts with every member working: one more if none is left.
+    at(quiet_at_, [this] {
+      note("quiet: no more faults");
+      if (live(members_) == 0 ||
+          std::none_of(members_.begin(), members_.end(), [](const auto& m) { return m->alive && !m->closing && !m->close_requested; }))
+        add_member();
+    });
+    at(end_at_, [this, &ended] {
+      check_end();
+      ended = true;
+    });
+    while (!ended && !queue_.empty()) {
+      auto it = queue_.begin();
+      now_ = it->first.first;
+      auto f = std::move(it->second);
+      queue_.erase(it);
+      f();
+      check_step();
+    }
+  } catch (const violation& v) {
+    out.ok = false;
+    out.invariant = v.invariant;
+    out.message = v.message;
+  }
+  for (const auto& line : trace_) out.trace += line + "\n";
+  // Member-seconds: every member simulated counts.
+  out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count() * static_cast<double>(live(members_));
+  return out;
+}
+
+}  // namespace
+
+run_result run_group_seed(std::uint64_t seed, bool verbose) {
+  auto s = std::make_unique<simulation>(seed, verbose);
+  return s->run();
+}
+
+}  // namespace kgroup::sim
