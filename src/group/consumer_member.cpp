@@ -131,6 +131,7 @@ group::standing consumer_member::standing() const {
   st.removed = state_ == s::fenced || removed_;
   // leaving: the revoke is done and the leave heartbeat is next, or a lost listener runs.
   st.left = state_ == s::leaving;
+  st.owned = owned();
   return st;
 }
 

@@ -109,6 +109,7 @@ group::standing member::standing() const {
   // previous owner's revoke (preparing, leaving) still belong to it.
   s.stable = generation_ >= 0 && (state_ == classic_state::stable || state_ == classic_state::completing ||
                                   state_ == classic_state::preparing || state_ == classic_state::leaving);
+  s.owned = owned_;
   return s;
 }
 

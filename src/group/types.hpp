@@ -72,6 +72,9 @@ struct standing {
   bool fatal = false;           // a fatal group error ended the membership
   bool removed = false;         // the coordinator removed (fenced) this member; it has not rejoined yet
   bool left = false;            // unsubscribe()/close(): the revoke is done (or lost), the leave is next
+  /// What the membership owns now: a subscribed member commits no other partition (one it gave
+  /// up, or lost, may have another owner in this very generation).
+  partition_set owned{};
   bool gone() const noexcept { return poll_timed_out || fatal || removed || left; }
 };
 const char* to_string(listener_kind k) noexcept;

@@ -18,6 +18,7 @@ group_identity member_of(std::int32_t generation, bool stable = true) {
   who.instance_id = "i1";
   who.coordinator = 2;
   who.stable = stable;
+  who.owned = {{"t", 0}, {"t", 1}, {"u", 0}};
   return who;
 }
 
@@ -53,6 +54,27 @@ TEST_CASE("committer: a commit goes out only with a settled generation", "[commi
   auto fatal = joining;
   fatal.fatal = true;
   CHECK_THAT(refuse_commit(fatal, some)->message, Catch::Contains("fatal group error"));
+}
+
+// Found by kgroup-sim --group (seed 2051, invariant G2). A revoke callback ran longer than the
+// rebalance timeout; the coordinator removed the member, the core gave the partitions up and
+// rejoined, and the callback's commit_sync() then went out with the new generation, for partitions
+// that generation had given to another member. The coordinator accepted it (the classic protocol
+// checks the generation, not the partitions) and moved that member's committed offset back.
+TEST_CASE("committer: a subscribed member commits only partitions its membership owns now",
+          "[committer][sim_finding]") {
+  auto who = member_of(5);
+  who.owned = {{"t", 1}};
+  auto r = refuse_commit(who, some);
+  REQUIRE(r.has_value());
+  CHECK(r->code == make_error_code(client_errc::commit_failed));
+  CHECK_THAT(r->message, Catch::Contains("t-0"));
+  CHECK_THAT(r->message, Catch::Contains("does not own"));
+  CHECK_FALSE(refuse_commit(who, {{{"t", 1}, {20, "", -1}}}).has_value());
+  // Outside a subscription (assign()) any partition may be committed, as in Java.
+  group_identity manual;
+  manual.subscribed = false;
+  CHECK_FALSE(refuse_commit(manual, some).has_value());
 }
 
 TEST_CASE("committer: a membership that is gone fails the commit for good, whatever its generation",
