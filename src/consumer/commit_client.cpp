@@ -33,7 +33,19 @@ commit_done commit_client::request(std::function<void(fetch::fetcher&, std::uint
   return std::move(*done);
 }
 
+namespace {
+// A commit from inside a listener callback the core superseded (listener_mailbox::running_superseded).
+Error stale_callback_commit() {
+  return Error(
+      make_error_code(client_errc::commit_failed),
+      "commit failed: this listener callback belongs to a rebalance that is over (the member gave its "
+      "partitions up and went on while the callback ran), so they may have new owners; commit what "
+      "the next poll() returns instead");
+}
+}  // namespace
+
 void commit_client::commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
+  if (listeners_.running_superseded()) throw stale_callback_commit();
   request([offsets = std::move(offsets), deadline](fetch::fetcher& f,
                                                    std::uint64_t id) { f.commit(id, offsets, deadline); },
           deadline, "commit_sync()");
@@ -84,6 +96,12 @@ void commit_client::auto_commit(fetch::commit_map offsets, std::optional<clock::
 void commit_client::commit_async(fetch::commit_map m, const OffsetMap& offsets, CommitCallback cb) {
   const std::uint64_t id = ++next_id_;
   async_[id] = {offsets, std::move(cb)};
+  if (listeners_.running_superseded()) {
+    // Refused, and answered in order with the commits before it (its callback runs from poll()).
+    const Error e = stale_callback_commit();
+    shared_.push(commit_done{id, {}, e.code(), e.what()});
+    return;
+  }
   to_fetcher_([id, m = std::move(m)](fetch::fetcher& f) mutable { f.commit(id, std::move(m)); });
 }
 

@@ -11,6 +11,7 @@
 // mutex for that reason. late_revoked_ is the user thread's.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,13 @@ class listener_mailbox {
   /// reports them: the lost call to run now is returned.
   std::optional<listener_call> finish(const listener_call& call);
 
+  /// Whether the call the user thread is running now (between start() and finish()) was
+  /// cancelled after it started: the core gave its partitions up and went on (the member was
+  /// removed, and may have rejoined, while the callback ran). A commit from inside it would go out
+  /// with a later membership's identity for the earlier one's offsets, so commit_client refuses it
+  /// (found by kgroup-sim --group).
+  bool running_superseded() const;
+
   /// Runs the application's callback for `call` (none without a listener) and remembers the
   /// first exception; the group carries on regardless.
   void call_listener(const listener_call& call);
@@ -62,6 +70,7 @@ class listener_mailbox {
   std::shared_ptr<ConsumerRebalanceListener> listener_;
   std::exception_ptr error_;
   std::set<TopicPartition> late_revoked_;  // see finish()
+  std::optional<std::uint64_t> running_;   // the call between start() and finish() (user thread)
 };
 
 }  // namespace kgroup::detail

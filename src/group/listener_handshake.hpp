@@ -57,7 +57,10 @@ class listener_handshake {
   /// would have assigned was never the application's (`disown(parts)`). One already running
   /// finishes as what it is (unless `unstarted_only`: then it stays outstanding), but its done is
   /// stale from here: what it revokes or loses is gone now (`disown(parts)`), so no partition is
-  /// both revoked and lost; what it assigns stays owned, so the next callback takes it back.
+  /// both revoked and lost, and its seq is returned too (a late cancel for the user thread: a
+  /// commit from inside that callback would carry the identity of whatever membership comes next,
+  /// so it is refused; found by kgroup-sim --group); what it assigns stays owned, so the next
+  /// callback takes it back (no cancel: the user thread would report it lost at once).
   template <class Disown>
   std::optional<std::uint64_t> release(bool unstarted_only, Disown disown) {
     if (!pending_ || (unstarted_only && pending_->started)) return std::nullopt;
@@ -66,8 +69,9 @@ class listener_handshake {
       if (c.kind == listener_kind::assigned) disown(c.parts);
       return c.seq;
     }
-    if (c.kind != listener_kind::assigned) disown(c.parts);
-    return std::nullopt;
+    if (c.kind == listener_kind::assigned) return std::nullopt;
+    disown(c.parts);
+    return c.seq;
   }
   /// Forgets the outstanding call (its done becomes stale) and returns it.
   std::optional<call> drop() {

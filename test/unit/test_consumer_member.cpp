@@ -975,6 +975,9 @@ TEST_CASE("kip848: a revoke already running when the member is fenced finishes a
   a = h.next_heartbeat(err(kafka_errc::fenced_member_epoch));
   // t0 is the running revoke's; only t1 is lost.
   CHECK(expect<assignment_changed>(a).owned == partition_set{{"t", 1}});
+  // The running revoke is cancelled late: it finishes as a revoke, but a commit from inside it
+  // is refused from now on (it would carry the next membership's epoch; kgroup-sim --group).
+  CHECK(expect<cancel_listener>(a).seq == revoke.seq);
   auto lost = expect_listener(a, listener_kind::lost, {{"t", 1}});
   expect_empty(a);
   h.m.listener_done(h.now, revoke.seq);  // stale now

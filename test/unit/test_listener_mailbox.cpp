@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "consumer/commit_client.hpp"
 #include "consumer/listener_mailbox.hpp"
+#include "kgroup/error.hpp"
 
 using kgroup::TopicPartition;
 using kgroup::detail::listener_call;
@@ -116,4 +118,43 @@ TEST_CASE("listener mailbox: callbacks run, are timed, and the first error is ke
   REQUIRE(bk);
   CHECK(bk->bookkeeping_only);
   CHECK(bk->kind == listener_kind::lost);
+}
+
+// Found by kgroup-sim --group (seed 4213, invariant G3). A revoke callback ran longer than the
+// rebalance timeout; the coordinator removed the member, the core gave the partitions up, rejoined,
+// and the new generation gave it the same partitions back. The commit_sync() inside the old
+// callback then went out with the new generation for the old ownership's positions, and moved the
+// group's committed offset back below what another member had committed in between.
+TEST_CASE("listener mailbox: a commit from inside a callback the core superseded fails for good",
+          "[listener_mailbox][sim_finding]") {
+  kgroup::detail::shared_state shared;
+  listener_mailbox box(shared);
+  int sent = 0;
+  kgroup::detail::commit_client commits(shared, box,
+                                        [&](kgroup::detail::commit_client::fetcher_call) { ++sent; });
+  const kgroup::fetch::commit_map offsets{{t0, {180, "", -1}}};
+
+  listener_call revoke{listener_kind::revoked, {t0}, 1};
+  REQUIRE(box.start(revoke));
+  CHECK_FALSE(box.running_superseded());
+  shared.late_cancels.insert(1);  // the core gave the partitions up while the callback runs
+  CHECK(box.running_superseded());
+  try {
+    commits.commit_sync(offsets, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    FAIL("commit_sync() inside a superseded callback must throw");
+  } catch (const kgroup::Error& e) {
+    CHECK(e.code() == kgroup::make_error_code(kgroup::client_errc::commit_failed));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("rebalance that is over"));
+  }
+  // commit_async(): refused too, its callback told from poll() like any other answer.
+  commits.commit_async(offsets, {{t0, {180, "", std::nullopt}}},
+                       [](const kgroup::OffsetMap&, std::error_code) {});
+  CHECK(sent == 0);
+  REQUIRE(shared.events.size() == 1);
+  const auto* done = std::get_if<kgroup::detail::commit_done>(&shared.events.front());
+  REQUIRE(done != nullptr);
+  CHECK(done->code == kgroup::make_error_code(kgroup::client_errc::commit_failed));
+
+  CHECK_FALSE(box.finish(revoke));
+  CHECK_FALSE(box.running_superseded());  // outside any callback: commits go out again
 }

@@ -616,6 +616,27 @@ TEST_CASE(
   CHECK(last_owned(a).empty());
 }
 
+// Found by kgroup-sim --group (seeds 2051 and 4213). An eager revoke callback ran longer than the
+// rebalance timeout: the coordinator removed the member, the core gave the partitions up and
+// rejoined at once, and the commit_sync() inside the old callback went out with the new
+// generation (for partitions that generation had given to another member, or back to this one
+// after another had committed them). The core now cancels the running revoke late, so the user
+// thread refuses commits from inside it (listener_mailbox::running_superseded).
+TEST_CASE("member: a revoke still running when the member is removed is cancelled late; the member rejoins",
+          "[member][contract][sim_finding]") {
+  harness h;  // eager
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  h.m.listener_started(h.now, r.seq);
+  a = h.next_heartbeat(kafka_errc::unknown_member_id);
+  CHECK(expect<cancel_listener>(a).seq == r.seq);
+  CHECK(last_owned(a).empty());  // the running revoke's partitions are given up now
+  expect<send_join_group>(a);    // no poll() needed: nothing is owned, nothing is lost
+  CHECK(h.m.standing().owned.empty());
+  expect_empty(h.done(r));  // the revoke returns: stale, changes nothing
+}
+
 TEST_CASE("member: unsubscribe() replaces a revoke still queued instead of running two",
           "[member][contract]") {
   harness h;  // eager
