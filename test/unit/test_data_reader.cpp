@@ -646,6 +646,23 @@ TEST_CASE("data_reader: the auto-commit before a revoke leaves auto-commit nothi
   CHECK(data::auto_commit_due(h.consumed(), {t0, t1}, last).empty());
 }
 
+// Found by kgroup-sim --group (seed 2920, invariant G3). A revoke callback outlived the member's
+// generation: the coordinator removed it, the core gave the partition up and rejoined, and the new
+// generation assigned the same partition to it again while the callback still ran. The background
+// auto-commit then committed what was consumed in the earlier ownership, under the new generation,
+// below the offset the partition had been committed at meanwhile.
+TEST_CASE("shared_state: a partition the fetcher gives up leaves nothing consumed for auto-commit",
+          "[data_reader][sim_finding]") {
+  detail::shared_state shared;
+  shared.consumed[t0] = {209, 3};
+  shared.consumed[t1] = {5, 3};
+  shared.drop_fetched({t0});
+  CHECK(shared.consumed.count(t0) == 0);
+  CHECK(shared.consumed.at(t1).offset == 5);
+  // Owned again: auto-commit has nothing of it until poll() publishes what the new ownership returned.
+  CHECK(data::auto_commit_due(shared.consumed, {t0, t1}, {{t1, 5}}).empty());
+}
+
 // From the review of the fix above: a resume() that makes the fetcher fetch nothing again must not
 // count as a restart on either side, or the data the fetcher queued before it (still the only
 // chain) would be dropped and the partition stall.
