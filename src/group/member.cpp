@@ -1,5 +1,7 @@
 #include "group/member.hpp"
 
+#include "base/sim_mutants.hpp"
+
 #include <algorithm>
 
 #include "base/log.hpp"
@@ -115,6 +117,17 @@ void member::close(time_point now) {
 }
 
 void member::poll_called(time_point now) {
+#ifdef KGROUP_SIM_MUTANTS
+  // The long-poll eviction put back: the time spent waiting inside poll() counted toward
+  // max.poll.interval.ms (issue 30's fix: only the time between polls and inside callbacks does).
+  if (sim::mutant_enabled("poll_time_counts")) {
+    poll_.returned(now);
+    if (state_ == classic_state::poll_timed_out && !listener_.pending())
+      lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
+    pump(now);
+    return;
+  }
+#endif
   poll_.called(now);
   if (state_ == classic_state::poll_timed_out && !listener_.pending()) {
     lose_partitions(now, "max.poll.interval.ms was exceeded", then::rejoin_after_lost);
@@ -343,6 +356,12 @@ void member::start_rebalance(time_point now, const std::string& reason) {
 
 void member::send_join(time_point now) {
   join_sent_ = now;
+  // A LeaveGroup sent (after a poll timeout) belonged to the membership it ended; this one may
+  // leave again, and heartbeats while its close() revokes (found by kgroup-sim --group).
+#ifdef KGROUP_SIM_MUTANTS
+  if (!sim::mutant_enabled("stale_leave_sent"))
+#endif
+    leave_sent_ = false;
   protocol::join_group_request req;
   req.group_id = opts_.group_id;
   req.session_timeout_ms = static_cast<std::int32_t>(opts_.session_timeout.count());

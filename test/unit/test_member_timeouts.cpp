@@ -112,6 +112,21 @@ TEST_CASE("member: poll timeout makes a dynamic member leave with a reason; the 
   expect<assignment_changed>(a);
   a = h.done(expect_listener(a, listener_kind::assigned, t01));
   REQUIRE(h.m.state() == classic_state::stable);
+
+  // Found by kgroup-sim --group (seed 5863, invariant G6): the poll timeout's LeaveGroup was still
+  // counted as sent in the new membership, so a later close() neither heartbeated nor looked the
+  // coordinator up while its revoke ran, and never sent its LeaveGroup: close() waited out its
+  // timeout and the group waited for the session timeout.
+  h.m.close(h.now);
+  a = h.take();
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.advance(3000ms);  // the revoke callback runs: heartbeats go on
+  expect<send_heartbeat>(a);
+  a = h.done(r);
+  expect<assignment_changed>(a);
+  auto leave = expect<send_leave_group>(a);
+  CHECK(leave.request.member_id == "m2");
 }
 
 TEST_CASE("member: a long poll() keeps the member; only the time between polls counts", "[member][poll]") {
