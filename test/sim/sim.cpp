@@ -54,6 +54,7 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,12 +87,14 @@ struct args {
 };
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: kgroup-sim [--group] [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
-               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
-               "[--verbose]\n"
-               "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
-               "commit_behind_sync commit_behind_explicit\n");
+  std::fprintf(
+      stderr,
+      "usage: kgroup-sim [--group] [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
+      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
+      "[--verbose]\n"
+      "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
+      "commit_behind_sync commit_behind_explicit revoke_commit_behind;\n"
+      "         with --group: commit_not_owned commit_in_stale_callback poll_time_counts stale_leave_sent\n");
 }
 
 }  // namespace
@@ -137,12 +140,15 @@ int main(int argc, char** argv) {
     }
   }
   // The library's warnings (truncations, resets) are the sim's daily bread: only errors are shown.
-  kgroup::set_default_log_sink(
-      kgroup::make_stderr_log_sink(a.verbose ? kgroup::LogLevel::info : kgroup::LogLevel::error));
+  kgroup::set_default_log_sink(kgroup::make_stderr_log_sink(
+      a.verbose ? (std::getenv("KGROUP_SIM_DEBUG") ? kgroup::LogLevel::debug : kgroup::LogLevel::info)
+                : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
-  if (!mutant.empty() && mutant != "seek_to_consumed" && mutant != "truncation_at_prefetch" &&
-      mutant != "resume_during_validation" && mutant != "read_old_chain" && mutant != "commit_behind_sync" &&
-      mutant != "commit_behind_explicit") {
+  const std::set<std::string> known{
+      "seek_to_consumed",         "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
+      "commit_behind_sync",       "commit_behind_explicit", "revoke_commit_behind",     "commit_not_owned",
+      "commit_in_stale_callback", "poll_time_counts",       "stale_leave_sent"};
+  if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
   }

@@ -357,9 +357,8 @@ sim_member& simulation::add_member() {
   ref.clock_from = now_;
   ref.core->subscribe(now_, topics);
   process(ref);
-  if (ref.auto_commit) at_member(ref, now_ + milliseconds(rng_.between(100, 1000)), [this, &ref] {
-      auto_commit_timer(ref);
-    });
+  if (ref.auto_commit)
+    at_member(ref, now_ + milliseconds(rng_.between(100, 1000)), [this, &ref] { auto_commit_timer(ref); });
   at_member(ref, now_ + milliseconds(rng_.between(1, 50)), [this, &ref] { poll_start(ref); });
   return ref;
 }
@@ -380,7 +379,8 @@ void simulation::produce() {
 }
 
 std::size_t live(const std::vector<std::unique_ptr<sim_member>>& ms) {
-  return static_cast<std::size_t>(std::count_if(ms.begin(), ms.end(), [](const auto& m) { return m->alive; }));
+  return static_cast<std::size_t>(
+      std::count_if(ms.begin(), ms.end(), [](const auto& m) { return m->alive; }));
 }
 
 void simulation::fault() {
@@ -389,8 +389,9 @@ void simulation::fault() {
   std::vector<sim_member*> alive;
   for (auto& m : members_)
     if (m->alive && !m->closing && !m->close_requested) alive.push_back(m.get());
-  sim_member* victim = alive.empty() ? nullptr : alive[static_cast<std::size_t>(rng_.below(
-                                                    static_cast<std::int64_t>(alive.size())))];
+  sim_member* victim =
+      alive.empty() ? nullptr
+                    : alive[static_cast<std::size_t>(rng_.below(static_cast<std::int64_t>(alive.size())))];
   if (kind < 3) {
     move_coordinator();
   } else if (kind < 4) {
@@ -469,7 +470,8 @@ void simulation::prepare_rebalance(const std::string& why) {
     milliseconds longest{0};
     for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
     rebalance_deadline_ = now_ + longest;
-    note(fmt::format("coordinator: PreparingRebalance ({}), deadline {:.0f} ms", why, ms(rebalance_deadline_)));
+    note(fmt::format("coordinator: PreparingRebalance ({}), deadline {:.0f} ms", why,
+                     ms(rebalance_deadline_)));
   }
   g_.state = gstate::preparing;
   for (auto& [id, cm] : g_.members) cm.awaiting_sync = false;
@@ -709,9 +711,10 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
       // cooperative revoke, whose callback runs in the next generation) the member that owned
       // it last while the generation holds it back from everyone.
       if (!owns_for_commit(r.member_id, r.generation_id_or_member_epoch, tp))
-        fail("G2 (commits only from the partition's owner)",
-             fmt::format("{} ({}) committed {} at {} in generation {}, which did not assign it to that member",
-                         m.name, r.member_id, name(tp), p.committed_offset, r.generation_id_or_member_epoch));
+        fail(
+            "G2 (commits only from the partition's owner)",
+            fmt::format("{} ({}) committed {} at {} in generation {}, which did not assign it to that member",
+                        m.name, r.member_id, name(tp), p.committed_offset, r.generation_id_or_member_epoch));
       // G3: never back.
       const auto c = committed_.find(tp);
       if (c != committed_.end() && p.committed_offset < c->second)
@@ -729,7 +732,8 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
   return out;
 }
 
-bool simulation::owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const {
+bool simulation::owns_for_commit(const std::string& member, std::int32_t generation,
+                                 const TopicPartition& tp) const {
   // Legitimate: the generation assigned it to the member; or it assigned it to nobody (a
   // cooperative hand-over holds it back) and the last generation that assigned it to anyone
   // assigned it to this member (whether or not the member heard of the generations between).
@@ -789,7 +793,8 @@ void simulation::process(sim_member& m) {
   m.timer_at = *when;
   const auto seq = ++m.timer_seq;
   // The driver's timer has millisecond resolution.
-  const auto t = now_ + std::chrono::ceil<milliseconds>(std::max(*when - now_, group::clock::duration::zero()));
+  const auto t =
+      now_ + std::chrono::ceil<milliseconds>(std::max(*when - now_, group::clock::duration::zero()));
   at_member(m, t, [this, &m, seq] {
     if (seq != m.timer_seq) return;
     m.timer_at.reset();
@@ -819,12 +824,14 @@ void simulation::send(sim_member& m, const char* what, milliseconds timeout, Han
     check_poll_timeout(m);
   };
   if (timeout.count() == 0) timeout = base_.request_timeout;
-  at_member(m, now_ + timeout, [fail_request] { fail_request(make_error_code(client_errc::request_timed_out)); });
+  at_member(m, now_ + timeout,
+            [fail_request] { fail_request(make_error_code(client_errc::request_timed_out)); });
   const bool reset = fault_phase() && rng_.chance(0.02);
   const bool reaches = !reset || rng_.chance(0.5);
   m.last_send = std::max(now_ + latency(), m.last_send);
   if (reset) {
-    at_member(m, m.last_send, [fail_request] { fail_request(make_error_code(client_errc::connection_closed)); });
+    at_member(m, m.last_send,
+              [fail_request] { fail_request(make_error_code(client_errc::connection_closed)); });
     if (!reaches) return;
   }
   auto respond = [this, &m, epoch, done, deliver, reset](Response r) {
@@ -868,8 +875,8 @@ void simulation::apply(sim_member& m, group::action& a) {
               m, "JoinGroup", act.timeout,
               [this, &m, r = act.request](auto respond) { handle_join(m, r, respond); },
               [this](sim_member& mm, const join_resp& r) {
-                note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
-                                 r.generation_id, r.leader));
+                note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name,
+                                 r.error_code, r.generation_id, r.leader));
                 mm.core->join_group_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
@@ -885,7 +892,8 @@ void simulation::apply(sim_member& m, group::action& a) {
               m, "Heartbeat", milliseconds(0),
               [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
               [this](sim_member& mm, const protocol::heartbeat_response& r) {
-                if (r.error_code != 0) note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
+                if (r.error_code != 0)
+                  note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
                 mm.core->heartbeat_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
@@ -943,6 +951,7 @@ void simulation::assignment_changed(sim_member& m, const partition_set& owned) {
     if (owned.count(tp)) continue;
     m.fetched_pos.erase(tp);
     m.auto_committer.forget(tp);
+    m.consumed.erase(tp);  // shared_state::drop_fetched()
   }
   for (const auto& tp : owned) {
     if (m.bg_owned.count(tp)) continue;
@@ -975,13 +984,15 @@ void simulation::auto_commit_timer(sim_member& m) {
     return m.auto_committer.due(consumed, m.bg_owned, identity(m));
   }();
   if (!offsets.empty()) {
-    send_commit(m, offsets, "auto-commit", [](std::optional<data::commit_error>) {}, now_);
+    send_commit(
+        m, offsets, "auto-commit", [](std::optional<data::commit_error>) {}, now_);
   }
   at_member(m, now_ + milliseconds(rng_.between(500, 2000)), [this, &m] { auto_commit_timer(m); });
 }
 
 void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
-                             std::function<void(std::optional<data::commit_error>)> done, time_point deadline) {
+                             std::function<void(std::optional<data::commit_error>)> done,
+                             time_point deadline) {
   const auto id = identity(m);
   if (auto refused = data::refuse_commit(id, offsets)) {
     if (!refused->code) {
@@ -1011,7 +1022,8 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   const auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
-  auto answer = [this, &m, offsets, who, done, deadline, gen = id.generation](protocol::offset_commit_response r) {
+  auto answer = [this, &m, offsets, who, done, deadline,
+                 gen = id.generation](protocol::offset_commit_response r) {
     const auto failure = data::read_commit_response(r);
     if (!failure) {
       m.auto_committer.committed(offsets);
@@ -1023,9 +1035,8 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       process(m);
     }
     if (data::commit_retriable(failure->error.code) && now_ + milliseconds(100) < deadline) {
-      at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline] {
-        send_commit(m, offsets, who, done, deadline);
-      });
+      at_member(m, now_ + milliseconds(100),
+                [this, &m, offsets, who, done, deadline] { send_commit(m, offsets, who, done, deadline); });
       return;
     }
     note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
@@ -1072,6 +1083,7 @@ data::group_identity simulation::identity(const sim_member& m) const {
 
 void simulation::poll_start(sim_member& m) {
   if (m.closing) return;
+  if (verbose_) note(fmt::format("{}: poll()", m.name));
   ++m.polls;
   m.in_poll = true;
   m.clock_from = now_;
@@ -1137,6 +1149,7 @@ void simulation::invoke(sim_member& m, detail::listener_call call, std::function
       offsets[tp] = {m.pos[tp], "", -1};
       if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
     }
+    if (m.mailbox.running_superseded()) offsets.clear();  // commit_client refuses it (logged)
     send_commit(
         m, offsets, "auto-commit before revoking",
         [this, &m, call, done](std::optional<data::commit_error>) { callback(m, call, done); },
@@ -1150,7 +1163,8 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
   if (call.kind != group::listener_kind::revoked) ownership_changed(m, call);
   // The application's callback: some take long (past max.poll.interval.ms in the fault phase).
   milliseconds d(rng_.between(0, 30));
-  if (fault_phase() && rng_.chance(0.05)) d = milliseconds(rng_.between(500, m.max_poll_interval.count() + 3000));
+  if (fault_phase() && rng_.chance(0.05))
+    d = milliseconds(rng_.between(500, m.max_poll_interval.count() + 3000));
   note(fmt::format("{}: on_partitions_{}({}) runs {} ms", m.name, group::to_string(call.kind),
                    names(call.partitions), d.count()));
   at_member(m, now_ + d, [this, &m, call, done] {
@@ -1226,7 +1240,8 @@ void simulation::poll_return(sim_member& m) {
   // The application's work between polls.
   milliseconds work(rng_.between(1, 40));
   if (fault_phase() && rng_.chance(0.01)) work = m.max_poll_interval + milliseconds(rng_.between(100, 3000));
-  if (work > milliseconds(1000)) note(fmt::format("{}: app works {} ms before the next poll", m.name, work.count()));
+  if (work > milliseconds(1000))
+    note(fmt::format("{}: app works {} ms before the next poll", m.name, work.count()));
   at_member(m, now_ + work, [this, &m] { after_work(m); });
 }
 
@@ -1245,12 +1260,14 @@ void simulation::after_work(sim_member& m) {
     // positions it has reached since (an older offset would be its own step back).
     auto offsets = std::move(*m.retry_commit);
     m.retry_commit.reset();
-    std::erase_if(offsets, [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
+    std::erase_if(offsets,
+                  [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
     for (auto& [tp, om] : offsets) om.offset = m.pos[tp];
     commit_sync(m, offsets, "commit_sync again (after REBALANCE_IN_PROGRESS)", true, next);
     return;
   }
-  if (m.sync_commits && rng_.chance(fault_phase() ? 0.1 : 0.3)) {
+  // After the faults, every poll() commits: the group must end committed at every log's end.
+  if (m.sync_commits && (!fault_phase() || rng_.chance(0.1))) {
     // commit_sync() without offsets: data_reader::positions_for_commit(), which makes the positions
     // the consumed ones (auto-commit never commits below them afterwards).
     data::commit_map offsets;
@@ -1267,23 +1284,28 @@ void simulation::after_work(sim_member& m) {
 
 void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
                              std::function<void()> then) {
+  if (m.mailbox.running_superseded()) {
+    // commit_client: a commit from inside a callback the core superseded fails for good.
+    note(fmt::format("{}: {} refused: the callback's rebalance is over", m.name, who));
+    then();
+    return;
+  }
   // commit_sync(): retried inside until its timeout while retriable; REBALANCE_IN_PROGRESS goes back
   // to the application, which (as Java's documentation suggests) polls and commits the same
   // offsets again.
+  // data_reader::offsets_committed(), before the commit goes out: auto-commit is not left below
+  // what the application commits.
+  for (const auto& [tp, om] : offsets) {
+    auto c = m.consumed.find(tp);
+    const auto p = m.pos.find(tp);
+    if (c != m.consumed.end() && p != m.pos.end() && om.offset <= p->second && c->second < om.offset)
+      c->second = om.offset;
+  }
   send_commit(
       m, offsets, who,
       [this, &m, offsets, retry_later, then](std::optional<data::commit_error> e) {
         if (e && e->code == make_error_code(kafka_errc::rebalance_in_progress) && retry_later) {
           m.retry_commit = offsets;
-        }
-        if (!e) {
-          // data_reader::offsets_committed(): auto-commit is not left below what was committed.
-          for (const auto& [tp, om] : offsets) {
-            auto c = m.consumed.find(tp);
-            const auto p = m.pos.find(tp);
-            if (c != m.consumed.end() && p != m.pos.end() && om.offset <= p->second && c->second < om.offset)
-              c->second = om.offset;
-          }
         }
         then();
       },
@@ -1322,12 +1344,13 @@ void simulation::check_poll_timeout(sim_member& m) {
   const bool counting = !m.in_poll || m.in_callback;
   if (!counting || now_ - m.clock_from < m.max_poll_interval)
     fail("G5 (max.poll.interval.ms counts only time outside poll() or inside a callback)",
-         fmt::format("{} left the group for max.poll.interval.ms ({} ms): its application is {} since {:.0f} ms",
-                     m.name, m.max_poll_interval.count(),
-                     m.in_callback ? "in a listener callback"
-                     : m.in_poll   ? "waiting inside poll()"
-                                   : "working outside poll()",
-                     ms(m.clock_from)));
+         fmt::format(
+             "{} left the group for max.poll.interval.ms ({} ms): its application is {} since {:.0f} ms",
+             m.name, m.max_poll_interval.count(),
+             m.in_callback ? "in a listener callback"
+             : m.in_poll   ? "waiting inside poll()"
+                           : "working outside poll()",
+             ms(m.clock_from)));
 }
 
 void simulation::check_step() {
@@ -1360,9 +1383,9 @@ void simulation::check_end() {
   std::map<TopicPartition, std::string> owner;
   for (auto* m : alive) {
     if (m->core->state() != group::classic_state::stable || m->core->generation() != g_.generation)
-      fail("G6 (convergence)", fmt::format("{}: {} is {} in generation {}, the group's is {}", where, m->name,
-                                           group::to_string(m->core->state()), m->core->generation(),
-                                           g_.generation));
+      fail("G6 (convergence)",
+           fmt::format("{}: {} is {} in generation {}, the group's is {}", where, m->name,
+                       group::to_string(m->core->state()), m->core->generation(), g_.generation));
     for (const auto& tp : m->core->owned()) owner[tp] = m->name;
   }
   for (const auto& [tp, end] : log_end_) {
@@ -1370,8 +1393,9 @@ void simulation::check_end() {
     const auto& seen = processed_[tp];
     const auto gap = std::find(seen.begin(), seen.end(), false);
     if (gap != seen.end())
-      fail("G6 (no offset skipped)", fmt::format("{}: offset {} of {} (end {}) was never given to an application",
-                                                 where, gap - seen.begin(), name(tp), end));
+      fail("G6 (no offset skipped)",
+           fmt::format("{}: offset {} of {} (end {}) was never given to an application", where,
+                       gap - seen.begin(), name(tp), end));
     const auto c = committed_.find(tp);
     if (c == committed_.end() || c->second != end)
       fail("G6 (convergence)", fmt::format("{}: {} is committed at {}, its log ends at {} (owner {})", where,
@@ -1390,8 +1414,9 @@ run_result simulation::run() {
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");
-      if (live(members_) == 0 ||
-          std::none_of(members_.begin(), members_.end(), [](const auto& m) { return m->alive && !m->closing && !m->close_requested; }))
+      if (live(members_) == 0 || std::none_of(members_.begin(), members_.end(), [](const auto& m) {
+            return m->alive && !m->closing && !m->close_requested;
+          }))
         add_member();
     });
     at(end_at_, [this, &ended] {
@@ -1413,7 +1438,8 @@ run_result simulation::run() {
   }
   for (const auto& line : trace_) out.trace += line + "\n";
   // Member-seconds: every member simulated counts.
-  out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count() * static_cast<double>(live(members_));
+  out.simulated_seconds =
+      std::chrono::duration<double>(now_ - start_).count() * static_cast<double>(live(members_));
   return out;
 }
 
