@@ -14,7 +14,7 @@ namespace kgroup {
 /// By default the callbacks run on the thread that calls Consumer::poll(), close() or
 /// unsubscribe(), inside that call, never concurrently with each other. (The opt-in
 /// `rebalance.listener.thread=heartbeat` runs them on the consumer's background thread instead;
-/// see its hazards in the configuration reference.)
+/// see its hazards in docs/listener.md, "Which thread".)
 ///
 /// An exception thrown by a callback does not stall the group: the rebalance completes, every
 /// callback still runs, and the call that ran them (poll(), close(), unsubscribe()) rethrows the
