@@ -135,6 +135,17 @@ bool fetch_positions::refetch(const TopicPartition& tp, std::int64_t offset, std
     default:
       return false;
   }
+  if (p.state_ == fetch_state::ready && epoch >= 0 && epoch <= p.diverged_epoch_ && offset > p.diverged_at_) {
+#ifdef KGROUP_SIM_MUTANTS
+    if (!sim::mutant_enabled("resume_past_divergence"))
+#endif
+      // The user thread's position lies past a divergence a validation found (it was computed
+      // before the user thread applied that cut, or it is a seek into the truncated branch):
+      // validated again, so the cut reaches the user thread and both sides go on from it; fetched
+      // as it is, every answer would be on the wrong side of the divergence.
+      transition(tp, p, fetch_state::needs_validation,
+                 "the user thread's position is past a known divergence");
+  }
   p.fetch_pos_ = offset;
   p.epoch_ = epoch;
   return true;
@@ -292,6 +303,10 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
     transition(tp, p, fetch_state::ready, "truncated: resumed at the divergence");
     p.fetch_pos_ = end_offset;
     p.epoch_ = end_epoch;
+    if (end_epoch >= p.diverged_epoch_) {
+      p.diverged_epoch_ = end_epoch;
+      p.diverged_at_ = end_offset;
+    }
     o.what = validation_outcome::verdict::resumed;
   }
   return o;

@@ -69,6 +69,11 @@ class fetch_part {
   std::int64_t fetch_pos_ = -1;
   std::int32_t epoch_ = -1;
   std::int32_t leader_epoch_ = -1;
+  // The last divergence a validation found: leader epoch `diverged_epoch_` (and every one before
+  // it) ends at `diverged_at_` in the leader's log. A position the user thread sends later with
+  // such an epoch past that offset was computed before it applied the cut (refetch()).
+  std::int32_t diverged_epoch_ = -1;
+  std::int64_t diverged_at_ = -1;
   bool paused_ = false;
   bool in_flight_ = false;
   bool reset_forced_ = false;

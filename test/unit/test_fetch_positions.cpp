@@ -571,6 +571,44 @@ TEST_CASE("fetch positions: resume and refetch while a prefetch position is vali
   }
 }
 
+// Found by kgroup-sim's fresh seeds (796444033562, invariant 6; 796444033341, invariant 3): the
+// application paused at 506 (leader epoch 4); a validation found epoch 4 ending at 495 (an unclean
+// election) and the fetcher resumed at 495, pushing the cut. The application's resume(), made
+// before it had applied that cut, then moved the fetcher back to its stale 506: past the
+// divergence, where every answer was of no use to the application at 495 (a stall), or held
+// records of the truncated branch.
+TEST_CASE("fetch positions: a resume or refetch past a divergence found meanwhile is validated again",
+          "[fetchpos][sim_finding]") {
+  for (const bool by_resume : {true, false}) {
+    INFO((by_resume ? "resume" : "refetch"));
+    fetch_positions fp;
+    auto& p = ready_at(fp, 506, 4);
+    fp.pause(t0);
+    REQUIRE(fp.leader_changed(t0, p));
+    fp.validation_requested(t0, p);
+    REQUIRE(fp.validated(t0, p, 5, 0, 4, 495).what == verdict::resumed);
+    REQUIRE(p.fetch_pos() == 495);
+    if (by_resume) {
+      fp.resume(t0, 506, 4);
+    } else {
+      fp.refetch(t0, 506, 4);
+    }
+    // Validated again: the answer names the divergence once more, and the cut reaches the user
+    // thread (it moves to 495 either way), instead of fetching the wrong side of it.
+    CHECK(p.state() == fs::needs_validation);
+    CHECK(p.fetch_pos() == 506);
+    fp.validation_requested(t0, p);
+    CHECK(fp.validated(t0, p, 5, 0, 4, 495).what == verdict::resumed);
+    CHECK(p.state() == fs::ready);
+    CHECK(p.fetch_pos() == 495);
+    // A position the application reached on the new branch (epoch 5) is its own.
+    fp.resume(t0, 510, 5);
+    CHECK(p.state() == fs::ready);
+    CHECK(p.fetch_pos() == 510);
+    CHECK(fp.invalid_transitions() == 0);
+  }
+}
+
 TEST_CASE("fetch positions: seek, refetch, pause and resume", "[fetchpos]") {
   fetch_positions fp;
   auto& p = ready_at(fp, 100, 2);
