@@ -36,18 +36,16 @@ commit_done commit_client::request(std::function<void(fetch::fetcher&, std::uint
 namespace {
 // A commit from inside a listener callback the core superseded (listener_mailbox::running_superseded).
 Error stale_callback_commit() {
-  return Error(
-      make_error_code(client_errc::commit_failed),
-      "commit failed: this listener callback belongs to a rebalance that is over (the member gave its "
-      "partitions up and went on while the callback ran), so they may have new owners; commit what "
-      "the next poll() returns instead");
+  const auto e = data::superseded_callback_commit();
+  return Error(e.code, e.message);
 }
 }  // namespace
 
 void commit_client::commit_and_wait(fetch::commit_map offsets, clock::time_point deadline) {
   if (listeners_.running_superseded()) throw stale_callback_commit();
-  request([offsets = std::move(offsets), deadline](fetch::fetcher& f,
-                                                   std::uint64_t id) { f.commit(id, offsets, deadline); },
+  // The fetcher checks the call again before each retry: the core may supersede it meanwhile.
+  request([offsets = std::move(offsets), deadline, seq = listeners_.running_seq()](
+              fetch::fetcher& f, std::uint64_t id) { f.commit(id, offsets, deadline, seq); },
           deadline, "commit_sync()");
 }
 
@@ -97,7 +95,7 @@ void commit_client::commit_async(fetch::commit_map m, const OffsetMap& offsets, 
   const std::uint64_t id = ++next_id_;
   async_[id] = {offsets, std::move(cb)};
   if (listeners_.running_superseded()) {
-    // Refused, and answered in order with the commits before it (its callback runs from poll()).
+    // Refused: its callback runs from poll() (or commit_sync()/close()) like any other answer.
     const Error e = stale_callback_commit();
     shared_.push(commit_done{id, {}, e.code(), e.what()});
     return;

@@ -1,8 +1,6 @@
 // listener_mailbox: the user thread's half of the listener handshake.
 #include "consumer/listener_mailbox.hpp"
 
-#include "base/sim_mutants.hpp"
-
 #include <chrono>
 
 #include "base/log.hpp"
@@ -29,9 +27,6 @@ bool listener_mailbox::start(listener_call& call) {
 }
 
 bool listener_mailbox::running_superseded() const {
-#ifdef KGROUP_SIM_MUTANTS
-  if (sim::mutant_enabled("commit_in_stale_callback")) return false;  // kgroup-sim --group's finding put back
-#endif
   if (!running_) return false;
   std::lock_guard lock(shared_.mutex);
   return shared_.late_cancels.count(*running_) > 0;

@@ -49,6 +49,8 @@ class listener_mailbox {
   /// with a later membership's identity for the earlier one's offsets, so commit_client refuses it
   /// (found by kgroup-sim --group).
   bool running_superseded() const;
+  /// The seq of the call the user thread is running now, 0 outside any.
+  std::uint64_t running_seq() const noexcept { return running_.value_or(0); }
 
   /// Runs the application's callback for `call` (none without a listener) and remembers the
   /// first exception; the group carries on regardless.

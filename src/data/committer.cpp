@@ -72,8 +72,8 @@ std::optional<commit_error> refuse_commit(const group_identity& who, const commi
         return commit_error{make_error_code(client_errc::commit_failed),
                             "commit failed: this member does not own " + tp.topic + "-" +
                                 std::to_string(tp.partition) +
-                                " in its current generation (it was revoked or lost, and may have another "
-                                "owner); commit only the partitions assigned now"};
+                                " now (it is not assigned to this member, or no longer: it may have "
+                                "another owner); commit only the partitions assigned now"};
       }
     }
   }
@@ -143,6 +143,14 @@ void auto_committer::committed(const commit_map& offsets) {
 std::optional<commit_error> refuse_offset_fetch(const group_identity& who) {
   if (!who.group_mode) return commit_error{make_error_code(kafka_errc::invalid_group_id), "no group.id"};
   return std::nullopt;
+}
+
+commit_error superseded_callback_commit() {
+  return {
+      make_error_code(client_errc::commit_failed),
+      "commit failed: it was made inside a listener callback whose rebalance is over (the member gave its "
+      "partitions up and went on while the callback ran), so they may have new owners; their next owner "
+      "starts from the last commit that succeeded"};
 }
 
 commit_error coordinator_unknown() {

@@ -87,6 +87,11 @@ std::optional<commit_error> refuse_offset_fetch(const group_identity& who);
 /// The error of a commit or an OffsetFetch while no coordinator is known (commit_sync() and
 /// committed() retry it until their deadline).
 commit_error coordinator_unknown();
+/// The error of a commit made inside a listener callback the membership core has superseded (the
+/// member gave its partitions up and went on, maybe rejoined, while the callback ran): refused
+/// when made (commit_client) and on every retry (fetcher::commit), never sent with a later
+/// membership's identity (found by kgroup-sim --group).
+commit_error superseded_callback_commit();
 /// The OffsetFetch request for `tps`. KIP-447 require_stable: an offset with a transactional
 /// commit pending comes back as UNSTABLE_OFFSET_COMMIT (retried) instead of a stale offset.
 protocol::offset_fetch_request make_offset_fetch_request(const std::string& group_id,

@@ -97,9 +97,12 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   /// `retry_until`, coordinator errors (being looked up, moved, loading: data::commit_retriable)
   /// are retried after retry.backoff.ms, doubling up to retry.backoff.max.ms, as long as the
   /// retry comes before it (commit_sync(), as Java's); without it the commit is tried once
-  /// (commit_async() and auto-commit, as Java's).
+  /// (commit_async() and auto-commit, as Java's). `listener_seq`: the listener call the user
+  /// thread made it in (0: none); once the core has cancelled that call late (shared_state's
+  /// late_cancels), no attempt goes out: it would carry a later membership's identity.
   void commit(std::uint64_t id, commit_map offsets,
-              std::optional<std::chrono::steady_clock::time_point> retry_until = std::nullopt);
+              std::optional<std::chrono::steady_clock::time_point> retry_until = std::nullopt,
+              std::uint64_t listener_seq = 0);
   /// Reads committed offsets; reports them in a commit_done event with `id`. Retried as commit().
   void fetch_committed(std::uint64_t id, std::set<TopicPartition> tps,
                        std::optional<std::chrono::steady_clock::time_point> retry_until = std::nullopt);

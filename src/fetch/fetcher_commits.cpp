@@ -52,9 +52,23 @@ void fetcher::attempt(std::shared_ptr<retried> r) {
   });
 }
 
-void fetcher::commit(std::uint64_t id, commit_map offsets, std::optional<clock::time_point> retry_until) {
+void fetcher::commit(std::uint64_t id, commit_map offsets, std::optional<clock::time_point> retry_until,
+                     std::uint64_t listener_seq) {
   auto r = std::make_shared<retried>(opts_, retry_until);
-  r->attempt = [self = shared_from_this(), offsets = std::move(offsets)](coordinator_done done) {
+  r->attempt = [self = shared_from_this(), offsets = std::move(offsets),
+                listener_seq](coordinator_done done) {
+    if (listener_seq != 0) {
+      bool superseded = false;
+      {
+        std::lock_guard lock(self->shared_.mutex);
+        superseded = self->shared_.late_cancels.count(listener_seq) > 0;
+      }
+      if (superseded) {
+        auto e = data::superseded_callback_commit();
+        done(detail::commit_done{0, {}, e.code, std::move(e.message)});
+        return;
+      }
+    }
     self->commit_once(offsets, std::move(done));
   };
   r->done = [self = shared_from_this(), id](detail::commit_done d) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/sim_mutants.hpp"
 #include "group/types.hpp"
 
 namespace kgroup::group {
@@ -71,6 +72,9 @@ class listener_handshake {
     }
     if (c.kind == listener_kind::assigned) return std::nullopt;
     disown(c.parts);
+#ifdef KGROUP_SIM_MUTANTS
+    if (sim::mutant_enabled("no_late_cancel")) return std::nullopt;  // kgroup-sim --group's finding put back
+#endif
     return c.seq;
   }
   /// Forgets the outstanding call (its done becomes stale) and returns it.

@@ -144,7 +144,7 @@ TEST_CASE("listener mailbox: a commit from inside a callback the core superseded
     FAIL("commit_sync() inside a superseded callback must throw");
   } catch (const kgroup::Error& e) {
     CHECK(e.code() == kgroup::make_error_code(kgroup::client_errc::commit_failed));
-    CHECK_THAT(std::string(e.what()), Catch::Contains("rebalance that is over"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("whose rebalance is over"));
   }
   // commit_async(): refused too, its callback told from poll() like any other answer.
   commits.commit_async(offsets, {{t0, {180, "", std::nullopt}}},
