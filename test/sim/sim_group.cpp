@@ -234,7 +234,8 @@ class simulation {
   void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
   void auto_commit_timer(sim_member& m);
   void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
-                   std::function<void(std::optional<data::commit_error>)> done, time_point deadline);
+                   std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
+                   std::uint64_t listener_seq = 0);
 
   // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
   data::group_identity identity(const sim_member& m) const;
@@ -991,8 +992,14 @@ void simulation::auto_commit_timer(sim_member& m) {
 }
 
 void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
-                             std::function<void(std::optional<data::commit_error>)> done,
-                             time_point deadline) {
+                             std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
+                             std::uint64_t listener_seq) {
+  // fetcher::commit: no attempt once the listener call it was made in is cancelled late.
+  if (listener_seq != 0 && m.shared.late_cancels.count(listener_seq)) {
+    note(fmt::format("{}: {} refused: made in a superseded callback", m.name, who));
+    done(data::superseded_callback_commit());
+    return;
+  }
   const auto id = identity(m);
   if (auto refused = data::refuse_commit(id, offsets)) {
     if (!refused->code) {
@@ -1022,7 +1029,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   const auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
-  auto answer = [this, &m, offsets, who, done, deadline,
+  auto answer = [this, &m, offsets, who, done, deadline, listener_seq,
                  gen = id.generation](protocol::offset_commit_response r) {
     const auto failure = data::read_commit_response(r);
     if (!failure) {
@@ -1035,19 +1042,21 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       process(m);
     }
     if (data::commit_retriable(failure->error.code) && now_ + milliseconds(100) < deadline) {
-      at_member(m, now_ + milliseconds(100),
-                [this, &m, offsets, who, done, deadline] { send_commit(m, offsets, who, done, deadline); });
+      at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
+        send_commit(m, offsets, who, done, deadline, listener_seq);
+      });
       return;
     }
     note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
     done(failure->error);
   };
   if (lost) {
-    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline] {
+    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq] {
       note(fmt::format("{}: {} lost (connection reset)", m.name, who));
       if (now_ + milliseconds(100) < deadline) {
-        at_member(m, now_ + milliseconds(100),
-                  [this, &m, offsets, who, done, deadline] { send_commit(m, offsets, who, done, deadline); });
+        at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
+          send_commit(m, offsets, who, done, deadline, listener_seq);
+        });
       } else {
         done(data::commit_error{make_error_code(client_errc::connection_closed), "connection reset"});
       }
@@ -1153,7 +1162,7 @@ void simulation::invoke(sim_member& m, detail::listener_call call, std::function
     send_commit(
         m, offsets, "auto-commit before revoking",
         [this, &m, call, done](std::optional<data::commit_error>) { callback(m, call, done); },
-        now_ + milliseconds(60000));
+        now_ + milliseconds(60000), m.mailbox.running_seq());
     return;
   }
   callback(m, call, done);
@@ -1309,7 +1318,7 @@ void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char
         }
         then();
       },
-      now_ + milliseconds(rng_.between(2000, 10000)));
+      now_ + milliseconds(rng_.between(2000, 10000)), m.mailbox.running_seq());
 }
 
 void simulation::close_member(sim_member& m) {
