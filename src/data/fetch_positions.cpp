@@ -292,11 +292,22 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
       p.epoch_ = end_epoch;
     }
     o.what = validation_outcome::verdict::awaiting_seek;
+    o.cut = validation_outcome::published_cut{o.divergence_unknown ? -1 : end_offset,
+                                              o.divergence_unknown ? -1 : end_epoch, true};
   } else if (o.divergence_unknown) {
     transition(tp, p, fetch_state::needs_reset, "truncated, divergence unknown");
     p.reset_timestamp_ = reset_timestamp(policy_);
     p.reset_forced_ = true;
     o.what = validation_outcome::verdict::reset;
+    // Found by kgroup-sim (data seed 796444033341): data fetched before the truncation may be of
+    // the lost branch, and the reset may land on the offset the application is already at, where
+    // that data would still fit. An unknown cut drops it all and has the user thread apply the
+    // reset policy to the application's position (as Java validates the consumer's own position
+    // and resets it when the leader cannot tell where its log diverged).
+#ifdef KGROUP_SIM_MUTANTS
+    if (!sim::mutant_enabled("reset_keeps_queued"))
+#endif
+      o.cut = validation_outcome::published_cut{-1, -1, false};
   } else {
     // As Java: resume at the first offset known to diverge (not at the log's start or end), so
     // no record the new leader has is skipped.
@@ -308,6 +319,7 @@ validation_outcome fetch_positions::validated(const TopicPartition& tp, fetch_pa
       p.diverged_at_ = end_offset;
     }
     o.what = validation_outcome::verdict::resumed;
+    o.cut = validation_outcome::published_cut{end_offset, end_epoch, false};
   }
   return o;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -136,6 +137,15 @@ struct validation_outcome {
   bool divergence_unknown = false;  // the leader's end offset or epoch was -1
   std::int64_t position = -1;       // the position that was validated
   std::int32_t epoch = -1;          // and its leader epoch
+  // What the user thread is told (shared_state::push_cut, kind diverged) when the log was found
+  // truncated (resumed, reset, awaiting_seek): where the leader's log diverged (-1: unknown where,
+  // and then every queued record of the partition is suspect) and whether the fetcher waits.
+  struct published_cut {
+    std::int64_t offset = -1;
+    std::int32_t epoch = -1;
+    bool halted = false;
+  };
+  std::optional<published_cut> cut;
 };
 
 /// Whether a partition absent from metadata is to be reported now (see fetch_positions::missing).

@@ -292,30 +292,30 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
   switch (o.what) {
     case verdict::retry:
     case verdict::valid:
-      return;
+      break;
     case verdict::reset:
       logger()->warn("{}: log truncation detected at offset {} (leader epoch {}); the leader cannot tell where its log "
                      "diverged, so auto.offset.reset={} applies",
                      name, o.position, o.epoch, opts_.auto_offset_reset);
-      return;
+      break;
     case verdict::resumed:
       logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
                      "diverged at offset {} (epoch {}); resuming there",
                      name, o.position, o.epoch, end_offset, end_epoch);
-      shared_.push_cut(tp, end_offset, end_epoch, detail::cut_kind::diverged, false);
-      return;
-    case verdict::awaiting_seek:
       break;
-  }
-  // auto.offset.reset=none: poll() raises LogTruncationError only if the application's position is
-  // past the divergence (the user thread decides); otherwise the data before it is read as usual.
-  const bool unknown = o.divergence_unknown;
-  logger()->warn("{}: log truncation detected at offset {} (leader epoch {}): {}; auto.offset.reset=none", name,
-                 o.position, o.epoch,
-                 unknown ? std::string("the leader cannot tell where its log diverged")
+    case verdict::awaiting_seek:
+      // auto.offset.reset=none: poll() raises LogTruncationError only if the application's
+      // position is past the divergence (the user thread decides); otherwise the data before it
+      // is read as usual.
+      logger()->warn("{}: log truncation detected at offset {} (leader epoch {}): {}; auto.offset.reset=none",
+                     name, o.position, o.epoch,
+                     o.divergence_unknown
+                         ? std::string("the leader cannot tell where its log diverged")
                          : "the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
                                std::to_string(end_epoch) + ")");
-  shared_.push_cut(tp, unknown ? -1 : end_offset, unknown ? -1 : end_epoch, detail::cut_kind::diverged, true);
+      break;
+  }
+  if (o.cut) shared_.push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
 }
 
 // ---- offset queries (beginning_offsets, end_offsets, offsets_for_times) ---------------------------

@@ -94,7 +94,8 @@ void usage() {
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
-               "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence;\n"
+               "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
+               "         reset_keeps_queued;\n"
                "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent\n");
 }
 
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
   const std::set<std::string> known{
       "seek_to_consumed",   "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
       "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
-      "commit_not_owned",   "no_late_cancel",         "poll_time_counts",         "stale_leave_sent"};
+      "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
+      "stale_leave_sent"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;

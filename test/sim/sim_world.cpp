@@ -601,11 +601,10 @@ void simulation::send_validations() {
              if (o.what == verdict::retry) {
                maybe_refresh_metadata();
                schedule_retry();
-             } else if (o.what == verdict::resumed) {
-               push_cut(tp, end.second, end.first, detail::cut_kind::diverged, false);
              } else if (o.what == verdict::awaiting_seek) {
                fail("driver", "awaiting_seek with auto.offset.reset=earliest");
              }
+             if (o.cut) push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
            }
          } else {
            maybe_refresh_metadata();

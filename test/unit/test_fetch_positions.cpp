@@ -467,6 +467,11 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(p.state() == fs::ready);
     CHECK(p.fetch_pos() == 80);
     CHECK(p.epoch() == 1);
+    // The user thread is told where, and reads on.
+    REQUIRE(o.cut);
+    CHECK(o.cut->offset == 80);
+    CHECK(o.cut->epoch == 1);
+    CHECK_FALSE(o.cut->halted);
   }
   SECTION("truncated, divergence unknown: the reset policy, forced") {
     fetch_positions fp(reset_policy::earliest);
@@ -478,6 +483,27 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     CHECK(p.reset_forced());
     CHECK(p.reset_timestamp() == -2);
     CHECK(p.fetch_pos() == 100);
+  }
+  // Found by kgroup-sim (data seeds 796444033341, 500000008731, 500000008887; mutant
+  // reset_keeps_queued): the reset was only logged, so data fetched before an unclean election
+  // stayed queued; when the reset landed on the application's own position that data still fit and
+  // records of the lost branch were returned (or, landing elsewhere, the partition stalled).
+  SECTION("[sim_finding] truncated, divergence unknown: an unknown cut drops the queued data") {
+    fetch_positions fp(reset_policy::latest);
+    auto& p = validating_at(fp, 100, 2);
+    const auto o = fp.validated(t0, p, 5, 0, 2, -1);
+    CHECK(o.what == verdict::reset);
+    REQUIRE(o.cut);
+    CHECK(o.cut->offset == -1);  // every queued record of the partition is suspect
+    CHECK(o.cut->epoch == -1);
+    CHECK_FALSE(o.cut->halted);  // the user thread applies the reset policy to its position
+  }
+  SECTION("not truncated, or an error: nothing to publish") {
+    fetch_positions fp(reset_policy::earliest);
+    auto& p = validating_at(fp, 100, 2);
+    CHECK_FALSE(fp.validated(t0, p, 5, 74, -1, -1).cut);
+    fp.validation_requested(t0, p);
+    CHECK_FALSE(fp.validated(t0, p, 5, 0, 2, 120).cut);
   }
   SECTION("truncated with auto.offset.reset=none: awaiting_seek until the user seeks") {
     fetch_positions fp(reset_policy::none);
@@ -500,6 +526,12 @@ TEST_CASE("fetch positions: validation outcomes", "[fetchpos]") {
     }();
     CHECK(unknown.what == verdict::awaiting_seek);
     CHECK(unknown.divergence_unknown);
+    REQUIRE(o.cut);
+    CHECK(o.cut->offset == 80);
+    CHECK(o.cut->halted);  // the fetcher waits for the user thread's verdict
+    REQUIRE(unknown.cut);
+    CHECK(unknown.cut->offset == -1);
+    CHECK(unknown.cut->halted);
     REQUIRE(fp.seek(t0, 80, 1));
     CHECK(p.state() == fs::needs_validation);
     CHECK(fp.invalid_transitions() == 0);
