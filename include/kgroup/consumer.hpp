@@ -37,6 +37,14 @@ struct KGROUP_EXPORT ConsumerGroupMetadata {
   std::optional<std::string> group_instance_id;
 };
 
+/// An offset to commit (the offset of the next record to read) with optional metadata.
+struct KGROUP_EXPORT OffsetAndMetadata {
+  std::int64_t offset = -1;
+  std::string metadata;
+  std::optional<std::int32_t> leader_epoch;
+  bool operator==(const OffsetAndMetadata&) const = default;
+};
+
 /// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
 /// records view.
 class KGROUP_EXPORT ConsumerRecords {
@@ -55,27 +63,35 @@ class KGROUP_EXPORT ConsumerRecords {
     }
     return out;
   }
+  /// The records of one topic, in offset order per partition (views into this batch).
+  std::vector<std::reference_wrapper<const ConsumerRecord>> records(std::string_view topic) const {
+    std::vector<std::reference_wrapper<const ConsumerRecord>> out;
+    for (const auto& r : records_) {
+      if (r.topic == topic) out.emplace_back(r);
+    }
+    return out;
+  }
   /// The partitions this batch has records of.
   std::set<TopicPartition> partitions() const {
     std::set<TopicPartition> out;
     for (const auto& r : records_) out.insert({std::string(r.topic), r.partition});
     return out;
   }
+  /// Per partition whose position this poll() advanced: the offset of the next record to read and
+  /// the leader epoch of the last one read (Java 4.0's nextOffsets(), KIP-1094). Committing it
+  /// after processing the batch is at-least-once, epochs included. It can name a partition with no
+  /// record in this batch (only transaction markers or aborted records were read), and a poll()
+  /// that read only those returns an empty batch with next offsets.
+  const std::map<TopicPartition, OffsetAndMetadata>& next_offsets() const noexcept { return next_offsets_; }
 
  private:
   friend class Consumer;  // only poll() fills a batch
-  ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners)
-      : records_(std::move(records)), owners_(std::move(owners)) {}
+  ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners,
+                  std::map<TopicPartition, OffsetAndMetadata> next_offsets)
+      : records_(std::move(records)), owners_(std::move(owners)), next_offsets_(std::move(next_offsets)) {}
   std::vector<ConsumerRecord> records_;
   std::vector<std::shared_ptr<const void>> owners_;  // fetched frames and decompressed batches
-};
-
-/// An offset to commit (the offset of the next record to read) with optional metadata.
-struct KGROUP_EXPORT OffsetAndMetadata {
-  std::int64_t offset = -1;
-  std::string metadata;
-  std::optional<std::int32_t> leader_epoch;
-  bool operator==(const OffsetAndMetadata&) const = default;
+  std::map<TopicPartition, OffsetAndMetadata> next_offsets_;
 };
 
 using OffsetMap = std::map<TopicPartition, OffsetAndMetadata>;
@@ -103,6 +119,28 @@ class KGROUP_EXPORT LogTruncationError : public Error {
 
  private:
   OffsetMap divergent_;
+};
+/// Thrown by poll() (and position()) for a problem of one partition, with the partition and offset
+/// as fields a program can act on:
+/// - client_errc::offset_out_of_range: auto.offset.reset is none and the partition has no valid
+///   position (no committed offset, or `offset()` is outside the log); seek() it.
+/// - client_errc::corrupt_record: the record data at `offset()` cannot be read (CRC mismatch,
+///   unparsable); seek() to offset() + 1 to skip it, as the message says.
+/// - client_errc::partition_not_found: the partition is gone from the cluster metadata (deleted
+///   topic, or an assign() of a partition that never existed); offset() is -1.
+/// Neither retriable nor fatal: the Consumer goes on with its other partitions.
+class KGROUP_EXPORT PartitionError : public Error {
+ public:
+  PartitionError(std::error_code ec, const std::string& what, TopicPartition partition, std::int64_t offset)
+      : Error(ec, what), partition_(std::move(partition)), offset_(offset) {}
+  /// The partition concerned.
+  const TopicPartition& partition() const noexcept { return partition_; }
+  /// The offset concerned (the position out of range, the corrupt record's); -1 when none.
+  std::int64_t offset() const noexcept { return offset_; }
+
+ private:
+  TopicPartition partition_;
+  std::int64_t offset_ = -1;
 };
 /// Completion of commit_async(): the offsets and the outcome (empty error_code on success).
 using CommitCallback = std::function<void(const OffsetMap&, std::error_code)>;

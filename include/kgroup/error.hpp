@@ -61,15 +61,42 @@ inline std::error_code make_error_code(client_errc e) noexcept {
 /// otherwise the category's name and the value ("GENERIC_110"). "NONE" for no error.
 KGROUP_EXPORT std::string error_name(const std::error_code& ec);
 
+/// Whether the operation that failed with `ec` can succeed if the application tries it again
+/// (after a backoff): Kafka's retriable codes (the Java client's RetriableException classes) and
+/// the client's transient ones (connection_failed, connection_closed, request_timed_out,
+/// no_brokers_available, coordinator_not_found, protocol_violation). False for an empty code.
+KGROUP_EXPORT bool is_retriable(const std::error_code& ec) noexcept;
+/// Whether an error with this code leaves the Consumer unusable: every later call raises it
+/// again, and the application closes the Consumer and creates a new one once the cause (the
+/// configuration, the credentials, the group's settings) is fixed. Kafka's group-fatal codes
+/// (FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED, INCONSISTENT_GROUP_PROTOCOL, ...) and
+/// authentication failures; the client's invalid_config, no_compatible_version, tls_failed,
+/// closed and shutting_down. Neither retriable nor fatal (commit_failed, offset_out_of_range,
+/// log_truncation, corrupt_record, woken_up, ...): the application acts (seeks, polls again,
+/// fixes the argument) and goes on with the same Consumer. See docs/errors.md.
+KGROUP_EXPORT bool is_fatal(const std::error_code& ec) noexcept;
+
 /// Exception thrown by the public API on the caller's thread. code() tells what happened.
 class KGROUP_EXPORT Error : public std::runtime_error {
  public:
-  Error(std::error_code ec, const std::string& what) : std::runtime_error(what), code_(ec) {}
-  explicit Error(std::error_code ec) : std::runtime_error(ec.message()), code_(ec) {}
+  Error(std::error_code ec, const std::string& what)
+      : std::runtime_error(what), code_(ec), fatal_(::kgroup::is_fatal(ec)) {}
+  explicit Error(std::error_code ec) : Error(ec, ec.message()) {}
+  /// `fatal`: raised as fatal by this Consumer whatever its code (see is_fatal()).
+  Error(std::error_code ec, const std::string& what, bool fatal)
+      : std::runtime_error(what), code_(ec), fatal_(fatal || ::kgroup::is_fatal(ec)) {}
   const std::error_code& code() const noexcept { return code_; }
+  /// Whether trying the same call again can succeed (kgroup::is_retriable of the code; never for
+  /// a fatal error).
+  bool is_retriable() const noexcept { return !fatal_ && ::kgroup::is_retriable(code_); }
+  /// Whether the Consumer that threw it is unusable from now on: close it (kgroup::is_fatal of the
+  /// code, or an error this Consumer raised as fatal, such as a KIP-848 coordinator refusing a
+  /// subscribed topic).
+  bool is_fatal() const noexcept { return fatal_; }
 
  private:
   std::error_code code_;
+  bool fatal_ = false;
 };
 
 }  // namespace kgroup

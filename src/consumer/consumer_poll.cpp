@@ -66,7 +66,14 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
       }
     }
     auto batch = reader_.drain();
-    if (!batch.records.empty()) return ConsumerRecords(std::move(batch.records), std::move(batch.owners));
+    // Also a batch of no records whose positions advanced (only transaction markers or aborted
+    // records read): its next_offsets() are committable, as Java 4.0's poll() returns them.
+    if (!batch.records.empty() || !batch.advanced.empty()) {
+      std::map<TopicPartition, OffsetAndMetadata> next;
+      for (const auto& [tp, pos] : batch.advanced)
+        next[tp] = {pos.offset, "", pos.epoch >= 0 ? std::optional<std::int32_t>(pos.epoch) : std::nullopt};
+      return ConsumerRecords(std::move(batch.records), std::move(batch.owners), std::move(next));
+    }
     std::unique_lock lock(shared_.mutex);
     if (!shared_.events.empty() || !shared_.fetched.empty()) continue;
     if (clock::now() >= deadline) break;
@@ -156,7 +163,7 @@ void Consumer::impl::run_events(bool throw_fatal, bool run_listeners) {
   }
   if (throw_fatal) {
     std::lock_guard lock(shared_.mutex);
-    if (shared_.fatal) throw Error(shared_.fatal->code, shared_.fatal->message);
+    if (shared_.fatal) throw Error(shared_.fatal->code, shared_.fatal->message, /*fatal=*/true);
   }
 }
 

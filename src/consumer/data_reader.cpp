@@ -100,7 +100,7 @@ void data_reader::raise_data_error() {
     pending_errors_.pop_front();
     if (!positions_.owns(e.tp)) continue;  // given up since: nothing to report
     const auto truncation = make_error_code(client_errc::log_truncation);
-    if (e.code != truncation) throw Error(e.code, e.message);
+    if (e.code != truncation) throw PartitionError(e.code, e.message, e.tp, e.offset);
     std::map<TopicPartition, OffsetAndMetadata> divergent;
     std::string message = e.message;
     auto add = [&](const data_error& d) {
@@ -129,7 +129,7 @@ void data_reader::corrupt_data(const TopicPartition& tp, std::error_code ec, con
                               std::to_string(tp.partition) + " at offset " + std::to_string(p.offset) + ": " +
                               ec.message() + "; seek() past it to skip it";
   logger()->error("{}", message);
-  pending_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message});
+  pending_errors_.push_back({tp, make_error_code(client_errc::corrupt_record), message, p.offset});
   chains_.restart(tp);
   fetcher_.refetch(tp, p.offset, p.epoch);
 }
@@ -345,13 +345,13 @@ void data_reader::apply_cut(const detail::position_event& e) {
     message += "; auto.offset.reset=none, so the partition waits for seek()";
     logger()->warn("{}", message);
     pending_errors_.push_back(
-        {e.tp, make_error_code(client_errc::log_truncation), message, e.offset, e.epoch});
+        {e.tp, make_error_code(client_errc::log_truncation), message, at, e.offset, e.epoch});
   } else {
     const std::string message = "offset " + std::to_string(at) + " of " + name +
                                 " is out of range (the log ends at offset " + std::to_string(e.offset) +
                                 ") and auto.offset.reset=none";
     logger()->warn("{}", message);
-    pending_errors_.push_back({e.tp, make_error_code(client_errc::offset_out_of_range), message});
+    pending_errors_.push_back({e.tp, make_error_code(client_errc::offset_out_of_range), message, at});
   }
 }
 

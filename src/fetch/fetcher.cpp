@@ -276,7 +276,8 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
           shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
                                           "offset " + std::to_string(n.offset) + " of " + tp.topic + "-" +
                                               std::to_string(tp.partition) +
-                                              " is out of range and auto.offset.reset=none"});
+                                              " is out of range and auto.offset.reset=none",
+                                          n.offset});
         }
         break;
       case nk::leader_error:

@@ -299,9 +299,10 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
                      name, o.position, o.epoch, opts_.auto_offset_reset);
       break;
     case verdict::resumed:
-      logger()->warn("{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
-                     "diverged at offset {} (epoch {}); resuming there",
-                     name, o.position, o.epoch, end_offset, end_epoch);
+      logger()->warn(
+          "{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
+          "diverged at offset {} (epoch {}); resuming there",
+          name, o.position, o.epoch, end_offset, end_epoch);
       break;
     case verdict::awaiting_seek:
       // auto.offset.reset=none: poll() raises LogTruncationError only if the application's

@@ -142,6 +142,52 @@ bool is_retriable(kafka_errc e) noexcept {
   return r != nullptr && r->retriable;
 }
 
+bool is_retriable(const std::error_code& ec) noexcept {
+  if (!ec) return false;
+  if (ec.category() == kafka_category()) return is_retriable(static_cast<kafka_errc>(ec.value()));
+  // A broker's answer that could not be decoded: another broker, or the same one later, may
+  // answer well (as protocol_violation; Java's CorruptRecordException is retriable too).
+  if (ec.category() == protocol::codec_category()) return true;
+  if (ec.category() != client_category()) return false;
+  switch (static_cast<client_errc>(ec.value())) {
+    case client_errc::connection_failed:
+    case client_errc::connection_closed:
+    case client_errc::request_timed_out:
+    case client_errc::protocol_violation:
+    case client_errc::no_brokers_available:
+    case client_errc::coordinator_not_found:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_fatal(const std::error_code& ec) noexcept {
+  if (!ec) return false;
+  if (ec.category() == kafka_category()) {
+    if (protocol::reacts(static_cast<std::int16_t>(ec.value()), reaction::group_fatal)) return true;
+    switch (static_cast<kafka_errc>(ec.value())) {
+      case kafka_errc::sasl_authentication_failed:
+      case kafka_errc::unsupported_sasl_mechanism:
+      case kafka_errc::illegal_sasl_state:
+        return true;
+      default:
+        return false;
+    }
+  }
+  if (ec.category() != client_category()) return false;
+  switch (static_cast<client_errc>(ec.value())) {
+    case client_errc::invalid_config:
+    case client_errc::no_compatible_version:
+    case client_errc::tls_failed:
+    case client_errc::closed:
+    case client_errc::shutting_down:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace protocol {
 
 bool reacts(std::int16_t code, reaction r) noexcept {

@@ -79,6 +79,8 @@ struct data_error {
   TopicPartition tp;
   std::error_code code;
   std::string message;
+  // The offset concerned (out of range, corrupt); -1 none (PartitionError::offset()).
+  std::int64_t offset = -1;
   // client_errc::log_truncation: the first offset known to diverge and its epoch (-1: unknown).
   std::int64_t divergent_offset = -1;
   std::int32_t divergent_epoch = -1;

@@ -457,6 +457,47 @@ TEST_CASE("read_committed never returns a record of an aborted transaction or a 
   c.close(5s);
 }
 
+TEST_CASE(
+    "next_offsets() names each partition's next offset after a batch, past markers and aborted records; "
+    "records(topic) selects one topic",
+    "[datasafety]") {
+  log_leader leader(2);
+  leader.edit(interleaved_transactions);
+  kgroup::Consumer c(config_for(leader, "earliest", "read_committed"));
+  c.assign({t0, t1});
+  std::map<TopicPartition, kgroup::OffsetAndMetadata> next;
+  std::size_t returned = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(next.count(t0) && next[t0].offset == 13 && next.count(t1) && next[t1].offset == 9)) {
+    const auto batch = c.poll(100ms);
+    returned += batch.size();
+    CHECK(batch.records("t").size() == batch.size());
+    CHECK(batch.records("other").empty());
+    for (const auto& tp : batch.partitions()) {
+      // Every partition with records in the batch has a next offset just past its last record
+      // (or further, past markers read after it), with that record's leader epoch.
+      REQUIRE(batch.next_offsets().count(tp));
+      const auto last = batch.records(tp).back().get();
+      CHECK(batch.next_offsets().at(tp).offset > last.offset);
+      CHECK(batch.next_offsets().at(tp).leader_epoch == std::optional<std::int32_t>(last.leader_epoch));
+    }
+    for (const auto& [tp, o] : batch.next_offsets()) next[tp] = o;
+  }
+  // Past the last marker of each partition (13 and 9), though its last record is 12 and 7: an
+  // application committing next_offsets() after each batch commits past the markers too.
+  REQUIRE(next.count(t0));
+  REQUIRE(next.count(t1));
+  CHECK(next[t0].offset == 13);
+  CHECK(next[t1].offset == 9);
+  CHECK(returned == 7 + 3);
+  c.commit_sync(next);
+  const auto committed = c.committed({t0, t1});
+  CHECK(committed.at(t0).offset == 13);
+  CHECK(committed.at(t1).offset == 9);
+  c.close(5s);
+}
+
 TEST_CASE("an open transaction holds read_committed at the last stable offset until its marker; lag counts to the "
           "LSO",
           "[datasafety]") {

@@ -499,8 +499,13 @@ TEST_CASE("data_reader: a log cut against the application's position", "[data_re
       FAIL("no error");
     } catch (const LogTruncationError&) {
       FAIL("a log's end is not a truncation");
-    } catch (const Error& e) {
+    } catch (const PartitionError& e) {
       CHECK(e.code() == make_error_code(client_errc::offset_out_of_range));
+      // The partition and the position out of range as fields, not only in the message.
+      CHECK(e.partition() == t0);
+      CHECK(e.offset() == 12);
+      CHECK_FALSE(e.is_retriable());
+      CHECK_FALSE(e.is_fatal());
     }
   }
   SECTION("a seek in flight: the seek decides") {
@@ -543,8 +548,10 @@ TEST_CASE("data_reader: corrupt data is raised at the position, which stays, and
     try {
       h.reader.raise_data_error();
       FAIL("no error");
-    } catch (const Error& e) {
+    } catch (const PartitionError& e) {
       CHECK(e.code() == make_error_code(client_errc::corrupt_record));
+      CHECK(e.partition() == t0);
+      CHECK(e.offset() == 2);  // the corrupt record's: seek(offset() + 1) skips it
       const std::string what = e.what();
       CHECK(what.find("t-0") != std::string::npos);
       CHECK(what.find("at offset 2") != std::string::npos);

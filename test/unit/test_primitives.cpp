@@ -569,6 +569,48 @@ TEST_CASE("error_name names every error the library reports", "[codec]") {
   CHECK(names.size() == static_cast<std::size_t>(kgroup::client_errc::invalid_argument));
 }
 
+TEST_CASE("is_retriable and is_fatal classify every error a program can get", "[errors]") {
+  using kgroup::client_errc;
+  using kgroup::kafka_errc;
+  auto k = [](kafka_errc e) { return kgroup::make_error_code(e); };
+  auto cl = [](client_errc e) { return kgroup::make_error_code(e); };
+  CHECK_FALSE(kgroup::is_retriable({}));
+  CHECK_FALSE(kgroup::is_fatal({}));
+  // Kafka's codes: the retriable flag of Kafka's table, the group-fatal class and authentication.
+  CHECK(kgroup::is_retriable(k(kafka_errc::not_coordinator)));
+  CHECK(kgroup::is_retriable(k(kafka_errc::coordinator_load_in_progress)));
+  CHECK_FALSE(kgroup::is_fatal(k(kafka_errc::not_coordinator)));
+  CHECK(kgroup::is_fatal(k(kafka_errc::fenced_instance_id)));
+  CHECK(kgroup::is_fatal(k(kafka_errc::group_authorization_failed)));
+  CHECK(kgroup::is_fatal(k(kafka_errc::sasl_authentication_failed)));
+  CHECK_FALSE(kgroup::is_retriable(k(kafka_errc::fenced_instance_id)));
+  CHECK_FALSE(kgroup::is_fatal(k(kafka_errc::rebalance_in_progress)));
+  CHECK_FALSE(kgroup::is_fatal(k(kafka_errc::offset_out_of_range)));
+  // Every client code: at most one of the two, and the expected class for each.
+  const std::set<client_errc> retriable{
+      client_errc::connection_failed,  client_errc::connection_closed,    client_errc::request_timed_out,
+      client_errc::protocol_violation, client_errc::no_brokers_available, client_errc::coordinator_not_found};
+  const std::set<client_errc> fatal{client_errc::invalid_config, client_errc::no_compatible_version,
+                                    client_errc::tls_failed, client_errc::closed, client_errc::shutting_down};
+  for (int v = 1; v <= static_cast<int>(client_errc::concurrent_access); ++v) {
+    const auto e = static_cast<client_errc>(v);
+    INFO(kgroup::error_name(cl(e)));
+    CHECK(kgroup::is_retriable(cl(e)) == (retriable.count(e) > 0));
+    CHECK(kgroup::is_fatal(cl(e)) == (fatal.count(e) > 0));
+  }
+  // A broker answer that could not be decoded: another try may decode.
+  CHECK(kgroup::is_retriable(make_error_code(codec_errc::trailing_bytes)));
+  CHECK_FALSE(kgroup::is_retriable(std::make_error_code(std::errc::connection_refused)));
+  // Error: a fatal flag overrides the code's class (a KIP-848 topic refusal is fatal there).
+  const kgroup::Error timeout(cl(client_errc::request_timed_out), "x");
+  CHECK(timeout.is_retriable());
+  CHECK_FALSE(timeout.is_fatal());
+  const kgroup::Error refused(k(kafka_errc::topic_authorization_failed), "x", /*fatal=*/true);
+  CHECK(refused.is_fatal());
+  CHECK_FALSE(refused.is_retriable());
+  CHECK(kgroup::Error(cl(client_errc::closed)).is_fatal());
+}
+
 TEST_CASE("error reactions: one table classifies every code for every layer", "[errors]") {
   using kgroup::protocol::reaction;
   using kgroup::protocol::reacts;
