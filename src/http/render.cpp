@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/json.hpp"
+#include "kgroup/version.hpp"
 
 namespace kgroup::http {
 
@@ -276,6 +277,8 @@ std::string render_prometheus(const ConsumerMetrics& m) {
 std::string render_status_json(const ConsumerMetrics& m) {
   object doc;
   doc["timestamp_ms"] = m.timestamp_ms;
+  // The same version the library sends brokers (ApiVersions' ClientSoftwareVersion).
+  doc["library_version"] = library_version();
   doc["client_id"] = text(m.client_id);
   doc["group"] = text(m.group_id);
   doc["member_id"] = text(m.member_id);

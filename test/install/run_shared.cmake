@@ -1,7 +1,7 @@
 # Packaging checks of the library alone (issue 18): builds kgroup as a shared library with tests
 # and examples off, installs it into a scratch prefix, and checks what a user would meet:
 # the soname, only kgroup's API exported (no Boost.Asio symbols), version.hpp and export.hpp,
-# kgroup-consume installed and runnable, pkg-config, find_package(kgroup 0.1) accepted and
+# kgroup-consume installed and runnable, pkg-config, find_package(kgroup 0.2) accepted and
 # find_package(kgroup 1.0) refused, an application with its own separately compiled Asio, and
 # add_subdirectory(kgroup) giving the library alone.
 # Arguments: SOURCE_DIR, WORK_DIR.
@@ -24,7 +24,7 @@ run("building the shared library" ${CMAKE_COMMAND} --build ${WORK_DIR}/build --p
 run("installing the shared library" ${CMAKE_COMMAND} --install ${WORK_DIR}/build)
 
 set(lib ${prefix}/lib/libkgroup.so)
-foreach(f ${lib} ${lib}.0.1 ${prefix}/include/kgroup/version.hpp ${prefix}/include/kgroup/export.hpp
+foreach(f ${lib} ${lib}.0.2 ${prefix}/include/kgroup/version.hpp ${prefix}/include/kgroup/export.hpp
         ${prefix}/include/kgroup/consumer.hpp ${prefix}/lib/pkgconfig/kgroup.pc
         ${prefix}/lib/cmake/kgroup/kgroupConfigVersion.cmake ${prefix}/bin/kgroup-consume)
   if(NOT EXISTS ${f})
@@ -32,8 +32,8 @@ foreach(f ${lib} ${lib}.0.1 ${prefix}/include/kgroup/version.hpp ${prefix}/inclu
   endif()
 endforeach()
 run("readelf" readelf -d ${lib})
-if(NOT out MATCHES "SONAME[^\n]*libkgroup\\.so\\.0\\.1\\]")
-  message(FATAL_ERROR "libkgroup.so has no soname libkgroup.so.0.1:\n${out}")
+if(NOT out MATCHES "SONAME[^\n]*libkgroup\\.so\\.0\\.2\\]")
+  message(FATAL_ERROR "libkgroup.so has no soname libkgroup.so.0.2:\n${out}")
 endif()
 # No Asio symbol at all, and no Boost symbol that is not weak: what Boost.System and
 # Boost.Exception mark visible on purpose (typeinfo, vtables and inline members of exception and
@@ -49,7 +49,7 @@ endif()
 if(NOT out MATCHES "kgroup::Consumer::poll" OR NOT out MATCHES "kgroup::library_version")
   message(FATAL_ERROR "libkgroup.so does not export the API")
 endif()
-message(STATUS "libkgroup.so: soname libkgroup.so.0.1, no Asio or strong Boost symbol exported")
+message(STATUS "libkgroup.so: soname libkgroup.so.0.2, no Asio or strong Boost symbol exported")
 
 run("the installed kgroup-consume --help" ${prefix}/bin/kgroup-consume --help)
 if(NOT out MATCHES "usage: kgroup-consume")
@@ -68,7 +68,7 @@ run("compiling the README example with pkg-config's flags"
     c++ -std=c++20 ${WORK_DIR}/readme/consume.cpp -o ${WORK_DIR}/readme/consume ${pc_flags})
 message(STATUS "pkg-config: ${pc_flags}")
 
-# find_package(kgroup 0.1), an application with its own Asio, the README example.
+# find_package(kgroup 0.2), an application with its own Asio, the README example.
 run("configuring the application" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/install/app -B ${WORK_DIR}/app -G Ninja
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=None -DOWN_ASIO=ON
     -DREADME_CONSUME_SOURCE=${WORK_DIR}/readme/consume.cpp)
@@ -88,13 +88,24 @@ file(WRITE ${WORK_DIR}/badver/CMakeLists.txt
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/badver -B ${WORK_DIR}/badver/build
                 -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT rc)
-  message(FATAL_ERROR "find_package(kgroup 1.0) accepted the 0.1 package")
+  message(FATAL_ERROR "find_package(kgroup 1.0) accepted the 0.2 package")
 endif()
 
-# add_subdirectory(kgroup): the library only; tests, examples, the CLI and HTTP are off.
+# add_subdirectory(kgroup): the library only; tests, examples, the CLI and HTTP are off; the
+# parent's build type and BUILD_SHARED_LIBS are left alone, and nothing of kgroup is installed.
 file(WRITE ${WORK_DIR}/sub/CMakeLists.txt "cmake_minimum_required(VERSION 3.25)
 project(sub LANGUAGES CXX)
 add_subdirectory(${SOURCE_DIR} kgroup)
+if(CMAKE_BUILD_TYPE)
+  message(FATAL_ERROR \"add_subdirectory(kgroup) set the parent's CMAKE_BUILD_TYPE: \${CMAKE_BUILD_TYPE}\")
+endif()
+get_property(shared_cached CACHE BUILD_SHARED_LIBS PROPERTY TYPE)
+if(shared_cached)
+  message(FATAL_ERROR \"add_subdirectory(kgroup) created the parent's BUILD_SHARED_LIBS\")
+endif()
+if(KGROUP_INSTALL)
+  message(FATAL_ERROR \"add_subdirectory(kgroup) installs kgroup by default\")
+endif()
 if(NOT TARGET kgroup::kgroup)
   message(FATAL_ERROR \"no kgroup::kgroup\")
 endif()
@@ -106,4 +117,8 @@ endforeach()
 ")
 run("configuring a project that adds kgroup with add_subdirectory"
     ${CMAKE_COMMAND} -S ${WORK_DIR}/sub -B ${WORK_DIR}/sub/build -G Ninja)
+file(READ ${WORK_DIR}/sub/build/kgroup/cmake_install.cmake sub_install)
+if(sub_install MATCHES "file\\(INSTALL")
+  message(FATAL_ERROR "add_subdirectory(kgroup): `cmake --install` of the parent would install kgroup's files")
+endif()
 message(STATUS "packaging checks passed")

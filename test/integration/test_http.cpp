@@ -43,6 +43,7 @@
 #include "kgroup/consumer.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/metrics.hpp"
+#include "kgroup/version.hpp"
 #include "mock_cluster.hpp"
 #include "rdkafka_member.hpp"
 #include "test_config.hpp"
@@ -655,6 +656,7 @@ TEST_CASE("http: GET /status serves the member's state, assignment and rebalance
   const auto j = parse_json(res.body());
 
   CHECK(j["group"].str() == "orders-app");
+  CHECK(j["library_version"].str() == KGROUP_VERSION_STRING);
   CHECK(j["client_id"].str() == "client-1");
   CHECK(j["member_id"].str() == "client-1-5f2c");
   CHECK(j["instance_id"].str() == "instance-a");
