@@ -179,9 +179,7 @@ class simulation {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::function<void()> f) {
-    queue_.emplace(std::make_pair(std::max(when, now_), seq_++), std::move(f));
-  }
+  void at(time_point when, std::function<void()> f) { queue_.at(when, std::move(f)); }
   // An event of member `m`: dropped once it crashed, held while its process is paused.
   void at_member(sim_member& m, time_point when, std::function<void()> f) {
     at(when, [this, &m, f = std::move(f)]() mutable {
@@ -262,8 +260,7 @@ class simulation {
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  std::uint64_t seq_ = 0;
-  std::map<std::pair<time_point, std::uint64_t>, std::function<void()>> queue_;
+  event_queue<std::function<void()>> queue_{now_};
   std::deque<std::string> trace_;
 
   // World.
@@ -1433,11 +1430,7 @@ run_result simulation::run() {
       ended = true;
     });
     while (!ended && !queue_.empty()) {
-      auto it = queue_.begin();
-      now_ = it->first.first;
-      auto f = std::move(it->second);
-      queue_.erase(it);
-      f();
+      queue_.next()();
       check_step();
     }
   } catch (const violation& v) {

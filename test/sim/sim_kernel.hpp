@@ -1,10 +1,14 @@
 // What both simulations share (sim_world.cpp, the data path; sim_group.cpp, the group): the seeded
-// source of every choice and the failure that ends a seed.
+// source of every choice, the failure that ends a seed, and the simulated clock's event queue.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace kgroup::sim {
 
@@ -24,6 +28,32 @@ struct prng {
   }
   std::int64_t between(std::int64_t lo, std::int64_t hi) { return lo + below(hi - lo + 1); }
   bool chance(double p) { return static_cast<double>(gen() >> 11) * 0x1.0p-53 < p; }
+};
+
+// The events of a simulation in time order, ties in the order scheduled (so a seed replays the
+// same run). The clock is the simulation's own: next() moves it to the event it returns, and an
+// event scheduled in the past runs now.
+template <class Event>
+class event_queue {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  explicit event_queue(time_point& clock) : now_(clock) {}
+  void at(time_point when, Event e) {
+    events_.emplace(std::make_pair(std::max(when, now_), seq_++), std::move(e));
+  }
+  bool empty() const { return events_.empty(); }
+  Event next() {
+    auto it = events_.begin();
+    now_ = it->first.first;
+    Event e = std::move(it->second);
+    events_.erase(it);
+    return e;
+  }
+
+ private:
+  time_point& now_;
+  std::uint64_t seq_ = 0;
+  std::map<std::pair<time_point, std::uint64_t>, Event> events_;
 };
 
 }  // namespace kgroup::sim

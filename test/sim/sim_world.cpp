@@ -179,8 +179,7 @@ class simulation : public detail::fetcher_port {
     throw violation{invariant, std::move(message)};
   }
   void at(time_point when, std::string what, std::function<void()> f) {
-    queue_.emplace(std::make_pair(std::max(when, now_), seq_++),
-                   std::make_pair(std::move(what), std::move(f)));
+    queue_.at(when, std::make_pair(std::move(what), std::move(f)));
   }
   // A call posted to the background thread: run in the order posted.
   void post(std::string what, std::function<void()> f) {
@@ -239,8 +238,7 @@ class simulation : public detail::fetcher_port {
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  std::uint64_t seq_ = 0;
-  std::map<std::pair<time_point, std::uint64_t>, std::pair<std::string, std::function<void()>>> queue_;
+  event_queue<std::pair<std::string, std::function<void()>>> queue_{now_};
   time_point last_post_ = start_;
   std::deque<std::string> trace_;
   std::map<TopicPartition, std::deque<std::string>> part_trace_;
@@ -1032,11 +1030,7 @@ run_result simulation::run() {
       ended = true;
     });
     while (!ended && !queue_.empty()) {
-      auto it = queue_.begin();
-      now_ = it->first.first;
-      auto what = std::move(it->second.first);
-      auto f = std::move(it->second.second);
-      queue_.erase(it);
+      auto [what, f] = queue_.next();
       if (what != "produce" && what != "app: poll" && what != "fault") note(std::move(what));
       f();
       if (fp_.invalid_transitions() != 0)
