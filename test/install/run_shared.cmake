@@ -8,13 +8,7 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(rc)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 
 # No optimisation and no debug info (CMAKE_BUILD_TYPE=None): this build is only linked and run.
 run("configuring the shared library" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
@@ -57,9 +51,7 @@ if(NOT out MATCHES "usage: kgroup-consume")
 endif()
 
 # pkg-config: the README's quick start compiles and links with the flags it gives.
-file(READ ${SOURCE_DIR}/README.md readme)
-string(REGEX MATCH "```cpp\n([^`]*)```" _ "${readme}")
-file(WRITE ${WORK_DIR}/readme/consume.cpp "${CMAKE_MATCH_1}")
+readme_quick_start(${WORK_DIR}/readme/consume.cpp)
 set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
 run("pkg-config" pkg-config --cflags --libs kgroup)
 string(STRIP "${out}" pc_flags)
