@@ -1,14 +1,15 @@
-// Partition assignment: the interface the group leader uses to divide partitions among the
-// members of a consumer group, and the built-in assignors under Kafka's protocol names.
-//
-// The leader runs assign() once per generation with every member's subscription; the result is
-// sent to the members in SyncGroup. Members never run assign(): they only contribute the user
-// data of their subscription (user_data()).
-//
-// Everything here is plain values: no I/O, no threads, no clock. The types are shaped for groups
-// with a million partitions: partitions are grouped per topic ({topic, [partition...]}), never one
-// string per partition, and per-partition replica placement is given as broker ids (which a
-// Metadata response already has) plus one rack per broker.
+/// \file
+/// Partition assignment: the interface the group leader uses to divide partitions among the
+/// members of a consumer group, and the built-in assignors under Kafka's protocol names.
+///
+/// The leader runs assign() once per generation with every member's subscription; the result is
+/// sent to the members in SyncGroup. Members never run assign(): they only contribute the user
+/// data of their subscription (user_data()).
+///
+/// Everything here is plain values: no I/O, no threads, no clock. The types are shaped for groups
+/// with a million partitions: partitions are grouped per topic ({topic, [partition...]}), never one
+/// string per partition, and per-partition replica placement is given as broker ids (which a
+/// Metadata response already has) plus one rack per broker.
 #pragma once
 
 #include "kgroup/export.hpp"
@@ -34,14 +35,15 @@ enum class RebalanceProtocol : std::uint8_t {
 
 /// Some partitions of one topic. Used for owned and assigned partitions.
 struct KGROUP_EXPORT TopicPartitions {
-  std::string topic;
-  std::vector<std::int32_t> partitions;
+  std::string topic;                     ///< topic name
+  std::vector<std::int32_t> partitions;  ///< partition numbers of that topic
+  /// Same topic and the same partitions in the same order.
   bool operator==(const TopicPartitions&) const = default;
 };
 
 /// A topic as the leader's metadata knows it.
 struct KGROUP_EXPORT TopicMetadata {
-  std::string topic;
+  std::string topic;  ///< topic name
   /// Partitions 0 .. partition_count - 1. Must not be negative.
   std::int32_t partition_count = 0;
   /// Optional replica placement for rack-aware assignment (KIP-881): either empty (unknown) or
@@ -52,8 +54,8 @@ struct KGROUP_EXPORT TopicMetadata {
 
 /// A broker and its rack (broker.rack), for rack-aware assignment.
 struct KGROUP_EXPORT BrokerMetadata {
-  std::int32_t node_id = -1;
-  std::optional<std::string> rack;
+  std::int32_t node_id = -1;        ///< broker id
+  std::optional<std::string> rack;  ///< its broker.rack; empty when it has none
 };
 
 /// The cluster as the leader sees it when it assigns.
@@ -67,7 +69,7 @@ struct KGROUP_EXPORT ClusterMetadata {
 /// One member's entry in the group: JoinGroup's member identity plus its decoded consumer-protocol
 /// subscription (ConsumerProtocolSubscription v0-v3).
 struct KGROUP_EXPORT MemberSubscription {
-  std::string member_id;
+  std::string member_id;  ///< the member id the coordinator gave it
   /// group.instance.id of a static member (KIP-345); orders members before member_id does.
   std::optional<std::string> group_instance_id;
   /// Subscribed topics. Topics missing from the metadata are ignored; duplicates are harmless.
@@ -90,9 +92,11 @@ struct KGROUP_EXPORT GroupSubscription {
 
 /// What one member gets (ConsumerProtocolAssignment).
 struct KGROUP_EXPORT MemberAssignment {
-  std::string member_id;
+  std::string member_id;  ///< the member this entry is for
   /// Topics in name order, partitions ascending (the built-ins; custom assignors may differ).
   std::vector<TopicPartitions> partitions;
+  /// Assignor-specific bytes for the member (ConsumerProtocolAssignment.UserData); the built-ins
+  /// send none.
   std::optional<std::vector<std::uint8_t>> user_data;
 };
 
@@ -105,12 +109,12 @@ struct KGROUP_EXPORT GroupAssignment {
 
 /// What a member knows about itself when it (re)joins; the input of PartitionAssignor::user_data.
 struct KGROUP_EXPORT MemberState {
-  std::vector<std::string> topics;
+  std::vector<std::string> topics;  ///< the topics it subscribes to
   /// The partitions it owns now (for eager members: owned before it revoked them to rejoin).
   std::vector<TopicPartitions> owned_partitions;
   /// The generation in which it got owned_partitions; -1 if it never had an assignment.
   std::int32_t generation = -1;
-  std::optional<std::string> rack;
+  std::optional<std::string> rack;  ///< its client.rack, if set
 };
 
 /// A partition assignment strategy, named by its protocol name in JoinGroup ("range", ...).

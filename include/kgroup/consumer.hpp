@@ -1,5 +1,6 @@
-// The consumer: joins a consumer group and (with the data path) returns the records of the
-// partitions it owns.
+/// \file
+/// The consumer: joins a consumer group and (with the data path) returns the records of the
+/// partitions it owns.
 #pragma once
 
 #include "kgroup/export.hpp"
@@ -27,12 +28,14 @@
 #include "kgroup/record.hpp"
 #include "kgroup/types.hpp"
 
+/// Everything kgroup offers an application. Start with Consumer (and Config to make one); errors
+/// are kgroup::Error with a kafka_errc or client_errc code (error.hpp).
 namespace kgroup {
 
 /// Who this consumer is in its group, for transactional producers and diagnostics.
 struct KGROUP_EXPORT ConsumerGroupMetadata {
   std::string group_id;
-  std::string member_id;       // empty until the first JoinGroup answer
+  std::string member_id;  ///< empty until the first JoinGroup answer
   std::int32_t generation_id = -1;
   std::optional<std::string> group_instance_id;
 };

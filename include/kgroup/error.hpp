@@ -1,5 +1,7 @@
-// Errors: Kafka's protocol error codes and kgroup's own client errors, as std::error_code
-// categories, plus the exception type the public API throws on the caller's thread.
+/// \file
+/// Errors: Kafka's protocol error codes and kgroup's own client errors, as std::error_code
+/// categories, plus the exception type the public API throws on the caller's thread. What each
+/// code means, which calls raise it and what to do: [Handling errors](../../docs/errors.md).
 #pragma once
 
 #include "kgroup/export.hpp"
@@ -17,40 +19,76 @@ namespace kgroup {
 /// name (e.g. "REBALANCE_IN_PROGRESS") is available from kafka_error_name().
 KGROUP_EXPORT const std::error_category& kafka_category() noexcept;
 
+/// A std::error_code of kafka_category() for `e`; what makes `std::error_code ec = kafka_errc::...`
+/// and comparisons such as `e.code() == kafka_errc::rebalance_in_progress` work.
 inline std::error_code make_error_code(kafka_errc e) noexcept {
   return {static_cast<int>(e), kafka_category()};
 }
 
 /// Kafka's name for a code ("NOT_COORDINATOR"), or "UNKNOWN_ERROR_<n>" for codes not in the table.
 KGROUP_EXPORT std::string kafka_error_name(int code);
-/// Whether Kafka clients retry the operation that got this code (Java client's classification).
+/// Whether Kafka clients retry the operation that got this code (Java client's classification,
+/// the retriable flag of Kafka's error table). Codes not in the table are not retriable.
 KGROUP_EXPORT bool is_retriable(kafka_errc e) noexcept;
 
-/// Errors raised by the client itself (not sent by a broker).
+/// Errors raised by the client itself (not sent by a broker), in client_category(). Which are
+/// retriable or fatal: is_retriable(), is_fatal(); what to do for each: docs/errors.md.
 enum class client_errc {
-  invalid_config = 1,        // a configuration value or combination is invalid
-  no_compatible_version,     // broker and client share no version of an API
-  connection_failed,         // could not connect to any address of a broker
-  connection_closed,         // the connection closed before the response arrived
-  request_timed_out,         // no response within request.timeout.ms
-  protocol_violation,        // the broker sent something the protocol does not allow
-  no_brokers_available,      // no bootstrap server could be reached
-  shutting_down,             // the client is closing
-  coordinator_not_found,     // FindCoordinator returned no usable coordinator
-  woken_up,                  // Consumer::wakeup() interrupted a blocking call
-  closed,                    // the consumer was closed
-  illegal_state,             // the call is not valid in the consumer's current state
-  commit_failed,             // the commit cannot succeed: this member's generation is gone
-  offset_out_of_range,       // no valid position and auto.offset.reset=none
-  partition_not_found,       // a partition of the assignment disappeared from metadata
-  invalid_argument,          // an argument of the call is invalid (empty topic, negative offset, ...)
-  log_truncation,            // the log was truncated below the position and auto.offset.reset=none
-  corrupt_record,            // record data at the position is corrupt (CRC mismatch, unparsable); seek past it
-  tls_failed,                // the TLS handshake failed: the broker's certificate is not trusted, or it refused ours
-  concurrent_access,         // a second thread called the Consumer while one was inside it (not thread-safe)
+  /// A configuration value or combination is invalid (the message names the key). Fatal.
+  invalid_config = 1,
+  /// Broker and client share no version of an API (e.g. group.protocol=consumer on a broker
+  /// without KIP-848). Fatal.
+  no_compatible_version,
+  /// Could not connect to any address of a broker. Retriable.
+  connection_failed,
+  /// The connection closed before the response arrived. Retriable.
+  connection_closed,
+  /// No response within request.timeout.ms, or a blocking call's timeout passed. Retriable.
+  request_timed_out,
+  /// The broker sent something the protocol does not allow. Retriable.
+  protocol_violation,
+  /// No bootstrap server could be reached. Retriable.
+  no_brokers_available,
+  /// The client is closing. Fatal.
+  shutting_down,
+  /// FindCoordinator returned no usable coordinator. Retriable.
+  coordinator_not_found,
+  /// Consumer::wakeup() interrupted a blocking call. Neither retriable nor fatal.
+  woken_up,
+  /// The consumer was closed. Fatal.
+  closed,
+  /// The call is not valid in the consumer's current state (e.g. seek() of a partition not
+  /// assigned). Neither retriable nor fatal: a bug in the calling program.
+  illegal_state,
+  /// The commit cannot succeed: this member's generation is gone (do not commit these offsets
+  /// again; poll()). Neither retriable nor fatal.
+  commit_failed,
+  /// No valid position and auto.offset.reset=none (a PartitionError names the partition).
+  /// Neither retriable nor fatal: seek().
+  offset_out_of_range,
+  /// A partition of the assignment disappeared from metadata (a PartitionError). Neither
+  /// retriable nor fatal.
+  partition_not_found,
+  /// An argument of the call is invalid (empty topic, negative offset, ...). Neither retriable
+  /// nor fatal: a bug in the calling program.
+  invalid_argument,
+  /// The log was truncated below the position and auto.offset.reset=none (a
+  /// LogTruncationError). Neither retriable nor fatal: seek().
+  log_truncation,
+  /// Record data at the position is corrupt (CRC mismatch, unparsable; a PartitionError). Neither
+  /// retriable nor fatal: seek past it.
+  corrupt_record,
+  /// The TLS handshake failed: the broker's certificate is not trusted, or it refused ours. Fatal.
+  tls_failed,
+  /// A second thread called the Consumer while one was inside it (not thread-safe). Neither
+  /// retriable nor fatal: a bug in the calling program.
+  concurrent_access,
 };
 
+/// Category of the client's own errors (client_errc); its name() is "kgroup", message() a short
+/// description of the code.
 KGROUP_EXPORT const std::error_category& client_category() noexcept;
+/// A std::error_code of client_category() for `e` (so `e.code() == client_errc::woken_up` works).
 inline std::error_code make_error_code(client_errc e) noexcept {
   return {static_cast<int>(e), client_category()};
 }
@@ -76,15 +114,22 @@ KGROUP_EXPORT bool is_retriable(const std::error_code& ec) noexcept;
 /// fixes the argument) and goes on with the same Consumer. See docs/errors.md.
 KGROUP_EXPORT bool is_fatal(const std::error_code& ec) noexcept;
 
-/// Exception thrown by the public API on the caller's thread. code() tells what happened.
+/// Exception thrown by the public API on the caller's thread. code() tells what happened;
+/// is_retriable() and is_fatal() tell what the application can do next (see docs/errors.md).
+/// Subclasses carry more for errors of one partition: PartitionError, LogTruncationError.
 class KGROUP_EXPORT Error : public std::runtime_error {
  public:
+  /// An error with code `ec` and message `what`; fatal when kgroup::is_fatal(ec).
   Error(std::error_code ec, const std::string& what)
       : std::runtime_error(what), code_(ec), fatal_(::kgroup::is_fatal(ec)) {}
+  /// An error with code `ec` and the code's own message (ec.message()).
   explicit Error(std::error_code ec) : Error(ec, ec.message()) {}
-  /// `fatal`: raised as fatal by this Consumer whatever its code (see is_fatal()).
+  /// An error with code `ec` and message `what`; `fatal`: raised as fatal by this Consumer
+  /// whatever its code (see is_fatal()).
   Error(std::error_code ec, const std::string& what, bool fatal)
       : std::runtime_error(what), code_(ec), fatal_(fatal || ::kgroup::is_fatal(ec)) {}
+  /// What happened: a kafka_errc (a broker's answer), a client_errc (the client's own), or a
+  /// decoding error of a broker's answer. error_name() gives a stable name for it.
   const std::error_code& code() const noexcept { return code_; }
   /// Whether trying the same call again can succeed (kgroup::is_retriable of the code; never for
   /// a fatal error).

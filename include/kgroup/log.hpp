@@ -1,6 +1,7 @@
-// Logging. kgroup never prints to stdout: it hands each log line to a LogSink, the Consumer's own
-// (Config::set_log_sink) or else the process-wide default, which writes to stderr. No logging
-// library appears here, so an application need not compile or link against kgroup's.
+/// \file
+/// Logging. kgroup never prints to stdout: it hands each log line to a LogSink, the Consumer's own
+/// (Config::set_log_sink) or else the process-wide default, which writes to stderr. No logging
+/// library appears here, so an application need not compile or link against kgroup's.
 #pragma once
 
 #include "kgroup/export.hpp"

@@ -1,4 +1,5 @@
-// Callbacks for partition ownership changes in a consumer group.
+/// \file
+/// Callbacks for partition ownership changes in a consumer group.
 #pragma once
 
 #include "kgroup/export.hpp"
