@@ -34,29 +34,39 @@ namespace kgroup {
 
 /// Who this consumer is in its group, for transactional producers and diagnostics.
 struct KGROUP_EXPORT ConsumerGroupMetadata {
-  std::string group_id;
-  std::string member_id;  ///< empty until the first JoinGroup answer
-  std::int32_t generation_id = -1;
-  std::optional<std::string> group_instance_id;
+  std::string group_id;                          ///< group.id
+  std::string member_id;                         ///< empty until the first JoinGroup answer
+  std::int32_t generation_id = -1;               ///< the group generation; -1 outside a group
+  std::optional<std::string> group_instance_id;  ///< group.instance.id of a static member
 };
 
 /// An offset to commit (the offset of the next record to read) with optional metadata.
 struct KGROUP_EXPORT OffsetAndMetadata {
-  std::int64_t offset = -1;
-  std::string metadata;
+  std::int64_t offset = -1;  ///< the next record to read (last processed + 1); never negative in a commit
+  std::string metadata;      ///< free text stored with the commit (offset.metadata.max.bytes)
+  /// The leader epoch of the last record processed (ConsumerRecord::leader_epoch); lets the next
+  /// owner validate the position against a truncated log (KIP-320).
   std::optional<std::int32_t> leader_epoch;
+  /// Field-wise equality.
   bool operator==(const OffsetAndMetadata&) const = default;
 };
 
 /// The records of one poll() call, in offset order per partition. Owns the fetched buffers the
-/// records view.
+/// records view: a ConsumerRecord (and any string_view taken from it) is valid as long as the
+/// ConsumerRecords it came from. Movable and copyable (a copy shares the buffers).
 class KGROUP_EXPORT ConsumerRecords {
  public:
+  /// An empty batch.
   ConsumerRecords() = default;
+  /// Whether the batch has no record (next_offsets() may still name partitions).
   bool empty() const noexcept { return records_.empty(); }
+  /// Number of records.
   std::size_t size() const noexcept { return records_.size(); }
+  /// Iterator to the first record (random access, over `const ConsumerRecord`).
   auto begin() const noexcept { return records_.begin(); }
+  /// Iterator past the last record.
   auto end() const noexcept { return records_.end(); }
+  /// The record at index `i` (unchecked: `i` must be below size()).
   const ConsumerRecord& operator[](std::size_t i) const { return records_[i]; }
   /// The records of one partition, in offset order (views into this batch, like the records).
   std::vector<std::reference_wrapper<const ConsumerRecord>> records(const TopicPartition& partition) const {
@@ -97,12 +107,14 @@ class KGROUP_EXPORT ConsumerRecords {
   std::map<TopicPartition, OffsetAndMetadata> next_offsets_;
 };
 
+/// Offsets per partition: what commit_sync() and commit_async() take and committed() returns.
 using OffsetMap = std::map<TopicPartition, OffsetAndMetadata>;
 
 /// An offset found by time (Consumer::offsets_for_times) and the timestamp of its record.
 struct KGROUP_EXPORT OffsetAndTimestamp {
-  std::int64_t offset = -1;
-  std::int64_t timestamp = -1;
+  std::int64_t offset = -1;     ///< the offset found
+  std::int64_t timestamp = -1;  ///< its record's timestamp, ms since the Unix epoch
+  /// Field-wise equality.
   bool operator==(const OffsetAndTimestamp&) const = default;
 };
 
@@ -112,9 +124,11 @@ struct KGROUP_EXPORT OffsetAndTimestamp {
 /// partitions stay where they are until the application seeks them (for example to the divergent
 /// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
 /// the divergent offset by itself and logs a warning. A partition whose divergence point the
-/// broker could not tell is absent from the map.
+/// broker could not tell is absent from the map. Neither retriable nor fatal. See
+/// docs/data-safety.md and [Handling errors](../../docs/errors.md).
 class KGROUP_EXPORT LogTruncationError : public Error {
  public:
+  /// An error with message `what` and the divergent offsets per partition.
   LogTruncationError(const std::string& what, OffsetMap divergent)
       : Error(make_error_code(client_errc::log_truncation), what), divergent_(std::move(divergent)) {}
   /// Per partition: the first offset known to diverge, with its leader epoch.
@@ -134,6 +148,8 @@ class KGROUP_EXPORT LogTruncationError : public Error {
 /// Neither retriable nor fatal: the Consumer goes on with its other partitions.
 class KGROUP_EXPORT PartitionError : public Error {
  public:
+  /// An error with code `ec` (one of the three above) and message `what`, about `partition` at
+  /// `offset` (-1 when none).
   PartitionError(std::error_code ec, const std::string& what, TopicPartition partition, std::int64_t offset)
       : Error(ec, what), partition_(std::move(partition)), offset_(offset) {}
   /// The partition concerned.
@@ -159,168 +175,267 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 /// assignment(), subscription(), group_metadata(), group_state(), metrics() and http_endpoint(),
 /// which any thread may call. Listener callbacks run on the user thread inside
 /// poll(), close() and unsubscribe().
+///
+/// Errors: every failure is a kgroup::Error thrown on the calling thread (PartitionError and
+/// LogTruncationError for a problem of one partition). Each method below names the codes it
+/// throws and whether they are retriable (`e.is_retriable()`: the same call can succeed later) or
+/// fatal (`e.is_fatal()`: this Consumer is unusable, close it); [Handling errors](../../docs/errors.md)
+/// lists every code with what to do. Besides those, any method can throw
+/// client_errc::closed after close() (fatal), client_errc::illegal_state on a moved-from
+/// Consumer, and client_errc::concurrent_access as above (both neither retriable nor fatal: bugs
+/// of the calling program).
 class KGROUP_EXPORT Consumer {
  public:
   /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
-  /// commits) and starts the background thread. Throws kgroup::Error(client_errc::invalid_config) naming the offending keys.
+  /// commits) and starts the background thread.
+  /// \throws kgroup::Error client_errc::invalid_config naming the offending keys (fatal: fix the
+  ///   configuration).
   explicit Consumer(const Config& config);
   /// As above, with custom assignors: partition.assignment.strategy may name them as well as the
   /// built-ins (range, roundrobin, sticky, cooperative-sticky).
+  /// \param config the configuration, as above
+  /// \param custom_assignors assignors to choose from by their name()
+  /// \throws kgroup::Error client_errc::invalid_config, also for a strategy that names no
+  ///   built-in or custom assignor (fatal).
   Consumer(const Config& config, std::vector<std::shared_ptr<PartitionAssignor>> custom_assignors);
   /// Closes (see close()) with the default timeout, swallowing errors.
   ~Consumer();
+  /// Not copyable: a Consumer is one group member.
   Consumer(const Consumer&) = delete;
+  /// Not copyable.
   Consumer& operator=(const Consumer&) = delete;
   /// Movable (its background thread and state move along). A moved-from Consumer may only be
   /// destroyed or assigned to; any other call throws kgroup::Error(client_errc::illegal_state).
   /// Move assignment first closes the Consumer assigned to, as its destructor would.
   Consumer(Consumer&& other) noexcept;
+  /// Closes this Consumer (as its destructor, swallowing errors), then takes over `other`.
   Consumer& operator=(Consumer&& other) noexcept;
 
   /// Subscribes to `topics` (replacing any earlier subscription) and joins the group on the next
-  /// poll(). `listener` may be null. Throws kgroup::Error for an empty topic name or after close().
+  /// poll(). `listener` may be null.
+  /// \param topics topic names, none empty
+  /// \param listener called on partition changes (see ConsumerRebalanceListener); may be null
+  /// \throws kgroup::Error client_errc::invalid_argument for an empty topic name and
+  ///   client_errc::illegal_state after assign() (until unassign()), neither retriable nor fatal:
+  ///   fix the call; client_errc::invalid_config without a group.id (fatal by its code: the
+  ///   configuration must change). A refused subscribe() changes nothing.
   void subscribe(const std::vector<std::string>& topics, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
   /// Same, for `consumer.subscribe({"orders", "audit"})` (which would otherwise be ambiguous
-  /// with the pattern overload).
+  /// with the pattern overload). Same errors.
   void subscribe(std::initializer_list<std::string> topics, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr) {
     subscribe(std::vector<std::string>(topics), std::move(listener));
   }
   /// Subscribes to every topic whose name matches `pattern` (ECMAScript, whole name), re-evaluated
   /// whenever metadata is refreshed (metadata.max.age.ms). Internal topics are excluded while
   /// exclude.internal.topics is true.
+  /// \throws kgroup::Error client_errc::invalid_argument with group.protocol=consumer (use a
+  ///   SubscriptionPattern there) and client_errc::illegal_state after assign() (neither
+  ///   retriable nor fatal); client_errc::invalid_config without a group.id (fatal).
   void subscribe(const std::regex& pattern, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
   /// group.protocol=consumer (KIP-848) only: subscribes to every topic whose name the broker
   /// matches with `pattern` (RE2/J syntax, evaluated by the group coordinator, sent as
   /// ConsumerGroupHeartbeat's subscribed_topic_regex). A pattern the broker cannot compile ends the
-  /// membership with kafka_errc::invalid_regular_expression, raised from poll(). Throws
-  /// kgroup::Error(client_errc::invalid_argument) for an empty pattern or with
-  /// group.protocol=classic (whose patterns are std::regex, matched here).
+  /// membership with kafka_errc::invalid_regular_expression, raised from poll() (fatal).
+  /// \throws kgroup::Error client_errc::invalid_argument for an empty pattern or with
+  ///   group.protocol=classic (whose patterns are std::regex, matched here) and
+  ///   client_errc::illegal_state after assign() (neither retriable nor fatal);
+  ///   client_errc::invalid_config without a group.id (fatal).
   void subscribe(const SubscriptionPattern& pattern, std::shared_ptr<ConsumerRebalanceListener> listener = nullptr);
   /// Gives up all partitions (on_partitions_revoked runs here, or on_partitions_lost if the
   /// membership already expired) and leaves the group. Blocks until done or
-  /// default.api.timeout.ms passes. Rethrows the first listener exception.
+  /// default.api.timeout.ms passes. Rethrows the first listener exception (after every callback
+  /// ran and the group was left).
   void unsubscribe();
 
   /// Manual assignment: consumes exactly these partitions, without joining a group (no
   /// heartbeats, no rebalances, no listener calls). Replaces any earlier manual assignment. With a
   /// group.id, commits and committed() still work (generation -1, no member id); without one they
-  /// fail with client_errc::invalid_config. Throws client_errc::illegal_state while subscribed
-  /// (subscribe() and assign() exclude each other until unsubscribe()/unassign()). With
-  /// enable.auto.commit, the positions of partitions a new assign() drops are committed (async;
-  /// close() waits for it), as Java does.
+  /// fail with client_errc::invalid_config. With enable.auto.commit, the positions of partitions
+  /// a new assign() drops are committed (async; close() waits for it), as Java does.
+  /// \throws kgroup::Error client_errc::illegal_state while subscribed (subscribe() and assign()
+  ///   exclude each other until unsubscribe()/unassign()); client_errc::invalid_argument for an
+  ///   empty topic name or a negative partition. Neither retriable nor fatal.
   void assign(const std::set<TopicPartition>& partitions);
   /// Stops consuming the manually assigned partitions (same as assign({})).
   void unassign();
 
   /// Runs due listener callbacks and returns up to max.poll.records records of owned, non-paused
-  /// partitions, in offset order per partition. Waits up to `timeout` for records. Throws kgroup::Error for fatal group errors (fenced instance id,
-  /// authorization, inconsistent protocols, group full), client_errc::woken_up after wakeup(), and
-  /// rethrows the first exception a listener threw, after every callback of the rebalance ran.
+  /// partitions, in offset order per partition. Waits up to `timeout` for records (0: returns
+  /// what is buffered). Call it at least every max.poll.interval.ms, or the member leaves the
+  /// group and its partitions are lost.
+  /// \param timeout how long to wait when no record is buffered
+  /// \returns the records, and in ConsumerRecords::next_offsets() the offsets to commit after them;
+  ///   empty when none arrived in time
+  /// \throws kgroup::Error the fatal group errors (fenced instance id, group authorization,
+  ///   inconsistent protocols, group full, invalid session timeout, failed authentication or TLS,
+  ///   no compatible API version; is_fatal() true, and every later poll() throws it again);
+  ///   client_errc::woken_up after wakeup() (neither: shut down or go on).
+  /// \throws kgroup::PartitionError client_errc::offset_out_of_range, corrupt_record or
+  ///   partition_not_found for one partition (neither: seek() it, or drop it; the other
+  ///   partitions go on).
+  /// \throws kgroup::LogTruncationError client_errc::log_truncation with
+  ///   auto.offset.reset=none (neither: seek() the partitions).
+  /// \throws anything a listener callback threw: the first one, rethrown after every callback of
+  ///   the rebalance ran.
   ConsumerRecords poll(std::chrono::milliseconds timeout);
 
   // ---- offsets and positions (the data path) ----
 
   /// Commits the position of every owned partition (the offset after the last record poll()
   /// returned) and waits for the answer (up to default.api.timeout.ms, retrying coordinator
-  /// errors). Throws kgroup::Error: kafka_errc::rebalance_in_progress (retriable: poll() and
+  /// errors).
+  /// \throws kgroup::Error kafka_errc::rebalance_in_progress (retriable: poll() and
   /// commit again) while the group rebalances or this member joins it; client_errc::commit_failed
   /// (not retriable: the partitions may have a new owner, so do not commit these offsets again)
   /// when the membership that owned them is gone: it exceeded max.poll.interval.ms, the
   /// coordinator removed or fenced it (until it has rejoined), a fatal group error ended it, or it
   /// is leaving (unsubscribe()/close() after the revoke); the message says which.
+  /// client_errc::request_timed_out (retriable) when no answer came in time, or the last
+  /// retriable error; other Kafka codes of the OffsetCommit answer (e.g.
+  /// kafka_errc::offset_metadata_too_large, group_authorization_failed) as they are;
+  /// client_errc::invalid_config without a group.id (fatal by its code).
   void commit_sync();
   /// Same, waiting at most `timeout` instead of default.api.timeout.ms (then
   /// client_errc::request_timed_out, or the last retriable error).
   void commit_sync(std::chrono::milliseconds timeout);
-  /// Commits exactly these offsets (same errors). A negative offset throws
-  /// client_errc::invalid_argument and commits nothing.
+  /// Commits exactly these offsets (same errors). Offsets are the next record to read: the last
+  /// processed one + 1 (ConsumerRecords::next_offsets() has them).
+  /// \throws kgroup::Error as commit_sync(); also client_errc::invalid_argument for a negative
+  ///   offset (commits nothing), and client_errc::commit_failed for a partition this member does
+  ///   not own now (a subscribed member; neither retriable nor fatal).
   void commit_sync(const OffsetMap& offsets);
+  /// commit_sync(offsets) waiting at most `timeout` (then client_errc::request_timed_out, or the
+  /// last retriable error).
   void commit_sync(const OffsetMap& offsets, std::chrono::milliseconds timeout);
   /// Commits positions without waiting; `callback` (optional) runs inside a later poll(),
   /// commit_sync() or close() on this thread. commit_sync() waits (within its timeout) for the
-  /// commit_async() calls made before it and runs their callbacks first, in order.
+  /// commit_async() calls made before it and runs their callbacks first, in order. A failed
+  /// commit is not retried: the callback gets the error_code (the codes of commit_sync();
+  /// classify it with kgroup::is_retriable() / is_fatal()).
   void commit_async(CommitCallback callback = nullptr);
+  /// Commits exactly these offsets without waiting (as commit_async() and commit_sync(offsets)).
+  /// \throws kgroup::Error client_errc::invalid_argument for a negative offset (commits nothing).
   void commit_async(const OffsetMap& offsets, CommitCallback callback = nullptr);
   /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
-  /// default.api.timeout.ms. Throws kgroup::Error on failure.
+  /// default.api.timeout.ms, retrying coordinator errors.
+  /// \throws kgroup::Error client_errc::request_timed_out (retriable) or the last retriable
+  ///   error when no answer came in time; a Kafka code of the OffsetFetch answer (e.g.
+  ///   kafka_errc::group_authorization_failed); client_errc::invalid_config without a group.id
+  ///   (fatal by its code).
   OffsetMap committed(const std::set<TopicPartition>& partitions);
   /// Same, waiting at most `timeout`.
   OffsetMap committed(const std::set<TopicPartition>& partitions, std::chrono::milliseconds timeout);
 
   /// The offset of the next record poll() returns for `partition` (an owned partition). Blocks
   /// until the position is known (committed offset or auto.offset.reset), up to
-  /// default.api.timeout.ms. Throws client_errc::illegal_state for a partition not owned.
+  /// default.api.timeout.ms.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not owned (neither);
+  ///   client_errc::request_timed_out when not known in time (retriable).
+  /// \throws kgroup::PartitionError client_errc::offset_out_of_range with
+  ///   auto.offset.reset=none and no valid position (neither: seek() it).
   std::int64_t position(const TopicPartition& partition);
   /// Same, waiting at most `timeout` (then client_errc::request_timed_out).
   std::int64_t position(const TopicPartition& partition, std::chrono::milliseconds timeout);
   /// How many records of an owned partition are past its position: the last fetched high
   /// watermark (the last stable offset under read_committed) minus the position. Empty before
-  /// the first fetch answer or the position is known. Never blocks, never asks a broker.
+  /// the first fetch answer or the position is known, and for a partition not owned. Never
+  /// blocks, never asks a broker.
   std::optional<std::int64_t> current_lag(const TopicPartition& partition) const;
 
   // ---- the cluster's view (asked of the brokers; any partitions, owned or not) ----
 
-  /// The first offset of each partition (its log start). Blocks up to `timeout`
-  /// (default.api.timeout.ms without one), retrying metadata and leader errors; throws
-  /// kgroup::Error (client_errc::request_timed_out, or the last broker error, e.g.
-  /// UNKNOWN_TOPIC_OR_PARTITION).
+  /// The first offset of each partition (its log start). Blocks up to default.api.timeout.ms,
+  /// retrying metadata and leader errors.
+  /// \throws kgroup::Error client_errc::request_timed_out (retriable) when no answer came in
+  ///   time, or the last broker error, e.g. kafka_errc::unknown_topic_or_partition (retriable in
+  ///   Kafka's table: the topic may be being created).
   std::map<TopicPartition, std::int64_t> beginning_offsets(const std::set<TopicPartition>& partitions);
+  /// Same, waiting at most `timeout`.
   std::map<TopicPartition, std::int64_t> beginning_offsets(const std::set<TopicPartition>& partitions,
                                                             std::chrono::milliseconds timeout);
   /// The end offset of each partition: the high watermark, or the last stable offset under
-  /// isolation.level=read_committed. Same errors.
+  /// isolation.level=read_committed. Same errors as beginning_offsets().
   std::map<TopicPartition, std::int64_t> end_offsets(const std::set<TopicPartition>& partitions);
+  /// Same, waiting at most `timeout`.
   std::map<TopicPartition, std::int64_t> end_offsets(const std::set<TopicPartition>& partitions,
                                                       std::chrono::milliseconds timeout);
   /// Per partition, the earliest offset whose record timestamp is at or after the given one
   /// (milliseconds since the Unix epoch), with that timestamp; empty when no record is that
-  /// recent. A negative timestamp throws client_errc::invalid_argument. Same errors.
+  /// recent.
+  /// \throws kgroup::Error client_errc::invalid_argument for a negative timestamp (neither);
+  ///   otherwise the errors of beginning_offsets().
   std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
       const std::map<TopicPartition, std::int64_t>& timestamps);
+  /// Same, waiting at most `timeout`.
   std::map<TopicPartition, std::optional<OffsetAndTimestamp>> offsets_for_times(
       const std::map<TopicPartition, std::int64_t>& timestamps, std::chrono::milliseconds timeout);
-  /// The partitions of `topic` from fresh metadata; empty when the topic does not exist.
+  /// The partitions of `topic` from fresh metadata; empty when the topic does not exist. Blocks
+  /// up to default.api.timeout.ms.
+  /// \throws kgroup::Error client_errc::request_timed_out (retriable) when no metadata came in
+  ///   time, or the last broker error.
   std::vector<PartitionInfo> partitions_for(const std::string& topic);
+  /// Same, waiting at most `timeout`.
   std::vector<PartitionInfo> partitions_for(const std::string& topic, std::chrono::milliseconds timeout);
-  /// Every topic the cluster reports (internal ones included) with its partitions.
+  /// Every topic the cluster reports (internal ones included) with its partitions. Same errors
+  /// as partitions_for().
   std::map<std::string, std::vector<PartitionInfo>> list_topics();
+  /// Same, waiting at most `timeout`.
   std::map<std::string, std::vector<PartitionInfo>> list_topics(std::chrono::milliseconds timeout);
   /// Next poll() returns records of `partition` from `offset`. Buffered records are dropped.
-  /// Throws client_errc::illegal_state for a partition not assigned to this consumer (as Java), and
-  /// client_errc::invalid_argument for a negative offset.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not assigned to this
+  ///   consumer (as Java), client_errc::invalid_argument for a negative offset (neither).
   void seek(const TopicPartition& partition, std::int64_t offset);
   /// Same; with a leader epoch (a committed offset, a LogTruncationError's divergent offset)
   /// the position is first validated against the leader's log (KIP-320), as after a leader change.
+  /// Same errors.
   void seek(const TopicPartition& partition, const OffsetAndMetadata& offset);
-  /// Next poll() returns records from the log's start (end) of these partitions; an empty set means
-  /// every assigned partition. Throws client_errc::illegal_state for a partition not assigned.
+  /// Next poll() returns records from the log's start of these partitions; an empty set means
+  /// every assigned partition.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not assigned (neither).
   void seek_to_beginning(const std::set<TopicPartition>& partitions);
+  /// Next poll() returns records from the log's end of these partitions (only records appended
+  /// after the end found); an empty set means every assigned partition.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not assigned (neither).
   void seek_to_end(const std::set<TopicPartition>& partitions);
-  /// Stops returning (and fetching) records of these partitions until resume(). pause() and resume()
-  /// throw client_errc::illegal_state for a partition not assigned (and change nothing then).
+  /// Stops returning (and fetching) records of these partitions until resume(). The partitions
+  /// stay assigned, and the member stays in its group.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not assigned (and changes
+  ///   nothing then; neither retriable nor fatal).
   void pause(const std::set<TopicPartition>& partitions);
+  /// Returns records of these paused partitions again, from their position.
+  /// \throws kgroup::Error client_errc::illegal_state for a partition not assigned (and changes
+  ///   nothing then; neither retriable nor fatal).
   void resume(const std::set<TopicPartition>& partitions);
+  /// The partitions pause() stopped and resume() has not resumed.
   std::set<TopicPartition> paused() const;
 
-  /// Partitions this consumer currently owns.
+  /// Partitions this consumer currently owns. Any thread may call it.
   std::set<TopicPartition> assignment() const;
-  /// The topics of the current subscription (for a pattern, the topics it matched last).
+  /// The topics of the current subscription (for a pattern, the topics it matched last). Any
+  /// thread may call it.
   std::vector<std::string> subscription() const;
+  /// This member's identity in its group (for a transactional producer's
+  /// sendOffsetsToTransaction, or diagnostics). Any thread may call it.
   ConsumerGroupMetadata group_metadata() const;
   /// Asks for a rebalance now (for example after the application's own state changed). `reason`
   /// is sent to the coordinator with the JoinGroup (KIP-800).
   void enforce_rebalance(const std::string& reason = "");
   /// Makes a poll() blocked in another thread (or the next one) throw client_errc::woken_up.
-  /// Thread-safe; the only method that may be called from any thread.
+  /// Thread-safe: any thread may call it. Only poll() throws woken_up; the other blocking calls
+  /// are not interrupted.
   void wakeup();
   /// Waits for commit_async() calls in flight (their callbacks run here), auto-commits a manual
   /// assignment's positions (enable.auto.commit), leaves the group (listener callbacks run here,
   /// and the auto-commit before the revoke), then stops the background thread, all within
   /// `timeout`. A static member (group.instance.id) does not send LeaveGroup, so a restart within
-  /// session.timeout.ms keeps its partitions. Idempotent. Rethrows the first listener exception.
+  /// session.timeout.ms keeps its partitions. Idempotent: later calls do nothing; any other
+  /// method then throws client_errc::closed.
+  /// \throws anything a listener callback threw: the first one, rethrown once the Consumer is
+  ///   closed.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-  /// The membership state as text ("stable", "joining", ...), for diagnostics.
+  /// The membership state as text ("stable", "joining", ...), for diagnostics. Any thread may
+  /// call it.
   std::string group_state() const;
 
   // ---- observability ----
@@ -333,7 +448,8 @@ class KGROUP_EXPORT Consumer {
   /// (0, the default, means never). It runs on the polling thread, inside poll().
   void set_statistics_callback(StatisticsCallback callback);
   /// "host:port" where the HTTP endpoint (observability.http.listen) listens, empty when it is
-  /// off. With port 0 in the configuration this is the port the system picked.
+  /// off. With port 0 in the configuration this is the port the system picked. Any thread may
+  /// call it.
   std::string http_endpoint() const;
 
  private:
