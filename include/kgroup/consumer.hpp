@@ -180,10 +180,11 @@ using StatisticsCallback = std::function<void(const ConsumerMetrics&)>;
 /// LogTruncationError for a problem of one partition). Each method below names the codes it
 /// throws and whether they are retriable (`e.is_retriable()`: the same call can succeed later) or
 /// fatal (`e.is_fatal()`: this Consumer is unusable, close it); [Handling errors](../../docs/errors.md)
-/// lists every code with what to do. Besides those, any method can throw
-/// client_errc::closed after close() (fatal), client_errc::illegal_state on a moved-from
-/// Consumer, and client_errc::concurrent_access as above (both neither retriable nor fatal: bugs
-/// of the calling program).
+/// lists every code with what to do. Besides those: after close(), the methods that subscribe,
+/// assign, poll, commit, seek, pause or ask the cluster throw client_errc::closed (fatal; the
+/// read-only ones still answer); any method of a moved-from Consumer throws
+/// client_errc::illegal_state, and a second thread's call client_errc::concurrent_access as above
+/// (both neither retriable nor fatal: bugs of the calling program).
 class KGROUP_EXPORT Consumer {
  public:
   /// Validates `config` (bootstrap.servers required; group.id is needed for subscribe() and
