@@ -230,8 +230,13 @@ void append_utf8(std::string& out, unsigned cp) {
   } else if (cp < 0x800) {
     out += static_cast<char>(0xC0 | (cp >> 6));
     out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
+  } else if (cp < 0x10000) {
     out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
     out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
@@ -300,7 +305,20 @@ std::vector<property> parse_properties(std::string_view text) {
     while (v < logical.size() && blank(logical[v])) ++v;
     if (v < logical.size() && (logical[v] == '=' || logical[v] == ':')) ++v;
     while (v < logical.size() && blank(logical[v])) ++v;
-    auto unescape = [](std::string_view s) {
+    auto unescape = [start_line](std::string_view s) {
+      // The four hex digits after the 'u' at s[n]; n is left on the last one.
+      auto hex4 = [&s](std::size_t& n) {
+        unsigned cp = 0;
+        std::size_t digits = 0;
+        while (digits < 4 && n + 1 < s.size() && std::isxdigit(static_cast<unsigned char>(s[n + 1]))) {
+          const char h = s[n + 1];
+          cp = cp * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+          ++n;
+          ++digits;
+        }
+        if (digits != 4) invalid("malformed \\uXXXX escape in a properties file");
+        return cp;
+      };
       std::string r;
       for (std::size_t n = 0; n < s.size(); ++n) {
         if (s[n] != '\\' || n + 1 == s.size()) {
@@ -309,24 +327,46 @@ std::vector<property> parse_properties(std::string_view text) {
         }
         const char e = s[++n];
         switch (e) {
-          case 't': r += '\t'; break;
-          case 'n': r += '\n'; break;
-          case 'r': r += '\r'; break;
-          case 'f': r += '\f'; break;
+          case 't':
+            r += '\t';
+            break;
+          case 'n':
+            r += '\n';
+            break;
+          case 'r':
+            r += '\r';
+            break;
+          case 'f':
+            r += '\f';
+            break;
           case 'u': {
-            unsigned cp = 0;
-            std::size_t digits = 0;
-            while (digits < 4 && n + 1 < s.size() && std::isxdigit(static_cast<unsigned char>(s[n + 1]))) {
-              const char h = s[n + 1];
-              cp = cp * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-              ++n;
-              ++digits;
+            // \u escapes are UTF-16 code units: a character above U+FFFF is a high surrogate
+            // escape followed at once by a low one, and becomes one 4-byte UTF-8 sequence. Java
+            // keeps a lone half as it is, in a String; UTF-8 has no form for it (encoding it
+            // alone gives invalid UTF-8 a broker may refuse), so it is a config error, with the
+            // line (docs/DESIGN.md, "Configuration").
+            unsigned cp = hex4(n);
+            const auto lone = [&](unsigned half) {
+              invalid(
+                  fmt::format("line {}: \\u{:04X} is half of a UTF-16 surrogate pair without its other half "
+                              "(a character above U+FFFF is written as two escapes, high then low: "
+                              "\\uD83D\\uDE00 for U+1F600)",
+                              start_line, half));
+            };
+            if (cp >= 0xDC00 && cp <= 0xDFFF) lone(cp);
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+              if (n + 2 >= s.size() || s[n + 1] != '\\' || s[n + 2] != 'u') lone(cp);
+              std::size_t m = n + 2;
+              const unsigned low = hex4(m);
+              if (low < 0xDC00 || low > 0xDFFF) lone(cp);
+              n = m;
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
             }
-            if (digits != 4) invalid("malformed \\uXXXX escape in a properties file");
             append_utf8(r, cp);
             break;
           }
-          default: r += e;  // \\, \=, \:, \#, \!, \<space>, and any other character as itself
+          default:
+            r += e;  // \\, \=, \:, \#, \!, \<space>, and any other character as itself
         }
       }
       return r;

@@ -76,6 +76,27 @@ TEST_CASE("config: Java .properties syntax", "[config]") {
   CHECK(c.get("auto.offset.reset") == "earliest");
 }
 
+TEST_CASE("config: a \\u surrogate pair in a properties file is one UTF-8 character; a lone half is an error",
+          "[config]") {
+  // U+1F600 is written \uD83D\uDE00 (UTF-16), as Java's native2ascii and Properties.store write it.
+  CHECK(Config::from_properties("client.id=a\\uD83D\\uDE00b\n").get("client.id") ==
+        std::string("a\xF0\x9F\x98\x80") + 'b');
+  CHECK(Config::from_properties("client.id=\\udbff\\udfff\n").get("client.id") ==
+        "\xF4\x8F\xBF\xBF");  // U+10FFFF
+  CHECK(Config::from_properties("client.id=\\uD7FF\\uE000\n").get("client.id") == "\xED\x9F\xBF\xEE\x80\x80");
+  CHECK(Config::from_properties("client.id=\\uD83D\\\n  \\uDE00\n").get("client.id") ==
+        "\xF0\x9F\x98\x80");  // continued
+  // A half without its partner has no UTF-8 form: refused, with the line.
+  for (const char* text :
+       {"client.id=\\uD83D\n", "client.id=\\uD83Dx\n", "client.id=\\uD83D\\u0041\n",
+        "client.id=\\uD83D\\uD83D\\uDE00\n", "client.id=\\uDE00\n", "client.id=\\uDE00\\uD83D\n"}) {
+    INFO(text);
+    const std::string error = error_of([&] { Config::from_properties(std::string("# first\n") + text); });
+    CHECK(error.find("line 2") != std::string::npos);
+    CHECK(error.find("surrogate") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: a properties file of another Kafka client: its keys are skipped, typos and unsupported "
           "security are refused",
           "[config]") {
