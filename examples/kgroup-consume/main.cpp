@@ -47,6 +47,8 @@
 // Boost.JSON writes every line; this program compiles its own copy (base/json_impl.cpp is one of
 // its sources), since a shared libkgroup keeps the library's copy to itself (base/boost_json.hpp).
 #include "base/json.hpp"
+// Header-only, like the JSON above: the library's own base64, which a shared libkgroup does not export.
+#include "base/base64.hpp"
 
 namespace {
 
@@ -148,28 +150,6 @@ configuration (an error event).
 std::int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-// RFC 4648 base64, with padding.
-std::string base64(std::string_view s) {
-  static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  auto byte = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])); };
-  std::string out;
-  out.reserve((s.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= s.size(); i += 3) {
-    const std::uint32_t n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-    const char quad[4] = {digits[n >> 18], digits[(n >> 12) & 63], digits[(n >> 6) & 63], digits[n & 63]};
-    out.append(quad, 4);
-  }
-  if (const std::size_t rest = s.size() - i; rest > 0) {
-    const std::uint32_t n = byte(i) << 16 | (rest == 2 ? byte(i + 1) << 8 : 0);
-    out += digits[n >> 18];
-    out += digits[(n >> 12) & 63];
-    out += rest == 2 ? digits[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
 }
 
 // Listener callbacks may run on the background thread (-X rebalance.listener.thread=heartbeat)
@@ -330,7 +310,7 @@ class record_printer {
       kgroup::base::detail::append_json_string(out_, serializer_, *b);
     } else {
       out_ += "_b64\":\"";
-      out_ += base64(*b);
+      out_ += kgroup::base::base64_encode(*b);
       out_ += '"';
     }
   }

@@ -17,8 +17,8 @@
 #include <boost/beast/http/write.hpp>
 #include <fmt/format.h>
 
+#include "base/base64.hpp"
 #include "security/oauth.hpp"
-#include "security/scram.hpp"
 
 namespace kgroup::net {
 
@@ -94,12 +94,10 @@ class oidc_request : public std::enable_shared_from_this<oidc_request> {
     req_.set(bhttp::field::accept, "application/json");
     req_.set(bhttp::field::content_type, "application/x-www-form-urlencoded");
     std::string basic = form_encode(opts_.client_id) + ":" + form_encode(opts_.client_secret);
-    std::vector<std::uint8_t> basic_bytes(basic.begin(), basic.end());
-    std::string authorization = "Basic " + security::base64_encode(basic_bytes);
+    std::string authorization = "Basic " + base::base64_encode(basic);
     req_.set(bhttp::field::authorization, authorization);
     // Our copies of the secret; Beast's copy in the request goes with the request.
     OPENSSL_cleanse(basic.data(), basic.size());
-    OPENSSL_cleanse(basic_bytes.data(), basic_bytes.size());
     OPENSSL_cleanse(authorization.data(), authorization.size());
     std::string body = "grant_type=client_credentials";
     if (!opts_.scope.empty()) body += "&scope=" + form_encode(opts_.scope);

@@ -6,32 +6,17 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/base64.hpp"
 #include "base/json.hpp"
 #include "base/log.hpp"
-
-#include "security/scram.hpp"
 
 namespace kgroup::security {
 
 namespace {
 
-std::string base64url(std::string_view text) {
-  std::string s = base64_encode(std::vector<std::uint8_t>(text.begin(), text.end()));
-  while (!s.empty() && s.back() == '=') s.pop_back();
-  std::replace(s.begin(), s.end(), '+', '-');
-  std::replace(s.begin(), s.end(), '/', '_');
-  return s;
-}
-
 bool base64url_decode(std::string_view text, std::string& out) {
-  std::string s(text);
-  if (s.find_first_of("+/=") != std::string::npos) return false;
-  std::replace(s.begin(), s.end(), '-', '+');
-  std::replace(s.begin(), s.end(), '_', '/');
-  if (s.size() % 4 == 1) return false;
-  while (s.size() % 4 != 0) s += '=';
   std::vector<std::uint8_t> bytes;
-  if (!base64_decode(s, bytes)) return false;
+  if (!base::base64url_decode(text, bytes)) return false;
   out.assign(bytes.begin(), bytes.end());
   return true;
 }
@@ -137,7 +122,8 @@ oauth_token make_unsecured_token(const unsecured_token_config& cfg, std::chrono:
   if (!cfg.scope.empty()) payload["scope"] = cfg.scope;
   oauth_token t;
   const boost::json::object header{{"alg", "none"}};
-  t.value = base64url(base::to_json(header)) + "." + base64url(base::to_json(payload)) + ".";
+  t.value = base::base64url_encode(base::to_json(header)) + "." +
+            base::base64url_encode(base::to_json(payload)) + ".";
   t.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
   t.principal = cfg.principal;
   t.extensions = cfg.extensions;

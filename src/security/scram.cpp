@@ -8,6 +8,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "base/base64.hpp"
+
 namespace kgroup::security {
 
 namespace {
@@ -95,68 +97,12 @@ bool scram_hash_from_mechanism(std::string_view mechanism, scram_hash& out) {
   return true;
 }
 
-std::string base64_encode(const bytes& in) {
-  static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    const std::uint32_t n = std::uint32_t{in[i]} << 16 | std::uint32_t{in[i + 1]} << 8 | in[i + 2];
-    out += digits[n >> 18];
-    out += digits[(n >> 12) & 63];
-    out += digits[(n >> 6) & 63];
-    out += digits[n & 63];
-  }
-  if (const std::size_t rest = in.size() - i; rest > 0) {
-    const std::uint32_t n = std::uint32_t{in[i]} << 16 | (rest == 2 ? std::uint32_t{in[i + 1]} << 8 : 0);
-    out += digits[n >> 18];
-    out += digits[(n >> 12) & 63];
-    out += rest == 2 ? digits[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-bool base64_decode(std::string_view text, bytes& out) {
-  out.clear();
-  if (text.size() % 4 != 0) return false;
-  const auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    const int pad = last ? (text[i + 3] == '=' ? (text[i + 2] == '=' ? 2 : 1) : 0) : 0;
-    std::uint32_t n = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = text[i + static_cast<std::size_t>(k)];
-      int v = 0;
-      if (k >= 4 - pad) {
-        if (c != '=') return false;
-      } else {
-        v = value(c);
-        if (v < 0) return false;
-      }
-      n = n << 6 | static_cast<std::uint32_t>(v);
-    }
-    // Canonical only: the bits padding leaves unused must be zero (RFC 4648 3.5).
-    if ((pad == 1 && (n & 0xFF) != 0) || (pad == 2 && (n & 0xFFFF) != 0)) return false;
-    out.push_back(static_cast<std::uint8_t>(n >> 16));
-    if (pad < 2) out.push_back(static_cast<std::uint8_t>(n >> 8));
-    if (pad < 1) out.push_back(static_cast<std::uint8_t>(n));
-  }
-  return true;
-}
-
 scram_client::scram_client(scram_hash hash, std::string username, std::string password, std::string nonce)
     : hash_(hash), username_(std::move(username)), password_(std::move(password)), nonce_(std::move(nonce)) {
   if (nonce_.empty()) {
     bytes raw(24);
     if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) throw std::runtime_error("no random bytes for the SCRAM nonce");
-    nonce_ = base64_encode(raw);
+    nonce_ = base::base64_encode(raw);
   }
 }
 
@@ -199,7 +145,7 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
     return false;
   }
   bytes salt;
-  if (!base64_decode(s, salt) || salt.empty()) {
+  if (!base::base64_decode(s, salt) || salt.empty()) {
     error = "SCRAM: the server's salt is not base64";
     return false;
   }
@@ -232,7 +178,7 @@ bool scram_client::client_final(std::string_view server_first, std::string& out,
   bytes client_key = hmac(hash_, salted_password_, "Client Key");
   const bytes stored_key = digest(hash_, client_key);
   const bytes client_signature = hmac(hash_, stored_key, auth_message_);
-  out = client_final_bare + ",p=" + base64_encode(xor_bytes(client_key, client_signature));
+  out = client_final_bare + ",p=" + base::base64_encode(xor_bytes(client_key, client_signature));
   OPENSSL_cleanse(client_key.data(), client_key.size());  // with the proof, it stands in for the password
   step_ = step::final_sent;
   return true;
@@ -249,7 +195,7 @@ bool scram_client::verify_server_final(std::string_view server_final, std::strin
     return false;
   }
   bytes signature;
-  if (!attribute(server_final, 'v', v) || !base64_decode(v, signature)) {
+  if (!attribute(server_final, 'v', v) || !base::base64_decode(v, signature)) {
     error = "SCRAM: malformed server-final message";
     return false;
   }

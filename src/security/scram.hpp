@@ -63,9 +63,4 @@ class scram_client {
   enum class step { initial, first_sent, final_sent, done } step_ = step::initial;
 };
 
-/// Base64 (RFC 4648, padded), for SCRAM and the tests.
-std::string base64_encode(const std::vector<std::uint8_t>& bytes);
-/// False on a character outside the alphabet or bad padding.
-bool base64_decode(std::string_view text, std::vector<std::uint8_t>& out);
-
 }  // namespace kgroup::security

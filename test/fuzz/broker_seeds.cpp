@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/base64.hpp"
 #include "protocol/headers.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/records.hpp"
@@ -117,7 +118,7 @@ void scram(conversation& c, bool sha512, std::int64_t lifetime = 0) {
   const bytes server_key = hmac(md, salted, "Server Key");
   const bytes signature = hmac(md, server_key, auth_message);
   authenticated(c, server_first);
-  authenticated(c, "v=" + security::base64_encode(signature), lifetime);
+  authenticated(c, "v=" + base::base64_encode(signature), lifetime);
 }
 
 // A magic-2 batch of `n` records from `base`.

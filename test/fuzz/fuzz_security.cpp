@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/base64.hpp"
 #include "fuzz_common.hpp"
 #include "security/oauth.hpp"
 #include "security/sasl.hpp"
@@ -142,7 +143,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     case 9: {
       std::vector<std::uint8_t> out;
-      if (base64_decode(in, out)) check(base64_encode(out) == in, "base64 does not round-trip");
+      if (kgroup::base::base64_decode(in, out)) {
+        check(kgroup::base::base64_encode(out) == in, "base64 does not round-trip");
+      }
+      if (kgroup::base::base64url_decode(in, out)) {
+        check(kgroup::base::base64url_encode(std::string(out.begin(), out.end())) == in,
+              "base64url does not round-trip");
+      }
       break;
     }
   }

@@ -19,8 +19,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/base64.hpp"
 #include "base/json.hpp"
-#include "security/scram.hpp"
 #include "test_pki.hpp"
 
 namespace kgroup::test {
@@ -31,16 +31,6 @@ namespace http = boost::beast::http;
 using asio::awaitable;
 using asio::use_awaitable;
 using tcp = asio::ip::tcp;
-
-std::string base64url(std::string_view text) {
-  std::string b64 = security::base64_encode(std::vector<std::uint8_t>(text.begin(), text.end()));
-  for (char& c : b64) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
-  }
-  while (!b64.empty() && b64.back() == '=') b64.pop_back();
-  return b64;
-}
 
 std::string url_decode(std::string_view s) {
   std::string out;
@@ -84,7 +74,8 @@ std::string unsecured_jwt(std::string_view subject, std::int64_t lifetime_ms, st
   boost::json::object payload{{"sub", base::json_text(subject)}, {"iat", now / 1000}, {"exp", (now + lifetime_ms) / 1000}};
   if (!scope.empty()) payload["scope"] = base::json_text(scope);
   const boost::json::object header{{"alg", "none"}};
-  return base64url(base::to_json(header)) + "." + base64url(base::to_json(payload)) + ".";
+  return base::base64url_encode(base::to_json(header)) + "." +
+         base::base64url_encode(base::to_json(payload)) + ".";
 }
 
 struct oidc_token_endpoint::impl {
@@ -149,7 +140,7 @@ struct oidc_token_endpoint::impl {
     std::string secret = form["client_secret"];
     if (const auto auth = req[http::field::authorization]; auth.size() > 6 && auth.substr(0, 6) == "Basic ") {
       std::vector<std::uint8_t> raw;
-      if (security::base64_decode(std::string_view(auth.data() + 6, auth.size() - 6), raw)) {
+      if (base::base64_decode(std::string_view(auth.data() + 6, auth.size() - 6), raw)) {
         const std::string pair(raw.begin(), raw.end());
         const std::size_t colon = pair.find(':');
         if (colon != std::string::npos) {

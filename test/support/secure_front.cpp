@@ -29,10 +29,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "base/base64.hpp"
 #include "base/json.hpp"
 #include "kafka_relay.hpp"
 #include "mock_cluster.hpp"
-#include "security/scram.hpp"
 #include "test_pki.hpp"
 
 namespace kgroup::test {
@@ -145,13 +145,11 @@ std::vector<std::string> json_scopes(const boost::json::object& o) {
   return out;
 }
 
+// As Java's Base64.getUrlDecoder(), which a broker's unsecured-token validator uses: padding optional.
 bool base64url_decode(std::string_view text, std::string& out) {
-  std::string b64(text);
-  std::replace(b64.begin(), b64.end(), '-', '+');
-  std::replace(b64.begin(), b64.end(), '_', '/');
-  while (b64.size() % 4 != 0) b64 += '=';
+  for (int pad = 0; pad < 2 && !text.empty() && text.back() == '='; ++pad) text.remove_suffix(1);
   bytes raw;
-  if (!security::base64_decode(b64, raw)) return false;
+  if (!base::base64url_decode(text, raw)) return false;
   out.assign(raw.begin(), raw.end());
   return true;
 }
@@ -286,8 +284,9 @@ sasl_authenticator::result sasl_authenticator::scram_first(std::string_view msg)
   if (it == creds.end()) return fail(invalid);
   credential_ = &it->second;
   principal_ = user;
-  nonce_ = attrs['r'] + security::base64_encode(random_bytes(18));
-  server_first_ = "r=" + nonce_ + ",s=" + security::base64_encode(credential_->salt) + ",i=" + std::to_string(credential_->iterations);
+  nonce_ = attrs['r'] + base::base64_encode(random_bytes(18));
+  server_first_ = "r=" + nonce_ + ",s=" + base::base64_encode(credential_->salt) +
+                  ",i=" + std::to_string(credential_->iterations);
   return {outcome::challenge, to_bytes(server_first_), {}};
 }
 
@@ -298,7 +297,7 @@ sasl_authenticator::result sasl_authenticator::scram_final(std::string_view msg)
   const std::string without_proof(msg.substr(0, p));
   auto attrs = scram_attributes(without_proof);
   bytes channel_binding;
-  if (!security::base64_decode(attrs['c'], channel_binding) || to_string(channel_binding) != gs2_header_) {
+  if (!base::base64_decode(attrs['c'], channel_binding) || to_string(channel_binding) != gs2_header_) {
     return fail("Invalid SCRAM client final message: channel binding does not match");
   }
   // Kafka's ScramSaslServer only checks that the nonce ends with the server-first nonce:
@@ -308,7 +307,7 @@ sasl_authenticator::result sasl_authenticator::scram_final(std::string_view msg)
     return fail("Invalid SCRAM client final message: nonce does not match");
   }
   bytes proof;
-  if (!security::base64_decode(msg.substr(p + 3), proof)) return fail(invalid);
+  if (!base::base64_decode(msg.substr(p + 3), proof)) return fail(invalid);
   const EVP_MD* md = digest_of(mechanism_);
   const std::string auth_message = client_first_bare_ + "," + server_first_ + "," + without_proof;
   const bytes client_signature = hmac(md, credential_->stored_key, auth_message);
@@ -317,7 +316,7 @@ sasl_authenticator::result sasl_authenticator::scram_final(std::string_view msg)
   for (std::size_t i = 0; i < proof.size(); ++i) client_key[i] = proof[i] ^ client_signature[i];
   if (digest(md, client_key) != credential_->stored_key) return fail(invalid);
   const bytes server_signature = hmac(md, credential_->server_key, auth_message);
-  return {outcome::success, to_bytes("v=" + security::base64_encode(server_signature)), {}};
+  return {outcome::success, to_bytes("v=" + base::base64_encode(server_signature)), {}};
 }
 
 sasl_authenticator::result sasl_authenticator::oauthbearer(std::string_view msg) {

@@ -2,11 +2,12 @@
 // and its refusals of bad server messages.
 #include <catch2/catch.hpp>
 
+#include "base/base64.hpp"
 #include "security/scram.hpp"
 
+using kgroup::base::base64_encode;
 using kgroup::security::scram_client;
 using kgroup::security::scram_hash;
-using kgroup::security::base64_encode;
 
 TEST_CASE("scram: the RFC 7677 SCRAM-SHA-256 example exchange", "[scram]") {
   scram_client c(scram_hash::sha256, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
