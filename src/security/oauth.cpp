@@ -9,6 +9,7 @@
 #include "base/base64.hpp"
 #include "base/json.hpp"
 #include "base/log.hpp"
+#include "security/boost_url.hpp"
 
 namespace kgroup::security {
 
@@ -278,40 +279,49 @@ bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp) 
 
 bool parse_https_url(const std::string& url, std::string& host, std::string& port, std::string& target,
                      std::string& error) {
-  const std::string scheme = "https://";
-  if (url.rfind(scheme, 0) != 0) {
+  // The messages never quote the URL: it may carry credentials.
+  const std::string expected = "expected https://host[:port][/path][?query]";
+  const auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) {
+    error = "sasl.oauthbearer.token.endpoint.url is not a valid URL (RFC 3986); " + expected;
+    return false;
+  }
+  const boost::urls::url_view& u = *parsed;
+  // After an authority the path is empty or starts with '/' (RFC 3986 3.3); Boost.URL 1.81 lets
+  // "https://[::1]x/token" through with the path "x/token".
+  if (u.has_authority() && !u.encoded_path().empty() && u.encoded_path().front() != '/') {
+    error = "sasl.oauthbearer.token.endpoint.url is not a valid URL (RFC 3986); " + expected;
+    return false;
+  }
+  if (u.scheme_id() != boost::urls::scheme::https) {
     error = "sasl.oauthbearer.token.endpoint.url must be an https:// URL";
     return false;
   }
-  const std::string rest = url.substr(scheme.size());
-  const auto slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  target = slash == std::string::npos ? "/" : rest.substr(slash);
-  if (authority.find('@') != std::string::npos) {
+  if (u.has_userinfo()) {
     error = "sasl.oauthbearer.token.endpoint.url must not carry credentials (use sasl.oauthbearer.client.id/secret)";
     return false;
   }
-  port = "443";
-  if (!authority.empty() && authority.front() == '[') {  // [IPv6]:port
-    const auto close = authority.find(']');
-    if (close == std::string::npos) {
-      error = "sasl.oauthbearer.token.endpoint.url: unterminated [IPv6 address]";
-      return false;
-    }
-    if (close + 1 < authority.size() && authority[close + 1] == ':') port = authority.substr(close + 2);
-    host = authority.substr(1, close - 1);
-  } else {
-    const auto colon = authority.rfind(':');
-    if (colon != std::string::npos) {
-      port = authority.substr(colon + 1);
-      authority.resize(colon);
-    }
-    host = authority;
-  }
-  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos) {
-    error = "sasl.oauthbearer.token.endpoint.url: expected https://host[:port]/path";
+  if (u.host_type() == boost::urls::host_type::ipvfuture || u.encoded_host().empty()) {
+    error = "sasl.oauthbearer.token.endpoint.url: no host name or IP address; " + expected;
     return false;
   }
+  port = "443";
+  if (u.has_port()) {
+    unsigned number = 0;
+    const std::string_view digits(u.port().data(), u.port().size());
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || number == 0 ||
+        number > 65535) {
+      error = "sasl.oauthbearer.token.endpoint.url: the port must be 1-65535; " + expected;
+      return false;
+    }
+    port = std::to_string(number);
+  }
+  host = u.host_address();  // percent-decoded; an IPv6 address without its brackets
+  // The request target is the path and query as written (a fragment is never sent, RFC 9110 7.1).
+  const auto resource = u.encoded_target();
+  target.assign(resource.data(), resource.size());
+  if (target.empty() || target.front() != '/') target.insert(0, "/");  // "https://idp?x": "/?x"
   return true;
 }
 

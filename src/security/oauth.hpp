@@ -64,7 +64,11 @@ std::chrono::system_clock::time_point refresh_time(std::chrono::system_clock::ti
 /// the epoch; 0 if absent). False if `jwt` is not three base64url parts with a JSON payload.
 bool read_jwt_claims(std::string_view jwt, std::string& sub, std::int64_t& exp);
 
-/// Splits an https URL; false (with the reason) for anything else.
+/// Splits an https URL (RFC 3986, parsed by Boost.URL) into what an HTTP request needs: `host`
+/// (percent-decoded; an IPv6 address without its brackets), `port` (443 unless given; 1-65535)
+/// and `target` (path and query as written, "/" when empty; a fragment is dropped). False with
+/// the reason, which never quotes the URL, for anything else: not a URL, another scheme,
+/// credentials in the URL, no host, a bad port.
 bool parse_https_url(const std::string& url, std::string& host, std::string& port, std::string& target,
                      std::string& error);
 

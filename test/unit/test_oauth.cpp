@@ -229,9 +229,48 @@ TEST_CASE("oidc: endpoint URLs and token answers", "[oauth]") {
   CHECK(target == "/");
   REQUIRE(parse_https_url("https://[::1]:9/t", host, port, target, error));
   CHECK(host == "::1");
+  CHECK(port == "9");
+  CHECK(target == "/t");
+  REQUIRE(parse_https_url("https://[2001:db8::7]/realms/a%20b/token?audience=kafka&x=%2F#frag", host, port,
+                          target, error));
+  CHECK(host == "2001:db8::7");
+  CHECK(port == "443");
+  CHECK(target == "/realms/a%20b/token?audience=kafka&x=%2F");  // as written, without the fragment
+  REQUIRE(parse_https_url("HTTPS://Idp.Example.com:65535?a=1", host, port, target, error));
+  CHECK(host == "Idp.Example.com");
+  CHECK(port == "65535");
+  CHECK(target == "/?a=1");
+  REQUIRE(parse_https_url("https://10.0.0.1:08443/", host, port, target, error));
+  CHECK(host == "10.0.0.1");
+  CHECK(port == "8443");
+  CHECK(target == "/");
   CHECK_FALSE(parse_https_url("http://idp/token", host, port, target, error));
+  CHECK(error.find("must be an https:// URL") != std::string::npos);
+  CHECK_FALSE(parse_https_url("idp.example.com:443/token", host, port, target, error));
+  CHECK(error.find("must be an https:// URL") != std::string::npos);
   CHECK_FALSE(parse_https_url("https://user:pw@idp/token", host, port, target, error));
+  CHECK(error.find("credentials") != std::string::npos);
   CHECK(error.find("pw") == std::string::npos);
+  for (const char* bad : {"", "idp.example.com/token", "https://[::1/token", "https://[::1]x/token",
+                          "https://idp/to ken", "https://id p/token", "https://pw@[::1/token"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_https_url(bad, host, port, target, error));
+    CHECK(error.find("is not a valid URL") != std::string::npos);
+    CHECK(error.find("expected https://host[:port][/path][?query]") != std::string::npos);
+    CHECK(error.find("pw") == std::string::npos);
+  }
+  for (const char* no_host :
+       {"https:///token", "https:idp/token", "https://:443/token", "https://[v1.x]/t"}) {
+    INFO(no_host);
+    CHECK_FALSE(parse_https_url(no_host, host, port, target, error));
+    CHECK(error.find("no host") != std::string::npos);
+  }
+  for (const char* bad_port :
+       {"https://idp:0/t", "https://idp:65536/t", "https://idp:99999999999/t", "https://idp:/t"}) {
+    INFO(bad_port);
+    CHECK_FALSE(parse_https_url(bad_port, host, port, target, error));
+    CHECK(error.find("the port must be 1-65535") != std::string::npos);
+  }
 
   const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
   unsecured_token_config cfg;
