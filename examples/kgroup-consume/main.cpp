@@ -44,11 +44,15 @@
 #include "kgroup/rebalance_listener.hpp"
 #include "kgroup/types.hpp"
 
-// Boost.JSON writes every line; this program compiles its own copy (base/json_impl.cpp is one of
-// its sources), since a shared libkgroup keeps the library's copy to itself (base/boost_json.hpp).
-#include "base/json.hpp"
-// Header-only, like the JSON above: the library's own base64, which a shared libkgroup does not export.
-#include "base/base64.hpp"
+// Boost.JSON writes every line; this program compiles its own copy (boost_json_impl.cpp), since a
+// shared libkgroup keeps the library's copy to itself. Only public kgroup headers: the tool builds
+// against an installed kgroup.
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <openssl/evp.h>
+
+#include "json_text.hpp"
 
 namespace {
 
@@ -147,6 +151,16 @@ configuration (an error event).
 
 // ---- JSON output -----------------------------------------------------------------------------
 
+// RFC 4648 base64 with padding, by OpenSSL's encoder (libcrypto comes with kgroup's link line):
+// the tool builds against an installed kgroup, so the library's internal encoder is out of reach.
+std::string base64(std::string_view s) {
+  std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return out;
+}
+
 std::int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
@@ -173,11 +187,11 @@ class json_line {
  public:
   explicit json_line(std::string_view event) : error_(event == "error") {
     line_["ts_ms"] = now_ms();
-    line_["event"] = kgroup::base::json_text(event);
+    line_["event"] = kgroup_consume::json_text(event);
   }
 
   json_line& str(std::string_view key, std::string_view value) {
-    line_[key] = kgroup::base::json_text(value);
+    line_[key] = kgroup_consume::json_text(value);
     return *this;
   }
 
@@ -190,7 +204,8 @@ class json_line {
     boost::json::array list;
     list.reserve(parts.size());
     for (const auto& tp : parts) {
-      list.push_back(boost::json::object{{"topic", kgroup::base::json_text(tp.topic)}, {"partition", tp.partition}});
+      list.push_back(
+          boost::json::object{{"topic", kgroup_consume::json_text(tp.topic)}, {"partition", tp.partition}});
     }
     line_["partitions"] = std::move(list);
     return *this;
@@ -199,8 +214,7 @@ class json_line {
   // Writes the line and flushes, so a reader sees each event when it happens.
   void emit() {
     if (events.quiet && events.stream != stdout && !error_) return;
-    std::string out;
-    kgroup::base::append_json(out, line_);
+    std::string out = boost::json::serialize(line_);  // integers and strings only
     out += '\n';
     std::lock_guard lock(stdout_mutex);
     std::fwrite(out.data(), 1, out.size(), events.stream);
@@ -290,10 +304,10 @@ class record_printer {
  private:
   // A JSON string; bytes that are not valid UTF-8 become U+FFFD (json_text).
   void text(std::string_view s) {
-    if (kgroup::base::valid_utf8(s)) {
-      kgroup::base::detail::append_json_string(out_, serializer_, s);
+    if (kgroup_consume::valid_utf8(s)) {
+      kgroup_consume::append_json_string(out_, serializer_, s);
     } else {
-      kgroup::base::detail::append_json_string(out_, serializer_, kgroup::base::json_text(s));
+      kgroup_consume::append_json_string(out_, serializer_, kgroup_consume::json_text(s));
     }
   }
 
@@ -305,12 +319,12 @@ class record_printer {
     out_ += name;
     if (!b) {
       out_ += "\":null";
-    } else if (kgroup::base::valid_utf8(*b)) {
+    } else if (kgroup_consume::valid_utf8(*b)) {
       out_ += "\":";
-      kgroup::base::detail::append_json_string(out_, serializer_, *b);
+      kgroup_consume::append_json_string(out_, serializer_, *b);
     } else {
       out_ += "_b64\":\"";
-      out_ += kgroup::base::base64_encode(*b);
+      out_ += base64(*b);
       out_ += '"';
     }
   }
