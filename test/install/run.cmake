@@ -38,3 +38,29 @@ message(STATUS "application printed: ${out}")
 if(rc OR NOT out MATCHES "config ok")
   message(FATAL_ERROR "the application built against the installed package did not run correctly")
 endif()
+# The teaching examples (examples/teach): their own CMake project, configured and built against the
+# installed package as a user would, warnings as errors. The examples_* entries run the programs
+# built here (test/CMakeLists.txt; test/integration/test_examples.cpp).
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/teach -B ${WORK_DIR}/examples-build
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                        "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow -Werror"
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring examples/teach against the installed package failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/examples-build --parallel 2 RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building examples/teach against the installed package failed")
+endif()
+# kgroup-consume too: public headers only, so it builds against the installed package
+# (examples/kgroup-consume/CMakeLists.txt).
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/kgroup-consume -B ${WORK_DIR}/consume-build
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring kgroup-consume against the installed package failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/consume-build --parallel 2 RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building kgroup-consume against the installed package failed")
+endif()
