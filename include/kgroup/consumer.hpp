@@ -285,8 +285,9 @@ class KGROUP_EXPORT Consumer {
   /// Commits the position of every owned partition (the offset after the last record poll()
   /// returned) and waits for the answer (up to default.api.timeout.ms, retrying coordinator
   /// errors).
-  /// \throws kgroup::Error kafka_errc::rebalance_in_progress (retriable: poll() and
-  /// commit again) while the group rebalances or this member joins it; client_errc::commit_failed
+  /// \throws kgroup::Error kafka_errc::rebalance_in_progress (not retriable by is_retriable(),
+  /// as in Kafka's table, yet the commit can succeed after the next poll(): poll() and commit
+  /// what is still owned) while the group rebalances or this member joins it; client_errc::commit_failed
   /// (not retriable: the partitions may have a new owner, so do not commit these offsets again)
   /// when the membership that owned them is gone: it exceeded max.poll.interval.ms, the
   /// coordinator removed or fenced it (until it has rejoined), a fatal group error ended it, or it
