@@ -1,4 +1,4 @@
-# What the packaging checks share (run_shared.cmake, run_deb.cmake), included by them.
+# What the packaging checks share (run.cmake, run_shared.cmake, run_deb.cmake), included by them.
 
 # run(WHAT COMMAND...): runs COMMAND, fails the check naming WHAT with its output if it fails;
 # sets `out` in the caller to its standard output.

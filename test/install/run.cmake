@@ -1,66 +1,42 @@
 # Installs kgroup from BUILD_DIR into a scratch prefix, then configures, builds and runs the
-# application in test/install/app against it with find_package(kgroup), as a user would.
+# application in test/install/app against it with find_package(kgroup), as a user would; builds
+# the teaching examples and kgroup-consume against it too (the examples_* entries run them).
+# Arguments: SOURCE_DIR, BUILD_DIR, WORK_DIR.
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 file(REMOVE_RECURSE ${WORK_DIR})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "cmake --install failed")
-endif()
-# No logging library in the public headers (issue 17: the LogSink interface replaced spdlog's
-# logger), so applications need neither spdlog's nor fmt's headers.
-file(GLOB_RECURSE installed_headers ${WORK_DIR}/prefix/include/kgroup/*.hpp)
+set(prefix ${WORK_DIR}/prefix)
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# No logging library in the public headers (the LogSink interface replaced spdlog's logger), so
+# applications need neither spdlog's nor fmt's headers.
+file(GLOB_RECURSE installed_headers ${prefix}/include/kgroup/*.hpp)
 foreach(header IN LISTS installed_headers)
   file(STRINGS ${header} bad REGEX "#include[ \t]*[<\"](spdlog|fmt)/")
   if(bad)
     message(FATAL_ERROR "${header} includes a logging library: ${bad}")
   endif()
 endforeach()
+
+# configure_and_build(WHAT SOURCE BUILD [cmake arguments...]): a project built against the package.
+function(configure_and_build what source build)
+  run("configuring ${what} against the installed package" ${CMAKE_COMMAND} -S ${source} -B ${build}
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release ${ARGN})
+  run("building ${what} against the installed package" ${CMAKE_COMMAND} --build ${build} --parallel 2)
+endfunction()
+
 # The README's quick-start program (its first C++ block) must build against the package.
-file(READ ${SOURCE_DIR}/README.md readme)
-string(REGEX MATCH "```cpp\n([^`]*)```" _ "${readme}")
-if(NOT CMAKE_MATCH_1)
-  message(FATAL_ERROR "no C++ example found in README.md")
-endif()
-file(WRITE ${WORK_DIR}/readme/consume.cpp "${CMAKE_MATCH_1}")
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/install/app -B ${WORK_DIR}/app-build
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-                        -DREADME_CONSUME_SOURCE=${WORK_DIR}/readme/consume.cpp
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the application against the installed package failed")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/app-build RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the application against the installed package failed")
-endif()
-execute_process(COMMAND ${WORK_DIR}/app-build/kgroup-install-check OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+readme_quick_start(${WORK_DIR}/readme/consume.cpp)
+configure_and_build("the application" ${SOURCE_DIR}/test/install/app ${WORK_DIR}/app-build
+                    -DREADME_CONSUME_SOURCE=${WORK_DIR}/readme/consume.cpp)
+run("running the application built against the installed package" ${WORK_DIR}/app-build/kgroup-install-check)
 message(STATUS "application printed: ${out}")
-if(rc OR NOT out MATCHES "config ok")
-  message(FATAL_ERROR "the application built against the installed package did not run correctly")
+if(NOT out MATCHES "config ok")
+  message(FATAL_ERROR "the application built against the installed package did not run correctly: ${out}")
 endif()
-# The teaching examples (examples/teach): their own CMake project, configured and built against the
-# installed package as a user would, warnings as errors. The examples_* entries run the programs
-# built here (test/CMakeLists.txt; test/integration/test_examples.cpp).
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/teach -B ${WORK_DIR}/examples-build
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-                        "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow -Werror"
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring examples/teach against the installed package failed")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/examples-build --parallel 2 RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building examples/teach against the installed package failed")
-endif()
-# kgroup-consume too: public headers only, so it builds against the installed package
-# (examples/kgroup-consume/CMakeLists.txt).
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/kgroup-consume -B ${WORK_DIR}/consume-build
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring kgroup-consume against the installed package failed")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/consume-build --parallel 2 RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building kgroup-consume against the installed package failed")
-endif()
+
+# The teaching examples (examples/teach): their own CMake project, built as a user would, warnings
+# as errors. The examples_* entries run the programs built here (test/CMakeLists.txt;
+# test/integration/test_examples.cpp).
+configure_and_build("examples/teach" ${SOURCE_DIR}/examples/teach ${WORK_DIR}/examples-build
+                    "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow -Werror")
+# kgroup-consume too: public headers only (examples/kgroup-consume/CMakeLists.txt).
+configure_and_build("kgroup-consume" ${SOURCE_DIR}/examples/kgroup-consume ${WORK_DIR}/consume-build)
