@@ -5,36 +5,30 @@
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "base/boost_json.hpp"
+#include "child_process.hpp"
 #include "fake_broker.hpp"
 #include "group_harness.hpp"
 #include "kgroup/consumer.hpp"
@@ -43,8 +37,6 @@
 #include "protocol/records.hpp"
 #include "secure_front.hpp"
 #include "test_pki.hpp"
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using kgroup::test::all_partitions;
@@ -169,100 +161,27 @@ std::string describe(const std::set<kgroup::TopicPartition>& s) {
 // failure messages. The destructor kills the process if a failed check left it running.
 class cli_process {
  public:
-  explicit cli_process(const std::vector<std::string>& args) {
-    int out[2];
-    int err[2];
-    // Close-on-exec, so a second child never inherits the first one's pipes (which would hide
-    // the first one's end of output); posix_spawn's dup2 clears the flag on fds 1 and 2.
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  explicit cli_process(const std::vector<std::string>& args)
+      : process_(KGROUP_CONSUME_PATH, args,
+                 [this](const std::string& line, bool terminated) { add_line(line, terminated); }) {}
 
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    // Catch2 installs handlers for SIGTERM and SIGINT; the child gets default dispositions and an
-    // empty mask, as from a shell.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGINT);
-    sigset_t empty;
-    sigemptyset(&empty);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setsigmask(&attr, &empty);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
-    std::vector<std::string> argv_storage;
-    argv_storage.emplace_back(KGROUP_CONSUME_PATH);
-    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    const int rc = posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (rc != 0) {
-      ::close(out[0]);
-      ::close(err[0]);
-      throw std::system_error(rc, std::generic_category(), "posix_spawn " + argv_storage[0]);
-    }
-    started_ = steady::now();
-    stdout_reader_ = std::thread([this, fd = out[0]] { read_lines(fd, true); });
-    stderr_reader_ = std::thread([this, fd = err[0]] { read_lines(fd, false); });
-  }
-
-  ~cli_process() {
-    if (!exit_code_) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (stdout_reader_.joinable()) stdout_reader_.join();
-    if (stderr_reader_.joinable()) stderr_reader_.join();
-  }
-
-  cli_process(const cli_process&) = delete;
-  cli_process& operator=(const cli_process&) = delete;
-
-  void send(int sig) { ::kill(pid_, sig); }
+  void send(int sig) { process_.send(sig); }
 
   // The exit status (128 + signal if killed by one), or nullopt if it is still running after
   // `limit`. Waits for the end of its output too, so events() is complete afterwards.
-  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
-    const auto deadline = steady::now() + limit;
-    while (!exit_code_) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        exited_ = steady::now();
-        break;
-      }
-      if (steady::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(20ms);
-    }
-    if (stdout_reader_.joinable()) stdout_reader_.join();
-    if (stderr_reader_.joinable()) stderr_reader_.join();
-    return exit_code_;
-  }
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) { return process_.wait_exit(limit); }
 
   // How long it ran, once wait_exit() saw it end.
-  steady::duration run_time() const { return exited_ - started_; }
+  steady::duration run_time() const { return process_.run_time(); }
 
   // Waits until `pred(events())` holds or `limit` passes; returns whether it held.
   template <class Pred>
   bool wait_for(Pred pred, std::chrono::milliseconds limit) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, limit, [&] { return pred(events_) || output_done_; }) && pred(events_);
+    return process_.wait_for([&] { return pred(events_); }, limit);
   }
 
   std::vector<json> events() const {
-    std::lock_guard lock(mutex_);
+    auto lock = process_.lock();
     return events_;
   }
   std::vector<json> events(std::string_view name) const {
@@ -274,49 +193,19 @@ class cli_process {
   }
   // Lines that were not a JSON object with a numeric ts_ms and a string event.
   std::vector<std::string> bad_lines() const {
-    std::lock_guard lock(mutex_);
+    auto lock = process_.lock();
     return bad_lines_;
   }
-  std::string stdout_text() const {
-    std::lock_guard lock(mutex_);
-    return stdout_text_;
-  }
-  std::string stderr_text() const {
-    std::lock_guard lock(mutex_);
-    return stderr_text_;
-  }
+  std::string stdout_text() const { return process_.stdout_text(); }
+  std::string stderr_text() const { return process_.stderr_text(); }
 
  private:
-  void read_lines(int fd, bool is_stdout) {
-    std::string pending;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      std::lock_guard lock(mutex_);
-      if (!is_stdout) {
-        stderr_text_.append(buf, static_cast<std::size_t>(n));
-        continue;
-      }
-      stdout_text_.append(buf, static_cast<std::size_t>(n));
-      pending.append(buf, static_cast<std::size_t>(n));
-      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-        add_line(pending.substr(0, nl));
-        pending.erase(0, nl + 1);
-      }
-      cv_.notify_all();
+  // On the stdout reader thread, with process_.lock() held.
+  void add_line(const std::string& line, bool terminated) {
+    if (!terminated) {
+      bad_lines_.push_back(line + " (no newline at the end)");
+      return;
     }
-    ::close(fd);
-    std::lock_guard lock(mutex_);
-    if (is_stdout) {
-      if (!pending.empty()) bad_lines_.push_back(pending + " (no newline at the end)");
-      output_done_ = true;
-      cv_.notify_all();
-    }
-  }
-
-  void add_line(const std::string& line) {
     auto j = parse_line(line);
     if (j && j->type == json::kind::object && j->num("ts_ms") && !j->str("event").empty()) {
       events_.push_back(std::move(*j));
@@ -325,19 +214,9 @@ class cli_process {
     }
   }
 
-  pid_t pid_ = -1;
-  steady::time_point started_{};
-  steady::time_point exited_{};
-  std::optional<int> exit_code_;
-  std::thread stdout_reader_;
-  std::thread stderr_reader_;
-  mutable std::mutex mutex_;  // the fields below, written by the reader threads
-  std::condition_variable cv_;
   std::vector<json> events_;
   std::vector<std::string> bad_lines_;
-  std::string stdout_text_;
-  std::string stderr_text_;
-  bool output_done_ = false;
+  kgroup::test::child_process process_;  // after the fields its reader writes
 };
 
 // Arguments for a member of `group` on `mc` with the group timings of the other group tests
@@ -862,7 +741,8 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
       {{"-b", "127.0.0.1:1", "-g", "g", "--max-messages", "0", "orders"}, "--max-messages"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--duration-ms", "soon", "orders"}, "--duration-ms"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--process-ms", "-1", "orders"}, "--process-ms"},
-      {{"-b", "127.0.0.1:1", "-g", "g", "--commit", "sync", "-X", "enable.auto.commit=true", "orders"}, "contradicts"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--commit", "sync", "-X", "enable.auto.commit=true", "orders"},
+       "contradicts"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--verbose", "orders"}, "--verbose"},
       {{"-b", "127.0.0.1:1", "-g", "g", "--duration-ms"}, "needs a value"},
       {{"-b", "127.0.0.1:1", "--partition", "orders"}, "TOPIC:N"},

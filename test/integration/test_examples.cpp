@@ -8,33 +8,24 @@
 // KGROUP_EXAMPLES_DIR is where that build puts them.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
 #include "group_harness.hpp"
 #include "kgroup/consumer.hpp"
 #include "mock_cluster.hpp"
 #include "test_config.hpp"
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using kgroup::test::all_partitions;
@@ -65,92 +56,35 @@ line parse(const std::string& text) {
   return l;
 }
 
+// The path of an example program, built by install_consumer_app (the fixture).
+std::string example_path(const std::string& program) {
+  const std::string path = std::string(KGROUP_EXAMPLES_DIR) + "/" + program;
+  REQUIRE(std::filesystem::exists(path));
+  return path;
+}
+
 // An example program running with `args`; its stdout lines are parsed as they arrive, stderr is
 // kept for failure messages. The destructor kills it if a failed check left it running.
 class example_process {
  public:
-  example_process(const std::string& program, const std::vector<std::string>& args) {
-    const std::string path = std::string(KGROUP_EXAMPLES_DIR) + "/" + program;
-    REQUIRE(std::filesystem::exists(path));  // built by install_consumer_app (the fixture)
-    int out[2];
-    int err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-      throw std::system_error(errno, std::generic_category());
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    // Default dispositions and an empty mask, as from a shell (Catch2 handles SIGINT and SIGTERM).
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigset_t empty;
-    sigemptyset(&empty);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setsigmask(&attr, &empty);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    std::vector<std::string> storage{path};
-    storage.insert(storage.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, path.c_str(), &actions, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (rc != 0) {
-      ::close(out[0]);
-      ::close(err[0]);
-      throw std::system_error(rc, std::generic_category(), "posix_spawn " + path);
-    }
-    stdout_reader_ = std::thread([this, fd = out[0]] { read(fd, true); });
-    stderr_reader_ = std::thread([this, fd = err[0]] { read(fd, false); });
-  }
-  ~example_process() {
-    if (!exit_code_) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (stdout_reader_.joinable()) stdout_reader_.join();
-    if (stderr_reader_.joinable()) stderr_reader_.join();
-  }
-  example_process(const example_process&) = delete;
-  example_process& operator=(const example_process&) = delete;
+  example_process(const std::string& program, const std::vector<std::string>& args)
+      : process_(example_path(program), args, [this](const std::string& text, bool terminated) {
+          if (terminated) lines_.push_back(parse(text));
+        }) {}
 
-  void send(int sig) { ::kill(pid_, sig); }
+  void send(int sig) { process_.send(sig); }
 
   // The exit status (128 + signal if killed by one), or nullopt if still running after `limit`.
   // Waits for the end of its output too, so lines() is complete afterwards.
-  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
-    const auto deadline = steady::now() + limit;
-    while (!exit_code_) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        break;
-      }
-      if (steady::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(20ms);
-    }
-    if (stdout_reader_.joinable()) stdout_reader_.join();
-    if (stderr_reader_.joinable()) stderr_reader_.join();
-    return exit_code_;
-  }
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) { return process_.wait_exit(limit); }
 
   // Waits until at least `n` lines of `event` arrived (or the output ended, or `limit` passed).
   bool wait_for(const std::string& event, std::size_t n, std::chrono::milliseconds limit) {
-    std::unique_lock lock(mutex_);
-    const auto enough = [&] { return count(event) >= n; };
-    return cv_.wait_for(lock, limit, [&] { return enough() || output_done_; }) && enough();
+    return process_.wait_for([&] { return count(event) >= n; }, limit);
   }
 
   std::vector<line> lines(const std::string& event = "") const {
-    std::lock_guard lock(mutex_);
+    auto lock = process_.lock();
     std::vector<line> out;
     for (const auto& l : lines_) {
       if (event.empty() || l.event == event) out.push_back(l);
@@ -159,51 +93,18 @@ class example_process {
   }
   // stdout and stderr so far, for failure messages.
   std::string output() const {
-    std::lock_guard lock(mutex_);
-    return "stdout:\n" + stdout_ + "stderr:\n" + stderr_;
+    return "stdout:\n" + process_.stdout_text() + "stderr:\n" + process_.stderr_text();
   }
 
  private:
-  std::size_t count(const std::string& event) const {  // mutex_ held
+  std::size_t count(const std::string& event) const {  // process_.lock() held
     std::size_t n = 0;
     for (const auto& l : lines_) n += l.event == event ? 1 : 0;
     return n;
   }
-  void read(int fd, bool is_stdout) {
-    std::string pending;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      std::lock_guard lock(mutex_);
-      (is_stdout ? stdout_ : stderr_).append(buf, static_cast<std::size_t>(n));
-      if (!is_stdout) continue;
-      pending.append(buf, static_cast<std::size_t>(n));
-      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-        lines_.push_back(parse(pending.substr(0, nl)));
-        pending.erase(0, nl + 1);
-      }
-      cv_.notify_all();
-    }
-    ::close(fd);
-    if (is_stdout) {
-      std::lock_guard lock(mutex_);
-      output_done_ = true;
-      cv_.notify_all();
-    }
-  }
 
-  pid_t pid_ = -1;
-  std::optional<int> exit_code_;
-  std::thread stdout_reader_;
-  std::thread stderr_reader_;
-  mutable std::mutex mutex_;  // the fields below, written by the reader threads
-  std::condition_variable cv_;
   std::vector<line> lines_;
-  std::string stdout_;
-  std::string stderr_;
-  bool output_done_ = false;
+  kgroup::test::child_process process_;  // after lines_, which its reader writes
 };
 
 // The group timings of the other group tests (the mock's first join takes ~3 s, a rebalance
