@@ -11,6 +11,7 @@
 // background thread, and one dedicated thread takes them with sigwait(). That thread is an
 // ordinary thread, not a signal handler, so it may call Consumer::wakeup() (which locks a mutex
 // and is therefore not async-signal-safe) and notify a condition variable.
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -501,91 +502,142 @@ std::vector<format_part> parse_format(std::string_view f) {
   return parts;
 }
 
+// The long options; those without a letter of their own get a code past any char's.
+enum long_code : int { opt_partition = 256, opt_max_messages, opt_duration_ms, opt_process_ms, opt_commit };
+const ::option long_options[] = {
+    {"help", no_argument, nullptr, 'h'},
+    {"partition", required_argument, nullptr, opt_partition},
+    {"max-messages", required_argument, nullptr, opt_max_messages},
+    {"duration-ms", required_argument, nullptr, opt_duration_ms},
+    {"process-ms", required_argument, nullptr, opt_process_ms},
+    {"commit", required_argument, nullptr, opt_commit},
+    {nullptr, 0, nullptr, 0},
+};
+
+// An option as the messages name it: "-c", or a long one in full ("--max-messages" for --max);
+// `as_long` picks the long name of an option that has a letter too (--help).
+std::string option_name(int code, bool as_long = false) {
+  for (const ::option* l = long_options; l->name != nullptr; ++l) {
+    if (l->val == code && (as_long || code >= 256)) return std::string("--") + l->name;
+  }
+  return std::string("-") + static_cast<char>(code);
+}
+
+// What getopt_long refused in `arg` (the argument it was reading) when it returned '?'.
+std::string refused_option(std::string_view arg, int optopt_code) {
+  if (arg.starts_with("--")) {
+    const std::string_view name = arg.substr(0, arg.find('='));
+    // optopt names a known option only when it was given a value it does not take (--help=x).
+    if (optopt_code != 0) return option_name(optopt_code, true) + " takes no value";
+    std::string candidates;
+    for (const ::option* l = long_options; l->name != nullptr; ++l) {
+      if (std::string_view(l->name).starts_with(name.substr(2))) {
+        candidates += (candidates.empty() ? "--" : ", --") + std::string(l->name);
+      }
+    }
+    if (candidates.find(',') != std::string::npos) {
+      return "option '" + std::string(name) + "' is ambiguous (" + candidates + ")";
+    }
+    return "unknown option '" + std::string(name) + "'";
+  }
+  const std::string letter = std::string("-") + static_cast<char>(optopt_code);
+  if (arg.size() > 2) return "unknown option '" + letter + "' in '" + std::string(arg) + "'";
+  return "unknown option '" + letter + "'";
+}
+
+void add_topic(options& o, std::string_view topic) {
+  if (topic.empty()) throw usage_error{"empty topic name"};
+  if (topic == "-") throw usage_error{"unknown option '-'"};
+  o.topics.emplace_back(topic);
+}
+
+// getopt_long, as kcat uses getopt: short flags group (-eq, -qc5), a value is glued or the next
+// argument, long options take any unambiguous prefix (--max=5), `--` ends the options.
 options parse_args(int argc, char** argv) {
   options o;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
-  std::size_t i = 0;
-  // The value of an option: glued ("-Xk=v", "--commit=sync") or the next argument.
-  auto value_of = [&](std::string_view option, std::optional<std::string_view> glued) -> std::string {
-    if (glued) return std::string(*glued);
-    if (i + 1 >= args.size()) throw usage_error{std::string(option) + " needs a value"};
-    return std::string(args[++i]);
-  };
-  bool only_topics = false;
-  for (; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (only_topics || a.size() < 2 || a[0] != '-') {
-      if (a.empty()) throw usage_error{"empty topic name"};
-      if (a == "-") throw usage_error{"unknown option '-'"};
-      o.topics.emplace_back(a);
-      continue;
-    }
-    if (a == "--") {
-      only_topics = true;
-      continue;
-    }
-    std::string_view name;
-    std::optional<std::string_view> glued;
-    if (a.starts_with("--")) {
-      name = a;
-      if (auto eq = a.find('='); eq != std::string_view::npos) {
-        name = a.substr(0, eq);
-        glued = a.substr(eq + 1);
+  // "-": TOPICs come back in place as code 1, so they may stand before, between or after the
+  // options even under POSIXLY_CORRECT (which stops a permuting getopt at the first one).
+  // ":": a missing value is reported as ':', and with opterr = 0 getopt prints nothing: the
+  // messages are ours.
+  constexpr const char* short_options = "-:hb:g:F:X:c:f:o:eq";
+  opterr = 0;
+  // 0, not 1: glibc then starts over completely, including the rest of a group of flags that an
+  // earlier parse left half-read.
+  optind = 0;
+  for (;;) {
+    // The argument getopt reads next ("-" keeps argv in order), for the messages.
+    const int at = std::max(optind, 1);
+    const int code = ::getopt_long(argc, argv, short_options, long_options, nullptr);
+    if (code == -1) break;
+    const std::string value = optarg != nullptr ? optarg : "";
+    switch (code) {
+      case 1:
+        add_topic(o, value);
+        break;
+      case 'h':
+        o.help = true;
+        break;
+      case 'b':
+        o.bootstrap = value;
+        break;
+      case 'g':
+        o.group = value;
+        break;
+      case 'F':
+        o.config_file = value;
+        break;
+      case 'X': {
+        const auto eq = value.find('=');
+        if (eq == std::string::npos || eq == 0) throw usage_error{"-X needs key=value, got '" + value + "'"};
+        o.properties.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+        break;
       }
-    } else {
-      name = a.substr(0, 2);
-      if (a.size() > 2) glued = a.substr(2);
-    }
-
-    if (name == "-h" || name == "--help") {
-      if (glued) throw usage_error{std::string(name) + " takes no value"};
-      o.help = true;
-    } else if (name == "-b") {
-      o.bootstrap = value_of(name, glued);
-    } else if (name == "-g") {
-      o.group = value_of(name, glued);
-    } else if (name == "-F") {
-      o.config_file = value_of(name, glued);
-    } else if (name == "-X") {
-      std::string kv = value_of(name, glued);
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw usage_error{"-X needs key=value, got '" + kv + "'"};
-      o.properties.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    } else if (name == "--partition") {
-      o.partitions.insert(parse_partition(value_of(name, glued)));
-    } else if (name == "--max-messages" || name == "-c") {
-      o.max_messages = parse_count(name, value_of(name, glued), 1);
-    } else if (name == "-f") {
-      o.format = parse_format(value_of(name, glued));
-    } else if (name == "-o") {
-      o.start = parse_start(value_of(name, glued));
-    } else if (name == "-e" || name == "-q") {
-      // Value-less flags combine as getopt lets kcat's: -eq.
-      for (const char f : a.substr(1)) {
-        if (f != 'e' && f != 'q') throw usage_error{"unknown option '" + std::string(a) + "'"};
-        (f == 'e' ? o.exit_at_end : o.quiet) = true;
-      }
-    } else if (name == "--duration-ms") {
-      o.duration_ms = parse_count(name, value_of(name, glued), 1);
-    } else if (name == "--process-ms") {
-      o.process_ms = parse_count(name, value_of(name, glued), 0);
-    } else if (name == "--commit") {
-      const std::string m = value_of(name, glued);
-      if (m == "auto") {
-        o.commit = commit_mode::auto_commit;
-      } else if (m == "sync") {
-        o.commit = commit_mode::sync;
-      } else if (m == "async") {
-        o.commit = commit_mode::async;
-      } else if (m == "none") {
-        o.commit = commit_mode::none;
-      } else {
-        throw usage_error{"--commit: '" + m + "' is not one of auto, sync, async, none"};
-      }
-    } else {
-      throw usage_error{"unknown option '" + std::string(a) + "'"};
+      case opt_partition:
+        o.partitions.insert(parse_partition(value));
+        break;
+      case 'c':
+      case opt_max_messages:
+        o.max_messages = parse_count(option_name(code), value, 1);
+        break;
+      case 'f':
+        o.format = parse_format(value);
+        break;
+      case 'o':
+        o.start = parse_start(value);
+        break;
+      case 'e':
+        o.exit_at_end = true;
+        break;
+      case 'q':
+        o.quiet = true;
+        break;
+      case opt_duration_ms:
+        o.duration_ms = parse_count(option_name(code), value, 1);
+        break;
+      case opt_process_ms:
+        o.process_ms = parse_count(option_name(code), value, 0);
+        break;
+      case opt_commit:
+        if (value == "auto") {
+          o.commit = commit_mode::auto_commit;
+        } else if (value == "sync") {
+          o.commit = commit_mode::sync;
+        } else if (value == "async") {
+          o.commit = commit_mode::async;
+        } else if (value == "none") {
+          o.commit = commit_mode::none;
+        } else {
+          throw usage_error{"--commit: '" + value + "' is not one of auto, sync, async, none"};
+        }
+        break;
+      case ':':
+        throw usage_error{option_name(optopt) + " needs a value"};
+      default:
+        throw usage_error{refused_option(argv[at], optopt)};
     }
   }
+  // After `--`: every argument is a TOPIC.
+  for (int i = optind; i < argc; ++i) add_topic(o, argv[i]);
   if (o.help) return o;
   // With -F, bootstrap.servers and group.id may come from the file (checked in make_config()).
   const bool file = !o.config_file.empty();

@@ -722,6 +722,23 @@ TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other client
   CHECK_THAT(ev[0].str("message"), Catch::Contains(path));
 }
 
+namespace {
+
+// A bad command line: exit 2, a message on stderr that contains `mention`, nothing on stdout.
+void check_usage_error(const std::vector<std::string>& args, const std::string& mention) {
+  std::string line;
+  for (const auto& a : args) line += a + " ";
+  INFO("kgroup-consume " << line);
+  cli_process p(args);
+  const auto code = p.wait_exit(10s);
+  REQUIRE(code);
+  CHECK(*code == 2);
+  CHECK(p.stdout_text().empty());
+  CHECK_THAT(p.stderr_text(), Catch::Contains(mention));
+}
+
+}  // namespace
+
 TEST_CASE("kgroup-consume: usage", "[cli]") {
   SECTION("--help prints the usage on stdout and exits 0") {
     cli_process p({"--help"});
@@ -759,19 +776,39 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
       {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s %x", "orders"}, "'%x'"},
       {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s%", "orders"}, "at the end"},
       {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s\\x41", "orders"}, "escape"},
-      {{"-b", "127.0.0.1:1", "-g", "g", "-eqx", "orders"}, "-eqx"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-eqx", "orders"}, "unknown option '-x' in '-eqx'"},
   };
-  for (const auto& [args, mention] : bad) {
-    std::string line;
-    for (const auto& a : args) line += a + " ";
-    INFO("kgroup-consume " << line);
-    cli_process p(args);
-    const auto code = p.wait_exit(10s);
-    REQUIRE(code);
-    CHECK(*code == 2);
-    CHECK(p.stdout_text().empty());
-    CHECK_THAT(p.stderr_text(), Catch::Contains(mention));
-  }
+  for (const auto& [args, mention] : bad) check_usage_error(args, mention);
+}
+
+// getopt_long's reading, as kcat's getopt: short flags grouped (a valued one last, its value glued
+// or next), long options abbreviated to any unambiguous prefix, `--` before topics that start
+// with '-'. Each line below is read up to a later check that names what was parsed.
+TEST_CASE("kgroup-consume: options are read as getopt_long reads them", "[cli]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      // Grouped flags: -q then -c with its value glued, or -e, -q, then -o with the next argument.
+      {{"-b", "127.0.0.1:1", "-g", "g", "-qc0", "orders"}, "-c: '0' is not an integer >= 1"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-eqo", "middle", "orders"}, "-o: 'middle' is not"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-qeo-0", "orders"}, "-o -N: '0'"},
+      // Abbreviated long options, with the value after '=' or in the next argument; the message
+      // names the option in full.
+      {{"-b", "127.0.0.1:1", "-g", "g", "--max=0", "orders"}, "--max-messages: '0' is not an integer >= 1"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--dur", "soon", "orders"}, "--duration-ms: 'soon'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--pa", "orders:0", "audit"}, "exclude each other"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--dur"}, "--duration-ms needs a value"},
+      // An ambiguous prefix names the options it could be.
+      {{"-b", "127.0.0.1:1", "-g", "g", "--p", "orders:0"},
+       "option '--p' is ambiguous (--partition, --process-ms)"},
+      // An unknown letter in a group names the letter and the group; a value on a flag is refused.
+      {{"-b", "127.0.0.1:1", "-g", "g", "-qz", "orders"}, "unknown option '-z' in '-qz'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--help=yes", "orders"}, "--help takes no value"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "-qc"}, "-c needs a value"},
+      // Topics before and between options; after `--` everything is a topic, '-' included.
+      {{"orders", "-b", "127.0.0.1:1", "audit", "-g", "g", "-c", "0"}, "-c: '0'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--", "-"}, "unknown option '-'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "orders", ""}, "empty topic name"},
+  };
+  for (const auto& [args, mention] : bad) check_usage_error(args, mention);
 }
 
 // ---- kcat's flags: record contents, -f, -o, -e, -q, exit status ---------------------------------
