@@ -38,7 +38,9 @@
 // file (options, the cluster and its fronts); member.cpp is the member process's side.
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -46,12 +48,17 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <fmt/core.h>
 
+#include "../long_options.hpp"
 #include "demo.hpp"
 #include "group_proxy.hpp"
 #include "mock_cluster.hpp"
@@ -83,11 +90,111 @@ void usage(std::FILE* to) {
       to);
 }
 
-int parse_timeouts(const std::string& text, demo::member_options& o) {
-  return std::sscanf(text.c_str(), "%d,%d,%d", &o.session_timeout_ms, &o.heartbeat_interval_ms,
-                     &o.max_poll_interval_ms) == 3
-             ? 0
-             : 2;
+// "a,b,c": session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms.
+void parse_timeouts(const std::string& text, demo::member_options& o) {
+  char end = 0;
+  if (std::sscanf(text.c_str(), "%d,%d,%d%c", &o.session_timeout_ms, &o.heartbeat_interval_ms,
+                  &o.max_poll_interval_ms, &end) != 3) {
+    throw std::invalid_argument("--timeouts wants SESSION,HEARTBEAT,MAX_POLL (ms), not \"" + text + "\"");
+  }
+}
+
+// The hidden member mode's options (processes.hpp writes them): --member NAME --bootstrap B
+// --group G --strategy S --timeouts A,B,C [--set KEY=VALUE]...
+demo::member_options parse_member_options(int argc, char** argv) {
+  enum : int { member = 256, bootstrap, group, strategy, timeouts, set };
+  static const ::option table[] = {
+      {"member", required_argument, nullptr, member},
+      {"bootstrap", required_argument, nullptr, bootstrap},
+      {"group", required_argument, nullptr, group},
+      {"strategy", required_argument, nullptr, strategy},
+      {"timeouts", required_argument, nullptr, timeouts},
+      {"set", required_argument, nullptr, set},
+      {nullptr, 0, nullptr, 0},
+  };
+  demo::member_options o;
+  kgroup::examples::read_long_options(argc, argv, "", table, [&](int code, const std::string& value) {
+    switch (code) {
+      case member:
+        o.name = value;
+        break;
+      case bootstrap:
+        o.bootstrap = value;
+        break;
+      case group:
+        o.group = value;
+        break;
+      case strategy:
+        o.strategy = value;
+        break;
+      case timeouts:
+        parse_timeouts(value, o);
+        break;
+      case set: {
+        const auto eq = value.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          throw std::invalid_argument("--set wants KEY=VALUE, not \"" + value + "\"");
+        }
+        o.settings.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+        break;
+      }
+    }
+    return true;
+  });
+  return o;
+}
+
+// Returns nothing when --help was given.
+std::optional<demo::options> parse_options(int argc, char** argv) {
+  enum : int { protocol = 256, no_compare, serve, security_protocol, sasl_mechanism, rate };
+  static const ::option table[] = {
+      {"help", no_argument, nullptr, 'h'},
+      {"protocol", required_argument, nullptr, protocol},
+      {"no-compare", no_argument, nullptr, no_compare},
+      {"serve", no_argument, nullptr, serve},
+      {"security-protocol", required_argument, nullptr, security_protocol},
+      {"sasl-mechanism", required_argument, nullptr, sasl_mechanism},
+      {"rate", required_argument, nullptr, rate},
+      {nullptr, 0, nullptr, 0},
+  };
+  demo::options opt;
+  bool help = false;
+  kgroup::examples::read_long_options(argc, argv, "h", table, [&](int code, const std::string& value) {
+    switch (code) {
+      case 'h':
+        help = true;
+        return false;
+      case protocol:
+        opt.protocol = kgroup::examples::one_of("--protocol", value, {"eager", "cooperative", "consumer"});
+        break;
+      case no_compare:
+        opt.compare = false;
+        break;
+      case serve:
+        opt.serve = true;
+        break;
+      case security_protocol:
+        opt.security_protocol =
+            kgroup::examples::one_of("--security-protocol", value, kgroup::examples::security_protocols);
+        break;
+      case sasl_mechanism:
+        opt.sasl_mechanism =
+            kgroup::examples::one_of("--sasl-mechanism", value, kgroup::examples::sasl_mechanisms);
+        break;
+      case rate: {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > 20000) {
+          throw std::invalid_argument("--rate must be an integer 1..20000, not \"" + value + "\"");
+        }
+        opt.rate = n;
+        break;
+      }
+    }
+    return true;
+  });
+  if (help) return std::nullopt;
+  return opt;
 }
 
 // Runs the story once on a fresh mock cluster (and its fronts); returns the failures.
@@ -180,54 +287,30 @@ void print_comparison(const std::vector<demo::step_result>& kip848, const std::v
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-
   // Hidden member mode: the parent runs this binary once per group member.
-  if (!args.empty() && args[0] == "--member") {
+  if (argc > 1 && std::string_view(argv[1]) == "--member") {
     demo::member_options o;
-    for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
-      if (args[i] == "--member") o.name = args[i + 1];
-      else if (args[i] == "--bootstrap") o.bootstrap = args[i + 1];
-      else if (args[i] == "--group") o.group = args[i + 1];
-      else if (args[i] == "--strategy") o.strategy = args[i + 1];
-      else if (args[i] == "--timeouts" && parse_timeouts(args[i + 1], o) != 0) return 2;
-      else if (args[i] == "--set" && args[i + 1].find('=') != std::string::npos) {
-        const auto eq = args[i + 1].find('=');
-        o.settings.emplace_back(args[i + 1].substr(0, eq), args[i + 1].substr(eq + 1));
-      }
+    try {
+      o = parse_member_options(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kgroup-demo --member: %s\n", e.what());
+      return 2;
     }
     return demo::run_member(o);
   }
 
   demo::options opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
+  try {
+    auto parsed = parse_options(argc, argv);
+    if (!parsed) {
       usage(stdout);
       return 0;
-    } else if (a == "--protocol" && i + 1 < args.size() &&
-               (args[i + 1] == "eager" || args[i + 1] == "cooperative" || args[i + 1] == "consumer")) {
-      opt.protocol = args[++i];
-    } else if (a == "--no-compare") {
-      opt.compare = false;
-    } else if (a == "--serve") {
-      opt.serve = true;
-    } else if (a == "--security-protocol" && i + 1 < args.size() &&
-               (args[i + 1] == "PLAINTEXT" || args[i + 1] == "SSL" || args[i + 1] == "SASL_PLAINTEXT" ||
-                args[i + 1] == "SASL_SSL")) {
-      opt.security_protocol = args[++i];
-    } else if (a == "--sasl-mechanism" && i + 1 < args.size() &&
-               (args[i + 1] == "PLAIN" || args[i + 1] == "SCRAM-SHA-256" || args[i + 1] == "SCRAM-SHA-512" ||
-                args[i + 1] == "OAUTHBEARER")) {
-      opt.sasl_mechanism = args[++i];
-    } else if (a == "--rate" && i + 1 < args.size() && std::atoi(args[i + 1].c_str()) > 0 &&
-               std::atoi(args[i + 1].c_str()) <= 20000) {
-      opt.rate = std::atoi(args[++i].c_str());
-    } else {
-      std::fprintf(stderr, "kgroup-demo: bad argument '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
     }
+    opt = std::move(*parsed);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kgroup-demo: %s\n", e.what());
+    usage(stderr);
+    return 2;
   }
 
   std::signal(SIGPIPE, SIG_IGN);  // a member that died must not take the parent with it

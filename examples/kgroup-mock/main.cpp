@@ -6,6 +6,7 @@
 // then takes one command per stdin line and answers each
 // with exactly one stdout line starting with "ok" or "error:" (so a script can wait for it).
 // librdkafka's own logs go to stderr. SIGINT and SIGTERM shut the cluster down cleanly.
+#include "../long_options.hpp"
 #include "mock_cluster.hpp"
 #include "secure_front.hpp"
 #include "test_pki.hpp"
@@ -208,53 +209,53 @@ topic_spec parse_topic_spec(std::string_view spec) {
 
 // Returns nothing when --help was given.
 std::optional<options> parse_options(int argc, char** argv) {
+  enum : int { brokers = 256, topic, no_stdin, security_protocol, sasl_mechanism, sasl_user, sasl_password };
+  static const ::option table[] = {
+      {"help", no_argument, nullptr, 'h'},
+      {"brokers", required_argument, nullptr, brokers},
+      {"topic", required_argument, nullptr, topic},
+      {"no-stdin", no_argument, nullptr, no_stdin},
+      {"security-protocol", required_argument, nullptr, security_protocol},
+      {"sasl-mechanism", required_argument, nullptr, sasl_mechanism},
+      {"sasl-user", required_argument, nullptr, sasl_user},
+      {"sasl-password", required_argument, nullptr, sasl_password},
+      {nullptr, 0, nullptr, 0},
+  };
   options opts;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    static constexpr std::string_view valued[] = {"--brokers", "--topic", "--security-protocol", "--sasl-mechanism",
-                                                  "--sasl-user", "--sasl-password"};
-    const bool takes_value = std::any_of(std::begin(valued), std::end(valued), [&](std::string_view v) {
-      return arg == v || arg.rfind(std::string(v) + "=", 0) == 0;
-    });
-    if (takes_value) {
-      if (const auto eq = arg.find('='); eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg.resize(eq);
-      } else if (i + 1 < argc) {
-        value = argv[++i];
-      } else {
-        throw usage_error(arg + " needs a value");
-      }
+  bool help = false;
+  kgroup::examples::read_long_options(argc, argv, "h", table, [&](int code, const std::string& value) {
+    switch (code) {
+      case 'h':
+        help = true;
+        return false;
+      case brokers:
+        opts.brokers = parse_int<int>(value, "--brokers");
+        if (opts.brokers < 1 || opts.brokers > 64) throw usage_error("--brokers must be 1..64");
+        break;
+      case topic:
+        opts.topics.push_back(parse_topic_spec(value));
+        break;
+      case no_stdin:
+        opts.read_stdin = false;
+        break;
+      case security_protocol:
+        opts.security_protocol =
+            kgroup::examples::one_of("--security-protocol", value, kgroup::examples::security_protocols);
+        break;
+      case sasl_mechanism:
+        opts.sasl_mechanism =
+            kgroup::examples::one_of("--sasl-mechanism", value, kgroup::examples::sasl_mechanisms);
+        break;
+      case sasl_user:
+        opts.sasl_user = value;
+        break;
+      case sasl_password:
+        opts.sasl_password = value;
+        break;
     }
-    if (arg == "--help" || arg == "-h") return std::nullopt;
-    if (arg == "--brokers") {
-      opts.brokers = parse_int<int>(value, "--brokers");
-      if (opts.brokers < 1 || opts.brokers > 64) throw usage_error("--brokers must be 1..64");
-    } else if (arg == "--topic") {
-      opts.topics.push_back(parse_topic_spec(value));
-    } else if (arg == "--no-stdin") {
-      opts.read_stdin = false;
-    } else if (arg == "--security-protocol") {
-      static constexpr std::string_view protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
-      if (std::find(std::begin(protocols), std::end(protocols), value) == std::end(protocols)) {
-        throw usage_error("--security-protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, not \"" + value + "\"");
-      }
-      opts.security_protocol = value;
-    } else if (arg == "--sasl-mechanism") {
-      static constexpr std::string_view mechanisms[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
-      if (std::find(std::begin(mechanisms), std::end(mechanisms), value) == std::end(mechanisms)) {
-        throw usage_error("--sasl-mechanism must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, not \"" + value + "\"");
-      }
-      opts.sasl_mechanism = value;
-    } else if (arg == "--sasl-user") {
-      opts.sasl_user = value;
-    } else if (arg == "--sasl-password") {
-      opts.sasl_password = value;
-    } else {
-      throw usage_error("unknown option \"" + arg + "\"");
-    }
-  }
+    return true;
+  });
+  if (help) return std::nullopt;
   return opts;
 }
 

@@ -1,6 +1,8 @@
 // The README's demo (examples/kgroup-demo) as a user runs it: the built binary, once per
 // rebalance protocol, checked through its output and exit status. It brings its own mock cluster
-// and takes about a minute per protocol. KGROUP_DEMO_PATH comes from examples/CMakeLists.txt.
+// and takes about a minute per protocol. Also the command lines of kgroup-demo (its hidden member
+// mode too) and kgroup-mock. KGROUP_DEMO_PATH and KGROUP_MOCK_PATH come from
+// examples/CMakeLists.txt.
 #ifdef KGROUP_DEMO_PATH
 
 #include <catch2/catch.hpp>
@@ -18,7 +20,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "child_process.hpp"
 
 extern char** environ;
 
@@ -163,5 +168,67 @@ TEST_CASE("kgroup-demo: a bad argument is refused with status 2", "[demo]") {
   const auto r = run_demo({"--protocol", "sticky"}, std::chrono::seconds(20));
   CHECK(r.status == 2);
 }
+
+namespace {
+
+// `program` with `args` exits with status 2 and names the problem (`mention`) on stderr.
+void check_refused(const std::string& program, const std::vector<std::string>& args,
+                   const std::string& mention) {
+  std::string line;
+  for (const auto& a : args) line += " " + a;
+  INFO(program << line);
+  kgroup::test::child_process p(program, args, [](const std::string&, bool) {});
+  const auto code = p.wait_exit(std::chrono::seconds(10));
+  REQUIRE(code);
+  CHECK(*code == 2);
+  CHECK_THAT(p.stderr_text(), Catch::Contains(mention));
+}
+
+}  // namespace
+
+// getopt_long reads the options: an unambiguous prefix of a long option is that option, an
+// ambiguous or unknown one, a missing value and a bad value are refused by name.
+TEST_CASE("kgroup-demo: bad options are refused by name with status 2", "[demo]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--protocol", "sticky"}, "--protocol must be one of eager, cooperative, consumer, not \"sticky\""},
+      {{"--prot=sticky"}, "--protocol must be one of"},
+      {{"--rate", "12x"}, "--rate must be an integer 1..20000, not \"12x\""},
+      {{"--s"}, "option \"--s\" is ambiguous (--serve, --security-protocol, --sasl-mechanism)"},
+      {{"--verbose"}, "unknown option \"--verbose\""},
+      {{"--serve=yes"}, "--serve takes no value"},
+      {{"--rate"}, "--rate needs a value"},
+      {{"story"}, "unexpected argument \"story\""},
+      // The hidden member mode (the parent's own arguments to each member process): refused, not
+      // ignored.
+      {{"--member", "member-1", "--set", "novalue"}, "--set wants KEY=VALUE, not \"novalue\""},
+      {{"--member", "member-1", "--sets", "a=b"}, "unknown option \"--sets\""},
+      {{"--member", "member-1", "--timeouts", "6000,500"}, "--timeouts wants SESSION,HEARTBEAT,MAX_POLL"},
+      {{"--member", "member-1", "--group"}, "--group needs a value"},
+  };
+  for (const auto& [args, mention] : bad) check_refused(KGROUP_DEMO_PATH, args, mention);
+}
+
+#ifdef KGROUP_MOCK_PATH
+TEST_CASE("kgroup-mock: bad options are refused by name with status 2", "[demo]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--brokers", "0"}, "--brokers must be 1..64"},
+      {{"--bro=65"}, "--brokers must be 1..64"},
+      {{"--topic", "orders"}, "--topic wants NAME:PARTITIONS"},
+      {{"--sasl", "PLAIN"},
+       "option \"--sasl\" is ambiguous (--sasl-mechanism, --sasl-user, --sasl-password)"},
+      {{"--verbose"}, "unknown option \"--verbose\""},
+      {{"--no-stdin=yes"}, "--no-stdin takes no value"},
+      {{"--topic"}, "--topic needs a value"},
+      {{"orders:3"}, "unexpected argument \"orders:3\""},
+  };
+  for (const auto& [args, mention] : bad) check_refused(KGROUP_MOCK_PATH, args, mention);
+
+  kgroup::test::child_process help(KGROUP_MOCK_PATH, {"--help"}, [](const std::string&, bool) {});
+  const auto code = help.wait_exit(std::chrono::seconds(10));
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(help.stdout_text(), Catch::Contains("usage: kgroup-mock"));
+}
+#endif
 
 #endif  // KGROUP_DEMO_PATH
