@@ -113,7 +113,7 @@ void reader::fail(codec_errc e, const char* field) noexcept {
   p_ = end_;
 }
 
-bool reader::need(std::size_t n) noexcept {
+bool reader::need_failed(std::size_t n) noexcept {
   if (err_ != codec_errc::ok) return false;
   if (remaining() < n) {
     fail(codec_errc::truncated);
@@ -130,10 +130,6 @@ U reader::read_be() noexcept {
   return v;
 }
 
-std::int8_t reader::read_int8() noexcept {
-  if (!need(1)) return 0;
-  return static_cast<std::int8_t>(*p_++);
-}
 std::int16_t reader::read_int16() noexcept { return static_cast<std::int16_t>(read_uint16()); }
 std::uint16_t reader::read_uint16() noexcept { return read_be<std::uint16_t>(); }
 std::int32_t reader::read_int32() noexcept { return static_cast<std::int32_t>(read_uint32()); }
@@ -171,30 +167,8 @@ U reader::read_unsigned_varint() noexcept {
   return 0;
 }
 
-std::uint64_t reader::read_uvarlong() noexcept { return read_unsigned_varint<std::uint64_t>(); }
-
-std::uint32_t reader::read_uvarint() noexcept { return read_unsigned_varint<std::uint32_t>(); }
-
-std::int32_t reader::read_varint() noexcept {
-  std::uint32_t u = read_uvarint();
-  return static_cast<std::int32_t>((u >> 1) ^ (~(u & 1) + 1));
-}
-
-std::int64_t reader::read_varlong() noexcept {
-  std::uint64_t u = read_uvarlong();
-  return static_cast<std::int64_t>((u >> 1) ^ (~(u & 1) + 1));
-}
-
-void reader::skip(std::size_t n) noexcept {
-  if (need(n)) p_ += n;
-}
-
-std::span<const std::uint8_t> reader::read_raw(std::size_t n) noexcept {
-  if (!need(n)) return {};
-  std::span<const std::uint8_t> s(p_, n);
-  p_ += n;
-  return s;
-}
+template std::uint32_t reader::read_unsigned_varint<std::uint32_t>() noexcept;
+template std::uint64_t reader::read_unsigned_varint<std::uint64_t>() noexcept;
 
 std::int32_t reader::read_length(bool compact, bool nullable, bool is_string,
                                  const char* what) noexcept {
@@ -288,18 +262,14 @@ std::int32_t reader::read_array_length(bool compact, bool nullable, std::size_t 
   return n;
 }
 
-std::int32_t reader::read_varint_length() noexcept {
-  std::int32_t n = read_varint();
+std::int32_t reader::bad_varint_length(std::int32_t n) noexcept {
   if (!ok()) return 0;
   if (n < -1) {
     fail(codec_errc::negative_length, "varint length");
     return 0;
   }
-  if (n > 0 && static_cast<std::size_t>(n) > remaining()) {
-    fail(codec_errc::oversized, "varint length");
-    return 0;
-  }
-  return n;
+  fail(codec_errc::oversized, "varint length");
+  return 0;
 }
 
 void skip_tagged_fields(reader& r) noexcept {
