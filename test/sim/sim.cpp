@@ -84,13 +84,15 @@ struct args {
   bool verbose = false;
   bool keep_going = false;  // run every seed, list the failing ones
   bool group = false;       // the group simulation (sim_group.cpp) instead of the data path's
+  bool consumer = false;    // --protocol consumer: its group runs KIP-848 (classic by default)
   int failure_exit =
       1;  // --failure-exit N: the exit code of a failing run (ctest's sim_*_fresh: 77, skipped)
 };
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kgroup-sim [--group] [--seed S | --seeds N [--first F|random]] [--time-budget SEC]\n"
+               "usage: kgroup-sim [--group [--protocol classic|consumer]] [--seed S | --seeds N [--first "
+               "F|random]] [--time-budget SEC]\n"
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
@@ -134,6 +136,13 @@ int main(int argc, char** argv) {
       a.failure_exit = std::stoi(value());
     } else if (k == "--group") {
       a.group = true;
+    } else if (k == "--protocol") {
+      const std::string v = value();
+      if (v != "classic" && v != "consumer") {
+        usage();
+        return 2;
+      }
+      a.consumer = v == "consumer";
     } else if (k == "--keep-going") {
       a.keep_going = true;
     } else if (k == "--verbose") {
@@ -172,7 +181,8 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > a.time_budget)
       break;
     auto run = [&](bool verbose) {
-      return a.group ? kgroup::sim::run_group_seed(seed, verbose) : kgroup::sim::run_seed(seed, verbose);
+      return a.group ? kgroup::sim::run_group_seed(seed, verbose, a.consumer)
+                     : kgroup::sim::run_seed(seed, verbose);
     };
     kgroup::sim::run_result r = run(a.verbose);
     ++ran;

@@ -1,14 +1,15 @@
-// One seed of the group simulation (kgroup-sim --group): several members of one classic consumer
-// group, each the real membership core (group::member, eager or cooperative, with the real
-// assignors), the real listener mailbox (detail::listener_mailbox: the user thread's half of the
-// listener handshake) and the real commit decisions (data::refuse_commit, make_commit_request,
-// read_commit_response, auto_committer, commit_retriable), against a simulated group coordinator
-// that follows Kafka's classic GroupCoordinator: JoinGroup (MEMBER_ID_REQUIRED, the rebalance
+// One seed of the group simulation (kgroup-sim --group): several members of one consumer group,
+// each the real membership core of its protocol (classic: group::member, eager or cooperative,
+// with the real assignors; --protocol consumer: group::kip848::consumer_member), the real listener
+// mailbox (detail::listener_mailbox: the user thread's half of the listener handshake) and the
+// real commit decisions (data::refuse_commit, make_commit_request, read_commit_response,
+// auto_committer, commit_retriable), against a simulated group coordinator. The classic one, here,
+// follows Kafka's classic GroupCoordinator: JoinGroup (MEMBER_ID_REQUIRED, the rebalance
 // timeout, pending members), SyncGroup (the leader's assignment, pending syncs removed after the
 // rebalance timeout), Heartbeat, LeaveGroup, session expiry, OffsetCommit (accepted while Stable or
 // PreparingRebalance for the current generation, REBALANCE_IN_PROGRESS while CompletingRebalance)
 // and OffsetFetch; coordinator moves reload the group as last stored (at each SyncGroup of the
-// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile. The KIP-848 one is sim_group_consumer.cpp's.
 //
 // Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
 // cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
@@ -22,272 +23,25 @@
 // (both threads frozen, past the session timeout) and new members joining.
 //
 // Invariants, checked after every step:
-//   G1  two members that are stable in the same generation own no partition in common;
+//   G1  classic: two members that are stable in the same generation own no partition in common.
+//       KIP-848 (epochs differ per member): the coordinator holds no partition for two members at
+//       once (assigned, or being revoked), and a member's core owns, while the coordinator knows
+//       it at its epoch (or the one before, whose answer may be on its way), only partitions the
+//       coordinator holds for it; so a partition moves only once its old owner released it;
 //   G2  the coordinator accepts a commit of a partition only from the member that generation
-//       assigned it to;
+//       assigned it to (KIP-848: that holds it at the commit's member epoch);
 //   G3  a committed offset never moves back (there are no seeks here), and a member never
 //       commits past the position its application reached;
 //   G4  no membership core makes a transition its table refuses, or reports a fatal error;
 //   G5  a member leaves for max.poll.interval.ms only when its application spent that long
 //       outside poll() or inside one listener callback (time waiting inside poll() never counts);
-//   G6  after the faults stop, the group converges: one generation, every member in it stable,
-//       every partition owned by exactly one member, read to its end by someone and committed
-//       there; and no offset of any partition was skipped (at-least-once across owners).
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+//   G6  after the faults stop, the group converges: one generation (group epoch, with the target
+//       assignment of that epoch), every member in it stable, every partition owned by exactly one
+//       member, read to its end by someone and committed there; and no offset of any partition
+//       was skipped (at-least-once across owners).
+#include "sim_group.hpp"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <deque>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "consumer/listener_mailbox.hpp"
-#include "data/committer.hpp"
-#include "group/member.hpp"
-#include "kgroup/assignor.hpp"
-#include "kgroup/error.hpp"
-#include "kgroup/kafka_errc.hpp"
-#include "runtime/shared_state.hpp"
-#include "sim_kernel.hpp"
-#include "sim_world.hpp"
-
-namespace kgroup::sim {
-
-namespace {
-
-using group::time_point;
-using std::chrono::milliseconds;
-using partition_set = std::set<TopicPartition>;
-using join_req = protocol::join_group_request;
-using join_resp = protocol::join_group_response;
-
-std::int16_t code(kafka_errc e) {
-  return static_cast<std::int16_t>(e);
-}
-std::string name(const TopicPartition& tp) {
-  return tp.topic + "-" + std::to_string(tp.partition);
-}
-template <class Parts>
-std::string names(const Parts& parts) {
-  std::string out;
-  for (const auto& tp : parts) out += (out.empty() ? "" : ", ") + name(tp);
-  return out;
-}
-
-// ---- the coordinator ----------------------------------------------------------------------------
-
-enum class gstate { empty, preparing, completing, stable };
-const char* to_string(gstate s) {
-  switch (s) {
-    case gstate::empty:
-      return "Empty";
-    case gstate::preparing:
-      return "PreparingRebalance";
-    case gstate::completing:
-      return "CompletingRebalance";
-    case gstate::stable:
-      return "Stable";
-  }
-  return "?";
-}
-
-struct coord_member {
-  std::string id;
-  int sim = -1;  // which simulated member sent it (for the checks)
-  std::vector<join_req::join_group_request_protocol> protocols;
-  milliseconds session{};
-  milliseconds rebalance{};
-  time_point last_seen{};
-  std::function<void(join_resp)> pending_join;
-  std::function<void(protocol::sync_group_response)> pending_sync;
-  bool awaiting_sync = false;  // joined this generation, no SyncGroup yet
-  protocol::bytes assignment;
-};
-
-struct group_state {
-  gstate state = gstate::empty;
-  std::int32_t generation = 0;
-  std::string leader;
-  std::string protocol;
-  std::map<std::string, coord_member> members;
-};
-
-class simulation;
-
-// ---- one member ---------------------------------------------------------------------------------
-
-struct sim_member {
-  int index = 0;
-  std::string name;
-  bool alive = true;
-  bool closing = false;
-  bool close_requested = false;  // the application calls close() after its current work
-  bool left = false;
-  time_point frozen_until{};
-  std::unique_ptr<group::member> core;
-  detail::shared_state shared;
-  detail::listener_mailbox mailbox{shared};
-  // The background thread.
-  std::uint64_t request_epoch = 0;  // abandon_requests()
-  std::uint64_t timer_seq = 0;
-  std::optional<time_point> timer_at;
-  partition_set bg_owned;
-  std::map<TopicPartition, std::uint64_t> bg_own_seq;  // bumped when a partition is assigned again
-  std::map<TopicPartition, std::int64_t> fetched_pos;  // OffsetFetch answers not yet taken by the app
-  data::auto_committer auto_committer;
-  time_point last_send{};  // the coordinator connection is FIFO
-  time_point last_answer{};
-  // The application (user thread).
-  bool auto_commit = false;
-  bool sync_commits = false;
-  bool commit_in_revoke = false;
-  milliseconds max_poll_interval{};
-  partition_set app_owned;
-  std::map<TopicPartition, std::int64_t> pos;
-  std::map<TopicPartition, std::int64_t> consumed;  // published at the start of each poll()
-  std::optional<data::commit_map> retry_commit;     // explicit offsets to commit again after a poll()
-  bool in_poll = false;
-  bool in_callback = false;
-  time_point clock_from{};  // when the application's max.poll.interval.ms clock last restarted
-  time_point poll_deadline{};
-  std::uint64_t polls = 0;
-  bool timeout_checked = false;  // G5 looked at the current poll timeout
-};
-
-class simulation {
- public:
-  simulation(std::uint64_t seed, bool verbose) : rng_(seed), verbose_(verbose) {}
-  run_result run();
-
- private:
-  double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
-  void note(std::string what) {
-    if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
-    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
-    if (trace_.size() > 60) trace_.pop_front();
-  }
-  [[noreturn]] void fail(const char* invariant, std::string message) {
-    note("FAILED " + std::string(invariant) + ": " + message);
-    throw violation{invariant, std::move(message)};
-  }
-  void at(time_point when, std::function<void()> f) { queue_.at(when, std::move(f)); }
-  // An event of member `m`: dropped once it crashed, held while its process is paused.
-  void at_member(sim_member& m, time_point when, std::function<void()> f) {
-    at(when, [this, &m, f = std::move(f)]() mutable {
-      if (!m.alive) return;
-      if (now_ < m.frozen_until) {
-        at_member(m, m.frozen_until, std::move(f));
-        return;
-      }
-      f();
-    });
-  }
-  bool fault_phase() const { return now_ < quiet_at_; }
-  milliseconds latency() {
-    std::int64_t d = rng_.between(1, 10);
-    if (fault_phase() && rng_.chance(0.03)) d += rng_.between(50, 800);
-    return milliseconds(d);
-  }
-
-  // ---- world ----
-  void setup();
-  void produce();
-  void fault();
-  sim_member& add_member();
-  void crash(sim_member& m, const char* why);
-
-  // ---- the coordinator ----
-  void coordinator_tick();
-  std::optional<std::int16_t> not_serving(std::int32_t node) const;
-  void handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
-  void handle_sync(sim_member& m, protocol::sync_group_request r,
-                   std::function<void(protocol::sync_group_response)> reply);
-  protocol::heartbeat_response handle_heartbeat(const protocol::heartbeat_request& r);
-  protocol::leave_group_response handle_leave(const protocol::leave_group_request& r);
-  protocol::offset_commit_response handle_commit(sim_member& m, const protocol::offset_commit_request& r);
-  void prepare_rebalance(const std::string& why);
-  void maybe_complete_join();
-  void complete_join();
-  void remove_member(const std::string& id, const std::string& why);
-  void store_group() { stored_ = g_; }
-  bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
-  void move_coordinator();
-
-  // ---- a member's background thread (mirrors net/driver_base.hpp and net/group_driver.cpp) ----
-  void process(sim_member& m);
-  void apply(sim_member& m, group::action& a);
-  template <class Response, class Handle>
-  void send(sim_member& m, const char* what, milliseconds timeout, Handle handle,
-            std::function<void(sim_member&, const Response&)> deliver);
-  void assignment_changed(sim_member& m, const partition_set& owned);
-  void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
-  void auto_commit_timer(sim_member& m);
-  void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
-                   std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                   std::uint64_t listener_seq = 0);
-
-  // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
-  data::group_identity identity(const sim_member& m) const;
-  void poll_start(sim_member& m);
-  void run_events(sim_member& m, std::function<void()> then);
-  void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
-  void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
-  void ownership_changed(sim_member& m, const detail::listener_call& call);
-  void poll_body(sim_member& m);
-  void poll_return(sim_member& m);
-  void after_work(sim_member& m);
-  void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
-                   std::function<void()> then);
-  void close_member(sim_member& m);
-  void close_wait(sim_member& m, time_point deadline);
-
-  // ---- checks ----
-  void check_step();
-  void check_poll_timeout(sim_member& m);
-  void check_end();
-
-  prng rng_;
-  bool verbose_;
-  time_point start_{std::chrono::seconds(1000)};
-  time_point now_ = start_;
-  time_point quiet_at_, produce_until_, end_at_;
-  event_queue<std::function<void()>> queue_{now_};
-  std::deque<std::string> trace_;
-
-  // World.
-  std::int32_t brokers_ = 3;
-  std::map<std::string, std::int32_t> topics_;  // name -> partitions
-  std::map<TopicPartition, std::int64_t> log_end_;
-  std::map<TopicPartition, std::vector<bool>> processed_;  // offsets some application was given
-  std::vector<std::unique_ptr<sim_member>> members_;
-  int next_member_ = 0;
-  std::size_t max_members_ = 4;
-  group::member_options base_;
-  std::string assignor_;
-
-  // The coordinator.
-  std::int32_t coord_node_ = 1;
-  time_point coord_down_until_{};
-  time_point coord_loading_until_{};
-  group_state g_;
-  group_state stored_;
-  time_point rebalance_deadline_{};
-  std::map<TopicPartition, std::int64_t> committed_;
-  std::map<std::pair<std::string, std::int32_t>, partition_set> assigned_;  // (member, generation)
-  std::uint64_t next_member_id_ = 1;
-  std::map<std::string, time_point> pending_ids_;  // MEMBER_ID_REQUIRED given, not joined yet
-  std::uint64_t commits_accepted_ = 0;
-  std::uint64_t generations_ = 0;
-};
+namespace kgroup::sim::group_sim {
 
 // ---- world ------------------------------------------------------------------------------------------
 
@@ -307,6 +61,21 @@ void simulation::setup() {
     }
   }
   base_.group_id = "g";
+  if (consumer()) {
+    setup_consumer();
+  } else {
+    setup_classic();
+  }
+  max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
+  note(fmt::format(
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms",
+      consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
+      base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count()));
+  const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
+  for (std::int64_t i = 0; i < first; ++i) add_member();
+}
+
+void simulation::setup_classic() {
   base_.session_timeout = milliseconds(rng_.between(6000, 10000));
   base_.heartbeat_interval = milliseconds(rng_.between(1000, 3000));
   base_.max_poll_interval = milliseconds(rng_.between(5000, 12000));
@@ -328,19 +97,20 @@ void simulation::setup() {
     base_.protocol = RebalanceProtocol::cooperative;
     base_.assignors = {make_cooperative_sticky_assignor()};
   }
-  max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
-  note(fmt::format("setup: topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms",
-                   topics_, assignor_, base_.session_timeout.count(), base_.heartbeat_interval.count(),
-                   base_.max_poll_interval.count(), duration.count()));
-  const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
-  for (std::int64_t i = 0; i < first; ++i) add_member();
 }
 
 sim_member& simulation::add_member() {
   auto m = std::make_unique<sim_member>();
   m->index = next_member_++;
   m->name = fmt::format("m{}", m->index);
-  m->core = std::make_unique<group::member>(base_);
+  if (consumer()) {
+    auto opts = consumer_base_;
+    // The driver's own member id (KIP-1082), used with ConsumerGroupHeartbeat v1.
+    opts.member_id = fmt::format("{}-{:016x}", m->name, static_cast<std::uint64_t>(rng_.below(1ll << 62)));
+    m->core = std::make_unique<core_box<kip848::consumer_member>>(std::move(opts));
+  } else {
+    m->core = std::make_unique<core_box<group::member>>(base_);
+  }
   m->max_poll_interval = base_.max_poll_interval;
   const auto mode = rng_.below(3);
   m->auto_commit = mode != 1;
@@ -422,6 +192,7 @@ std::optional<std::int16_t> simulation::not_serving(std::int32_t node) const {
 void simulation::move_coordinator() {
   // The old coordinator answers what it holds with NOT_COORDINATOR; the new one loads the group as
   // last stored (members' timers start again), and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+  // (A KIP-848 coordinator holds no request: every heartbeat is answered at once.)
   for (auto& [id, cm] : g_.members) {
     if (cm.pending_join) {
       join_resp r;
@@ -442,6 +213,10 @@ void simulation::move_coordinator() {
   while (next == coord_node_) next = static_cast<std::int32_t>(rng_.between(1, brokers_));
   coord_node_ = next;
   coord_loading_until_ = now_ + milliseconds(rng_.between(0, 1500));
+  if (consumer()) {
+    cg_moved();
+    return;
+  }
   g_ = stored_;
   pending_ids_.clear();
   for (auto& [id, cm] : g_.members) {
@@ -688,7 +463,9 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
                                                            const protocol::offset_commit_request& r) {
   std::int16_t err = 0;
   auto it = g_.members.find(r.member_id);
-  if (r.generation_id_or_member_epoch < 0 && r.member_id.empty()) {
+  if (consumer()) {
+    err = cg_commit_error(r);
+  } else if (r.generation_id_or_member_epoch < 0 && r.member_id.empty()) {
     if (g_.state != gstate::empty) err = code(kafka_errc::unknown_member_id);
   } else if (it == g_.members.end()) {
     err = code(kafka_errc::unknown_member_id);
@@ -708,11 +485,13 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
       // G2: only the member the generation assigned the partition to commits it, or (a
       // cooperative revoke, whose callback runs in the next generation) the member that owned
       // it last while the generation holds it back from everyone.
-      if (!owns_for_commit(r.member_id, r.generation_id_or_member_epoch, tp))
-        fail(
-            "G2 (commits only from the partition's owner)",
-            fmt::format("{} ({}) committed {} at {} in generation {}, which did not assign it to that member",
-                        m.name, r.member_id, name(tp), p.committed_offset, r.generation_id_or_member_epoch));
+      // With KIP-848: the member holds it at that epoch (assigned, or being revoked).
+      if (consumer() ? !cg_holds(r.member_id, tp)
+                     : !owns_for_commit(r.member_id, r.generation_id_or_member_epoch, tp))
+        fail("G2 (commits only from the partition's owner)",
+             fmt::format("{} ({}) committed {} at {} in {} {}, which did not assign it to that member",
+                         m.name, r.member_id, name(tp), p.committed_offset,
+                         consumer() ? "member epoch" : "generation", r.generation_id_or_member_epoch));
       // G3: never back.
       const auto c = committed_.find(tp);
       if (c != committed_.end() && p.committed_offset < c->second)
@@ -749,6 +528,17 @@ bool simulation::owns_for_commit(const std::string& member, std::int32_t generat
 
 void simulation::coordinator_tick() {
   if (now_ >= coord_down_until_ && now_ >= coord_loading_until_) {
+    if (consumer()) {
+      cg_tick();
+    } else {
+      classic_tick();
+    }
+  }
+  at(now_ + milliseconds(100), [this] { coordinator_tick(); });
+}
+
+void simulation::classic_tick() {
+  {
     std::vector<std::string> expired;
     for (const auto& [id, cm] : g_.members) {
       if (!cm.pending_join && now_ - cm.last_seen > cm.session) expired.push_back(id);
@@ -768,16 +558,13 @@ void simulation::coordinator_tick() {
       for (const auto& id : late) remove_member(id, "no SyncGroup within the rebalance timeout");
     }
   }
-  at(now_ + milliseconds(100), [this] { coordinator_tick(); });
 }
 
 // ---- a member's background thread -----------------------------------------------------------------
 
 void simulation::process(sim_member& m) {
   for (int rounds = 0; rounds < 64 && m.alive; ++rounds) {
-    auto actions = m.core->take_actions();
-    if (actions.empty()) break;
-    for (auto& a : actions) apply(m, a);
+    if (!m.core->apply_actions(*this, m)) break;
   }
   if (!m.alive) return;
   // The timer (driver_base::arm_timer): one armed, at the core's next deadline.
@@ -858,15 +645,10 @@ void simulation::apply(sim_member& m, group::action& a) {
   std::visit(
       [&](auto& act) {
         using T = std::decay_t<decltype(act)>;
-        if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          at_member(m, now_ + latency(), [this, &m] {
-            if (now_ < coord_down_until_) {
-              m.core->coordinator_failed(now_, make_error_code(kafka_errc::coordinator_not_available));
-            } else {
-              m.core->coordinator_found(now_, coord_node_);
-            }
-            process(m);
-          });
+        if constexpr (shared_action<T>) {
+          apply_shared(m, act);
+        } else if constexpr (std::is_same_v<T, group::find_coordinator>) {
+          find_coordinator(m, [this, &m] { core_of<group::member>(m).coordinator_found(now_, coord_node_); });
         } else if constexpr (std::is_same_v<T, group::send_join_group>) {
           note(fmt::format("{}: JoinGroup as '{}'", m.name, act.request.member_id));
           send<join_resp>(
@@ -875,7 +657,7 @@ void simulation::apply(sim_member& m, group::action& a) {
               [this](sim_member& mm, const join_resp& r) {
                 note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name,
                                  r.error_code, r.generation_id, r.leader));
-                mm.core->join_group_done(now_, r);
+                core_of<group::member>(mm).join_group_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
           send<protocol::sync_group_response>(
@@ -883,7 +665,7 @@ void simulation::apply(sim_member& m, group::action& a) {
               [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
               [this](sim_member& mm, const protocol::sync_group_response& r) {
                 note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
-                mm.core->sync_group_done(now_, r);
+                core_of<group::member>(mm).sync_group_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
           send<protocol::heartbeat_response>(
@@ -892,7 +674,7 @@ void simulation::apply(sim_member& m, group::action& a) {
               [this](sim_member& mm, const protocol::heartbeat_response& r) {
                 if (r.error_code != 0)
                   note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
-                mm.core->heartbeat_done(now_, r);
+                core_of<group::member>(mm).heartbeat_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
           note(fmt::format("{}: LeaveGroup", m.name));
@@ -900,7 +682,7 @@ void simulation::apply(sim_member& m, group::action& a) {
               m, "LeaveGroup", milliseconds(0),
               [this, r = act.request](auto respond) { respond(handle_leave(r)); },
               [this](sim_member& mm, const protocol::leave_group_response& r) {
-                mm.core->leave_group_done(now_, r);
+                core_of<group::member>(mm).leave_group_done(now_, r);
               });
         } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
           at_member(m, now_ + latency(), [this, &m, job = act] {
@@ -913,30 +695,92 @@ void simulation::apply(sim_member& m, group::action& a) {
               tm.partition_count = it->second;
               cm.topics.push_back(std::move(tm));
             }
-            m.core->assignment_metadata(now_, job.generation, {}, cm);
+            core_of<group::member>(m).assignment_metadata(now_, job.generation, {}, cm);
             process(m);
           });
-        } else if constexpr (std::is_same_v<T, group::run_listener>) {
-          note(fmt::format("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind),
-                           names(act.partitions)));
-          m.shared.push(detail::listener_call{act.kind, std::move(act.partitions), act.seq});
-        } else if constexpr (std::is_same_v<T, group::assignment_changed>) {
-          assignment_changed(m, act.owned);
-        } else if constexpr (std::is_same_v<T, group::report_error>) {
-          if (act.fatal)
-            fail("G4 (no fatal error, no refused transition)", fmt::format("{}: {}", m.name, act.message));
-          note(fmt::format("{}: error: {}", m.name, act.message));
-        } else if constexpr (std::is_same_v<T, group::cancel_listener>) {
-          if (m.shared.started_listeners.count(act.seq)) {
-            m.shared.late_cancels.insert(act.seq);
-          } else {
-            m.shared.cancelled_listeners.insert(act.seq);
-          }
-        } else if constexpr (std::is_same_v<T, group::left_group>) {
-          m.left = true;
-          m.shared.push(detail::left_event{});
         } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
           ++m.request_epoch;
+        }
+      },
+      a);
+}
+
+void simulation::find_coordinator(sim_member& m, std::function<void()> found) {
+  at_member(m, now_ + latency(), [this, &m, found] {
+    if (now_ < coord_down_until_) {
+      m.core->coordinator_failed(now_, make_error_code(kafka_errc::coordinator_not_available));
+    } else {
+      found();
+    }
+    process(m);
+  });
+}
+
+// The actions both cores emit (driver_base::apply_shared).
+void simulation::apply_shared(sim_member& m, group::run_listener& act) {
+  note(fmt::format("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind),
+                   names(act.partitions)));
+  m.shared.push(detail::listener_call{act.kind, std::move(act.partitions), act.seq});
+}
+
+void simulation::apply_shared(sim_member& m, group::assignment_changed& act) {
+  assignment_changed(m, act.owned);
+}
+
+void simulation::apply_shared(sim_member& m, group::report_error& act) {
+  if (act.fatal)
+    fail("G4 (no fatal error, no refused transition)", fmt::format("{}: {}", m.name, act.message));
+  note(fmt::format("{}: error: {}", m.name, act.message));
+}
+
+void simulation::apply_shared(sim_member& m, group::cancel_listener& act) {
+  if (m.shared.started_listeners.count(act.seq)) {
+    m.shared.late_cancels.insert(act.seq);
+  } else {
+    m.shared.cancelled_listeners.insert(act.seq);
+  }
+}
+
+void simulation::apply_shared(sim_member& m, group::left_group&) {
+  m.left = true;
+  m.shared.push(detail::left_event{});
+}
+
+// net/consumer_group_driver.cpp: one heartbeat in flight, whose answer supersedes the earlier
+// ones'; topic ids named from metadata (here every topic's, at once).
+void simulation::apply(sim_member& m, kip848::action& a) {
+  std::visit(
+      [&](auto& act) {
+        using T = std::decay_t<decltype(act)>;
+        if constexpr (shared_action<T>) {
+          apply_shared(m, act);
+        } else if constexpr (std::is_same_v<T, group::find_coordinator>) {
+          find_coordinator(m, [this, &m] {
+            core_of<kip848::consumer_member>(m).coordinator_found(now_, coord_node_, heartbeat_version_);
+          });
+        } else if constexpr (std::is_same_v<T, kip848::send_consumer_group_heartbeat>) {
+          const auto& r = act.request;
+          note(fmt::format("{}: ConsumerGroupHeartbeat '{}' epoch {}{}", m.name, r.member_id, r.member_epoch,
+                           r.topic_partitions ? " owning " + names(from_wire(*r.topic_partitions)) : ""));
+          ++m.request_epoch;  // supersede::earlier
+          send<cg_response>(
+              m, "ConsumerGroupHeartbeat", milliseconds(0),
+              [this, &m, r](auto respond) { respond(cg_heartbeat(m, r, heartbeat_version_)); },
+              [this](sim_member& mm, const cg_response& resp) {
+                note(fmt::format("{}: ConsumerGroupHeartbeat answer: error {} epoch {}{}", mm.name,
+                                 resp.error_code, resp.member_epoch,
+                                 resp.assignment
+                                     ? " assignment " + names(from_wire(resp.assignment->topic_partitions))
+                                     : ""));
+                core_of<kip848::consumer_member>(mm).heartbeat_done(now_, resp);
+              });
+        } else if constexpr (std::is_same_v<T, kip848::need_topic_names>) {
+          at_member(m, now_ + latency(), [this, &m] {
+            std::vector<std::pair<kip848::topic_id, std::string>> known;
+            for (const auto& [t, id] : topic_ids_) known.emplace_back(id, t);
+            core_of<kip848::consumer_member>(m).topic_names_resolved(now_, known);
+            process(m);
+          });
         }
       },
       a);
@@ -1341,7 +1185,7 @@ void simulation::close_wait(sim_member& m, time_point deadline) {
 // ---- checks ---------------------------------------------------------------------------------------------
 
 void simulation::check_poll_timeout(sim_member& m) {
-  if (m.core->state() != group::classic_state::poll_timed_out) {
+  if (!m.core->poll_timed_out()) {
     m.timeout_checked = false;
     return;
   }
@@ -1360,13 +1204,18 @@ void simulation::check_poll_timeout(sim_member& m) {
 }
 
 void simulation::check_step() {
+  for (const auto& m : members_) {
+    if (m->alive && m->core->invalid_transitions() != 0)
+      fail("G4 (no fatal error, no refused transition)", m->name + " made a transition its table refuses");
+  }
+  if (consumer()) {
+    cg_check_step();
+    return;
+  }
   // G1: members stable in one generation own disjoint partitions.
   std::map<std::int32_t, std::map<TopicPartition, std::string>> owners;
   for (const auto& m : members_) {
-    if (!m->alive) continue;
-    if (m->core->invalid_transitions() != 0)
-      fail("G4 (no fatal error, no refused transition)", m->name + " made a transition its table refuses");
-    if (m->core->state() != group::classic_state::stable) continue;
+    if (!m->alive || !m->core->stable()) continue;
     auto& gen = owners[m->core->generation()];
     for (const auto& tp : m->core->owned()) {
       auto [it, inserted] = gen.emplace(tp, m->name);
@@ -1384,15 +1233,25 @@ void simulation::check_end() {
     if (m->alive) alive.push_back(m.get());
   const auto where = fmt::format("{:.0f} ms after the last fault", ms(now_) - ms(quiet_at_));
   if (alive.empty()) fail("G6 (convergence)", "no member is left");
-  if (g_.state != gstate::stable)
+  if (consumer()) {
+    cg_check_end(where);
+  } else if (g_.state != gstate::stable) {
     fail("G6 (convergence)", fmt::format("{}: the group is {}", where, to_string(g_.state)));
+  }
+  // One generation (or group epoch), every member stable in it.
+  const auto group_generation = consumer() ? cg_.epoch : g_.generation;
   std::map<TopicPartition, std::string> owner;
   for (auto* m : alive) {
-    if (m->core->state() != group::classic_state::stable || m->core->generation() != g_.generation)
+    if (!m->core->stable() || m->core->generation() != group_generation)
       fail("G6 (convergence)",
-           fmt::format("{}: {} is {} in generation {}, the group's is {}", where, m->name,
-                       group::to_string(m->core->state()), m->core->generation(), g_.generation));
-    for (const auto& tp : m->core->owned()) owner[tp] = m->name;
+           fmt::format("{}: {} is {} in {} {}, the group's is {}", where, m->name, m->core->state_name(),
+                       consumer() ? "epoch" : "generation", m->core->generation(), group_generation));
+    for (const auto& tp : m->core->owned()) {
+      if (owner.count(tp))
+        fail("G6 (convergence)",
+             fmt::format("{}: {} and {} both own {}", where, owner[tp], m->name, name(tp)));
+      owner[tp] = m->name;
+    }
   }
   for (const auto& [tp, end] : log_end_) {
     if (!owner.count(tp)) fail("G6 (convergence)", fmt::format("{}: nobody owns {}", where, name(tp)));
@@ -1445,10 +1304,14 @@ run_result simulation::run() {
   return out;
 }
 
-}  // namespace
+}  // namespace kgroup::sim::group_sim
 
-run_result run_group_seed(std::uint64_t seed, bool verbose) {
-  auto s = std::make_unique<simulation>(seed, verbose);
+namespace kgroup::sim {
+
+run_result run_group_seed(std::uint64_t seed, bool verbose, bool consumer_protocol) {
+  auto s = std::make_unique<group_sim::simulation>(
+      seed, verbose,
+      consumer_protocol ? group_sim::group_protocol::consumer : group_sim::group_protocol::classic);
   return s->run();
 }
 

@@ -24,8 +24,9 @@ extern bool mix_commits;
 /// mutant) gives the same events in the same order.
 run_result run_seed(std::uint64_t seed, bool verbose);
 
-/// Runs seed `seed` of the group simulation (sim_group.cpp): several members of one classic
-/// group against a simulated coordinator. simulated_seconds counts member-seconds.
-run_result run_group_seed(std::uint64_t seed, bool verbose);
+/// Runs seed `seed` of the group simulation (sim_group.cpp): several members of one group against
+/// a simulated coordinator, of the classic protocol or (`consumer_protocol`) KIP-848's.
+/// simulated_seconds counts member-seconds.
+run_result run_group_seed(std::uint64_t seed, bool verbose, bool consumer_protocol = false);
 
 }  // namespace kgroup::sim

@@ -1,0 +1,436 @@
+// The group simulation (kgroup-sim --group): what its two sources share. sim_group.cpp runs the
+// world, the members (their background threads mirror the membership drivers; their applications
+// are seeded actors), the classic coordinator and the checks; sim_group_consumer.cpp is the KIP-848
+// coordinator. Each member runs one real membership core, the classic one (group::member) or the
+// KIP-848 one (group::kip848::consumer_member), behind member_core: everything but a core's own
+// requests, answers and states is written once for both.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "consumer/listener_mailbox.hpp"
+#include "data/committer.hpp"
+#include "group/consumer_member.hpp"
+#include "group/member.hpp"
+#include "kgroup/assignor.hpp"
+#include "kgroup/error.hpp"
+#include "kgroup/kafka_errc.hpp"
+#include "runtime/shared_state.hpp"
+#include "sim_kernel.hpp"
+#include "sim_world.hpp"
+
+namespace kgroup::sim::group_sim {
+
+using group::time_point;
+using std::chrono::milliseconds;
+using partition_set = std::set<TopicPartition>;
+using join_req = protocol::join_group_request;
+using join_resp = protocol::join_group_response;
+
+inline std::int16_t code(kafka_errc e) {
+  return static_cast<std::int16_t>(e);
+}
+inline std::string name(const TopicPartition& tp) {
+  return tp.topic + "-" + std::to_string(tp.partition);
+}
+template <class Parts>
+std::string names(const Parts& parts) {
+  std::string out;
+  for (const auto& tp : parts) out += (out.empty() ? "" : ", ") + name(tp);
+  return out;
+}
+
+// ---- the classic coordinator ----------------------------------------------------------------------------
+
+enum class gstate { empty, preparing, completing, stable };
+inline const char* to_string(gstate s) {
+  switch (s) {
+    case gstate::empty:
+      return "Empty";
+    case gstate::preparing:
+      return "PreparingRebalance";
+    case gstate::completing:
+      return "CompletingRebalance";
+    case gstate::stable:
+      return "Stable";
+  }
+  return "?";
+}
+
+struct coord_member {
+  std::string id;
+  int sim = -1;  // which simulated member sent it (for the checks)
+  std::vector<join_req::join_group_request_protocol> protocols;
+  milliseconds session{};
+  milliseconds rebalance{};
+  time_point last_seen{};
+  std::function<void(join_resp)> pending_join;
+  std::function<void(protocol::sync_group_response)> pending_sync;
+  bool awaiting_sync = false;  // joined this generation, no SyncGroup yet
+  protocol::bytes assignment;
+};
+
+struct group_state {
+  gstate state = gstate::empty;
+  std::int32_t generation = 0;
+  std::string leader;
+  std::string protocol;
+  std::map<std::string, coord_member> members;
+};
+
+// ---- the KIP-848 coordinator (sim_group_consumer.cpp) -----------------------------------------------
+
+namespace kip848 = group::kip848;
+using cg_request = protocol::consumer_group_heartbeat_request;
+using cg_response = protocol::consumer_group_heartbeat_response;
+
+// A member's place in its reconciliation, as Kafka's CurrentAssignmentBuilder names them.
+enum class cg_state {
+  stable,      // holds its target (at the target's epoch)
+  revoking,    // UNREVOKED_PARTITIONS: keeps its epoch until a heartbeat shows the revoked ones gone
+  unreleased,  // UNRELEASED_PARTITIONS: at the target's epoch, waiting for partitions others still hold
+};
+const char* to_string(cg_state s);
+
+struct cg_member {
+  std::string id;
+  int sim = -1;  // which simulated member it is (for the checks)
+  std::int32_t epoch = 0;
+  std::int32_t previous_epoch = 0;
+  std::int32_t target_epoch = 0;  // the target assignment epoch it reconciles toward
+  cg_state state = cg_state::stable;
+  partition_set assigned;  // what it may own now (the heartbeat answer's assignment)
+  partition_set revoking;  // what it must give up and still holds (no one else gets it meanwhile)
+  std::vector<std::string> topics;
+  milliseconds rebalance{};
+  time_point last_seen{};
+  std::optional<time_point> revoke_deadline;  // the rebalance timeout for the revocation under way
+};
+
+struct consumer_group {
+  std::int32_t epoch = 0;             // the group epoch
+  std::int32_t assignment_epoch = 0;  // the epoch of the target assignment
+  std::map<std::string, partition_set> target;
+  std::map<std::string, cg_member> members;
+};
+
+class simulation;
+struct sim_member;
+
+// ---- one member's membership core, whichever protocol ---------------------------------------------
+
+// What the simulation asks of a membership core; core_box<Core> forwards to the real one.
+class member_core {
+ public:
+  virtual ~member_core() = default;
+  virtual void subscribe(time_point now, std::vector<std::string> topics) = 0;
+  virtual void poll_called(time_point now) = 0;
+  virtual void poll_returned(time_point now) = 0;
+  virtual void listener_started(time_point now, std::uint64_t seq) = 0;
+  virtual void listener_done(time_point now, std::uint64_t seq) = 0;
+  virtual void commit_failed(time_point now, std::int32_t generation, std::int16_t code) = 0;
+  virtual void close(time_point now) = 0;
+  virtual void tick(time_point now) = 0;
+  virtual void request_failed(time_point now, std::error_code ec) = 0;
+  virtual void coordinator_failed(time_point now, std::error_code ec) = 0;
+  virtual std::optional<time_point> next_deadline() const = 0;
+  virtual std::optional<std::int32_t> coordinator() const = 0;
+  virtual group::standing standing() const = 0;
+  virtual partition_set owned() const = 0;
+  virtual std::string member_id() const = 0;
+  /// The generation (classic) or member epoch (KIP-848).
+  virtual std::int32_t generation() const = 0;
+  virtual bool stable() const = 0;
+  virtual bool poll_timed_out() const = 0;
+  virtual std::string state_name() const = 0;
+  virtual std::uint64_t invalid_transitions() const = 0;
+  /// Takes the core's actions and carries each out (simulation::apply); false when it had none.
+  virtual bool apply_actions(simulation& sim, sim_member& m) = 0;
+};
+
+template <class Core>
+class core_box final : public member_core {
+ public:
+  template <class Options>
+  explicit core_box(Options opts) : core(std::move(opts)) {}
+  Core core;
+
+  void subscribe(time_point now, std::vector<std::string> topics) override {
+    core.subscribe(now, std::move(topics));
+  }
+  void poll_called(time_point now) override { core.poll_called(now); }
+  void poll_returned(time_point now) override { core.poll_returned(now); }
+  void listener_started(time_point now, std::uint64_t seq) override { core.listener_started(now, seq); }
+  void listener_done(time_point now, std::uint64_t seq) override { core.listener_done(now, seq); }
+  void commit_failed(time_point now, std::int32_t generation, std::int16_t code) override {
+    core.commit_failed(now, generation, code);
+  }
+  void close(time_point now) override { core.close(now); }
+  void tick(time_point now) override { core.tick(now); }
+  void request_failed(time_point now, std::error_code ec) override { core.request_failed(now, ec); }
+  void coordinator_failed(time_point now, std::error_code ec) override { core.coordinator_failed(now, ec); }
+  std::optional<time_point> next_deadline() const override { return core.next_deadline(); }
+  std::optional<std::int32_t> coordinator() const override { return core.coordinator(); }
+  group::standing standing() const override { return core.standing(); }
+  partition_set owned() const override { return core.owned(); }
+  std::string member_id() const override { return core.member_id(); }
+  std::int32_t generation() const override { return core.generation(); }
+  bool stable() const override { return core.state() == decltype(core.state())::stable; }
+  bool poll_timed_out() const override { return core.state() == decltype(core.state())::poll_timed_out; }
+  std::string state_name() const override { return to_string(core.state()); }
+  std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
+  bool apply_actions(simulation& sim, sim_member& m) override;
+};
+
+// The real core of member `m`, known to run `Core`.
+template <class Core>
+Core& core_of(sim_member& m);
+
+// ---- one member ---------------------------------------------------------------------------------
+
+struct sim_member {
+  int index = 0;
+  std::string name;
+  bool alive = true;
+  bool closing = false;
+  bool close_requested = false;  // the application calls close() after its current work
+  bool left = false;
+  time_point frozen_until{};
+  std::unique_ptr<member_core> core;
+  detail::shared_state shared;
+  detail::listener_mailbox mailbox{shared};
+  // The background thread.
+  std::uint64_t request_epoch = 0;  // abandon_requests()
+  std::uint64_t timer_seq = 0;
+  std::optional<time_point> timer_at;
+  partition_set bg_owned;
+  std::map<TopicPartition, std::uint64_t> bg_own_seq;  // bumped when a partition is assigned again
+  std::map<TopicPartition, std::int64_t> fetched_pos;  // OffsetFetch answers not yet taken by the app
+  data::auto_committer auto_committer;
+  time_point last_send{};  // the coordinator connection is FIFO
+  time_point last_answer{};
+  // The application (user thread).
+  bool auto_commit = false;
+  bool sync_commits = false;
+  bool commit_in_revoke = false;
+  milliseconds max_poll_interval{};
+  partition_set app_owned;
+  std::map<TopicPartition, std::int64_t> pos;
+  std::map<TopicPartition, std::int64_t> consumed;  // published at the start of each poll()
+  std::optional<data::commit_map> retry_commit;     // explicit offsets to commit again after a poll()
+  bool in_poll = false;
+  bool in_callback = false;
+  time_point clock_from{};  // when the application's max.poll.interval.ms clock last restarted
+  time_point poll_deadline{};
+  std::uint64_t polls = 0;
+  bool timeout_checked = false;  // G5 looked at the current poll timeout
+};
+
+enum class group_protocol { classic, consumer };
+
+class simulation {
+ public:
+  simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
+      : rng_(seed), verbose_(verbose), protocol_(protocol) {}
+  run_result run();
+
+  // A member's background thread carries out its core's actions (core_box::apply_actions).
+  void apply(sim_member& m, group::action& a);
+  void apply(sim_member& m, kip848::action& a);
+
+ private:
+  bool consumer() const { return protocol_ == group_protocol::consumer; }
+  double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  void note(std::string what) {
+    if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
+    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    if (trace_.size() > 60) trace_.pop_front();
+  }
+  [[noreturn]] void fail(const char* invariant, std::string message) {
+    note("FAILED " + std::string(invariant) + ": " + message);
+    throw violation{invariant, std::move(message)};
+  }
+  void at(time_point when, std::function<void()> f) { queue_.at(when, std::move(f)); }
+  // An event of member `m`: dropped once it crashed, held while its process is paused.
+  void at_member(sim_member& m, time_point when, std::function<void()> f) {
+    at(when, [this, &m, f = std::move(f)]() mutable {
+      if (!m.alive) return;
+      if (now_ < m.frozen_until) {
+        at_member(m, m.frozen_until, std::move(f));
+        return;
+      }
+      f();
+    });
+  }
+  bool fault_phase() const { return now_ < quiet_at_; }
+  milliseconds latency() {
+    std::int64_t d = rng_.between(1, 10);
+    if (fault_phase() && rng_.chance(0.03)) d += rng_.between(50, 800);
+    return milliseconds(d);
+  }
+
+  // ---- world ----
+  void setup();
+  void setup_classic();
+  void produce();
+  void fault();
+  sim_member& add_member();
+  void crash(sim_member& m, const char* why);
+
+  // ---- the coordinator ----
+  void coordinator_tick();
+  void classic_tick();
+  std::optional<std::int16_t> not_serving(std::int32_t node) const;
+  void handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
+  void handle_sync(sim_member& m, protocol::sync_group_request r,
+                   std::function<void(protocol::sync_group_response)> reply);
+  protocol::heartbeat_response handle_heartbeat(const protocol::heartbeat_request& r);
+  protocol::leave_group_response handle_leave(const protocol::leave_group_request& r);
+  protocol::offset_commit_response handle_commit(sim_member& m, const protocol::offset_commit_request& r);
+  void prepare_rebalance(const std::string& why);
+  void maybe_complete_join();
+  void complete_join();
+  void remove_member(const std::string& id, const std::string& why);
+  void store_group() { stored_ = g_; }
+  bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
+  void move_coordinator();
+
+  // ---- the KIP-848 coordinator (sim_group_consumer.cpp) ----
+  void setup_consumer();
+  cg_response cg_heartbeat(sim_member& m, const cg_request& r, std::int16_t version);
+  cg_response cg_leave(const cg_request& r);
+  void cg_compute_target();
+  void cg_reconcile(cg_member& cm, const std::optional<partition_set>& owned);
+  void cg_next_assignment(cg_member& cm);
+  bool cg_held_by_other(const std::string& id, const TopicPartition& tp) const;
+  void cg_remove(const std::string& id, const std::string& why);
+  void cg_bump(const std::string& why);
+  void cg_tick();
+  void cg_moved();
+  std::int16_t cg_commit_error(const protocol::offset_commit_request& r) const;
+  bool cg_holds(const std::string& member, const TopicPartition& tp) const;
+  partition_set from_wire(const std::vector<cg_request::topic_partitions_t>& parts) const;
+  partition_set from_wire(const std::vector<cg_response::topic_partitions_t>& parts) const;
+  template <class Wire>
+  partition_set by_name(const std::vector<Wire>& parts) const;
+  std::vector<cg_response::topic_partitions_t> to_wire(const partition_set& parts) const;
+  void cg_check_step();
+  void cg_check_end(const std::string& where);
+
+  // ---- a member's background thread (mirrors net/driver_base.hpp and net/group_driver.cpp) ----
+  void process(sim_member& m);
+  void find_coordinator(sim_member& m, std::function<void()> found);
+  void apply_shared(sim_member& m, group::run_listener& a);
+  void apply_shared(sim_member& m, group::assignment_changed& a);
+  void apply_shared(sim_member& m, group::report_error& a);
+  void apply_shared(sim_member& m, group::cancel_listener& a);
+  void apply_shared(sim_member& m, group::left_group& a);
+  template <class Response, class Handle>
+  void send(sim_member& m, const char* what, milliseconds timeout, Handle handle,
+            std::function<void(sim_member&, const Response&)> deliver);
+  void assignment_changed(sim_member& m, const partition_set& owned);
+  void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
+  void auto_commit_timer(sim_member& m);
+  void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
+                   std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
+                   std::uint64_t listener_seq = 0);
+
+  // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
+  data::group_identity identity(const sim_member& m) const;
+  void poll_start(sim_member& m);
+  void run_events(sim_member& m, std::function<void()> then);
+  void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
+  void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
+  void ownership_changed(sim_member& m, const detail::listener_call& call);
+  void poll_body(sim_member& m);
+  void poll_return(sim_member& m);
+  void after_work(sim_member& m);
+  void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
+                   std::function<void()> then);
+  void close_member(sim_member& m);
+  void close_wait(sim_member& m, time_point deadline);
+
+  // ---- checks ----
+  void check_step();
+  void check_poll_timeout(sim_member& m);
+  void check_end();
+
+  prng rng_;
+  bool verbose_;
+  group_protocol protocol_;
+  time_point start_{std::chrono::seconds(1000)};
+  time_point now_ = start_;
+  time_point quiet_at_, produce_until_, end_at_;
+  event_queue<std::function<void()>> queue_{now_};
+  std::deque<std::string> trace_;
+
+  // World.
+  std::int32_t brokers_ = 3;
+  std::map<std::string, std::int32_t> topics_;  // name -> partitions
+  std::map<TopicPartition, std::int64_t> log_end_;
+  std::map<TopicPartition, std::vector<bool>> processed_;  // offsets some application was given
+  std::vector<std::unique_ptr<sim_member>> members_;
+  int next_member_ = 0;
+  std::size_t max_members_ = 4;
+  group::member_options base_;
+  std::string assignor_;
+
+  // The coordinator.
+  std::int32_t coord_node_ = 1;
+  time_point coord_down_until_{};
+  time_point coord_loading_until_{};
+  group_state g_;
+  group_state stored_;
+  time_point rebalance_deadline_{};
+  std::map<TopicPartition, std::int64_t> committed_;
+  std::map<std::pair<std::string, std::int32_t>, partition_set> assigned_;  // (member, generation)
+  std::uint64_t next_member_id_ = 1;
+  std::map<std::string, time_point> pending_ids_;  // MEMBER_ID_REQUIRED given, not joined yet
+  std::uint64_t commits_accepted_ = 0;
+  std::uint64_t generations_ = 0;
+
+  // The KIP-848 coordinator: the group as every change stores it (a move keeps it whole).
+  consumer_group cg_;
+  std::string server_assignor_;         // uniform or range
+  std::int16_t heartbeat_version_ = 1;  // ConsumerGroupHeartbeat version every connection negotiates
+  milliseconds cg_session_{};           // group.consumer.session.timeout.ms
+  milliseconds cg_interval_{};          // group.consumer.heartbeat.interval.ms
+  kip848::consumer_member_options consumer_base_;
+  std::map<std::string, kip848::topic_id> topic_ids_;
+};
+
+template <class Core>
+bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
+  auto actions = core.take_actions();
+  for (auto& a : actions) sim.apply(m, a);
+  return !actions.empty();
+}
+
+template <class Core>
+Core& core_of(sim_member& m) {
+  return static_cast<core_box<Core>&>(*m.core).core;
+}
+
+/// Whether `T` is one of the actions both cores emit (simulation::apply_shared).
+template <class T>
+constexpr bool shared_action =
+    std::is_same_v<T, group::run_listener> || std::is_same_v<T, group::assignment_changed> ||
+    std::is_same_v<T, group::report_error> || std::is_same_v<T, group::cancel_listener> ||
+    std::is_same_v<T, group::left_group>;
+}  // namespace kgroup::sim::group_sim
