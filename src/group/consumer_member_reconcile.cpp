@@ -113,10 +113,12 @@ void consumer_member::send_heartbeat(time_point now) {
     req.server_assignor = opts_.remote_assignor;
     sent_.assignor = opts_.remote_assignor;
   }
-  // What is owned, less what an assign callback still running has not taken yet: an assignment is
-  // acknowledged once on_partitions_assigned is done (as Java); a finished revoke is reported at once.
-  const id_assignment reported =
-      listener_.pending_is(listener_kind::assigned) ? minus(owned_, *listener_.parts()) : owned_;
+  // Everything owned, including what an assign callback has not taken yet. Java leaves those out
+  // until on_partitions_assigned is done, but the coordinator reads a partition it is revoking and
+  // the member does not report as released: had the target moved it on meanwhile, it would go to
+  // another member while this one still owns it (kgroup-sim's G1; docs/DESIGN.md). A finished
+  // revoke is reported at once.
+  const id_assignment& reported = owned_;
   if (all || sent_.owned != reported) {
     // On joining (empty), and the first heartbeat after a reconciliation: the acknowledgement.
     req.topic_partitions = to_wire(reported);

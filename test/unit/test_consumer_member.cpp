@@ -1474,7 +1474,7 @@ TEST_CASE("kip848: a regex subscription with a v0 coordinator is fatal, saying w
   REQUIRE(h.m.state() == st::fatal);
 }
 
-TEST_CASE("kip848: partitions are acknowledged once on_partitions_assigned is done, a revoke at once",
+TEST_CASE("kip848: a revoke is reported at once, an assignment as soon as it is owned (before its callback)",
           "[kip848]") {
   harness h;
   h.make_stable({{T, {0, 1}}});
@@ -1486,14 +1486,17 @@ TEST_CASE("kip848: partitions are acknowledged once on_partitions_assigned is do
   a = h.answer(ok(2));
   a = h.done(revoke);
   auto assign = expect_listener(a, listener_kind::assigned, {{"u", 0}});
-  // While the (slow) assign callback runs, a heartbeat reports the revocation, not u0 yet.
+  // While the (slow) assign callback runs, a heartbeat reports the revocation and u0 (owned now;
+  // Java reports u0 only after the callback, which can read as a revocation acknowledged early:
+  // see the [sim_finding] case below).
   a = h.to_deadline();
   auto hb = expect<send_consumer_group_heartbeat>(a);
-  CHECK(parts_of(hb.request) == tps{{T, {1}}});
+  CHECK(parts_of(hb.request) == tps{{T, {1}}, {U, {0}}});
   a = h.answer(ok(2));
   a = h.done(assign);
+  // The acknowledgement goes out at once, with nothing new to report.
   auto ack = expect<send_consumer_group_heartbeat>(a);
-  CHECK(parts_of(ack.request) == tps{{T, {1}}, {U, {0}}});
+  CHECK_FALSE(ack.request.topic_partitions.has_value());
   REQUIRE(h.m.state() == st::stable);
 }
 
@@ -1973,4 +1976,37 @@ TEST_CASE("kip848: an error at every step of joining and reconciling, then stabl
     INFO("fault " << name_of(f));
     CHECK(injected > 0);  // every kind of fault really happened at some step
   }
+}
+
+// ---- found by the group simulation (kgroup-sim --group --protocol consumer) ----------------------
+
+TEST_CASE(
+    "kip848: partitions whose assign callback has not run are reported owned, so a revoke of them is never "
+    "acknowledged before it ran",
+    "[kip848][sim_finding]") {
+  // Seeds 297 and 2111 (G1): the coordinator took t-1 back while on_partitions_assigned(t-1) was
+  // still waiting for the application; the next heartbeat left t-1 out of what it owns, the
+  // coordinator read that as the revocation acknowledged and gave t-1 to another member, while
+  // this one still owned it (and its application was about to be told it has it).
+  harness h;
+  h.make_stable({{T, {0}}});
+  auto a = h.next_heartbeat(ok(2, id_assignment{{T, {0, 1}}}));
+  (void)expect_listener(a, listener_kind::assigned, {{"t", 1}});
+  // The heartbeats while the callback waits report t-1 as owned ...
+  a = h.to_deadline();
+  auto hb = expect<send_consumer_group_heartbeat>(a);
+  REQUIRE(hb.request.topic_partitions.has_value());
+  CHECK(parts_of(hb.request) == tps{{T, {0, 1}}});
+  // ... also once the coordinator has moved t-1 on (the answer's target lacks it), and with every
+  // field after an error.
+  a = h.answer(ok(2, id_assignment{{T, {0}}}));
+  a = h.to_deadline();
+  expect<send_consumer_group_heartbeat>(a);
+  a = h.answer(err(kafka_errc::not_coordinator));
+  expect<find_coordinator>(a);
+  a = h.found();
+  hb = expect<send_consumer_group_heartbeat>(a);
+  REQUIRE(hb.request.topic_partitions.has_value());
+  CHECK(parts_of(hb.request) == tps{{T, {0, 1}}});
+  CHECK(h.m.owned() == t01);
 }
