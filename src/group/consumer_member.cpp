@@ -322,6 +322,8 @@ bool consumer_member::check_poll_timeout(time_point now) {
   step_target_.clear();
   heartbeat_now_ = false;
   leave_pending_ = must_leave();
+  // Its answer may come after poll() has begun the rejoin: it must not count for the new membership.
+  if (in_flight_ == in_flight::heartbeat) in_flight_ = in_flight::abandoned;
   epoch_ = join_epoch;
   reconciliation_begins(now, RebalanceCause::poll_timeout, poll_timeout_detail(*measured, opts_.max_poll_interval));
   transition(s::poll_timed_out, "max.poll.interval.ms exceeded");

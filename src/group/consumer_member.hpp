@@ -178,7 +178,9 @@ class consumer_member : public consumer_member_skeleton {
 
  private:
   friend consumer_member_skeleton;
-  enum class in_flight { none, heartbeat, leave };
+  // abandoned: a heartbeat of a membership given up (a poll timeout) whose answer is still due; it
+  // is ignored whenever it comes, even after the rejoin has begun.
+  enum class in_flight { none, heartbeat, leave, abandoned };
   using then = consumer_member_then;
 
   // For the skeleton (membership.hpp).

@@ -128,6 +128,10 @@ void consumer_member::heartbeat_done(time_point now, const protocol::consumer_gr
   if (was == in_flight::none) return;  // stale: nothing of ours is in flight
   in_flight_ = in_flight::none;
   stats_.heartbeat_answered(now, heartbeat_sent_);
+  if (was == in_flight::abandoned) {
+    pump(now);  // the leave or the rejoin was waiting for it
+    return;
+  }
   if (was == in_flight::leave) {
     if (r.error_code != 0) {
       logger()->debug("group '{}': leave heartbeat answered {}", opts_.group_id,

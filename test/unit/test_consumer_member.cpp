@@ -2010,3 +2010,49 @@ TEST_CASE(
   CHECK(parts_of(hb.request) == tps{{T, {0, 1}}});
   CHECK(h.m.owned() == t01);
 }
+
+TEST_CASE("kip848: the answer to a heartbeat sent before a poll timeout is ignored once the member rejoins",
+          "[kip848][sim_finding]") {
+  // Seed 2464 (G4): the heartbeat in flight when max.poll.interval.ms expired was answered only
+  // after the next poll() had run the lost callback and begun the rejoin; the core took that
+  // answer (epoch 7, t-0) for the new membership, assigned t-0, left with the old epoch, and then
+  // sent a join that owned t-0, which the coordinator refuses as invalid (a fatal error).
+  harness h;
+  h.make_stable({{T, {0}}}, 7);
+  h.poll();
+  // Heartbeats answered until the last one before the poll timer expires stays in flight.
+  actions a;
+  bool in_flight = false;
+  for (int i = 0; i < 100 && h.m.state() == st::stable; ++i) {
+    a = h.to_deadline();
+    if (count_of<send_consumer_group_heartbeat>(a) == 1 && h.m.state() == st::stable) {
+      expect<send_consumer_group_heartbeat>(a);
+      expect_empty(a);
+      const auto d = h.m.next_deadline();
+      if (d && *d - h.now <= 2000ms) {
+        in_flight = true;  // the poll timer expires before this answer
+        continue;
+      }
+      expect_empty(h.answer(ok(7)));
+    }
+  }
+  REQUIRE(in_flight);
+  REQUIRE(h.m.state() == st::poll_timed_out);
+  (void)expect<report_error>(a);
+  // The leave waits for the heartbeat in flight; poll() runs the lost callback and rejoins.
+  a = h.poll();
+  auto lost = expect_listener(a, listener_kind::lost, {{"t", 0}});
+  a = h.done(lost);
+  // The old heartbeat's answer comes now: it belongs to the membership that is gone.
+  a = h.answer(ok(7, id_assignment{{T, {0}}}));
+  CHECK(count_of<run_listener>(a) == 0);
+  CHECK(h.m.owned().empty());
+  // The leave goes out, then the join, which owns nothing.
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  CHECK(leave.leave);
+  a = h.answer(ok(-1));
+  auto join = expect<send_consumer_group_heartbeat>(a);
+  CHECK(join.request.member_epoch == 0);
+  REQUIRE(join.request.topic_partitions.has_value());
+  CHECK(join.request.topic_partitions->empty());
+}
