@@ -641,68 +641,77 @@ void simulation::send(sim_member& m, const char* what, milliseconds timeout, Han
   });
 }
 
-void simulation::apply(sim_member& m, group::action& a) {
+// Carries out `a`: the actions both cores emit here (apply_shared), the core's own through `own`.
+template <class Action, class Own>
+void simulation::apply_with(sim_member& m, Action& a, Own own) {
   std::visit(
       [&](auto& act) {
-        using T = std::decay_t<decltype(act)>;
-        if constexpr (shared_action<T>) {
+        if constexpr (shared_action<std::decay_t<decltype(act)>>) {
           apply_shared(m, act);
-        } else if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          find_coordinator(m, [this, &m] { core_of<group::member>(m).coordinator_found(now_, coord_node_); });
-        } else if constexpr (std::is_same_v<T, group::send_join_group>) {
-          note(fmt::format("{}: JoinGroup as '{}'", m.name, act.request.member_id));
-          send<join_resp>(
-              m, "JoinGroup", act.timeout,
-              [this, &m, r = act.request](auto respond) { handle_join(m, r, respond); },
-              [this](sim_member& mm, const join_resp& r) {
-                note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name,
-                                 r.error_code, r.generation_id, r.leader));
-                core_of<group::member>(mm).join_group_done(now_, r);
-              });
-        } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
-          send<protocol::sync_group_response>(
-              m, "SyncGroup", milliseconds(0),
-              [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
-              [this](sim_member& mm, const protocol::sync_group_response& r) {
-                note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
-                core_of<group::member>(mm).sync_group_done(now_, r);
-              });
-        } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
-          send<protocol::heartbeat_response>(
-              m, "Heartbeat", milliseconds(0),
-              [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
-              [this](sim_member& mm, const protocol::heartbeat_response& r) {
-                if (r.error_code != 0)
-                  note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
-                core_of<group::member>(mm).heartbeat_done(now_, r);
-              });
-        } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
-          note(fmt::format("{}: LeaveGroup", m.name));
-          send<protocol::leave_group_response>(
-              m, "LeaveGroup", milliseconds(0),
-              [this, r = act.request](auto respond) { respond(handle_leave(r)); },
-              [this](sim_member& mm, const protocol::leave_group_response& r) {
-                core_of<group::member>(mm).leave_group_done(now_, r);
-              });
-        } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
-          at_member(m, now_ + latency(), [this, &m, job = act] {
-            ClusterMetadata cm;
-            for (const auto& t : job.topics) {
-              auto it = topics_.find(t);
-              if (it == topics_.end()) continue;
-              TopicMetadata tm;
-              tm.topic = t;
-              tm.partition_count = it->second;
-              cm.topics.push_back(std::move(tm));
-            }
-            core_of<group::member>(m).assignment_metadata(now_, job.generation, {}, cm);
-            process(m);
-          });
-        } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
-          ++m.request_epoch;
+        } else {
+          own(act);
         }
       },
       a);
+}
+
+void simulation::apply(sim_member& m, group::action& a) {
+  apply_with(m, a, [&](auto& act) {
+    using T = std::decay_t<decltype(act)>;
+    if constexpr (std::is_same_v<T, group::find_coordinator>) {
+      find_coordinator(m, [this, &m] { core_of<group::member>(m).coordinator_found(now_, coord_node_); });
+    } else if constexpr (std::is_same_v<T, group::send_join_group>) {
+      note(fmt::format("{}: JoinGroup as '{}'", m.name, act.request.member_id));
+      send<join_resp>(
+          m, "JoinGroup", act.timeout,
+          [this, &m, r = act.request](auto respond) { handle_join(m, r, respond); },
+          [this](sim_member& mm, const join_resp& r) {
+            note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
+                             r.generation_id, r.leader));
+            core_of<group::member>(mm).join_group_done(now_, r);
+          });
+    } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
+      send<protocol::sync_group_response>(
+          m, "SyncGroup", milliseconds(0),
+          [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
+          [this](sim_member& mm, const protocol::sync_group_response& r) {
+            note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
+            core_of<group::member>(mm).sync_group_done(now_, r);
+          });
+    } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
+      send<protocol::heartbeat_response>(
+          m, "Heartbeat", milliseconds(0),
+          [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
+          [this](sim_member& mm, const protocol::heartbeat_response& r) {
+            if (r.error_code != 0) note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
+            core_of<group::member>(mm).heartbeat_done(now_, r);
+          });
+    } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
+      note(fmt::format("{}: LeaveGroup", m.name));
+      send<protocol::leave_group_response>(
+          m, "LeaveGroup", milliseconds(0),
+          [this, r = act.request](auto respond) { respond(handle_leave(r)); },
+          [this](sim_member& mm, const protocol::leave_group_response& r) {
+            core_of<group::member>(mm).leave_group_done(now_, r);
+          });
+    } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
+      at_member(m, now_ + latency(), [this, &m, job = act] {
+        ClusterMetadata cm;
+        for (const auto& t : job.topics) {
+          auto it = topics_.find(t);
+          if (it == topics_.end()) continue;
+          TopicMetadata tm;
+          tm.topic = t;
+          tm.partition_count = it->second;
+          cm.topics.push_back(std::move(tm));
+        }
+        core_of<group::member>(m).assignment_metadata(now_, job.generation, {}, cm);
+        process(m);
+      });
+    } else if constexpr (std::is_same_v<T, group::abandon_requests>) {
+      ++m.request_epoch;
+    }
+  });
 }
 
 void simulation::find_coordinator(sim_member& m, std::function<void()> found) {
@@ -749,41 +758,36 @@ void simulation::apply_shared(sim_member& m, group::left_group&) {
 // net/consumer_group_driver.cpp: one heartbeat in flight, whose answer supersedes the earlier
 // ones'; topic ids named from metadata (here every topic's, at once).
 void simulation::apply(sim_member& m, kip848::action& a) {
-  std::visit(
-      [&](auto& act) {
-        using T = std::decay_t<decltype(act)>;
-        if constexpr (shared_action<T>) {
-          apply_shared(m, act);
-        } else if constexpr (std::is_same_v<T, group::find_coordinator>) {
-          find_coordinator(m, [this, &m] {
-            core_of<kip848::consumer_member>(m).coordinator_found(now_, coord_node_, heartbeat_version_);
+  apply_with(m, a, [&](auto& act) {
+    using T = std::decay_t<decltype(act)>;
+    if constexpr (std::is_same_v<T, group::find_coordinator>) {
+      find_coordinator(m, [this, &m] {
+        core_of<kip848::consumer_member>(m).coordinator_found(now_, coord_node_, heartbeat_version_);
+      });
+    } else if constexpr (std::is_same_v<T, kip848::send_consumer_group_heartbeat>) {
+      const auto& r = act.request;
+      note(fmt::format("{}: ConsumerGroupHeartbeat '{}' epoch {}{}", m.name, r.member_id, r.member_epoch,
+                       r.topic_partitions ? " owning " + names(from_wire(*r.topic_partitions)) : ""));
+      ++m.request_epoch;  // supersede::earlier
+      send<cg_response>(
+          m, "ConsumerGroupHeartbeat", milliseconds(0),
+          [this, &m, r](auto respond) { respond(cg_heartbeat(m, r, heartbeat_version_)); },
+          [this](sim_member& mm, const cg_response& resp) {
+            note(fmt::format(
+                "{}: ConsumerGroupHeartbeat answer: error {} epoch {}{}", mm.name, resp.error_code,
+                resp.member_epoch,
+                resp.assignment ? " assignment " + names(from_wire(resp.assignment->topic_partitions)) : ""));
+            core_of<kip848::consumer_member>(mm).heartbeat_done(now_, resp);
           });
-        } else if constexpr (std::is_same_v<T, kip848::send_consumer_group_heartbeat>) {
-          const auto& r = act.request;
-          note(fmt::format("{}: ConsumerGroupHeartbeat '{}' epoch {}{}", m.name, r.member_id, r.member_epoch,
-                           r.topic_partitions ? " owning " + names(from_wire(*r.topic_partitions)) : ""));
-          ++m.request_epoch;  // supersede::earlier
-          send<cg_response>(
-              m, "ConsumerGroupHeartbeat", milliseconds(0),
-              [this, &m, r](auto respond) { respond(cg_heartbeat(m, r, heartbeat_version_)); },
-              [this](sim_member& mm, const cg_response& resp) {
-                note(fmt::format("{}: ConsumerGroupHeartbeat answer: error {} epoch {}{}", mm.name,
-                                 resp.error_code, resp.member_epoch,
-                                 resp.assignment
-                                     ? " assignment " + names(from_wire(resp.assignment->topic_partitions))
-                                     : ""));
-                core_of<kip848::consumer_member>(mm).heartbeat_done(now_, resp);
-              });
-        } else if constexpr (std::is_same_v<T, kip848::need_topic_names>) {
-          at_member(m, now_ + latency(), [this, &m] {
-            std::vector<std::pair<kip848::topic_id, std::string>> known;
-            for (const auto& [t, id] : topic_ids_) known.emplace_back(id, t);
-            core_of<kip848::consumer_member>(m).topic_names_resolved(now_, known);
-            process(m);
-          });
-        }
-      },
-      a);
+    } else if constexpr (std::is_same_v<T, kip848::need_topic_names>) {
+      at_member(m, now_ + latency(), [this, &m] {
+        std::vector<std::pair<kip848::topic_id, std::string>> known;
+        for (const auto& [t, id] : topic_ids_) known.emplace_back(id, t);
+        core_of<kip848::consumer_member>(m).topic_names_resolved(now_, known);
+        process(m);
+      });
+    }
+  });
 }
 
 void simulation::assignment_changed(sim_member& m, const partition_set& owned) {

@@ -335,6 +335,8 @@ class simulation {
 
   // ---- a member's background thread (mirrors net/driver_base.hpp and net/group_driver.cpp) ----
   void process(sim_member& m);
+  template <class Action, class Own>
+  void apply_with(sim_member& m, Action& a, Own own);
   void find_coordinator(sim_member& m, std::function<void()> found);
   void apply_shared(sim_member& m, group::run_listener& a);
   void apply_shared(sim_member& m, group::assignment_changed& a);
