@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/log.hpp"
+#include "base/sim_mutants.hpp"
 #include "group/consumer_member_ops.hpp"
 #include "group/member_reactions.hpp"
 #include "group/poll_interval.hpp"
@@ -324,6 +325,10 @@ bool consumer_member::check_poll_timeout(time_point now) {
   leave_pending_ = must_leave();
   // Its answer may come after poll() has begun the rejoin: it must not count for the new membership.
   if (in_flight_ == in_flight::heartbeat) in_flight_ = in_flight::abandoned;
+#ifdef KGROUP_SIM_MUTANTS
+  if (sim::mutant_enabled("stale_answer_taken") && in_flight_ == in_flight::abandoned)
+    in_flight_ = in_flight::heartbeat;  // kgroup-sim --group --protocol consumer's finding put back
+#endif
   epoch_ = join_epoch;
   reconciliation_begins(now, RebalanceCause::poll_timeout, poll_timeout_detail(*measured, opts_.max_poll_interval));
   transition(s::poll_timed_out, "max.poll.interval.ms exceeded");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/log.hpp"
+#include "base/sim_mutants.hpp"
 #include "group/consumer_member_ops.hpp"
 #include "group/member_reactions.hpp"
 #include "group/poll_interval.hpp"
@@ -118,7 +119,12 @@ void consumer_member::send_heartbeat(time_point now) {
   // the member does not report as released: had the target moved it on meanwhile, it would go to
   // another member while this one still owns it (kgroup-sim's G1; docs/DESIGN.md). A finished
   // revoke is reported at once.
-  const id_assignment& reported = owned_;
+  id_assignment reported = owned_;
+#ifdef KGROUP_SIM_MUTANTS
+  // kgroup-sim --group --protocol consumer's finding put back (Java's way).
+  if (sim::mutant_enabled("assign_unreported") && listener_.pending_is(listener_kind::assigned))
+    reported = minus(owned_, *listener_.parts());
+#endif
   if (all || sent_.owned != reported) {
     // On joining (empty), and the first heartbeat after a reconciliation: the acknowledgement.
     req.topic_partitions = to_wire(reported);
