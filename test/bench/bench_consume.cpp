@@ -34,9 +34,12 @@
 //                      over the same interval, per million records. The figure that tells the
 //                      clients apart.
 //   peak_rss_mb        see above.
-// Each line is the median (per figure) of --runs runs (default 3), each with a fresh group.
+// Each line is the median (per figure) of --runs runs (default 3), each with a fresh group, the
+// clients' runs interleaved; for the CPU figure also the smallest, the largest and the spread
+// (largest minus smallest, in percent of the median).
 // Output, one line per client, codec and placement:
-//   client=kgroup|librdkafka codec=none|lz4 records=N records_per_s=R cpu_s_per_million=C peak_rss_mb=M run=child|in-process
+//   client=kgroup|librdkafka codec=none|lz4 records=N records_per_s=R cpu_s_per_million=C
+//     cpu_min=L cpu_max=H cpu_spread_pct=S peak_rss_mb=M run=child|in-process
 // then '#' lines comparing kgroup with librdkafka (ratios of the child medians).
 //
 // --cli compares the consumer CLIs instead: examples/kgroup-consume printing one JSON line per
@@ -650,10 +653,12 @@ int throughput_main(const options& o, kgroup::test::mock_cluster& mc) {
   std::map<std::string, std::map<std::string, std::array<double, 3>>> child_medians;
   for (const auto& codec : o.codecs) {
     for (const auto& placement : o.placements) {
-      for (const auto& client : o.clients) {
-        std::vector<double> rates, cpus, rss;
-        std::int64_t records = 0;
-        for (int i = 0; i < o.runs; ++i) {
+      // Runs interleaved across the clients (run 1 of each, then run 2 of each, ...), so a change
+      // in the machine's load meets every client alike.
+      std::map<std::string, std::vector<double>> rates, cpus, rss;
+      std::map<std::string, std::int64_t> records;
+      for (int i = 0; i < o.runs; ++i) {
+        for (const auto& client : o.clients) {
           run_spec spec = o.spec;
           spec.bootstrap = mc.bootstrap_servers();
           spec.topic = "bench-" + codec;
@@ -665,16 +670,23 @@ int throughput_main(const options& o, kgroup::test::mock_cluster& mc) {
                          r.records, spec.records, r.out_of_order);
             all_ok = false;
           }
-          records = r.records;
-          rates.push_back(r.rate());
-          cpus.push_back(r.cpu_per_million());
-          rss.push_back(r.peak_rss_mb);
+          records[client] = r.records;
+          rates[client].push_back(r.rate());
+          cpus[client].push_back(r.cpu_per_million());
+          rss[client].push_back(r.peak_rss_mb);
           std::fprintf(stderr, "# %s %s %s run %d: %.0f records/s, %.3f cpu s/M, %.1f MB\n", client.c_str(),
                        codec.c_str(), placement.c_str(), i + 1, r.rate(), r.cpu_per_million(), r.peak_rss_mb);
         }
-        const double mr = median(rates), mc_ = median(cpus), mm = median(rss);
-        std::printf("client=%s codec=%s records=%" PRId64 " records_per_s=%.0f cpu_s_per_million=%.3f peak_rss_mb=%.1f run=%s\n",
-                    client.c_str(), codec.c_str(), records, mr, mc_, mm, placement.c_str());
+      }
+      for (const auto& client : o.clients) {
+        const auto& c = cpus[client];
+        const double mr = median(rates[client]), mc_ = median(c), mm = median(rss[client]);
+        const auto [lo, hi] = std::minmax_element(c.begin(), c.end());
+        std::printf("client=%s codec=%s records=%" PRId64
+                    " records_per_s=%.0f cpu_s_per_million=%.3f "
+                    "cpu_min=%.3f cpu_max=%.3f cpu_spread_pct=%.0f peak_rss_mb=%.1f run=%s\n",
+                    client.c_str(), codec.c_str(), records[client], mr, mc_, *lo, *hi,
+                    mc_ > 0 ? 100 * (*hi - *lo) / mc_ : 0, mm, placement.c_str());
         std::fflush(stdout);
         if (placement == "child") child_medians[codec][client] = {mr, mc_, mm};
       }
