@@ -300,6 +300,16 @@ enum class kafka_errc : std::int16_t {
   voter_not_found = 127,
   /// The regular expression is not valid.
   invalid_regular_expression = 128,
+  /// Client metadata is stale. The client should rebootstrap to obtain new metadata.
+  rebootstrap_required = 129,
+  /// The supplied topology is invalid.
+  streams_invalid_topology = 130,
+  /// The supplied topology epoch is invalid.
+  streams_invalid_topology_epoch = 131,
+  /// The supplied topology epoch is outdated.
+  streams_topology_fenced = 132,
+  /// The limit of share sessions has been reached. Retriable.
+  share_session_limit_reached = 133,
 };
 
 }  // namespace kgroup

@@ -35,6 +35,11 @@ MESSAGES = [
     # KIP-848, the consumer group protocol (issue 16).
     ("ConsumerGroupHeartbeat", 0, 1),
     ("ConsumerGroupDescribe", 0, 0),
+    # KIP-932, share groups (issue 34): v0 (Kafka 4.0's early access) is gone from brokers.
+    ("ShareGroupHeartbeat", 1, 1),
+    ("ShareGroupDescribe", 1, 1),
+    ("ShareFetch", 1, 2),
+    ("ShareAcknowledge", 1, 2),
 ]
 DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
 

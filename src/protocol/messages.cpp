@@ -178,6 +178,66 @@ void encode_consumer_group_describe_response__described_group(writer& w, const c
 void decode_consumer_group_describe_response__described_group(reader& r, consumer_group_describe_response::described_group& m, std::int16_t v);
 void encode_consumer_group_describe_response__described_group__member(writer& w, const consumer_group_describe_response::described_group::member& m, std::int16_t v);
 void decode_consumer_group_describe_response__described_group__member(reader& r, consumer_group_describe_response::described_group::member& m, std::int16_t v);
+void encode_share_group_heartbeat_request(writer& w, const share_group_heartbeat_request& m, std::int16_t v);
+void decode_share_group_heartbeat_request(reader& r, share_group_heartbeat_request& m, std::int16_t v);
+void encode_share_group_heartbeat_response(writer& w, const share_group_heartbeat_response& m, std::int16_t v);
+void decode_share_group_heartbeat_response(reader& r, share_group_heartbeat_response& m, std::int16_t v);
+void encode_share_group_heartbeat_response__topic_partitions_t(writer& w, const share_group_heartbeat_response::topic_partitions_t& m, std::int16_t v);
+void decode_share_group_heartbeat_response__topic_partitions_t(reader& r, share_group_heartbeat_response::topic_partitions_t& m, std::int16_t v);
+void encode_share_group_heartbeat_response__assignment_t(writer& w, const share_group_heartbeat_response::assignment_t& m, std::int16_t v);
+void decode_share_group_heartbeat_response__assignment_t(reader& r, share_group_heartbeat_response::assignment_t& m, std::int16_t v);
+void encode_share_group_describe_request(writer& w, const share_group_describe_request& m, std::int16_t v);
+void decode_share_group_describe_request(reader& r, share_group_describe_request& m, std::int16_t v);
+void encode_share_group_describe_response(writer& w, const share_group_describe_response& m, std::int16_t v);
+void decode_share_group_describe_response(reader& r, share_group_describe_response& m, std::int16_t v);
+void encode_share_group_describe_response__topic_partitions_t(writer& w, const share_group_describe_response::topic_partitions_t& m, std::int16_t v);
+void decode_share_group_describe_response__topic_partitions_t(reader& r, share_group_describe_response::topic_partitions_t& m, std::int16_t v);
+void encode_share_group_describe_response__assignment_t(writer& w, const share_group_describe_response::assignment_t& m, std::int16_t v);
+void decode_share_group_describe_response__assignment_t(reader& r, share_group_describe_response::assignment_t& m, std::int16_t v);
+void encode_share_group_describe_response__described_group(writer& w, const share_group_describe_response::described_group& m, std::int16_t v);
+void decode_share_group_describe_response__described_group(reader& r, share_group_describe_response::described_group& m, std::int16_t v);
+void encode_share_group_describe_response__described_group__member(writer& w, const share_group_describe_response::described_group::member& m, std::int16_t v);
+void decode_share_group_describe_response__described_group__member(reader& r, share_group_describe_response::described_group::member& m, std::int16_t v);
+void encode_share_fetch_request(writer& w, const share_fetch_request& m, std::int16_t v);
+void decode_share_fetch_request(reader& r, share_fetch_request& m, std::int16_t v);
+void encode_share_fetch_request__fetch_topic(writer& w, const share_fetch_request::fetch_topic& m, std::int16_t v);
+void decode_share_fetch_request__fetch_topic(reader& r, share_fetch_request::fetch_topic& m, std::int16_t v);
+void encode_share_fetch_request__fetch_topic__fetch_partition(writer& w, const share_fetch_request::fetch_topic::fetch_partition& m, std::int16_t v);
+void decode_share_fetch_request__fetch_topic__fetch_partition(reader& r, share_fetch_request::fetch_topic::fetch_partition& m, std::int16_t v);
+void encode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(writer& w, const share_fetch_request::fetch_topic::fetch_partition::acknowledgement_batch& m, std::int16_t v);
+void decode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(reader& r, share_fetch_request::fetch_topic::fetch_partition::acknowledgement_batch& m, std::int16_t v);
+void encode_share_fetch_request__forgotten_topic(writer& w, const share_fetch_request::forgotten_topic& m, std::int16_t v);
+void decode_share_fetch_request__forgotten_topic(reader& r, share_fetch_request::forgotten_topic& m, std::int16_t v);
+void encode_share_fetch_response(writer& w, const share_fetch_response& m, std::int16_t v);
+void decode_share_fetch_response(reader& r, share_fetch_response& m, std::int16_t v);
+void encode_share_fetch_response__share_fetchable_topic_response(writer& w, const share_fetch_response::share_fetchable_topic_response& m, std::int16_t v);
+void decode_share_fetch_response__share_fetchable_topic_response(reader& r, share_fetch_response::share_fetchable_topic_response& m, std::int16_t v);
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data& m, std::int16_t v);
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data& m, std::int16_t v);
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v);
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v);
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data::acquired_records_t& m, std::int16_t v);
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data::acquired_records_t& m, std::int16_t v);
+void encode_share_fetch_response__node_endpoint(writer& w, const share_fetch_response::node_endpoint& m, std::int16_t v);
+void decode_share_fetch_response__node_endpoint(reader& r, share_fetch_response::node_endpoint& m, std::int16_t v);
+void encode_share_acknowledge_request(writer& w, const share_acknowledge_request& m, std::int16_t v);
+void decode_share_acknowledge_request(reader& r, share_acknowledge_request& m, std::int16_t v);
+void encode_share_acknowledge_request__acknowledge_topic(writer& w, const share_acknowledge_request::acknowledge_topic& m, std::int16_t v);
+void decode_share_acknowledge_request__acknowledge_topic(reader& r, share_acknowledge_request::acknowledge_topic& m, std::int16_t v);
+void encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(writer& w, const share_acknowledge_request::acknowledge_topic::acknowledge_partition& m, std::int16_t v);
+void decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(reader& r, share_acknowledge_request::acknowledge_topic::acknowledge_partition& m, std::int16_t v);
+void encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(writer& w, const share_acknowledge_request::acknowledge_topic::acknowledge_partition::acknowledgement_batch& m, std::int16_t v);
+void decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(reader& r, share_acknowledge_request::acknowledge_topic::acknowledge_partition::acknowledgement_batch& m, std::int16_t v);
+void encode_share_acknowledge_response(writer& w, const share_acknowledge_response& m, std::int16_t v);
+void decode_share_acknowledge_response(reader& r, share_acknowledge_response& m, std::int16_t v);
+void encode_share_acknowledge_response__share_acknowledge_topic_response(writer& w, const share_acknowledge_response::share_acknowledge_topic_response& m, std::int16_t v);
+void decode_share_acknowledge_response__share_acknowledge_topic_response(reader& r, share_acknowledge_response::share_acknowledge_topic_response& m, std::int16_t v);
+void encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(writer& w, const share_acknowledge_response::share_acknowledge_topic_response::partition_data& m, std::int16_t v);
+void decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(reader& r, share_acknowledge_response::share_acknowledge_topic_response::partition_data& m, std::int16_t v);
+void encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(writer& w, const share_acknowledge_response::share_acknowledge_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v);
+void decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(reader& r, share_acknowledge_response::share_acknowledge_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v);
+void encode_share_acknowledge_response__node_endpoint(writer& w, const share_acknowledge_response::node_endpoint& m, std::int16_t v);
+void decode_share_acknowledge_response__node_endpoint(reader& r, share_acknowledge_response::node_endpoint& m, std::int16_t v);
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v);
 void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscription& m, std::int16_t v);
 void encode_consumer_protocol_subscription__topic_partition(writer& w, const consumer_protocol_subscription::topic_partition& m, std::int16_t v);
@@ -5320,6 +5380,1819 @@ void decode_consumer_group_describe_response__described_group__member(reader& r,
   (void)v;
 }
 
+void encode_share_group_heartbeat_request(writer& w, const share_group_heartbeat_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_string(m.group_id, flex);
+  } else if (!(m.group_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatRequest.GroupId");
+  }
+  if (true) {
+    w.write_string(m.member_id, flex);
+  } else if (!(m.member_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatRequest.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatRequest.MemberEpoch");
+  }
+  if (true) {
+    if (!m.rack_id && !(true)) w.fail(codec_errc::null_not_allowed, "RackId");
+    w.write_nullable_string(m.rack_id, flex);
+  } else if (!(!m.rack_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatRequest.RackId");
+  }
+  if (true) {
+    if (!m.subscribed_topic_names) {
+      if (!(true)) w.fail(codec_errc::null_not_allowed, "SubscribedTopicNames");
+      w.write_array_length(-1, flex);
+    } else {
+      w.write_array_length(static_cast<std::int32_t>((*m.subscribed_topic_names).size()), flex);
+      for (const auto& e : (*m.subscribed_topic_names)) {
+        w.write_string(e, flex);
+      }
+    }
+  } else if (!(!m.subscribed_topic_names.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatRequest.SubscribedTopicNames");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_heartbeat_request(reader& r, share_group_heartbeat_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.group_id = r.read_string(flex);
+  }
+  if (true) {
+    m.member_id = r.read_string(flex);
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.rack_id = r.read_nullable_string(flex);
+    if (!m.rack_id && !(true)) m.rack_id = std::string();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, true, (flex ? 1 : 2));
+      if (n < 0) { m.subscribed_topic_names.reset(); } else {
+        auto& vec = m.subscribed_topic_names.emplace();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_heartbeat_response(writer& w, const share_group_heartbeat_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.ErrorMessage");
+  }
+  if (true) {
+    if (!m.member_id && !(true)) w.fail(codec_errc::null_not_allowed, "MemberId");
+    w.write_nullable_string(m.member_id, flex);
+  } else if (!(!m.member_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.MemberEpoch");
+  }
+  if (true) {
+    w.write_int32(m.heartbeat_interval_ms);
+  } else if (!(m.heartbeat_interval_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.HeartbeatIntervalMs");
+  }
+  if (true) {
+    if (!m.assignment) {
+      if (!(true)) w.fail(codec_errc::null_not_allowed, "Assignment");
+      w.write_int8(-1);
+    } else {
+      w.write_int8(1);
+      encode_share_group_heartbeat_response__assignment_t(w, *m.assignment, v);
+    }
+  } else if (!(!m.assignment.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupHeartbeatResponse.Assignment");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_heartbeat_response(reader& r, share_group_heartbeat_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.member_id = r.read_nullable_string(flex);
+    if (!m.member_id && !(true)) m.member_id = std::string();
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.heartbeat_interval_ms = r.read_int32();
+  }
+  if (true) {
+    if (r.read_int8() < 0) {
+      m.assignment.reset();
+      if (!m.assignment && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "Assignment");
+    } else {
+      decode_share_group_heartbeat_response__assignment_t(r, m.assignment.emplace(std::remove_reference_t<decltype(*m.assignment)>{}), v);
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_heartbeat_response__topic_partitions_t(writer& w, const share_group_heartbeat_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_heartbeat_response__topic_partitions_t(reader& r, share_group_heartbeat_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_heartbeat_response__assignment_t(writer& w, const share_group_heartbeat_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topic_partitions.size()), flex);
+    for (const auto& e : m.topic_partitions) {
+      encode_share_group_heartbeat_response__topic_partitions_t(w, e, v);
+    }
+  } else if (!(m.topic_partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "Assignment.TopicPartitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_heartbeat_response__assignment_t(reader& r, share_group_heartbeat_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.topic_partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_group_heartbeat_response__topic_partitions_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_request(writer& w, const share_group_describe_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.group_ids.size()), flex);
+    for (const auto& e : m.group_ids) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.group_ids.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupDescribeRequest.GroupIds");
+  }
+  if (true) {
+    w.write_bool(m.include_authorized_operations);
+  } else if (!(m.include_authorized_operations == false)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupDescribeRequest.IncludeAuthorizedOperations");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_request(reader& r, share_group_describe_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.group_ids;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (true) {
+    m.include_authorized_operations = r.read_bool();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_response(writer& w, const share_group_describe_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupDescribeResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.groups.size()), flex);
+    for (const auto& e : m.groups) {
+      encode_share_group_describe_response__described_group(w, e, v);
+    }
+  } else if (!(m.groups.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareGroupDescribeResponse.Groups");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_response(reader& r, share_group_describe_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 20);
+      {
+        auto& vec = m.groups;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_group_describe_response__described_group(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_response__topic_partitions_t(writer& w, const share_group_describe_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicId");
+  }
+  if (true) {
+    w.write_string(m.topic_name, flex);
+  } else if (!(m.topic_name.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.TopicName");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "TopicPartitions.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_response__topic_partitions_t(reader& r, share_group_describe_response::topic_partitions_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    m.topic_name = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_response__assignment_t(writer& w, const share_group_describe_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topic_partitions.size()), flex);
+    for (const auto& e : m.topic_partitions) {
+      encode_share_group_describe_response__topic_partitions_t(w, e, v);
+    }
+  } else if (!(m.topic_partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "Assignment.TopicPartitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_response__assignment_t(reader& r, share_group_describe_response::assignment_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 19);
+      {
+        auto& vec = m.topic_partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_group_describe_response__topic_partitions_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_response__described_group(writer& w, const share_group_describe_response::described_group& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.ErrorMessage");
+  }
+  if (true) {
+    w.write_string(m.group_id, flex);
+  } else if (!(m.group_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupId");
+  }
+  if (true) {
+    w.write_string(m.group_state, flex);
+  } else if (!(m.group_state.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupState");
+  }
+  if (true) {
+    w.write_int32(m.group_epoch);
+  } else if (!(m.group_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.GroupEpoch");
+  }
+  if (true) {
+    w.write_int32(m.assignment_epoch);
+  } else if (!(m.assignment_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AssignmentEpoch");
+  }
+  if (true) {
+    w.write_string(m.assignor_name, flex);
+  } else if (!(m.assignor_name.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AssignorName");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.members.size()), flex);
+    for (const auto& e : m.members) {
+      encode_share_group_describe_response__described_group__member(w, e, v);
+    }
+  } else if (!(m.members.empty())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.Members");
+  }
+  if (true) {
+    w.write_int32(m.authorized_operations);
+  } else if (!(m.authorized_operations == std::numeric_limits<std::int32_t>::min())) {
+    w.fail(codec_errc::field_not_supported, "DescribedGroup.AuthorizedOperations");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_response__described_group(reader& r, share_group_describe_response::described_group& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.group_id = r.read_string(flex);
+  }
+  if (true) {
+    m.group_state = r.read_string(flex);
+  }
+  if (true) {
+    m.group_epoch = r.read_int32();
+  }
+  if (true) {
+    m.assignment_epoch = r.read_int32();
+  }
+  if (true) {
+    m.assignor_name = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 12);
+      {
+        auto& vec = m.members;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_group_describe_response__described_group__member(r, e, v);
+        }
+      }
+    }
+  }
+  if (true) {
+    m.authorized_operations = r.read_int32();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_group_describe_response__described_group__member(writer& w, const share_group_describe_response::described_group::member& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_string(m.member_id, flex);
+  } else if (!(m.member_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.MemberId");
+  }
+  if (true) {
+    if (!m.rack_id && !(true)) w.fail(codec_errc::null_not_allowed, "RackId");
+    w.write_nullable_string(m.rack_id, flex);
+  } else if (!(!m.rack_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "Member.RackId");
+  }
+  if (true) {
+    w.write_int32(m.member_epoch);
+  } else if (!(m.member_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "Member.MemberEpoch");
+  }
+  if (true) {
+    w.write_string(m.client_id, flex);
+  } else if (!(m.client_id.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.ClientId");
+  }
+  if (true) {
+    w.write_string(m.client_host, flex);
+  } else if (!(m.client_host.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.ClientHost");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.subscribed_topic_names.size()), flex);
+    for (const auto& e : m.subscribed_topic_names) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.subscribed_topic_names.empty())) {
+    w.fail(codec_errc::field_not_supported, "Member.SubscribedTopicNames");
+  }
+  if (true) {
+    encode_share_group_describe_response__assignment_t(w, m.assignment, v);
+  } else if (!(m.assignment == decltype(m.assignment){})) {
+    w.fail(codec_errc::field_not_supported, "Member.Assignment");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_group_describe_response__described_group__member(reader& r, share_group_describe_response::described_group::member& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.member_id = r.read_string(flex);
+  }
+  if (true) {
+    m.rack_id = r.read_nullable_string(flex);
+    if (!m.rack_id && !(true)) m.rack_id = std::string();
+  }
+  if (true) {
+    m.member_epoch = r.read_int32();
+  }
+  if (true) {
+    m.client_id = r.read_string(flex);
+  }
+  if (true) {
+    m.client_host = r.read_string(flex);
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.subscribed_topic_names;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (true) {
+    decode_share_group_describe_response__assignment_t(r, m.assignment, v);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_request(writer& w, const share_fetch_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    if (!m.group_id && !(true)) w.fail(codec_errc::null_not_allowed, "GroupId");
+    w.write_nullable_string(m.group_id, flex);
+  } else if (!(!m.group_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.GroupId");
+  }
+  if (true) {
+    if (!m.member_id && !(true)) w.fail(codec_errc::null_not_allowed, "MemberId");
+    w.write_nullable_string(m.member_id, flex);
+  } else if (!((m.member_id.has_value() && m.member_id->empty()))) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.share_session_epoch);
+  } else if (!(m.share_session_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.ShareSessionEpoch");
+  }
+  if (true) {
+    w.write_int32(m.max_wait_ms);
+  } else if (!(m.max_wait_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.MaxWaitMs");
+  }
+  if (true) {
+    w.write_int32(m.min_bytes);
+  } else if (!(m.min_bytes == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.MinBytes");
+  }
+  if (true) {
+    w.write_int32(m.max_bytes);
+  } else if (!(m.max_bytes == 2147483647)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.MaxBytes");
+  }
+  if (v >= 1) {
+    w.write_int32(m.max_records);
+  } else if (!(m.max_records == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.MaxRecords");
+  }
+  if (v >= 1) {
+    w.write_int32(m.batch_size);
+  } else if (!(m.batch_size == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.BatchSize");
+  }
+  if (v >= 2) {
+    w.write_int8(m.share_acquire_mode);
+  }
+  if (v >= 2) {
+    w.write_bool(m.is_renew_ack);
+  } else if (!(m.is_renew_ack == false)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.IsRenewAck");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topics.size()), flex);
+    for (const auto& e : m.topics) {
+      encode_share_fetch_request__fetch_topic(w, e, v);
+    }
+  } else if (!(m.topics.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.Topics");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.forgotten_topics_data.size()), flex);
+    for (const auto& e : m.forgotten_topics_data) {
+      encode_share_fetch_request__forgotten_topic(w, e, v);
+    }
+  } else if (!(m.forgotten_topics_data.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchRequest.ForgottenTopicsData");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_request(reader& r, share_fetch_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.group_id = r.read_nullable_string(flex);
+    if (!m.group_id && !(true)) m.group_id = std::string();
+  }
+  if (true) {
+    m.member_id = r.read_nullable_string(flex);
+    if (!m.member_id && !(true)) m.member_id = std::string();
+  }
+  if (true) {
+    m.share_session_epoch = r.read_int32();
+  }
+  if (true) {
+    m.max_wait_ms = r.read_int32();
+  }
+  if (true) {
+    m.min_bytes = r.read_int32();
+  }
+  if (true) {
+    m.max_bytes = r.read_int32();
+  }
+  if (v >= 1) {
+    m.max_records = r.read_int32();
+  }
+  if (v >= 1) {
+    m.batch_size = r.read_int32();
+  }
+  if (v >= 2) {
+    m.share_acquire_mode = r.read_int8();
+  }
+  if (v >= 2) {
+    m.is_renew_ack = r.read_bool();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.topics;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_request__fetch_topic(r, e, v);
+        }
+      }
+    }
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.forgotten_topics_data;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_request__forgotten_topic(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_request__fetch_topic(writer& w, const share_fetch_request::fetch_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "FetchTopic.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      encode_share_fetch_request__fetch_topic__fetch_partition(w, e, v);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "FetchTopic.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_request__fetch_topic(reader& r, share_fetch_request::fetch_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 6);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_request__fetch_topic__fetch_partition(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_request__fetch_topic__fetch_partition(writer& w, const share_fetch_request::fetch_topic::fetch_partition& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.partition_index);
+  } else if (!(m.partition_index == 0)) {
+    w.fail(codec_errc::field_not_supported, "FetchPartition.PartitionIndex");
+  }
+  if (v <= 0) {
+    w.write_int32(m.partition_max_bytes);
+  } else if (!(m.partition_max_bytes == 0)) {
+    w.fail(codec_errc::field_not_supported, "FetchPartition.PartitionMaxBytes");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.acknowledgement_batches.size()), flex);
+    for (const auto& e : m.acknowledgement_batches) {
+      encode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(w, e, v);
+    }
+  } else if (!(m.acknowledgement_batches.empty())) {
+    w.fail(codec_errc::field_not_supported, "FetchPartition.AcknowledgementBatches");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_request__fetch_topic__fetch_partition(reader& r, share_fetch_request::fetch_topic::fetch_partition& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.partition_index = r.read_int32();
+  }
+  if (v <= 0) {
+    m.partition_max_bytes = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.acknowledgement_batches;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(writer& w, const share_fetch_request::fetch_topic::fetch_partition::acknowledgement_batch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int64(m.first_offset);
+  } else if (!(m.first_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.FirstOffset");
+  }
+  if (true) {
+    w.write_int64(m.last_offset);
+  } else if (!(m.last_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.LastOffset");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.acknowledge_types.size()), flex);
+    for (const auto& e : m.acknowledge_types) {
+      w.write_int8(e);
+    }
+  } else if (!(m.acknowledge_types.empty())) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.AcknowledgeTypes");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_request__fetch_topic__fetch_partition__acknowledgement_batch(reader& r, share_fetch_request::fetch_topic::fetch_partition::acknowledgement_batch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.first_offset = r.read_int64();
+  }
+  if (true) {
+    m.last_offset = r.read_int64();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 1);
+      {
+        auto& vec = m.acknowledge_types;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int8();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_request__forgotten_topic(writer& w, const share_fetch_request::forgotten_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "ForgottenTopic.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      w.write_int32(e);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "ForgottenTopic.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_request__forgotten_topic(reader& r, share_fetch_request::forgotten_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 4);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int32();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response(writer& w, const share_fetch_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.ErrorMessage");
+  }
+  if (v >= 1) {
+    w.write_int32(m.acquisition_lock_timeout_ms);
+  } else if (!(m.acquisition_lock_timeout_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.AcquisitionLockTimeoutMs");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.responses.size()), flex);
+    for (const auto& e : m.responses) {
+      encode_share_fetch_response__share_fetchable_topic_response(w, e, v);
+    }
+  } else if (!(m.responses.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.Responses");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.node_endpoints.size()), flex);
+    for (const auto& e : m.node_endpoints) {
+      encode_share_fetch_response__node_endpoint(w, e, v);
+    }
+  } else if (!(m.node_endpoints.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchResponse.NodeEndpoints");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response(reader& r, share_fetch_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (v >= 1) {
+    m.acquisition_lock_timeout_ms = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.responses;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_response__share_fetchable_topic_response(r, e, v);
+        }
+      }
+    }
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 11);
+      {
+        auto& vec = m.node_endpoints;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_response__node_endpoint(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response__share_fetchable_topic_response(writer& w, const share_fetch_response::share_fetchable_topic_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchableTopicResponse.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      encode_share_fetch_response__share_fetchable_topic_response__partition_data(w, e, v);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareFetchableTopicResponse.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response__share_fetchable_topic_response(reader& r, share_fetch_response::share_fetchable_topic_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 22);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_response__share_fetchable_topic_response__partition_data(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.partition_index);
+  } else if (!(m.partition_index == 0)) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.PartitionIndex");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.ErrorMessage");
+  }
+  if (true) {
+    w.write_int16(m.acknowledge_error_code);
+  } else if (!(m.acknowledge_error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.AcknowledgeErrorCode");
+  }
+  if (true) {
+    if (!m.acknowledge_error_message && !(true)) w.fail(codec_errc::null_not_allowed, "AcknowledgeErrorMessage");
+    w.write_nullable_string(m.acknowledge_error_message, flex);
+  } else if (!(!m.acknowledge_error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.AcknowledgeErrorMessage");
+  }
+  if (true) {
+    encode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(w, m.current_leader, v);
+  } else if (!(m.current_leader == decltype(m.current_leader){})) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.CurrentLeader");
+  }
+  if (true) {
+    if (!m.records && !(true)) w.fail(codec_errc::null_not_allowed, "Records");
+    w.write_records(m.records, flex);
+  } else if (!(!m.records.has_value())) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.Records");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.acquired_records.size()), flex);
+    for (const auto& e : m.acquired_records) {
+      encode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(w, e, v);
+    }
+  } else if (!(m.acquired_records.empty())) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.AcquiredRecords");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.partition_index = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    m.acknowledge_error_code = r.read_int16();
+  }
+  if (true) {
+    m.acknowledge_error_message = r.read_nullable_string(flex);
+    if (!m.acknowledge_error_message && !(true)) m.acknowledge_error_message = std::string();
+  }
+  if (true) {
+    decode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(r, m.current_leader, v);
+  }
+  if (true) {
+    m.records = r.read_records(flex);
+    if (!m.records && r.ok() && !(true)) r.fail(codec_errc::null_not_allowed, "Records");
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 19);
+      {
+        auto& vec = m.acquired_records;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.leader_id);
+  } else if (!(m.leader_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "LeaderIdAndEpoch.LeaderId");
+  }
+  if (true) {
+    w.write_int32(m.leader_epoch);
+  } else if (!(m.leader_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "LeaderIdAndEpoch.LeaderEpoch");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data__leader_id_and_epoch(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.leader_id = r.read_int32();
+  }
+  if (true) {
+    m.leader_epoch = r.read_int32();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(writer& w, const share_fetch_response::share_fetchable_topic_response::partition_data::acquired_records_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int64(m.first_offset);
+  } else if (!(m.first_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcquiredRecords.FirstOffset");
+  }
+  if (true) {
+    w.write_int64(m.last_offset);
+  } else if (!(m.last_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcquiredRecords.LastOffset");
+  }
+  if (true) {
+    w.write_int16(m.delivery_count);
+  } else if (!(m.delivery_count == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcquiredRecords.DeliveryCount");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response__share_fetchable_topic_response__partition_data__acquired_records_t(reader& r, share_fetch_response::share_fetchable_topic_response::partition_data::acquired_records_t& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.first_offset = r.read_int64();
+  }
+  if (true) {
+    m.last_offset = r.read_int64();
+  }
+  if (true) {
+    m.delivery_count = r.read_int16();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_fetch_response__node_endpoint(writer& w, const share_fetch_response::node_endpoint& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.node_id);
+  } else if (!(m.node_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.NodeId");
+  }
+  if (true) {
+    w.write_string(m.host, flex);
+  } else if (!(m.host.empty())) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Host");
+  }
+  if (true) {
+    w.write_int32(m.port);
+  } else if (!(m.port == 0)) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Port");
+  }
+  if (true) {
+    if (!m.rack && !(true)) w.fail(codec_errc::null_not_allowed, "Rack");
+    w.write_nullable_string(m.rack, flex);
+  } else if (!(!m.rack.has_value())) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Rack");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_fetch_response__node_endpoint(reader& r, share_fetch_response::node_endpoint& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.node_id = r.read_int32();
+  }
+  if (true) {
+    m.host = r.read_string(flex);
+  }
+  if (true) {
+    m.port = r.read_int32();
+  }
+  if (true) {
+    m.rack = r.read_nullable_string(flex);
+    if (!m.rack && !(true)) m.rack = std::string();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_request(writer& w, const share_acknowledge_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    if (!m.group_id && !(true)) w.fail(codec_errc::null_not_allowed, "GroupId");
+    w.write_nullable_string(m.group_id, flex);
+  } else if (!(!m.group_id.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeRequest.GroupId");
+  }
+  if (true) {
+    if (!m.member_id && !(true)) w.fail(codec_errc::null_not_allowed, "MemberId");
+    w.write_nullable_string(m.member_id, flex);
+  } else if (!((m.member_id.has_value() && m.member_id->empty()))) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeRequest.MemberId");
+  }
+  if (true) {
+    w.write_int32(m.share_session_epoch);
+  } else if (!(m.share_session_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeRequest.ShareSessionEpoch");
+  }
+  if (v >= 2) {
+    w.write_bool(m.is_renew_ack);
+  } else if (!(m.is_renew_ack == false)) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeRequest.IsRenewAck");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.topics.size()), flex);
+    for (const auto& e : m.topics) {
+      encode_share_acknowledge_request__acknowledge_topic(w, e, v);
+    }
+  } else if (!(m.topics.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeRequest.Topics");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_request(reader& r, share_acknowledge_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.group_id = r.read_nullable_string(flex);
+    if (!m.group_id && !(true)) m.group_id = std::string();
+  }
+  if (true) {
+    m.member_id = r.read_nullable_string(flex);
+    if (!m.member_id && !(true)) m.member_id = std::string();
+  }
+  if (true) {
+    m.share_session_epoch = r.read_int32();
+  }
+  if (v >= 2) {
+    m.is_renew_ack = r.read_bool();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.topics;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_request__acknowledge_topic(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_request__acknowledge_topic(writer& w, const share_acknowledge_request::acknowledge_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  } else if (!(m.topic_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgeTopic.TopicId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(w, e, v);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgeTopic.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_request__acknowledge_topic(reader& r, share_acknowledge_request::acknowledge_topic& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 6);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(writer& w, const share_acknowledge_request::acknowledge_topic::acknowledge_partition& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.partition_index);
+  } else if (!(m.partition_index == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgePartition.PartitionIndex");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.acknowledgement_batches.size()), flex);
+    for (const auto& e : m.acknowledgement_batches) {
+      encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(w, e, v);
+    }
+  } else if (!(m.acknowledgement_batches.empty())) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgePartition.AcknowledgementBatches");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition(reader& r, share_acknowledge_request::acknowledge_topic::acknowledge_partition& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.partition_index = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.acknowledgement_batches;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(writer& w, const share_acknowledge_request::acknowledge_topic::acknowledge_partition::acknowledgement_batch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int64(m.first_offset);
+  } else if (!(m.first_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.FirstOffset");
+  }
+  if (true) {
+    w.write_int64(m.last_offset);
+  } else if (!(m.last_offset == 0)) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.LastOffset");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.acknowledge_types.size()), flex);
+    for (const auto& e : m.acknowledge_types) {
+      w.write_int8(e);
+    }
+  } else if (!(m.acknowledge_types.empty())) {
+    w.fail(codec_errc::field_not_supported, "AcknowledgementBatch.AcknowledgeTypes");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_request__acknowledge_topic__acknowledge_partition__acknowledgement_batch(reader& r, share_acknowledge_request::acknowledge_topic::acknowledge_partition::acknowledgement_batch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.first_offset = r.read_int64();
+  }
+  if (true) {
+    m.last_offset = r.read_int64();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 1);
+      {
+        auto& vec = m.acknowledge_types;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int8();
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_response(writer& w, const share_acknowledge_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeResponse.ErrorMessage");
+  }
+  if (v >= 2) {
+    w.write_int32(m.acquisition_lock_timeout_ms);
+  } else if (!(m.acquisition_lock_timeout_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeResponse.AcquisitionLockTimeoutMs");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.responses.size()), flex);
+    for (const auto& e : m.responses) {
+      encode_share_acknowledge_response__share_acknowledge_topic_response(w, e, v);
+    }
+  } else if (!(m.responses.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeResponse.Responses");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.node_endpoints.size()), flex);
+    for (const auto& e : m.node_endpoints) {
+      encode_share_acknowledge_response__node_endpoint(w, e, v);
+    }
+  } else if (!(m.node_endpoints.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeResponse.NodeEndpoints");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_response(reader& r, share_acknowledge_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (v >= 2) {
+    m.acquisition_lock_timeout_ms = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 18);
+      {
+        auto& vec = m.responses;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_response__share_acknowledge_topic_response(r, e, v);
+        }
+      }
+    }
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 11);
+      {
+        auto& vec = m.node_endpoints;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_response__node_endpoint(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_response__share_acknowledge_topic_response(writer& w, const share_acknowledge_response::share_acknowledge_topic_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.topic_id);
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.partitions.size()), flex);
+    for (const auto& e : m.partitions) {
+      encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(w, e, v);
+    }
+  } else if (!(m.partitions.empty())) {
+    w.fail(codec_errc::field_not_supported, "ShareAcknowledgeTopicResponse.Partitions");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_response__share_acknowledge_topic_response(reader& r, share_acknowledge_response::share_acknowledge_topic_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.topic_id = r.read_uuid();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 17);
+      {
+        auto& vec = m.partitions;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(r, e, v);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(writer& w, const share_acknowledge_response::share_acknowledge_topic_response::partition_data& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.partition_index);
+  } else if (!(m.partition_index == 0)) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.PartitionIndex");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.ErrorCode");
+  }
+  if (true) {
+    if (!m.error_message && !(true)) w.fail(codec_errc::null_not_allowed, "ErrorMessage");
+    w.write_nullable_string(m.error_message, flex);
+  } else if (!(!m.error_message.has_value())) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.ErrorMessage");
+  }
+  if (true) {
+    encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(w, m.current_leader, v);
+  } else if (!(m.current_leader == decltype(m.current_leader){})) {
+    w.fail(codec_errc::field_not_supported, "PartitionData.CurrentLeader");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data(reader& r, share_acknowledge_response::share_acknowledge_topic_response::partition_data& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.partition_index = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.error_message = r.read_nullable_string(flex);
+    if (!m.error_message && !(true)) m.error_message = std::string();
+  }
+  if (true) {
+    decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(r, m.current_leader, v);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(writer& w, const share_acknowledge_response::share_acknowledge_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.leader_id);
+  } else if (!(m.leader_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "LeaderIdAndEpoch.LeaderId");
+  }
+  if (true) {
+    w.write_int32(m.leader_epoch);
+  } else if (!(m.leader_epoch == 0)) {
+    w.fail(codec_errc::field_not_supported, "LeaderIdAndEpoch.LeaderEpoch");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(reader& r, share_acknowledge_response::share_acknowledge_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.leader_id = r.read_int32();
+  }
+  if (true) {
+    m.leader_epoch = r.read_int32();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_share_acknowledge_response__node_endpoint(writer& w, const share_acknowledge_response::node_endpoint& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.node_id);
+  } else if (!(m.node_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.NodeId");
+  }
+  if (true) {
+    w.write_string(m.host, flex);
+  } else if (!(m.host.empty())) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Host");
+  }
+  if (true) {
+    w.write_int32(m.port);
+  } else if (!(m.port == 0)) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Port");
+  }
+  if (true) {
+    if (!m.rack && !(true)) w.fail(codec_errc::null_not_allowed, "Rack");
+    w.write_nullable_string(m.rack, flex);
+  } else if (!(!m.rack.has_value())) {
+    w.fail(codec_errc::field_not_supported, "NodeEndpoint.Rack");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_share_acknowledge_response__node_endpoint(reader& r, share_acknowledge_response::node_endpoint& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.node_id = r.read_int32();
+  }
+  if (true) {
+    m.host = r.read_string(flex);
+  }
+  if (true) {
+    m.port = r.read_int32();
+  }
+  if (true) {
+    m.rack = r.read_nullable_string(flex);
+    if (!m.rack && !(true)) m.rack = std::string();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v) {
   [[maybe_unused]] const bool flex = false;
   if (true) {
@@ -6252,6 +8125,174 @@ std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, c
   reader r(in);
   m = consumer_group_describe_response{};
   decode_consumer_group_describe_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_group_heartbeat_request& m, std::int16_t version, bytes& out) {
+  if (version < share_group_heartbeat_request::lowest_version || version > share_group_heartbeat_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_group_heartbeat_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_heartbeat_request& m,
+                       std::size_t* trailing) {
+  if (version < share_group_heartbeat_request::lowest_version || version > share_group_heartbeat_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_group_heartbeat_request{};
+  decode_share_group_heartbeat_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_group_heartbeat_response& m, std::int16_t version, bytes& out) {
+  if (version < share_group_heartbeat_response::lowest_version || version > share_group_heartbeat_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_group_heartbeat_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_heartbeat_response& m,
+                       std::size_t* trailing) {
+  if (version < share_group_heartbeat_response::lowest_version || version > share_group_heartbeat_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_group_heartbeat_response{};
+  decode_share_group_heartbeat_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_group_describe_request& m, std::int16_t version, bytes& out) {
+  if (version < share_group_describe_request::lowest_version || version > share_group_describe_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_group_describe_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_describe_request& m,
+                       std::size_t* trailing) {
+  if (version < share_group_describe_request::lowest_version || version > share_group_describe_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_group_describe_request{};
+  decode_share_group_describe_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_group_describe_response& m, std::int16_t version, bytes& out) {
+  if (version < share_group_describe_response::lowest_version || version > share_group_describe_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_group_describe_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_describe_response& m,
+                       std::size_t* trailing) {
+  if (version < share_group_describe_response::lowest_version || version > share_group_describe_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_group_describe_response{};
+  decode_share_group_describe_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_fetch_request& m, std::int16_t version, bytes& out) {
+  if (version < share_fetch_request::lowest_version || version > share_fetch_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_fetch_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_fetch_request& m,
+                       std::size_t* trailing) {
+  if (version < share_fetch_request::lowest_version || version > share_fetch_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_fetch_request{};
+  decode_share_fetch_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_fetch_response& m, std::int16_t version, bytes& out) {
+  if (version < share_fetch_response::lowest_version || version > share_fetch_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_fetch_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_fetch_response& m,
+                       std::size_t* trailing) {
+  if (version < share_fetch_response::lowest_version || version > share_fetch_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_fetch_response{};
+  decode_share_fetch_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_acknowledge_request& m, std::int16_t version, bytes& out) {
+  if (version < share_acknowledge_request::lowest_version || version > share_acknowledge_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_acknowledge_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_acknowledge_request& m,
+                       std::size_t* trailing) {
+  if (version < share_acknowledge_request::lowest_version || version > share_acknowledge_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_acknowledge_request{};
+  decode_share_acknowledge_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const share_acknowledge_response& m, std::int16_t version, bytes& out) {
+  if (version < share_acknowledge_response::lowest_version || version > share_acknowledge_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_share_acknowledge_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_acknowledge_response& m,
+                       std::size_t* trailing) {
+  if (version < share_acknowledge_response::lowest_version || version > share_acknowledge_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = share_acknowledge_response{};
+  decode_share_acknowledge_response(r, m, version);
   if (!r.ok()) return r.error();
   if (trailing != nullptr) *trailing = r.remaining();
   else if (r.remaining() != 0) return codec_errc::trailing_bytes;

@@ -49,6 +49,14 @@ struct consumer_group_heartbeat_request;
 struct consumer_group_heartbeat_response;
 struct consumer_group_describe_request;
 struct consumer_group_describe_response;
+struct share_group_heartbeat_request;
+struct share_group_heartbeat_response;
+struct share_group_describe_request;
+struct share_group_describe_response;
+struct share_fetch_request;
+struct share_fetch_response;
+struct share_acknowledge_request;
+struct share_acknowledge_response;
 
 struct api_versions_request {
   static constexpr std::int16_t api_key = 18;
@@ -902,6 +910,272 @@ struct consumer_group_describe_response {
   bool operator==(const consumer_group_describe_response&) const = default;
 };
 
+struct share_group_heartbeat_request {
+  static constexpr std::int16_t api_key = 76;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareGroupHeartbeatRequest";
+  using response_type = share_group_heartbeat_response;
+  std::string group_id{};
+  std::string member_id{};
+  std::int32_t member_epoch = 0;
+  std::optional<std::string> rack_id = std::nullopt;
+  std::optional<std::vector<std::string>> subscribed_topic_names = std::nullopt;
+  bool operator==(const share_group_heartbeat_request&) const = default;
+};
+
+struct share_group_heartbeat_response {
+  static constexpr std::int16_t api_key = 76;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareGroupHeartbeatResponse";
+  struct topic_partitions_t {
+    uuid topic_id{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const topic_partitions_t&) const = default;
+  };
+  struct assignment_t {
+    std::vector<topic_partitions_t> topic_partitions{};
+    bool operator==(const assignment_t&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  std::optional<std::string> error_message = std::nullopt;
+  std::optional<std::string> member_id = std::nullopt;
+  std::int32_t member_epoch = 0;
+  std::int32_t heartbeat_interval_ms = 0;
+  std::optional<assignment_t> assignment = std::nullopt;
+  bool operator==(const share_group_heartbeat_response&) const = default;
+};
+
+struct share_group_describe_request {
+  static constexpr std::int16_t api_key = 77;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareGroupDescribeRequest";
+  using response_type = share_group_describe_response;
+  std::vector<std::string> group_ids{};
+  bool include_authorized_operations{};
+  bool operator==(const share_group_describe_request&) const = default;
+};
+
+struct share_group_describe_response {
+  static constexpr std::int16_t api_key = 77;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 1;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareGroupDescribeResponse";
+  struct topic_partitions_t {
+    uuid topic_id{};
+    std::string topic_name{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const topic_partitions_t&) const = default;
+  };
+  struct assignment_t {
+    std::vector<topic_partitions_t> topic_partitions{};
+    bool operator==(const assignment_t&) const = default;
+  };
+  struct described_group {
+    struct member {
+      std::string member_id{};
+      std::optional<std::string> rack_id = std::nullopt;
+      std::int32_t member_epoch = 0;
+      std::string client_id{};
+      std::string client_host{};
+      std::vector<std::string> subscribed_topic_names{};
+      assignment_t assignment{};
+      bool operator==(const member&) const = default;
+    };
+    std::int16_t error_code = 0;
+    std::optional<std::string> error_message = std::nullopt;
+    std::string group_id{};
+    std::string group_state{};
+    std::int32_t group_epoch = 0;
+    std::int32_t assignment_epoch = 0;
+    std::string assignor_name{};
+    std::vector<member> members{};
+    std::int32_t authorized_operations = std::numeric_limits<std::int32_t>::min();
+    bool operator==(const described_group&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::vector<described_group> groups{};
+  bool operator==(const share_group_describe_response&) const = default;
+};
+
+struct share_fetch_request {
+  static constexpr std::int16_t api_key = 78;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareFetchRequest";
+  using response_type = share_fetch_response;
+  struct fetch_topic {
+    struct fetch_partition {
+      struct acknowledgement_batch {
+        std::int64_t first_offset = 0;
+        std::int64_t last_offset = 0;
+        std::vector<std::int8_t> acknowledge_types{};
+        bool operator==(const acknowledgement_batch&) const = default;
+      };
+      std::int32_t partition_index = 0;
+      std::int32_t partition_max_bytes = 0;
+      std::vector<acknowledgement_batch> acknowledgement_batches{};
+      bool operator==(const fetch_partition&) const = default;
+    };
+    uuid topic_id{};
+    std::vector<fetch_partition> partitions{};
+    bool operator==(const fetch_topic&) const = default;
+  };
+  struct forgotten_topic {
+    uuid topic_id{};
+    std::vector<std::int32_t> partitions{};
+    bool operator==(const forgotten_topic&) const = default;
+  };
+  std::optional<std::string> group_id = std::nullopt;
+  std::optional<std::string> member_id = std::string{};
+  std::int32_t share_session_epoch = 0;
+  std::int32_t max_wait_ms = 0;
+  std::int32_t min_bytes = 0;
+  std::int32_t max_bytes = 2147483647;
+  std::int32_t max_records = 0;
+  std::int32_t batch_size = 0;
+  std::int8_t share_acquire_mode = 0;
+  bool is_renew_ack{};
+  std::vector<fetch_topic> topics{};
+  std::vector<forgotten_topic> forgotten_topics_data{};
+  bool operator==(const share_fetch_request&) const = default;
+};
+
+struct share_fetch_response {
+  static constexpr std::int16_t api_key = 78;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareFetchResponse";
+  struct share_fetchable_topic_response {
+    struct partition_data {
+      struct leader_id_and_epoch {
+        std::int32_t leader_id = 0;
+        std::int32_t leader_epoch = 0;
+        bool operator==(const leader_id_and_epoch&) const = default;
+      };
+      struct acquired_records_t {
+        std::int64_t first_offset = 0;
+        std::int64_t last_offset = 0;
+        std::int16_t delivery_count = 0;
+        bool operator==(const acquired_records_t&) const = default;
+      };
+      std::int32_t partition_index = 0;
+      std::int16_t error_code = 0;
+      std::optional<std::string> error_message = std::nullopt;
+      std::int16_t acknowledge_error_code = 0;
+      std::optional<std::string> acknowledge_error_message = std::nullopt;
+      leader_id_and_epoch current_leader{};
+      std::optional<records_view> records{};
+      std::vector<acquired_records_t> acquired_records{};
+      bool operator==(const partition_data&) const = default;
+    };
+    uuid topic_id{};
+    std::vector<partition_data> partitions{};
+    bool operator==(const share_fetchable_topic_response&) const = default;
+  };
+  struct node_endpoint {
+    std::int32_t node_id = 0;
+    std::string host{};
+    std::int32_t port = 0;
+    std::optional<std::string> rack = std::nullopt;
+    bool operator==(const node_endpoint&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  std::optional<std::string> error_message = std::nullopt;
+  std::int32_t acquisition_lock_timeout_ms = 0;
+  std::vector<share_fetchable_topic_response> responses{};
+  std::vector<node_endpoint> node_endpoints{};
+  bool operator==(const share_fetch_response&) const = default;
+};
+
+struct share_acknowledge_request {
+  static constexpr std::int16_t api_key = 79;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareAcknowledgeRequest";
+  using response_type = share_acknowledge_response;
+  struct acknowledge_topic {
+    struct acknowledge_partition {
+      struct acknowledgement_batch {
+        std::int64_t first_offset = 0;
+        std::int64_t last_offset = 0;
+        std::vector<std::int8_t> acknowledge_types{};
+        bool operator==(const acknowledgement_batch&) const = default;
+      };
+      std::int32_t partition_index = 0;
+      std::vector<acknowledgement_batch> acknowledgement_batches{};
+      bool operator==(const acknowledge_partition&) const = default;
+    };
+    uuid topic_id{};
+    std::vector<acknowledge_partition> partitions{};
+    bool operator==(const acknowledge_topic&) const = default;
+  };
+  std::optional<std::string> group_id = std::nullopt;
+  std::optional<std::string> member_id = std::string{};
+  std::int32_t share_session_epoch = 0;
+  bool is_renew_ack{};
+  std::vector<acknowledge_topic> topics{};
+  bool operator==(const share_acknowledge_request&) const = default;
+};
+
+struct share_acknowledge_response {
+  static constexpr std::int16_t api_key = 79;
+  static constexpr std::int16_t lowest_version = 1;
+  static constexpr std::int16_t highest_version = 2;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "ShareAcknowledgeResponse";
+  struct share_acknowledge_topic_response {
+    struct partition_data {
+      struct leader_id_and_epoch {
+        std::int32_t leader_id = 0;
+        std::int32_t leader_epoch = 0;
+        bool operator==(const leader_id_and_epoch&) const = default;
+      };
+      std::int32_t partition_index = 0;
+      std::int16_t error_code = 0;
+      std::optional<std::string> error_message = std::nullopt;
+      leader_id_and_epoch current_leader{};
+      bool operator==(const partition_data&) const = default;
+    };
+    uuid topic_id{};
+    std::vector<partition_data> partitions{};
+    bool operator==(const share_acknowledge_topic_response&) const = default;
+  };
+  struct node_endpoint {
+    std::int32_t node_id = 0;
+    std::string host{};
+    std::int32_t port = 0;
+    std::optional<std::string> rack = std::nullopt;
+    bool operator==(const node_endpoint&) const = default;
+  };
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  std::optional<std::string> error_message = std::nullopt;
+  std::int32_t acquisition_lock_timeout_ms = 0;
+  std::vector<share_acknowledge_topic_response> responses{};
+  std::vector<node_endpoint> node_endpoints{};
+  bool operator==(const share_acknowledge_response&) const = default;
+};
+
 struct consumer_protocol_subscription {
   static constexpr std::int16_t lowest_version = 0;
   static constexpr std::int16_t highest_version = 3;
@@ -1174,6 +1448,62 @@ std::error_code encode(const consumer_group_describe_response& m, std::int16_t v
 /// given: then they are accepted and counted there (Kafka's own readers stop after the
 /// last field too).
 std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, consumer_group_describe_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_group_heartbeat_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_heartbeat_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_group_heartbeat_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_heartbeat_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_group_describe_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_describe_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_group_describe_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_group_describe_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_fetch_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_fetch_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_fetch_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_fetch_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_acknowledge_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_acknowledge_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const share_acknowledge_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_acknowledge_response& m,
                        std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_subscription& m, std::int16_t version, bytes& out);
