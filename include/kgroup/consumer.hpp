@@ -99,6 +99,7 @@ class KGROUP_EXPORT ConsumerRecords {
 
  private:
   friend class Consumer;  // only poll() fills a batch
+  friend class ShareConsumer;
   ConsumerRecords(std::vector<ConsumerRecord> records, std::vector<std::shared_ptr<const void>> owners,
                   std::map<TopicPartition, OffsetAndMetadata> next_offsets)
       : records_(std::move(records)), owners_(std::move(owners)), next_offsets_(std::move(next_offsets)) {}

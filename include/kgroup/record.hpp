@@ -44,6 +44,9 @@ struct KGROUP_EXPORT ConsumerRecord {
   std::optional<std::string_view> key;                        ///< empty for a null key
   std::optional<std::string_view> value;                      ///< empty for a null value (a tombstone)
   std::vector<Header> headers;  ///< empty (no allocation) for records without headers
+  /// How many times a share group handed this record out, 1 the first time (ShareConsumer only;
+  /// empty from a Consumer), as Java's ConsumerRecord.deliveryCount().
+  std::optional<std::int16_t> delivery_count;
 
   /// A copy that owns its bytes and outlives the batch.
   OwnedRecord owned() const;
@@ -61,12 +64,15 @@ struct KGROUP_EXPORT OwnedRecord {
   std::optional<std::string> value;                           ///< empty for a null value (a tombstone)
   /// Headers in record order: name and value (empty for a null value).
   std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+  /// How many times a share group handed the record out (ShareConsumer only).
+  std::optional<std::int16_t> delivery_count;
   /// Field-wise equality.
   bool operator==(const OwnedRecord&) const = default;
 };
 
 inline OwnedRecord ConsumerRecord::owned() const {
-  OwnedRecord r{std::string(topic), partition, offset, timestamp, timestamp_type, leader_epoch, std::nullopt, std::nullopt, {}};
+  OwnedRecord r{std::string(topic), partition,    offset,       timestamp, timestamp_type,
+                leader_epoch,       std::nullopt, std::nullopt, {},        delivery_count};
   if (key) r.key.emplace(*key);
   if (value) r.value.emplace(*value);
   r.headers.reserve(headers.size());

@@ -34,6 +34,7 @@ const std::vector<ConfigKey> key_table = {
     // KIP-848: "consumer" runs net/consumer_group_driver; validate() refuses the
     // classic-only keys with it.
     {"group.protocol", "classic", "enum", 0, 0, "classic,consumer", "group membership protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)"},
+    {"share.acknowledgement.mode", "implicit", "enum", 0, 0, "implicit,explicit", "ShareConsumer: implicit accepts every record of a poll() at the next one; explicit requires acknowledge() of each"},
     {"group.remote.assignor", "", "string", 0, 0, "", "group.protocol=consumer: the broker-side assignor (uniform, range); empty = the broker's default"},
     {"retry.backoff.ms", "100", "int", 0, i32max, "", "wait before retrying a failed request"},
     {"retry.backoff.max.ms", "1000", "int", 0, i32max, "", "cap of the exponential retry backoff"},

@@ -642,6 +642,78 @@ bool mock_cluster::set_consumer_group_timers(int heartbeat_interval_ms, int sess
   return true;
 }
 
+namespace {
+template <class F>
+F* mock_symbol(const char* name) {
+  return reinterpret_cast<F*>(dlsym(RTLD_DEFAULT, name));
+}
+}  // namespace
+
+bool mock_cluster::set_share_groups(const share_group_settings& s) {
+  using setter = void(rd_kafka_mock_cluster_t*, int);
+  const std::pair<const char*, std::optional<int>> settings[] = {
+      {"rd_kafka_mock_sharegroup_set_session_timeout", s.session_timeout_ms},
+      {"rd_kafka_mock_sharegroup_set_heartbeat_interval", s.heartbeat_interval_ms},
+      {"rd_kafka_mock_sharegroup_set_max_delivery_attempts", s.max_delivery_attempts},
+      {"rd_kafka_mock_sharegroup_set_record_lock_duration", s.record_lock_duration_ms},
+      {"rd_kafka_mock_sharegroup_set_max_size", s.max_size},
+      {"rd_kafka_mock_sharegroup_set_max_fetch_sessions", s.max_fetch_sessions},
+      {"rd_kafka_mock_sharegroup_set_max_record_locks", s.max_record_locks},
+      {"rd_kafka_mock_sharegroup_set_auto_offset_reset",
+       s.earliest ? std::optional<int>(*s.earliest ? 1 : 0) : std::nullopt},
+  };
+  for (const auto& [name, value] : settings) {
+    auto* f = mock_symbol<setter>(name);
+    if (f == nullptr) return false;
+    if (!value) continue;
+    call_mock([&] {
+      f(cluster_, *value);
+      return RD_KAFKA_RESP_ERR_NO_ERROR;
+    });
+  }
+  return true;
+}
+
+std::vector<std::string> mock_cluster::share_group_member_ids(const std::string& group) {
+  using getter = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, const char*, char***, size_t*);
+  auto* get = mock_symbol<getter>("rd_kafka_mock_sharegroup_get_member_ids");
+  std::vector<std::string> out;
+  if (get == nullptr) return out;
+  char** ids = nullptr;
+  size_t count = 0;
+  if (get(cluster_, group.c_str(), &ids, &count) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
+  for (size_t i = 0; i < count; ++i) {
+    out.emplace_back(ids[i]);
+    std::free(ids[i]);  // rd_free(): librdkafka allocates with the C library's malloc
+  }
+  std::free(ids);
+  return out;
+}
+
+bool mock_cluster::share_group_assign(
+    const std::string& group,
+    const std::map<std::string, std::vector<std::pair<std::string, std::int32_t>>>& by_member) {
+  using assigner =
+      void(rd_kafka_mock_cluster_t*, const char*, const char**, rd_kafka_topic_partition_list_t**, size_t);
+  auto* assign = mock_symbol<assigner>("rd_kafka_mock_sharegroup_target_assignment");
+  if (assign == nullptr) return false;
+  std::vector<const char*> members;
+  std::vector<rd_kafka_topic_partition_list_t*> lists;
+  for (const auto& [member, parts] : by_member) {
+    members.push_back(member.c_str());
+    auto* l = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+    for (const auto& [topic, partition] : parts)
+      rd_kafka_topic_partition_list_add(l, topic.c_str(), partition);
+    lists.push_back(l);
+  }
+  call_mock([&] {
+    assign(cluster_, group.c_str(), members.data(), lists.data(), members.size());
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  });
+  for (auto* l : lists) rd_kafka_topic_partition_list_destroy(l);
+  return true;
+}
+
 void mock_cluster::set_coordinator(const std::string& group, std::int32_t broker_id) {
   check(call_mock([&] { return rd_kafka_mock_coordinator_set(cluster_, "group", group.c_str(), broker_id); }),
         "coordinator of group " + group);

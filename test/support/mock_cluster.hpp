@@ -224,6 +224,31 @@ class mock_cluster {
   /// built against 2.0.2's headers. Returns false on a mock without them.
   bool set_consumer_group_timers(int heartbeat_interval_ms, int session_timeout_ms);
 
+  /// Share groups (KIP-932; librdkafka 2.15's mock only, looked up at run time like the KIP-848
+  /// timers). Unset fields keep the mock's values. The session timeout and heartbeat interval
+  /// apply only to groups created afterwards (MOCK-CLUSTER.md, SHARE-GROUPS.md M9): set them
+  /// before members join.
+  struct share_group_settings {
+    std::optional<int> session_timeout_ms;
+    std::optional<int> heartbeat_interval_ms;
+    std::optional<int> max_delivery_attempts;  // 0: unlimited
+    std::optional<int> record_lock_duration_ms;
+    std::optional<int> max_size;  // members per group; 0: unlimited
+    std::optional<int> max_fetch_sessions;
+    std::optional<int> max_record_locks;
+    std::optional<bool> earliest;  // where a share-partition starts: true earliest, false latest
+  };
+  /// Applies `s`. Returns false on a mock without share groups (librdkafka 2.0.2).
+  bool set_share_groups(const share_group_settings& s);
+  /// The member ids of share group `group` (empty if unknown or without share groups).
+  std::vector<std::string> share_group_member_ids(const std::string& group);
+  /// Assigns partitions by hand (the mock's automatic assignment gives each partition to one
+  /// member; sharing one needs this, and the group stays on manual assignment for good, M3).
+  /// Returns false on a mock without share groups.
+  bool share_group_assign(
+      const std::string& group,
+      const std::map<std::string, std::vector<std::pair<std::string, std::int32_t>>>& by_member);
+
   /// Makes `broker_id` the coordinator of consumer group `group` (FindCoordinator answers it).
   /// The id does not have to exist, to test clients against a bogus coordinator.
   void set_coordinator(const std::string& group, std::int32_t broker_id);
