@@ -223,14 +223,16 @@ bool parse_jaas(std::string_view text, jaas_config& out, std::string& error) {
     ++i;
     skip_space();
     std::string value;
-    if (i < text.size() && text[i] == '"') {
-      ++i;
+    // Java's JAAS parser (a StreamTokenizer) takes both quote characters; Confluent Cloud's
+    // templates use single quotes.
+    if (i < text.size() && (text[i] == '"' || text[i] == '\'')) {
+      const char quote = text[i++];
       bool closed = false;
       while (i < text.size()) {
         const char c = text[i++];
         if (c == '\\' && i < text.size()) {
           value += text[i++];
-        } else if (c == '"') {
+        } else if (c == quote) {
           closed = true;
           break;
         } else {

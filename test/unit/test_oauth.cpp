@@ -86,6 +86,14 @@ TEST_CASE("oauth: extensions and JAAS lines parse as Java writes them", "[oauth]
   CHECK_FALSE(parse_jaas("M required password=\"unterminated;", j, error));
   CHECK(error.find("unterminated") != std::string::npos);
   CHECK(error.find("unterminated;") == std::string::npos);  // the value itself is not shown
+  // Single quotes, as Java's JAAS parser takes them and Confluent Cloud's templates write them.
+  REQUIRE(
+      parse_jaas("org.apache.kafka.common.security.plain.PlainLoginModule required username='KEY7' "
+                 "password='s3cr\\'t \"x\"';",
+                 j, error));
+  CHECK(j.options.at("username") == "KEY7");
+  CHECK(j.options.at("password") == "s3cr't \"x\"");
+  CHECK_FALSE(parse_jaas("M required password='unterminated;", j, error));
 }
 
 TEST_CASE("oauth: a token is refreshed after the window factor of its life, before it expires", "[oauth]") {
