@@ -57,20 +57,22 @@ class KGROUP_EXPORT Config {
   ///   did-you-mean suggestion) or an invalid value (fatal: fix the configuration).
   Config(std::initializer_list<std::pair<std::string, std::string>> values);
 
-  /// Sets one property, replacing an earlier value. Booleans and enum values are accepted in any
-  /// case ("TRUE", "Earliest"); partition.assignment.strategy also accepts the Java client's
-  /// assignor class names (org.apache.kafka.clients.consumer.CooperativeStickyAssignor, ...) for
-  /// the built-ins. Combinations of keys are checked later, by validate() and the Consumer.
-  /// \param key Kafka's property name ("session.timeout.ms")
-  /// \param value its value as text ("45000")
-  /// \returns `*this`, to chain calls
-  /// \throws kgroup::Error client_errc::invalid_config for unknown keys (with a suggestion) and
+  /// Sets one property, replacing an earlier value. librdkafka's spellings of a key
+  /// (fetch.wait.max.ms, fetch.message.max.bytes, sasl.mechanisms, ...) and KIP-651's PEM keys are
+  /// the same setting as the key they stand for: the last one set wins. Booleans and enum values
+  /// are accepted in any case ("TRUE", "Earliest"); partition.assignment.strategy also accepts the
+  /// Java client's assignor class names (org.apache.kafka.clients.consumer.CooperativeStickyAssignor,
+  /// ...) for the built-ins. Keys of other clients are refused here (a file read with
+  /// from_properties() only warns about them). Combinations of keys are checked later, by validate() and the
+  /// Consumer. \param key Kafka's property name ("session.timeout.ms") \param value its value as text
+  /// ("45000") \returns `*this`, to chain calls \throws kgroup::Error client_errc::invalid_config for unknown
+  /// keys (with a suggestion) and
   ///   values that do not parse or are out of range (fatal: fix the configuration); the message
   ///   names the key, never a secret's value.
   Config& set(const std::string& key, const std::string& value);
 
-  /// The value of `key` as text: the explicitly set one, else the default (empty when it has
-  /// none).
+  /// The value of `key` (or of the key an other spelling stands for) as text: the explicitly set
+  /// one, else the default (empty when it has none).
   /// \throws kgroup::Error client_errc::invalid_config for a key kgroup does not know.
   std::string get(std::string_view key) const;
   /// The value of an int or long key, as get() finds it.
@@ -91,15 +93,18 @@ class KGROUP_EXPORT Config {
 
   /// Reads a Java `.properties` text: `#`/`!` comments, `key=value`, `key: value` or `key value`,
   /// backslash escapes (`\t`, `\n`, `\uXXXX`, ...), lines continued by a trailing backslash. A file
-  /// written for another Kafka client works: keys kgroup does not use but other clients do
-  /// (serializers, producer keys, `client.dns.lookup`, `ssl.*` and `sasl.*` under
-  /// `security.protocol=PLAINTEXT`, ...) are skipped with one warning naming them (and returned
-  /// in `ignored` when given). Any other unknown key (with a did-you-mean), a bad value, or a
-  /// `security.protocol` other than PLAINTEXT throws kgroup::Error(client_errc::invalid_config)
-  /// naming the key and its line.
+  /// written for another Kafka client or a vendor's template works, as the Java client reads it: a
+  /// key kgroup does not load (another client's, a Schema Registry key, a typo) is ignored with a
+  /// warning per key naming it and its line (with a did-you-mean for a near miss), through the
+  /// library's logger; the Java consumer's keys that mean nothing here (deserializers, metrics
+  /// reporters, ...) are listed once at info, and so are the Java 4.x keys accepted but not acted on
+  /// yet. librdkafka's spellings (`fetch.wait.max.ms`, `sasl.mechanisms`, ...) are read as the
+  /// keys they stand for. Log lines name keys and lines, never values.
   /// \param text the file's contents
-  /// \param ignored if not null, receives the keys skipped as other clients' keys
-  /// \throws kgroup::Error client_errc::invalid_config as described (fatal: fix the file).
+  /// \param ignored if not null, receives the keys ignored (a line whose key is not a property
+  ///   name as "(line N)")
+  /// \throws kgroup::Error client_errc::invalid_config naming the key and its line for a bad value
+  ///   of a key kgroup knows, or a malformed `\u` escape (fatal: fix the file).
   static Config from_properties(std::string_view text, std::vector<std::string>* ignored = nullptr);
   /// from_properties() of the file at `path` (`ignored` as there).
   /// \throws kgroup::Error client_errc::invalid_config if the file cannot be read, and as

@@ -18,9 +18,11 @@ namespace kgroup {
 namespace {
 
 constexpr std::int64_t i32max = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
 
-// Defaults and meanings follow the Java consumer unless noted. One key per line, as a table.
+// One key per line, as docs/configuration.md has one row per key.
 // clang-format off
+// Defaults and meanings follow the Java consumer unless noted.
 const std::vector<ConfigKey> key_table = {
     {"bootstrap.servers", "", "list", 0, 0, "", "host:port pairs used to discover the cluster"},
     {"client.id", "kgroup", "string", 0, 0, "", "name sent with every request, for broker logs and quotas"},
@@ -45,6 +47,19 @@ const std::vector<ConfigKey> key_table = {
     {"reconnect.backoff.max.ms", "1000", "int", 0, i32max, "", "cap of the exponential reconnect backoff (with 20% jitter)"},
     {"socket.connection.setup.timeout.ms", "10000", "int", 1, i32max, "", "a connection attempt (resolve, connect, ApiVersions) that takes longer fails"},
     {"metadata.max.age.ms", "300000", "int", 0, i32max, "", "metadata is refreshed at least this often"},
+    // Java 4.x keys kgroup accepts (values checked as Java checks them) but does not act on yet
+    // (issue 35, items 1-3): not_acted_on() says for which values; a properties file that sets
+    // them says so once at info.
+    {"metadata.recovery.strategy", "rebootstrap", "enum", 0, 0, "none,rebootstrap", "what to do when no known broker is reachable: rebootstrap from bootstrap.servers (not acted on yet) or none"},
+    {"metadata.recovery.rebootstrap.trigger.ms", "300000", "long", 0, i64max, "", "rebootstrap after metadata has been unavailable this long (not acted on yet)"},
+    {"client.dns.lookup", "use_all_dns_ips", "enum", 0, 0, "use_all_dns_ips,resolve_canonical_bootstrap_servers_only", "use_all_dns_ips: try every address of a name (what kgroup does); the other value is not acted on yet"},
+    {"connections.max.idle.ms", "540000", "long", -1, i64max, "", "close connections idle this long (not acted on yet); -1 = never"},
+    {"send.buffer.bytes", "131072", "int", -1, i32max, "", "socket send buffer (SO_SNDBUF; not acted on yet); -1 = the OS default"},
+    {"receive.buffer.bytes", "65536", "int", -1, i32max, "", "socket receive buffer (SO_RCVBUF; not acted on yet); -1 = the OS default"},
+    {"socket.connection.setup.timeout.max.ms", "30000", "long", 0, i64max, "", "cap of the growing connection setup timeout (not acted on yet: the timeout stays socket.connection.setup.timeout.ms)"},
+    // librdkafka's key (Java sets SO_KEEPALIVE on every socket).
+    {"socket.keepalive.enable", "false", "bool", 0, 0, "", "TCP keep-alive on broker connections (not acted on yet)"},
+    {"enable.metrics.push", "true", "bool", 0, 0, "", "push client metrics to brokers that ask for them (KIP-714; not acted on yet)"},
     // Not a Java key (Java bounds responses by fetch sizes only); librdkafka's name and default.
     {"receive.message.max.bytes", "100000000", "int", 1024, i32max, "", "largest response frame accepted; a larger one closes the connection"},
     {"enable.auto.commit", "true", "bool", 0, 0, "", "commit positions periodically and before revocation"},
@@ -78,6 +93,16 @@ const std::vector<ConfigKey> key_table = {
     {"ssl.key.pem", "", "string", 0, 0, "", "client private key as PEM text"},
     {"ssl.key.password", "", "string", 0, 0, "", "password of an encrypted client private key"},
     {"ssl.endpoint.identification.algorithm", "https", "enum", 0, 0, "https,none", "https: the broker's certificate must name the address connected to; none: not checked"},
+    // librdkafka's key: false accepts any broker certificate (chain and name unchecked).
+    {"enable.ssl.certificate.verification", "true", "bool", 0, 0, "", "false: brokers' certificates are not verified at all (librdkafka's key; for tests only)"},
+    // Java's stores. JKS is Java's default type: under it kgroup reads a PKCS#12 file (as Java 9+
+    // does) and refuses a real JKS file, which OpenSSL cannot read.
+    {"ssl.keystore.location", "", "string", 0, 0, "", "client certificate and key as a PKCS#12 file (or PEM with ssl.keystore.type=PEM)"},
+    {"ssl.keystore.password", "", "string", 0, 0, "", "password of the PKCS#12 keystore"},
+    {"ssl.keystore.type", "JKS", "enum", 0, 0, "JKS,PKCS12,PEM", "format of ssl.keystore.location: PKCS12 (also read under JKS, Java's default) or PEM"},
+    {"ssl.truststore.location", "", "string", 0, 0, "", "trusted CA certificates as a PKCS#12 file (or PEM with ssl.truststore.type=PEM)"},
+    {"ssl.truststore.password", "", "string", 0, 0, "", "password of the PKCS#12 truststore (empty: its integrity is not checked)"},
+    {"ssl.truststore.type", "JKS", "enum", 0, 0, "JKS,PKCS12,PEM", "format of ssl.truststore.location: PKCS12 (also read under JKS, Java's default) or PEM"},
     {"sasl.mechanism", "GSSAPI", "enum", 0, 0, "GSSAPI,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "SASL mechanism (GSSAPI, Java's default, is not implemented: choose another)"},
     {"sasl.username", "", "string", 0, 0, "", "SASL user for PLAIN and SCRAM"},
     {"sasl.password", "", "string", 0, 0, "", "SASL password for PLAIN and SCRAM"},
@@ -101,6 +126,38 @@ const ConfigKey* find_key(std::string_view name) {
   return it == key_table.end() ? nullptr : &*it;
 }
 
+// Other spellings of keys in the table: librdkafka's names people copy from its .conf files, and
+// KIP-651's PEM keys. An alias is the same setting: set() stores under the table's name, so the
+// last one set wins whichever spelling it used (docs/DESIGN.md, "The config files users have").
+struct key_alias {
+  std::string_view name;
+  std::string_view key;
+  std::string_view origin;  // for messages: whose name it is
+};
+constexpr key_alias aliases[] = {
+    {"metadata.broker.list", "bootstrap.servers", "librdkafka's name"},
+    {"topic.metadata.refresh.interval.ms", "metadata.max.age.ms", "librdkafka's name"},
+    {"fetch.wait.max.ms", "fetch.max.wait.ms", "librdkafka's name"},
+    {"fetch.message.max.bytes", "max.partition.fetch.bytes", "librdkafka's name"},
+    {"sasl.mechanisms", "sasl.mechanism", "librdkafka's name"},
+    {"ssl.keystore.key", "ssl.key.pem", "Java's PEM keystore key (KIP-651)"},
+    {"ssl.keystore.certificate.chain", "ssl.certificate.pem", "Java's PEM keystore key (KIP-651)"},
+    {"ssl.truststore.certificates", "ssl.ca.pem", "Java's PEM truststore key (KIP-651)"},
+};
+
+const key_alias* find_alias(std::string_view name) {
+  for (const auto& a : aliases) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+// The table's name of `name` (itself unless it is an alias).
+std::string_view canonical(std::string_view name) {
+  const key_alias* a = find_alias(name);
+  return a != nullptr ? a->key : name;
+}
+
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -118,8 +175,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   throw Error(make_error_code(client_errc::invalid_config), msg);
 }
 
-const ConfigKey& require_key(std::string_view name) {
-  if (const ConfigKey* k = find_key(name)) return *k;
+// The table key `name` is probably a typo of, if any.
+const ConfigKey* near_miss(std::string_view name) {
   const ConfigKey* best = nullptr;
   std::size_t best_d = std::numeric_limits<std::size_t>::max();
   for (const auto& k : key_table) {
@@ -129,7 +186,12 @@ const ConfigKey& require_key(std::string_view name) {
       best = &k;
     }
   }
-  if (best != nullptr && best_d <= std::max<std::size_t>(3, name.size() / 4)) {
+  return best != nullptr && best_d <= std::max<std::size_t>(3, name.size() / 4) ? best : nullptr;
+}
+
+const ConfigKey& require_key(std::string_view name) {
+  if (const ConfigKey* k = find_key(canonical(name))) return *k;
+  if (const ConfigKey* best = near_miss(name)) {
     invalid(fmt::format("unknown configuration key '{}' (did you mean '{}'?)", name, best->name));
   }
   invalid(fmt::format("unknown configuration key '{}'", name));
@@ -187,6 +249,13 @@ std::string normalize(const ConfigKey& k, const std::string& value) {
     const auto v = lower(value);
     return v == "true" || v == "false" ? v : value;
   }
+  if (k.name == "auto.offset.reset") {
+    // librdkafka's other names for the same values.
+    const auto v = lower(value);
+    if (v == "smallest" || v == "beginning") return "earliest";
+    if (v == "largest" || v == "end") return "latest";
+    if (v == "error") return "none";
+  }
   if (k.type == "enum") {
     for (const auto& allowed : split_list(k.allowed)) {
       if (lower(allowed) == lower(value)) return allowed;
@@ -201,21 +270,85 @@ std::string normalize(const ConfigKey& k, const std::string& value) {
   return value;
 }
 
-// Keys of the Java clients (consumer, producer, admin, common) that kgroup does not use. A
-// properties file written for another client may carry them: they are skipped with a warning.
-bool foreign_key(std::string_view key) {
-  static const std::string_view keys[] = {
-      "key.deserializer", "value.deserializer", "key.serializer", "value.serializer", "interceptor.classes",
-      "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
-      "auto.include.jmx.reporter", "enable.metrics.push", "client.dns.lookup", "connections.max.idle.ms",
-      "send.buffer.bytes", "receive.buffer.bytes", "socket.connection.setup.timeout.max.ms",
-      "security.providers", "internal.leave.group.on.close", "internal.throw.on.fetch.stable.offset.unsupported",
-      "acks", "linger.ms", "batch.size", "buffer.memory", "compression.type",
-      "max.block.ms", "max.in.flight.requests.per.connection", "delivery.timeout.ms", "enable.idempotence",
-      "transactional.id", "transaction.timeout.ms", "partitioner.class", "partitioner.ignore.keys",
-      "partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms", "max.request.size",
-      "retries", "metadata.max.idle.ms", "bootstrap.controllers"};
+// The Java consumer's keys that change nothing kgroup does (deserializer and metrics classes,
+// JMX, JCA algorithm names, login tuning): a file read with from_properties() may carry them, and
+// they are listed once at info. Not in the key table, so Config::set() refuses them.
+bool java_consumer_unused(std::string_view key) {
+  static const std::string_view keys[] = {"key.deserializer",
+                                          "value.deserializer",
+                                          "metric.reporters",
+                                          "metrics.num.samples",
+                                          "metrics.sample.window.ms",
+                                          "metrics.recording.level",
+                                          "auto.include.jmx.reporter",
+                                          "internal.leave.group.on.close",
+                                          "internal.throw.on.fetch.stable.offset.unsupported",
+                                          "ssl.protocol",
+                                          "ssl.provider",
+                                          "ssl.keymanager.algorithm",
+                                          "ssl.trustmanager.algorithm",
+                                          "ssl.secure.random.implementation",
+                                          "sasl.login.refresh.window.jitter",
+                                          "sasl.login.refresh.min.period.seconds",
+                                          "sasl.login.refresh.buffer.seconds",
+                                          "sasl.login.connect.timeout.ms",
+                                          "sasl.login.read.timeout.ms",
+                                          "sasl.login.retry.backoff.ms",
+                                          "sasl.login.retry.backoff.max.ms",
+                                          "sasl.oauthbearer.scope.claim.name",
+                                          "sasl.oauthbearer.sub.claim.name",
+                                          "sasl.oauthbearer.header.urlencode",
+                                          "sasl.oauthbearer.clock.skew.seconds"};
   return std::find(std::begin(keys), std::end(keys), key) != std::end(keys);
+}
+
+// The Java consumer's keys that would change what the client does but that kgroup does not
+// implement (Java classes it cannot load, Kerberos, cipher and protocol lists): warned about.
+bool java_consumer_unsupported(std::string_view key) {
+  static const std::string_view keys[] = {"interceptor.classes",
+                                          "security.providers",
+                                          "ssl.engine.factory.class",
+                                          "ssl.cipher.suites",
+                                          "ssl.enabled.protocols",
+                                          "sasl.client.callback.handler.class",
+                                          "sasl.login.callback.handler.class",
+                                          "sasl.login.class",
+                                          "sasl.kerberos.service.name",
+                                          "sasl.kerberos.kinit.cmd",
+                                          "sasl.kerberos.ticket.renew.window.factor",
+                                          "sasl.kerberos.ticket.renew.jitter",
+                                          "sasl.kerberos.min.time.before.relogin"};
+  return std::find(std::begin(keys), std::end(keys), key) != std::end(keys);
+}
+
+// Keys of the other Java clients (producer, admin, Streams, Connect) that are near misses of a
+// consumer key: warned about as other clients' keys, without a did-you-mean.
+bool other_client_key(std::string_view key) {
+  static const std::string_view keys[] = {
+      "metadata.max.idle.ms",   "max.request.size",    "retries",      "batch.size",
+      "buffer.memory",          "delivery.timeout.ms", "max.block.ms", "bootstrap.controllers",
+      "transaction.timeout.ms", "linger.ms",           "acks"};
+  return std::find(std::begin(keys), std::end(keys), key) != std::end(keys);
+}
+
+// A key as Kafka's clients spell keys. Anything else in a file is most likely part of a value
+// (a JAAS line broken without its continuation backslash) and is never quoted in a log line.
+bool property_name(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+  });
+}
+
+// Whether kgroup does not act on `key` set to `value` yet (issue 35, items 1-3): it is accepted and
+// kept, and behaves as the value named in the docs.
+bool not_acted_on(std::string_view key, std::string_view value) {
+  if (key == "metadata.recovery.strategy") return value != "none";
+  if (key == "enable.metrics.push" || key == "socket.keepalive.enable") return value != "false";
+  if (key == "client.dns.lookup") return value != "use_all_dns_ips";
+  if (key == "connections.max.idle.ms" || key == "send.buffer.bytes" || key == "receive.buffer.bytes") {
+    return value != "-1";
+  }
+  return key == "metadata.recovery.rebootstrap.trigger.ms" || key == "socket.connection.setup.timeout.max.ms";
 }
 
 bool secret_key(std::string_view key) {
@@ -406,45 +539,92 @@ Config::Config(std::initializer_list<std::pair<std::string, std::string>> values
 Config& Config::set(const std::string& key, const std::string& value) {
   const ConfigKey& k = require_key(key);
   const std::string stored = normalize(k, value);
-  check_value(k, stored);
-  values_[key] = stored;
+  if (const key_alias* alias = find_alias(key)) {
+    try {
+      check_value(k, stored);
+    } catch (const Error& e) {
+      invalid(fmt::format("{} ({} for {}): {}", key, alias->origin, k.name, e.what()));
+    }
+  } else {
+    check_value(k, stored);
+  }
+  values_[std::string(k.name)] = stored;
   return *this;
 }
 
 Config Config::from_properties(std::string_view text, std::vector<std::string>* ignored) {
   Config c;
   std::vector<std::string> skipped;
-  const auto props = parse_properties(text);
-  std::string security = "PLAINTEXT";
-  for (const auto& p : props) {
-    if (p.key == "security.protocol") security = lower(p.value);
-  }
-  for (const auto& p : props) {
-    // Java's key and trust stores (JKS, PKCS12) are not read: a secured connection without the
-    // trust or identity the file asks for must not start, so they are an error, with the keys to
-    // use instead.
-    if (security != "plaintext" && find_key(p.key) == nullptr &&
-        (p.key.rfind("ssl.truststore.", 0) == 0 || p.key.rfind("ssl.keystore.", 0) == 0)) {
-      invalid(fmt::format("line {}: {}: Java key and trust stores are not supported; use ssl.ca.location "
-                          "(trusted CAs, PEM) and ssl.certificate.location + ssl.key.location (client identity, PEM)",
-                          p.line, p.key));
-    }
-    if (find_key(p.key) == nullptr &&
-        (foreign_key(p.key) || p.key.rfind("ssl.", 0) == 0 || p.key.rfind("sasl.", 0) == 0)) {
-      skipped.push_back(p.key);
+  std::vector<std::string> unused;  // the Java consumer's keys that change nothing here
+  // Where each table key was last set, and under which spelling (an alias or its own name).
+  struct origin {
+    std::string spelling;
+    std::string value;
+    int line = 0;
+  };
+  std::map<std::string, origin, std::less<>> set_at;
+  for (const auto& p : parse_properties(text)) {
+    if (const ConfigKey* k = find_key(canonical(p.key))) {
+      try {
+        c.set(p.key, p.value);
+      } catch (const Error& e) {
+        invalid(fmt::format("line {}: {}", p.line, e.what()));
+      }
+      // Two spellings of one setting: the later line wins, as for a repeated key; different
+      // values are worth a warning (names and lines only: the values may be secrets).
+      auto [it, first] = set_at.try_emplace(std::string(k->name), origin{p.key, p.value, p.line});
+      if (!first) {
+        if (it->second.spelling != p.key && it->second.value != p.value) {
+          logger()->warn(
+              "configuration line {}: {} overrides {} of line {}, the same setting ({}); the last line wins",
+              p.line, p.key, it->second.spelling, it->second.line, k->name);
+        }
+        it->second = origin{p.key, p.value, p.line};
+      }
       continue;
     }
-    try {
-      c.set(p.key, p.value);
-    } catch (const Error& e) {
-      invalid(fmt::format("line {}: {}", p.line, e.what()));
+    // As the Java client, a key that is not the consumer's is ignored with a warning ("supplied
+    // but isn't a known config"); kgroup also names the key a near miss probably meant. Never a
+    // value: a Schema Registry's user info or a broken JAAS line may be one.
+    if (!property_name(p.key)) {
+      skipped.push_back(fmt::format("(line {})", p.line));
+      logger()->warn(
+          "configuration line {}: a key that is not a property name (not shown: it may be part of a value "
+          "split from its line, e.g. a JAAS line continued without a backslash); ignored",
+          p.line);
+      continue;
+    }
+    skipped.push_back(p.key);
+    if (java_consumer_unused(p.key)) {
+      unused.push_back(p.key);
+    } else if (java_consumer_unsupported(p.key)) {
+      logger()->warn("configuration line {}: '{}' is a Java consumer key kgroup does not implement; ignored",
+                     p.line, p.key);
+    } else {
+      const ConfigKey* meant = other_client_key(p.key) ? nullptr : near_miss(p.key);
+      logger()->warn(
+          "configuration line {}: '{}' is not a consumer key (another client's or a typo){}; ignored", p.line,
+          p.key, meant != nullptr ? fmt::format(" (did you mean '{}'?)", meant->name) : "");
     }
   }
-  if (!skipped.empty()) {
+  const auto joined = [](const std::vector<std::string>& keys) {
     std::string names;
-    for (const auto& k : skipped) names += (names.empty() ? "" : ", ") + k;
-    logger()->warn("configuration: {} key(s) of other Kafka clients ignored (supplied but not used by kgroup): {}",
-                   skipped.size(), names);
+    for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k;
+    return names;
+  };
+  if (!unused.empty()) {
+    logger()->info("configuration: the Java consumer's {} mean nothing to kgroup and are ignored: {}",
+                   unused.size() == 1 ? "key" : "keys", joined(unused));
+  }
+  std::vector<std::string> accepted;
+  for (const auto& [key, value] : c.values_) {
+    if (not_acted_on(key, value)) accepted.push_back(key);
+  }
+  if (!accepted.empty()) {
+    logger()->info(
+        "configuration: accepted but not acted on yet (see docs/configuration.md for what kgroup does "
+        "instead): {}",
+        joined(accepted));
   }
   if (ignored != nullptr) *ignored = std::move(skipped);
   return c;
@@ -473,7 +653,7 @@ std::string Config::to_string() const {
 
 std::string Config::get(std::string_view key) const {
   const ConfigKey& k = require_key(key);
-  auto it = values_.find(key);
+  auto it = values_.find(k.name);
   return it != values_.end() ? it->second : std::string(k.default_value);
 }
 
@@ -491,7 +671,9 @@ std::chrono::milliseconds Config::get_ms(std::string_view key) const {
 
 std::vector<std::string> Config::get_list(std::string_view key) const { return split_list(get(key)); }
 
-bool Config::is_set(std::string_view key) const { return values_.find(key) != values_.end(); }
+bool Config::is_set(std::string_view key) const {
+  return values_.find(canonical(key)) != values_.end();
+}
 
 void Config::validate() const {
   auto servers = get_list("bootstrap.servers");

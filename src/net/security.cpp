@@ -1,6 +1,7 @@
 #include "net/security.hpp"
 
 #include <openssl/err.h>
+#include <openssl/pkcs12.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -8,6 +9,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include <boost/asio/ip/address.hpp>
@@ -75,13 +78,139 @@ struct key_passphrase {
   }
 };
 
+// A store's password, wiped when it goes.
+struct store_password {
+  std::string value;
+  explicit store_password(std::string v) : value(std::move(v)) {}
+  store_password(const store_password&) = delete;
+  store_password& operator=(const store_password&) = delete;
+  ~store_password() { OPENSSL_cleanse(value.data(), value.size()); }
+};
+
+// What a PKCS#12 file holds, owned.
+struct pkcs12_contents {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key{nullptr, &EVP_PKEY_free};
+  std::unique_ptr<X509, decltype(&X509_free)> cert{nullptr, &X509_free};
+  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> others{
+      nullptr, [](STACK_OF(X509) * s) { sk_X509_pop_free(s, X509_free); }};
+};
+
+// Reads the PKCS#12 file at `path` (ssl.keystore.location or ssl.truststore.location, `key`) with
+// `password_key`'s password; a truststore (`certificates_only`) may have none. Java's JKS format is refused
+// with the command that converts it: OpenSSL cannot read it. Messages name keys and the path, never the
+// password.
+pkcs12_contents read_pkcs12(const char* key, const std::string& path, const char* password_key,
+                            const std::string& password, bool certificates_only) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) invalid(fmt::format("{}: cannot read '{}'", key, path));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() >= 4 && static_cast<unsigned char>(bytes[0]) == 0xFE &&
+      static_cast<unsigned char>(bytes[1]) == 0xED && static_cast<unsigned char>(bytes[2]) == 0xFE &&
+      static_cast<unsigned char>(bytes[3]) == 0xED) {
+    invalid(
+        fmt::format("{}: '{}' is a JKS keystore, which kgroup cannot read (OpenSSL reads PKCS#12 and PEM); "
+                    "convert it with keytool -importkeystore -srckeystore '{}' -destkeystore store.p12 "
+                    "-deststoretype PKCS12",
+                    key, path, path));
+  }
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::unique_ptr<PKCS12, decltype(&PKCS12_free)> p12(
+      d2i_PKCS12(nullptr, &data, static_cast<long>(bytes.size())), &PKCS12_free);
+  if (!p12) {
+    ERR_clear_error();
+    invalid(fmt::format("{}: '{}' is not a PKCS#12 file (set {} to PEM for a PEM file)", key, path,
+                        std::string(key).replace(std::string(key).rfind('.'), std::string::npos, ".type")));
+  }
+  // Java checks a store's integrity only when it has a password; so does kgroup.
+  const char* pw = password.empty() ? nullptr : password.c_str();
+  if (pw != nullptr && PKCS12_mac_present(p12.get()) == 1 &&
+      PKCS12_verify_mac(p12.get(), pw, static_cast<int>(password.size())) != 1) {
+    ERR_clear_error();
+    invalid(fmt::format("{}: the integrity check of '{}' failed: wrong {}?", key, path, password_key));
+  }
+  pkcs12_contents out;
+  if (pw == nullptr && certificates_only) {
+    // A truststore without password, as Java reads one: the certificates of its unencrypted parts.
+    std::unique_ptr<STACK_OF(PKCS7), void (*)(STACK_OF(PKCS7)*)> safes(
+        PKCS12_unpack_authsafes(p12.get()), [](STACK_OF(PKCS7) * s) { sk_PKCS7_pop_free(s, PKCS7_free); });
+    out.others.reset(sk_X509_new_null());
+    bool encrypted = false;
+    for (int i = 0; safes && i < sk_PKCS7_num(safes.get()); ++i) {
+      PKCS7* safe = sk_PKCS7_value(safes.get(), i);
+      if (OBJ_obj2nid(safe->type) != NID_pkcs7_data) {
+        encrypted = true;
+        continue;
+      }
+      std::unique_ptr<STACK_OF(PKCS12_SAFEBAG), void (*)(STACK_OF(PKCS12_SAFEBAG)*)> bags(
+          PKCS12_unpack_p7data(safe),
+          [](STACK_OF(PKCS12_SAFEBAG) * b) { sk_PKCS12_SAFEBAG_pop_free(b, PKCS12_SAFEBAG_free); });
+      for (int j = 0; bags && j < sk_PKCS12_SAFEBAG_num(bags.get()); ++j) {
+        const PKCS12_SAFEBAG* bag = sk_PKCS12_SAFEBAG_value(bags.get(), j);
+        if (PKCS12_SAFEBAG_get_nid(bag) != NID_certBag) continue;
+        if (X509* cert = PKCS12_SAFEBAG_get1_cert(bag)) sk_X509_push(out.others.get(), cert);
+      }
+    }
+    ERR_clear_error();
+    if (sk_X509_num(out.others.get()) == 0 && encrypted) {
+      invalid(fmt::format("{}: the certificates in '{}' are encrypted and {} is not set", key, path,
+                          password_key));
+    }
+    return out;
+  }
+  EVP_PKEY* k = nullptr;
+  X509* c = nullptr;
+  STACK_OF(X509)* others = nullptr;
+  if (PKCS12_parse(p12.get(), pw, &k, &c, &others) != 1) {
+    const unsigned long code = ERR_peek_last_error();
+    ERR_clear_error();
+    const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
+    invalid(
+        fmt::format("{}: cannot read '{}' ({}{}; a store written with old RC2 or 3DES encryption needs "
+                    "converting, e.g. keytool -importkeystore with a current JDK)",
+                    key, path, reason != nullptr ? reason : "unknown reason",
+                    password.empty() ? fmt::format(", and {} is not set", password_key) : ""));
+  }
+  out.key.reset(k);
+  out.cert.reset(c);
+  out.others.reset(others);
+  return out;
+}
+
 std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
-  ctx->set_verify_mode(ssl::verify_peer);
+  // enable.ssl.certificate.verification=false (librdkafka's key): any certificate is accepted.
+  ctx->set_verify_mode(cfg.get_bool("enable.ssl.certificate.verification") ? ssl::verify_peer
+                                                                           : ssl::verify_none);
   const std::string ca_pem = cfg.get("ssl.ca.pem");
   const std::string ca = cfg.get("ssl.ca.location");
-  if (!ca_pem.empty()) {
+  const std::string truststore = cfg.get("ssl.truststore.location");
+  if (!truststore.empty() && (!ca_pem.empty() || !ca.empty())) {
+    invalid(fmt::format("ssl.truststore.location and {} both name the trusted CAs: set one",
+                        ca_pem.empty() ? "ssl.ca.location" : "ssl.ca.pem (or ssl.truststore.certificates)"));
+  }
+  if (!truststore.empty() && cfg.get("ssl.truststore.type") == "PEM") {
+    load("ssl.truststore.location", "the CA file '" + truststore + "'",
+         [&] { ctx->load_verify_file(truststore); });
+  } else if (!truststore.empty()) {
+    const store_password password{cfg.get("ssl.truststore.password")};
+    const auto store =
+        read_pkcs12("ssl.truststore.location", truststore, "ssl.truststore.password", password.value,
+                    /*certificates_only=*/true);
+    X509_STORE* trusted = SSL_CTX_get_cert_store(ctx->native_handle());
+    int added = 0;
+    const auto add = [&](X509* cert) {
+      if (X509_STORE_add_cert(trusted, cert) != 1) {
+        ERR_clear_error();  // a duplicate
+      } else {
+        ++added;
+      }
+    };
+    if (store.cert) add(store.cert.get());
+    for (int i = 0; store.others && i < sk_X509_num(store.others.get()); ++i)
+      add(sk_X509_value(store.others.get(), i));
+    if (added == 0) invalid(fmt::format("ssl.truststore.location: '{}' holds no certificate", truststore));
+  } else if (!ca_pem.empty()) {
     load("ssl.ca.pem", "the CA certificates", [&] { ctx->add_certificate_authority(boost::asio::buffer(ca_pem)); });
   } else if (!ca.empty()) {
     std::error_code ec;
@@ -115,6 +244,47 @@ std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
   const std::string cert_pem = cfg.get("ssl.certificate.pem");
   const std::string key = cfg.get("ssl.key.location");
   const std::string key_pem = cfg.get("ssl.key.pem");
+  const std::string keystore = cfg.get("ssl.keystore.location");
+  if (!keystore.empty()) {
+    if (!cert.empty() || !cert_pem.empty() || !key.empty() || !key_pem.empty()) {
+      invalid(
+          "ssl.keystore.location and ssl.certificate.* / ssl.key.location / ssl.key.pem (or "
+          "ssl.keystore.certificate.chain / ssl.keystore.key) both name the client identity: set one");
+    }
+    if (cfg.get("ssl.keystore.type") == "PEM") {
+      // KIP-651: one PEM file with the certificate chain and the key (encrypted: ssl.key.password).
+      load("ssl.keystore.location", "the client certificate in '" + keystore + "'",
+           [&] { ctx->use_certificate_chain_file(keystore); });
+      load_with(key_error("ssl.keystore.location", "the client key in '" + keystore + "'"),
+                [&] { ctx->use_private_key_file(keystore, ssl::context::pem); });
+    } else {
+      const store_password password{cfg.get("ssl.keystore.password")};
+      const auto store =
+          read_pkcs12("ssl.keystore.location", keystore, "ssl.keystore.password", password.value,
+                      /*certificates_only=*/false);
+      if (!store.cert || !store.key) {
+        invalid(fmt::format("ssl.keystore.location: '{}' holds no {}", keystore,
+                            store.cert ? "private key" : "certificate with its private key"));
+      }
+      SSL_CTX* native = ctx->native_handle();
+      if (SSL_CTX_use_certificate(native, store.cert.get()) != 1 ||
+          SSL_CTX_use_PrivateKey(native, store.key.get()) != 1) {
+        ERR_clear_error();
+        invalid(fmt::format("ssl.keystore.location: cannot use the certificate and key of '{}'", keystore));
+      }
+      for (int i = 0; store.others && i < sk_X509_num(store.others.get()); ++i) {
+        if (SSL_CTX_add1_chain_cert(native, sk_X509_value(store.others.get(), i)) != 1) {
+          ERR_clear_error();
+          invalid(fmt::format("ssl.keystore.location: cannot use the certificate chain of '{}'", keystore));
+        }
+      }
+    }
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      ERR_clear_error();
+      invalid("ssl.keystore.location: the client key does not belong to the client certificate");
+    }
+    return ctx;
+  }
   if (!cert_pem.empty()) {
     load("ssl.certificate.pem", "the client certificate",
          [&] { ctx->use_certificate_chain(boost::asio::buffer(cert_pem)); });
@@ -355,8 +525,14 @@ std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
   s->protocol = protocol;
   if (protocol == "SSL" || protocol == "SASL_SSL") {
     s->tls = make_tls_context(cfg);
-    s->verify_hostname = cfg.get("ssl.endpoint.identification.algorithm") == "https";
-    if (!s->verify_hostname) {
+    const bool verify_certificates = cfg.get_bool("enable.ssl.certificate.verification");
+    s->verify_hostname = verify_certificates && cfg.get("ssl.endpoint.identification.algorithm") == "https";
+    if (!verify_certificates) {
+      logger()->warn(
+          "enable.ssl.certificate.verification=false: brokers' certificates are not verified at all, so "
+          "any server can pose as a broker (a machine in the middle can read and change everything); "
+          "for tests only");
+    } else if (!s->verify_hostname) {
       logger()->warn("ssl.endpoint.identification.algorithm=none: brokers' certificates are not checked against their "
                      "addresses, so any certificate the trusted CAs signed is accepted (a machine in the middle "
                      "with one can read and change everything)");

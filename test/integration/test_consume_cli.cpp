@@ -683,7 +683,7 @@ TEST_CASE("kgroup-consume: --partition consumes exactly the named partitions, wi
   }
 }
 
-TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other clients are skipped with a warning",
+TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other clients are ignored with a warning",
           "[cli]") {
   kgroup::test::mock_cluster mc(1);
   mc.create_topic("orders", 2);
@@ -695,6 +695,7 @@ TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other client
         << "bootstrap.servers=" << mc.bootstrap_servers() << "\n"
         << "group.id=g-cli-file\n"
         << "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+        << "schema.registry.url=http://registry:8081\n"
         << "session.timeout.ms: 6000\n"
         << "heartbeat.interval.ms 500\n";
   }
@@ -702,7 +703,7 @@ TEST_CASE("kgroup-consume: -F reads a Java properties file; keys of other client
   const auto code = p.wait_exit(40s);
   check_clean_stop(p, code, 20);
   CHECK(record_lines(p).size() == 20);
-  CHECK_THAT(p.stderr_text(), Catch::Contains("key.deserializer"));
+  CHECK_THAT(p.stderr_text(), Catch::Contains("'schema.registry.url'"));
   // group.id came from the file: the auto-commit on close stored the 20 records there.
   kgroup::Consumer check(kgroup::Config{{"bootstrap.servers", mc.bootstrap_servers()}, {"group.id", "g-cli-file"}});
   std::int64_t committed = 0;

@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -136,6 +137,28 @@ issued make(const cert_spec& spec, const issued* issuer) {
   return out;
 }
 
+// A PKCS#12 store (AES-256-CBC, PBKDF2, a MAC under `password`): with `key`, a keystore (the
+// key, `cert` and `chain`, all encrypted); without, a truststore of `cert`, not encrypted (as
+// `openssl pkcs12 -export -certpbe NONE` writes one), readable without its password as Java reads it.
+std::string pkcs12_der(EVP_PKEY* key, X509* cert, X509* chain, const std::string& password) {
+  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> cas(sk_X509_new_null(),
+                                                                 [](STACK_OF(X509) * s) { sk_X509_free(s); });
+  if (chain != nullptr) sk_X509_push(cas.get(), chain);
+  if (key == nullptr) sk_X509_push(cas.get(), cert);
+  std::unique_ptr<PKCS12, decltype(&PKCS12_free)> p12(
+      PKCS12_create(password.c_str(), "kgroup", key, key != nullptr ? cert : nullptr, cas.get(),
+                    NID_aes_256_cbc, key != nullptr ? NID_aes_256_cbc : -1, PKCS12_DEFAULT_ITER,
+                    PKCS12_DEFAULT_ITER, 0),
+      &PKCS12_free);
+  if (!p12) fail("PKCS12_create");
+  unsigned char* der = nullptr;
+  const int n = i2d_PKCS12(p12.get(), &der);
+  if (n <= 0) fail("i2d_PKCS12");
+  std::string out(reinterpret_cast<const char*>(der), static_cast<std::size_t>(n));
+  OPENSSL_free(der);
+  return out;
+}
+
 cert_and_key save(const std::string& dir, const std::string& name, const issued& i) {
   cert_and_key out;
   out.cert_pem = cert_pem(i.cert.get());
@@ -178,6 +201,14 @@ test_pki::test_pki() {
   client_key_password = "kgroup-test-key-password";
   client_key_encrypted_pem = key_pem(client_i.key.get(), client_key_password);
   client_key_encrypted_path = write_file(directory, "client-encrypted.key", client_key_encrypted_pem);
+  keystore_password = "kgroup-test-keystore-password";
+  truststore_password = "kgroup-test-truststore-password";
+  client_keystore_p12_path =
+      write_file(directory, "client.keystore.p12",
+                 pkcs12_der(client_i.key.get(), client_i.cert.get(), ca_i.cert.get(), keystore_password));
+  ca_truststore_p12_path = write_file(directory, "ca.truststore.p12",
+                                      pkcs12_der(nullptr, ca_i.cert.get(), nullptr, truststore_password));
+  client_keystore_pem_path = write_file(directory, "client.keystore.pem", client.cert_pem + client.key_pem);
 }
 
 test_pki::~test_pki() {

@@ -49,6 +49,16 @@ class test_pki {
   std::string client_key_encrypted_path;
   std::string client_key_password;
 
+  /// Java's stores (issue 35): `client`'s key, certificate and the CA as a PKCS#12 keystore
+  /// (ssl.keystore.location) under keystore_password; the CA alone as a PKCS#12 truststore
+  /// (ssl.truststore.location) under truststore_password; `client`'s certificate and key in one
+  /// PEM file (ssl.keystore.type=PEM, KIP-651).
+  std::string client_keystore_p12_path;
+  std::string keystore_password;
+  std::string ca_truststore_p12_path;
+  std::string truststore_password;
+  std::string client_keystore_pem_path;
+
   test_pki(const test_pki&) = delete;
   test_pki& operator=(const test_pki&) = delete;
   ~test_pki();

@@ -1,6 +1,6 @@
 // Config: strict keys in code (did-you-mean), case-insensitive booleans and enums, Java assignor
-// class names, Java .properties files (syntax, keys of other clients skipped with one warning,
-// unsupported security refused), and the redacted description logged at startup.
+// class names, Java .properties files (syntax; keys kgroup does not load ignored with a warning
+// each, as Java; librdkafka's spellings as aliases), and the redacted description logged at startup.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -10,6 +10,7 @@
 
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
+#include "log_capture.hpp"
 
 using kgroup::Config;
 
@@ -97,49 +98,284 @@ TEST_CASE("config: a \\u surrogate pair in a properties file is one UTF-8 charac
   }
 }
 
-TEST_CASE("config: a properties file of another Kafka client: its keys are skipped, typos and unsupported "
-          "security are refused",
-          "[config]") {
+TEST_CASE(
+    "config: a properties file of another Kafka client: keys kgroup does not load are ignored with a "
+    "warning each, as Java warns",
+    "[config]") {
+  kgroup::test::log_capture log;
   std::vector<std::string> ignored;
   const Config c = Config::from_properties(
       "bootstrap.servers=localhost:9092\n"
       "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
       "value.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
-      "client.dns.lookup=use_all_dns_ips\n"
       "acks=all\n"
       "security.protocol=PLAINTEXT\n"
-      "ssl.truststore.location=/etc/kafka/truststore.jks\n"
       "group.protocol=classic\n"
       "enable.auto.commit=False\n",
       &ignored);
-  CHECK(ignored == std::vector<std::string>{"key.deserializer", "value.deserializer", "client.dns.lookup", "acks",
-                                            "ssl.truststore.location"});
+  CHECK(ignored == std::vector<std::string>{"key.deserializer", "value.deserializer", "acks"});
   CHECK(c.get("group.protocol") == "classic");
   CHECK(c.get("enable.auto.commit") == "false");
+  // The Java consumer's own keys that mean nothing in C++ are listed once at info; a key that is
+  // not the consumer's gets a warning with its line.
+  CHECK(log.has(kgroup::LogLevel::info, {"key.deserializer", "value.deserializer"}));
+  CHECK_FALSE(log.has_warning({"key.deserializer"}));
+  CHECK(log.has_warning({"line 4", "'acks'", "ignored"}));
 
-  // A near miss of a kgroup key is a typo, not another client's key.
-  const auto typo = error_of([] { Config::from_properties("bootstrap.servers=x:1\nsession.timout.ms=100\n"); });
-  CHECK(typo.find("line 2") != std::string::npos);
-  CHECK(typo.find("did you mean 'session.timeout.ms'") != std::string::npos);
-  CHECK(error_of([] { Config::from_properties("no.such.key=1\n"); }).find("unknown configuration key") !=
+  // As Java ("supplied but isn't a known config"), an unknown key is ignored with a warning; a
+  // near miss of a kgroup key says which one was probably meant.
+  log.clear();
+  const Config typo =
+      Config::from_properties("bootstrap.servers=x:1\nsession.timout.ms=100\nno.such.key=1\n");
+  CHECK_FALSE(typo.is_set("session.timeout.ms"));
+  CHECK(log.has_warning({"line 2", "'session.timout.ms'", "did you mean 'session.timeout.ms'"}));
+  CHECK(log.has_warning({"line 3", "'no.such.key'"}));
+  // A bad value of a key kgroup knows is still an error, with the line.
+  CHECK(error_of([] { Config::from_properties("auto.offset.reset=sometimes\n"); }).find("line 1") !=
         std::string::npos);
-  // Security the file asks for is never dropped silently: Java's stores cannot be read, so a
-  // secured file that names them is refused (naming the keys to use).
-  const auto stores = error_of([] {
-    Config::from_properties("security.protocol=SSL\nssl.truststore.location=/etc/kafka/truststore.jks\n"
-                            "ssl.truststore.password=changeit\n");
-  });
-  CHECK(stores.find("line 2: ssl.truststore.location") != std::string::npos);
-  CHECK(stores.find("ssl.ca.location") != std::string::npos);
-  CHECK(stores.find("changeit") == std::string::npos);
+
   const Config secured = Config::from_properties(
       "security.protocol=sasl_ssl\nsasl.mechanism=PLAIN\n"
       "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" "
       "password=\"secret-line\";\n");
   CHECK(secured.get("security.protocol") == "SASL_SSL");
   CHECK(secured.to_string().find("secret-line") == std::string::npos);
-  CHECK(error_of([] { Config::from_properties("auto.offset.reset=sometimes\n"); }).find("line 1") !=
+}
+
+namespace {
+
+// Every line logged at any level, for "never logged" checks.
+std::string everything(const kgroup::test::log_capture& log) {
+  std::string out;
+  for (const auto& [level, line] : log.lines()) out += line + "\n";
+  return out;
+}
+
+std::size_t warnings(const kgroup::test::log_capture& log) {
+  std::size_t n = 0;
+  for (const auto& [level, line] : log.lines()) n += level >= kgroup::LogLevel::warn ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// Issue 35, item 7: the files users already have. This one is a Java 4.x consumer's, with the keys
+// a team's shared file picks up from its producers and Streams apps.
+TEST_CASE(
+    "config: a Java 4.x consumer.properties loads; other clients' keys are warned about, 4.x keys kgroup "
+    "does not act on yet are accepted and said so once",
+    "[config]") {
+  kgroup::test::log_capture log;
+  const std::string file =
+      "# see org.apache.kafka.clients.consumer.ConsumerConfig for more details\n"
+      "bootstrap.servers=kafka-1:9092,kafka-2:9092\n"
+      "group.id=orders-consumer\n"
+      "client.id=orders-1\n"
+      "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+      "value.deserializer=io.confluent.kafka.serializers.KafkaAvroDeserializer\n"
+      "auto.offset.reset=earliest\n"
+      "enable.auto.commit=false\n"
+      "isolation.level=read_committed\n"
+      "max.poll.records=200\n"
+      "# Kafka 4.x\n"
+      "metadata.recovery.strategy=rebootstrap\n"
+      "metadata.recovery.rebootstrap.trigger.ms=300000\n"
+      "enable.metrics.push=true\n"
+      "client.dns.lookup=use_all_dns_ips\n"
+      "connections.max.idle.ms=540000\n"
+      "send.buffer.bytes=131072\n"
+      "receive.buffer.bytes=-1\n"
+      "socket.connection.setup.timeout.max.ms=30000\n"
+      "metrics.recording.level=INFO\n"
+      "# shared with the producers and the Streams app\n"
+      "acks=all\n"
+      "linger.ms=5\n"
+      "application.id=orders-app\n"
+      "processing.guarantee=exactly_once_v2\n"
+      "schema.registry.url=http://registry:8081\n";
+  std::vector<std::string> ignored;
+  const Config c = Config::from_properties(file, &ignored);
+  CHECK(c.get("group.id") == "orders-consumer");
+  CHECK(c.get("auto.offset.reset") == "earliest");
+  CHECK(c.get_int("max.poll.records") == 200);
+  // The 4.x keys load, with their values (validated)...
+  CHECK(c.get("metadata.recovery.strategy") == "rebootstrap");
+  CHECK(c.get_int("metadata.recovery.rebootstrap.trigger.ms") == 300000);
+  CHECK(c.get_bool("enable.metrics.push"));
+  CHECK(c.get("client.dns.lookup") == "use_all_dns_ips");
+  CHECK(c.get_int("connections.max.idle.ms") == 540000);
+  CHECK(c.get_int("send.buffer.bytes") == 131072);
+  CHECK(c.get_int("receive.buffer.bytes") == -1);
+  CHECK(c.get_int("socket.connection.setup.timeout.max.ms") == 30000);
+  // ... and one info line says which of them kgroup does not act on yet.
+  CHECK(log.has(kgroup::LogLevel::info, {"not acted on", "metadata.recovery.strategy", "enable.metrics.push",
+                                         "connections.max.idle.ms", "send.buffer.bytes"}));
+  // One warning per key that is not the consumer's, none for the consumer's own.
+  CHECK(ignored == std::vector<std::string>{"key.deserializer", "value.deserializer",
+                                            "metrics.recording.level", "acks", "linger.ms", "application.id",
+                                            "processing.guarantee", "schema.registry.url"});
+  INFO(log.problems());
+  CHECK(warnings(log) == 5);
+  for (const char* key :
+       {"acks", "linger.ms", "application.id", "processing.guarantee", "schema.registry.url"}) {
+    CHECK(log.has_warning({std::string("'") + key + "'"}));
+  }
+  CHECK(everything(log).find("registry:8081") == std::string::npos);
+  CHECK_NOTHROW(c.validate());
+
+  // The same keys in code: a Java 4.x key is accepted, another client's is refused, clearly.
+  Config code;
+  code.set("metadata.recovery.strategy", "NONE")
+      .set("client.dns.lookup", "resolve_canonical_bootstrap_servers_only");
+  CHECK(code.get("metadata.recovery.strategy") == "none");
+  for (const char* key :
+       {"acks", "linger.ms", "application.id", "processing.guarantee", "schema.registry.url"}) {
+    INFO(key);
+    CHECK(error_of([&] {
+            code.set(key, "x");
+          }).find(std::string("unknown configuration key '") + key + "'") != std::string::npos);
+  }
+  // Their values are checked as Java checks them.
+  CHECK(error_of([] {
+          Config::from_properties("metadata.recovery.strategy=sometimes\n");
+        }).find("line 1: metadata.recovery.strategy") != std::string::npos);
+  CHECK(error_of([] {
+          Config::from_properties("\nsend.buffer.bytes=-2\n");
+        }).find("line 2: send.buffer.bytes") != std::string::npos);
+  CHECK(error_of([] {
+          Config{{"connections.max.idle.ms", "soon"}};
+        }).find("not an integer") != std::string::npos);
+  CHECK(error_of([] {
+          Config{{"client.dns.lookup", "default"}};
+        }).find("use_all_dns_ips") != std::string::npos);
+}
+
+// The template Confluent Cloud's console gives Java clients, filled in.
+TEST_CASE(
+    "config: a Confluent Cloud Java client template loads; its Schema Registry and producer keys are warned "
+    "about by name, never with their secret values",
+    "[config]") {
+  kgroup::test::log_capture log;
+  const std::string file =
+      "# Required connection configs for Kafka producer, consumer, and admin\n"
+      "bootstrap.servers=pkc-abc12.eu-west-1.aws.confluent.cloud:9092\n"
+      "security.protocol=SASL_SSL\n"
+      "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+      "username='KAFKAKEY7' password='kafka-SECRET-1';\n"
+      "sasl.mechanism=PLAIN\n"
+      "# Required for correctness in Apache Kafka clients prior to 2.6\n"
+      "client.dns.lookup=use_all_dns_ips\n"
+      "\n"
+      "# Best practice for higher availability in Apache Kafka clients prior to 3.0\n"
+      "session.timeout.ms=45000\n"
+      "\n"
+      "# Best practice for Kafka producer to prevent data loss\n"
+      "acks=all\n"
+      "\n"
+      "# Required connection configs for Confluent Cloud Schema Registry\n"
+      "schema.registry.url=https://psrc-xyz.eu-west-1.aws.confluent.cloud\n"
+      "basic.auth.credentials.source=USER_INFO\n"
+      "basic.auth.user.info=SRKEY9:sr-SECRET-2\n"
+      "schema.registry.basic.auth.user.info=SRKEY9:sr-SECRET-3\n";
+  std::vector<std::string> ignored;
+  const Config c = Config::from_properties(file, &ignored);
+  CHECK(c.get("security.protocol") == "SASL_SSL");
+  CHECK(c.get("sasl.mechanism") == "PLAIN");
+  CHECK(c.get_int("session.timeout.ms") == 45000);
+  CHECK(ignored == std::vector<std::string>{"acks", "schema.registry.url", "basic.auth.credentials.source",
+                                            "basic.auth.user.info", "schema.registry.basic.auth.user.info"});
+  INFO(log.problems());
+  CHECK(warnings(log) == 5);
+  CHECK(log.has_warning({"line 13", "'acks'"}));
+  CHECK(log.has_warning({"line 18", "'basic.auth.user.info'"}));
+  const std::string logged = everything(log) + c.to_string();
+  for (const char* secret : {"kafka-SECRET-1", "sr-SECRET-2", "sr-SECRET-3", "SRKEY9", "psrc-xyz"}) {
+    INFO(secret);
+    CHECK(logged.find(secret) == std::string::npos);
+  }
+  CHECK_NOTHROW(c.validate());
+  // In code the same keys are refused.
+  Config code;
+  for (const char* key : {"schema.registry.url", "basic.auth.credentials.source", "basic.auth.user.info"}) {
+    INFO(key);
+    CHECK(error_of([&] { code.set(key, "x"); }).find("unknown configuration key") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "config: a line that is not a property (a value split from its key) is warned about without its text",
+    "[config]") {
+  // A JAAS line broken without a continuation backslash: the second half reads as a key.
+  kgroup::test::log_capture log;
+  std::vector<std::string> ignored;
+  (void)Config::from_properties(
+      "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" "
+      "password=\n"
+      "    \"hunter2\";\n",
+      &ignored);
+  CHECK(ignored == std::vector<std::string>{"(line 2)"});
+  CHECK(log.has_warning({"line 2", "not a property name"}));
+  CHECK(everything(log).find("hunter2") == std::string::npos);
+}
+
+// librdkafka's names for Java's keys, as its .conf files and the Confluent librdkafka template
+// spell them.
+TEST_CASE(
+    "config: librdkafka's spellings are aliases of the Java keys, in files and in code; the last one set "
+    "wins",
+    "[config]") {
+  kgroup::test::log_capture log;
+  const std::string file =
+      "# librdkafka consumer configuration\n"
+      "bootstrap.servers=broker:9092\n"
+      "group.id=g\n"
+      "security.protocol=SASL_SSL\n"
+      "sasl.mechanisms=SCRAM-SHA-512\n"
+      "sasl.username=alice\n"
+      "sasl.password=alice-SECRET\n"
+      "fetch.wait.max.ms=250\n"
+      "fetch.message.max.bytes=2097152\n"
+      "enable.ssl.certificate.verification=false\n"
+      "socket.keepalive.enable=true\n"
+      "enable.partition.eof=true\n";
+  std::vector<std::string> ignored;
+  const Config c = Config::from_properties(file, &ignored);
+  CHECK(c.get("sasl.mechanism") == "SCRAM-SHA-512");
+  CHECK(c.get_int("fetch.max.wait.ms") == 250);
+  CHECK(c.get_int("max.partition.fetch.bytes") == 2097152);
+  CHECK_FALSE(c.get_bool("enable.ssl.certificate.verification"));
+  CHECK(c.get_bool("socket.keepalive.enable"));
+  // An alias reads and reports as the Java key it names.
+  CHECK(c.get("fetch.wait.max.ms") == "250");
+  CHECK(c.is_set("fetch.wait.max.ms"));
+  CHECK(c.to_string().find("fetch.max.wait.ms=250") != std::string::npos);
+  CHECK(c.to_string().find("fetch.wait.max.ms") == std::string::npos);
+  CHECK(ignored == std::vector<std::string>{"enable.partition.eof"});
+  INFO(log.problems());
+  CHECK(warnings(log) == 1);
+  CHECK(log.has_warning({"line 12", "'enable.partition.eof'"}));
+  CHECK(everything(log).find("alice-SECRET") == std::string::npos);
+
+  // In code as well; set in both spellings, the last one wins (as a key repeated in a file).
+  Config code;
+  code.set("fetch.max.wait.ms", "100").set("fetch.wait.max.ms", "200");
+  CHECK(code.get_int("fetch.max.wait.ms") == 200);
+  code.set("fetch.max.wait.ms", "300");
+  CHECK(code.get_int("fetch.max.wait.ms") == 300);
+  code.set("sasl.mechanisms", "plain");
+  CHECK(code.get("sasl.mechanism") == "PLAIN");
+  CHECK(error_of([&] { code.set("fetch.message.max.bytes", "-1"); }).find("max.partition.fetch.bytes") !=
         std::string::npos);
+
+  // In a file, both spellings with different values: the later line wins, and a warning names both
+  // keys (never a value).
+  log.clear();
+  const Config both = Config::from_properties(
+      "fetch.wait.max.ms=250\nfetch.max.wait.ms=100\n"
+      "sasl.password=one-SECRET\nsasl.password=two-SECRET\n");
+  CHECK(both.get_int("fetch.max.wait.ms") == 100);
+  CHECK(log.has_warning({"line 2", "fetch.max.wait.ms", "fetch.wait.max.ms", "line 1"}));
+  CHECK(everything(log).find("SECRET") == std::string::npos);
 }
 
 TEST_CASE("config: load() reads a file, and names it when it cannot", "[config]") {

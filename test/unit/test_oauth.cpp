@@ -17,8 +17,14 @@
 #include <deque>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include "security/oauth.hpp"
 #include "security/sasl.hpp"
+#include "test_pki.hpp"
+
+#include <openssl/x509.h>
+#include <cstdio>
+#include <fstream>
 
 using namespace kgroup::security;
 using namespace std::chrono_literals;
@@ -523,4 +529,141 @@ TEST_CASE("security config: PLAIN or OAUTHBEARER over SASL_PLAINTEXT and identif
   REQUIRE(kgroup::net::make_transport_security(none));
   REQUIRE(sink.lines.size() == 1);
   CHECK(sink.lines[0].find("ssl.endpoint.identification.algorithm=none") != std::string::npos);
+}
+
+namespace {
+
+// The subject CN of the client certificate a TLS context presents, or "" without one.
+std::string client_certificate_cn(const kgroup::net::transport_security& sec) {
+  X509* cert = SSL_CTX_get0_certificate(sec.tls->native_handle());
+  if (cert == nullptr) return {};
+  char cn[256] = {};
+  X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+  return cn;
+}
+
+std::size_t trusted_certificates(const kgroup::net::transport_security& sec) {
+  return static_cast<std::size_t>(
+      sk_X509_OBJECT_num(X509_STORE_get0_objects(SSL_CTX_get_cert_store(sec.tls->native_handle()))));
+}
+
+}  // namespace
+
+// Issue 35, item 7: Java's stores and PEM keys, librdkafka's keystore and verification switch.
+TEST_CASE(
+    "security config: PKCS#12 keystores and truststores, PEM stores (KIP-651); JKS is refused with the way "
+    "to convert it, and no message shows a password",
+    "[oauth][config][tls]") {
+  const auto& pki = kgroup::test::test_pki::get();
+  using kgroup::Config;
+  SECTION("a PKCS#12 keystore and truststore, as Java's and librdkafka's files name them") {
+    const Config c = Config::from_properties(
+        "bootstrap.servers=h:1\nsecurity.protocol=SSL\n"
+        "ssl.keystore.type=PKCS12\n"
+        "ssl.keystore.location=" +
+        pki.client_keystore_p12_path +
+        "\n"
+        "ssl.keystore.password=" +
+        pki.keystore_password +
+        "\n"
+        "ssl.truststore.location=" +
+        pki.ca_truststore_p12_path +
+        "\n"
+        "ssl.truststore.password=" +
+        pki.truststore_password + "\n");
+    const auto sec = kgroup::net::make_transport_security(c);
+    REQUIRE(sec);
+    REQUIRE(sec->tls);
+    CHECK(client_certificate_cn(*sec) == "kgroup-test-client");
+    CHECK(trusted_certificates(*sec) == 1);
+    CHECK(c.to_string().find(pki.keystore_password) == std::string::npos);
+    CHECK(c.to_string().find(pki.truststore_password) == std::string::npos);
+  }
+  SECTION(
+      "Java's default store type (JKS) reads a PKCS#12 file, as Java 9+ does; a truststore without "
+      "password") {
+    const Config c{{"bootstrap.servers", "h:1"},
+                   {"security.protocol", "SSL"},
+                   {"ssl.keystore.location", pki.client_keystore_p12_path},
+                   {"ssl.keystore.password", pki.keystore_password},
+                   {"ssl.truststore.location", pki.ca_truststore_p12_path}};
+    const auto sec = kgroup::net::make_transport_security(c);
+    CHECK(client_certificate_cn(*sec) == "kgroup-test-client");
+    CHECK(trusted_certificates(*sec) == 1);
+  }
+  SECTION("PEM stores: the KIP-651 keys as text, and a PEM keystore file") {
+    const Config text{{"bootstrap.servers", "h:1"},
+                      {"security.protocol", "SSL"},
+                      {"ssl.keystore.type", "PEM"},
+                      {"ssl.keystore.key", pki.client.key_pem},
+                      {"ssl.keystore.certificate.chain", pki.client.cert_pem},
+                      {"ssl.truststore.type", "PEM"},
+                      {"ssl.truststore.certificates", pki.ca.cert_pem}};
+    CHECK(client_certificate_cn(*kgroup::net::make_transport_security(text)) == "kgroup-test-client");
+    CHECK(text.to_string().find("PRIVATE KEY") == std::string::npos);
+    const Config file{{"bootstrap.servers", "h:1"},   {"security.protocol", "SSL"},
+                      {"ssl.keystore.type", "PEM"},   {"ssl.keystore.location", pki.client_keystore_pem_path},
+                      {"ssl.truststore.type", "PEM"}, {"ssl.truststore.location", pki.ca.cert_path}};
+    CHECK(client_certificate_cn(*kgroup::net::make_transport_security(file)) == "kgroup-test-client");
+  }
+  SECTION("refusals") {
+    const auto keystore = [&](const std::string& path, const std::string& password) {
+      return config_error(Config{{"bootstrap.servers", "h:1"},
+                                 {"security.protocol", "SSL"},
+                                 {"ssl.keystore.location", path},
+                                 {"ssl.keystore.password", password}});
+    };
+    const auto wrong = keystore(pki.client_keystore_p12_path, "not-the-Password-9");
+    CHECK(wrong.find("ssl.keystore.password") != std::string::npos);
+    CHECK(wrong.find("not-the-Password-9") == std::string::npos);
+    const std::string jks = pki.directory + "/java.jks";
+    {
+      std::ofstream out(jks, std::ios::binary);
+      out << std::string("\xFE\xED\xFE\xED\x00\x00\x00\x02", 8) << "rest-of-a-jks";
+    }
+    const auto refused = keystore(jks, "jks-Secret-1");
+    CHECK(refused.find("JKS") != std::string::npos);
+    CHECK(refused.find("keytool -importkeystore") != std::string::npos);
+    CHECK(refused.find("jks-Secret-1") == std::string::npos);
+    CHECK(keystore(pki.client.cert_path, "").find("not a PKCS#12 file") != std::string::npos);
+    // A truststore is not a keystore: no key in it.
+    CHECK(keystore(pki.ca_truststore_p12_path, pki.truststore_password).find("holds no") !=
+          std::string::npos);
+    // Two sources of one thing are refused rather than one silently preferred.
+    const auto both = config_error(Config{{"bootstrap.servers", "h:1"},
+                                          {"security.protocol", "SSL"},
+                                          {"ssl.keystore.location", pki.client_keystore_p12_path},
+                                          {"ssl.keystore.password", pki.keystore_password},
+                                          {"ssl.certificate.location", pki.client.cert_path},
+                                          {"ssl.key.location", pki.client.key_path}});
+    CHECK(both.find("set one") != std::string::npos);
+    const auto two_trusts = config_error(Config{{"bootstrap.servers", "h:1"},
+                                                {"security.protocol", "SSL"},
+                                                {"ssl.truststore.location", pki.ca_truststore_p12_path},
+                                                {"ssl.ca.location", pki.ca.cert_path}});
+    CHECK(two_trusts.find("set one") != std::string::npos);
+    std::remove(jks.c_str());
+  }
+}
+
+TEST_CASE(
+    "security config: enable.ssl.certificate.verification=false (librdkafka's) turns off every certificate "
+    "check, with a warning",
+    "[oauth][config][tls]") {
+  lines_sink sink;
+  kgroup::detail::log_scope scope(&sink);
+  const kgroup::Config off{{"bootstrap.servers", "h:1"},
+                           {"security.protocol", "SSL"},
+                           {"enable.ssl.certificate.verification", "false"}};
+  const auto sec = kgroup::net::make_transport_security(off);
+  REQUIRE(sec);
+  CHECK(SSL_CTX_get_verify_mode(sec->tls->native_handle()) == SSL_VERIFY_NONE);
+  CHECK_FALSE(sec->verify_hostname);
+  REQUIRE(sink.lines.size() == 1);
+  CHECK(sink.lines[0].find("enable.ssl.certificate.verification=false") != std::string::npos);
+
+  const kgroup::Config on{{"bootstrap.servers", "h:1"}, {"security.protocol", "SSL"}};
+  const auto checked = kgroup::net::make_transport_security(on);
+  CHECK(SSL_CTX_get_verify_mode(checked->tls->native_handle()) == SSL_VERIFY_PEER);
+  CHECK(checked->verify_hostname);
 }
