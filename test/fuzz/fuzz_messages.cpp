@@ -54,13 +54,15 @@ template <class... Ms>
 struct message_list {};
 
 using responses = message_list<api_versions_response, metadata_response, find_coordinator_response,
-                               join_group_response, sync_group_response, heartbeat_response, leave_group_response,
-                               offset_commit_response, offset_fetch_response, list_offsets_response,
-                               fetch_response, offset_for_leader_epoch_response, describe_groups_response>;
-using requests = message_list<api_versions_request, metadata_request, find_coordinator_request, join_group_request,
-                              sync_group_request, heartbeat_request, leave_group_request, offset_commit_request,
-                              offset_fetch_request, list_offsets_request, fetch_request,
-                              offset_for_leader_epoch_request, describe_groups_request>;
+                               join_group_response, sync_group_response, heartbeat_response,
+                               leave_group_response, offset_commit_response, offset_fetch_response,
+                               list_offsets_response, fetch_response, offset_for_leader_epoch_response,
+                               describe_groups_response, share_fetch_response, share_acknowledge_response>;
+using requests =
+    message_list<api_versions_request, metadata_request, find_coordinator_request, join_group_request,
+                 sync_group_request, heartbeat_request, leave_group_request, offset_commit_request,
+                 offset_fetch_request, list_offsets_request, fetch_request, offset_for_leader_epoch_request,
+                 describe_groups_request, share_fetch_request, share_acknowledge_request>;
 
 template <class... Ms>
 int dispatch(message_list<Ms...>, int api_key, std::int16_t version, std::span<const std::uint8_t> body) {
