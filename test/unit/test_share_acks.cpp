@@ -4,11 +4,15 @@
 // forgetting a partition, close, and hostile AcquiredRecords.
 #include <chrono>
 #include <limits>
+#include <map>
+#include <random>
+#include <set>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "data/share_acks.hpp"
+#include "data/share_session.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
 
@@ -362,5 +366,164 @@ TEST_CASE("share acks: hostile AcquiredRecords", "[share_acks]") {
     res = t.on_acquired(tp1, ranges{{0, huge, 1}}, offsets{});
     CHECK(res.duplicate_offsets == static_cast<std::uint64_t>(huge) + 1);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  }
+}
+
+// The two cores together against a broker that answers at random (acquired ranges with holes,
+// re-sent ranges, acknowledgement errors, session errors, top-level errors, lost connections), in
+// explicit mode: every acknowledgement the application made ends in exactly one outcome, no
+// outcome comes from nowhere, and every batch taken is well formed.
+TEST_CASE("share acks and session: every acknowledgement ends in exactly one outcome", "[share_acks]") {
+  using kgroup::data::share::ack_map;
+  using kgroup::data::share::fetch_params;
+  using kgroup::data::share::partition_ids;
+  using kgroup::data::share::share_session;
+  using kgroup::protocol::share_fetch_request;
+  using kgroup::protocol::share_fetch_response;
+  using kgroup::protocol::uuid;
+
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };
+    const std::vector<TopicPartition> tps{tp, tp1};
+    uuid id;
+    id.bytes.fill(7);
+    partition_ids wanted;
+    for (const auto& p : tps) wanted[p] = id;
+    fetch_params params;
+    ack_tracker t;
+    share_session s;
+    std::map<TopicPartition, std::int64_t> next_offset;
+    std::map<TopicPartition, std::vector<std::int64_t>> buffer;  // acquired, not yet polled
+    std::multiset<std::pair<TopicPartition, std::int64_t>> awaiting;
+    std::string problem;
+
+    auto collect = [&] {
+      for (const auto& o : t.take_outcomes()) {
+        for (auto off : o.offsets) {
+          auto it = awaiting.find({o.tp, off});
+          if (it == awaiting.end()) {
+            problem = "an outcome nobody waits for: " + std::to_string(off);
+          } else {
+            awaiting.erase(it);
+          }
+        }
+      }
+    };
+    auto check_batches = [&](const std::vector<ack_batch>& bs) {
+      for (std::size_t i = 0; i < bs.size(); ++i) {
+        const auto& b = bs[i];
+        const bool shape =
+            b.first <= b.last &&
+            (b.types.size() == 1 || static_cast<std::int64_t>(b.types.size()) == b.last - b.first + 1);
+        const bool order = i == 0 || bs[i - 1].last < b.first;
+        bool types = true;
+        for (auto x : b.types) types = types && x >= 0 && x <= 3;
+        if (!shape || !order || !types) problem = "malformed batch at " + std::to_string(b.first);
+      }
+    };
+    auto apply = [&](const share_session::answer_result& res) {
+      for (const auto& [p, ec] : res.acks) t.complete(p, ec);
+      for (const auto& p : res.lost) {
+        t.forget(p, s.reset_cause());
+        buffer.erase(p);
+      }
+    };
+    auto send_fetch = [&] {
+      ack_map acks;
+      if (s.acks_allowed()) {
+        for (const auto& p : t.pending_partitions()) {
+          acks[p].topic_id = id;
+          acks[p].batches = t.take(p, 1 + pick(6));
+          check_batches(acks[p].batches);
+        }
+      }
+      share_fetch_request req;
+      auto built = s.build_fetch(req, 1, params, wanted, acks);
+      REQUIRE_FALSE(built.error);
+      for (const auto& [p, ec] : built.refused) t.complete(p, ec);
+    };
+    auto answer = [&](bool clean) {
+      const int kind = clean ? 0 : pick(10);
+      if (kind == 8) {
+        apply(s.on_request_failed(make_error_code(client_errc::connection_closed)));
+        return;
+      }
+      share_fetch_response r;
+      if (kind == 9) r.error_code = pick(2) ? 123 : 30;
+      for (const auto& p : tps) {
+        auto& topic = r.responses.empty() ? r.responses.emplace_back() : r.responses.back();
+        topic.topic_id = id;
+        auto& pd = topic.partitions.emplace_back();
+        pd.partition_index = p.partition;
+        pd.acknowledge_error_code = (!clean && pick(5) == 0) ? 121 : 0;
+        if (clean || pick(2)) continue;
+        // Acquired: a new range with holes, sometimes an old one again.
+        std::int64_t first = next_offset[p];
+        if (first > 0 && pick(4) == 0) first = std::max<std::int64_t>(0, first - 1 - pick(6));
+        const std::int64_t last = std::max(next_offset[p], first) + pick(8);
+        next_offset[p] = last + 1;
+        pd.acquired_records.push_back({first, last, static_cast<std::int16_t>(1 + pick(3))});
+      }
+      auto res = s.on_fetch_answer(r);
+      apply(res);
+      for (const auto& [p, pd] : res.fetched) {
+        std::vector<std::int64_t> recs;
+        for (const auto& a : pd->acquired_records) {
+          for (auto o = a.first_offset; o <= a.last_offset; ++o) {
+            if (pick(4) != 0) recs.push_back(o);
+          }
+        }
+        auto got = t.on_acquired(p, pd->acquired_records, recs);
+        REQUIRE_FALSE(got.error);
+        for (const auto& d : got.deliver) buffer[p].push_back(d.offset);
+      }
+    };
+
+    for (int step = 0; step < 300 && problem.empty(); ++step) {
+      switch (pick(4)) {
+        case 0:
+          if (!s.busy()) send_fetch();
+          break;
+        case 1:
+          if (s.busy()) answer(false);
+          break;
+        case 2: {
+          // poll: explicit mode; when something is missing the application acknowledges it.
+          const auto missing = t.begin_poll(ack_mode::explicit_mode);
+          for (const auto& [p, off] : missing) {
+            const auto type = static_cast<ack_type>(1 + pick(3));
+            if (!t.acknowledge(p, off, type)) awaiting.insert({p, off});
+          }
+          if (missing.empty()) {
+            for (auto& [p, offs] : buffer) REQUIRE(t.on_polled(p, offs) == 0);
+            buffer.clear();
+          }
+          break;
+        }
+        case 3:
+          break;
+      }
+      collect();
+    }
+    // Drain: acknowledge what is left, send and answer until nothing is pending.
+    while (!t.begin_poll(ack_mode::explicit_mode).empty()) {
+      for (const auto& [p, off] : t.begin_poll(ack_mode::explicit_mode)) {
+        if (!t.acknowledge(p, off, ack_type::accept)) awaiting.insert({p, off});
+      }
+    }
+    for (int round = 0; round < 10 && (s.busy() || !t.pending_partitions().empty()); ++round) {
+      if (s.busy()) answer(true);
+      if (!t.pending_partitions().empty()) {
+        send_fetch();
+        answer(true);
+      }
+    }
+    collect();
+    INFO(problem);
+    CHECK(problem.empty());
+    CHECK(awaiting.empty());
+    CHECK(t.pending_partitions().empty());
   }
 }
