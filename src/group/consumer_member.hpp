@@ -21,6 +21,7 @@
 
 #include "base/backoff.hpp"
 #include "group/membership.hpp"
+#include "group/topic_names.hpp"
 #include "group/types.hpp"
 #include "protocol/messages.hpp"
 
@@ -45,12 +46,10 @@ const char* to_string(consumer_member_state s) noexcept;
 /// Whether a state change is one of the documented transitions (for the checks in transition()).
 bool transition_allowed(consumer_member_state from, consumer_member_state to) noexcept;
 
-using topic_id = protocol::uuid;
-struct topic_id_less {
-  bool operator()(const topic_id& a, const topic_id& b) const noexcept { return a.bytes < b.bytes; }
-};
-/// An assignment as the coordinator speaks it: partitions by topic id.
-using id_assignment = std::map<topic_id, std::set<std::int32_t>, topic_id_less>;
+// Assignments by topic id: group/topic_names.hpp (shared with the share-group core).
+using group::id_assignment;
+using group::topic_id;
+using group::topic_id_less;
 
 struct consumer_member_options {
   std::string group_id;
