@@ -38,8 +38,9 @@ struct consumer_group_driver_options {
 /// UUIDs avoid that too: such ids look like command-line options).
 std::string make_member_id();
 
-class consumer_group_driver : public driver_base<consumer_group_driver, group::kip848::consumer_member>,
-                              public std::enable_shared_from_this<consumer_group_driver> {
+class consumer_group_driver
+    : public membership_driver_base<consumer_group_driver, group::kip848::consumer_member>,
+      public std::enable_shared_from_this<consumer_group_driver> {
  public:
   consumer_group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c,
                         consumer_group_driver_options opts, detail::shared_state& shared);
@@ -51,7 +52,7 @@ class consumer_group_driver : public driver_base<consumer_group_driver, group::k
 
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
-  using base = driver_base<consumer_group_driver, group::kip848::consumer_member>;
+  using base = membership_driver_base<consumer_group_driver, group::kip848::consumer_member>;
   /// `member` with a member id made when it has none (the core is given that; opts_ keeps the
   /// rest of the options).
   static group::kip848::consumer_member_options with_member_id(group::kip848::consumer_member_options member);

@@ -1,12 +1,19 @@
-// What the two membership drivers share (classic net/group_driver, KIP-848
-// net/consumer_group_driver): the user calls both cores take alike, the loop that drains a core's
-// actions and arms its timer, and the actions both cores emit (a listener call and its
-// cancellation, an error, the end of a leave, a changed assignment). Each driver adds its own
-// core's actions (requests, the assignor, topic names), its snapshot for the user thread and the
-// calls whose meaning differs by protocol (subscribe). What a commit failure or
-// enforce_rebalance() means is each core's decision.
+// What the membership drivers share (classic net/group_driver, KIP-848
+// net/consumer_group_driver, share groups net/share_group_driver): the user calls every core
+// takes alike (unsubscribe, close, poll called/returned, shutdown), the loop that drains a core's
+// actions and arms its timer, FindCoordinator, the requests to the coordinator, the snapshot for
+// the user thread, and the actions the cores emit alike (a listener call and its cancellation, an
+// error, the end of a leave, a changed assignment). Each driver adds its own core's actions
+// (requests, the assignor, topic names) and the calls whose meaning differs by protocol
+// (subscribe).
 //
-// CRTP: `Derived` derives from driver_base<Derived, Core> and from
+// Two layers: driver_base is the common part; membership_driver_base adds what the Consumer
+// facade asks of the classic and KIP-848 drivers (net/membership_driver.hpp: listener
+// notifications, commit failures, enforce_rebalance(), standing()). What a commit failure or
+// enforce_rebalance() means is each core's decision. The share driver has no listener and no
+// commits, so it derives from driver_base alone.
+//
+// CRTP: `Derived` derives from driver_base<Derived, Core> (or membership_driver_base) and from
 // std::enable_shared_from_this<Derived>, and gives the base (a friend) `apply(action&)`,
 // `on_coordinator(node)`, `cluster_` and `opts_`. Everything runs on the io_context's thread.
 #pragma once
@@ -32,7 +39,8 @@
 
 namespace kgroup::net {
 
-/// The facade's hooks into the membership, the same for both protocols.
+/// The Consumer facade's hooks into the membership, the same for the classic and KIP-848
+/// protocols (the share driver has its own: net/share_group_driver.hpp).
 struct membership_hooks {
   /// Run listener callbacks here, on the background thread (rebalance.listener.thread=heartbeat).
   std::function<void(const detail::listener_call&)> run_listener_inline;
@@ -41,11 +49,11 @@ struct membership_hooks {
 };
 
 template <class Derived, class Core>
-class driver_base : public membership_driver {
+class driver_base {
  public:
   using clock = std::chrono::steady_clock;
 
-  void unsubscribe() override {
+  void unsubscribe() {
     if (member_.state() == decltype(member_.state())::unsubscribed) {
       signal_left();  // nothing to leave; the waiting user thread is still told it is done
       return;
@@ -53,42 +61,23 @@ class driver_base : public membership_driver {
     member_.unsubscribe(clock::now());
     process();
   }
-  void close() override {
+  void close() {
     member_.close(clock::now());
     process();
   }
-  void poll_called() override {
+  void poll_called() {
     member_.poll_called(clock::now());
     process();
   }
-  void poll_returned() override {
+  void poll_returned() {
     member_.poll_returned(clock::now());
     process();
   }
-  void listener_done(std::uint64_t seq) override {
-    member_.listener_done(clock::now(), seq);
-    process();
-  }
-  void commit_failed(std::int32_t generation, std::int16_t code) override {
-    if (stopped_) return;
-    member_.commit_failed(clock::now(), generation, code);
-    process();
-  }
-  void enforce_rebalance(std::string reason) override {
-    member_.enforce_rebalance(clock::now(), std::move(reason));
-    process();
-  }
-  void listener_started(std::uint64_t seq) override {
-    if (stopped_) return;
-    member_.listener_started(clock::now(), seq);
-    process();  // the poll timer may run again (a callback inside poll())
-  }
   /// Stops (see stop()) and stops watching metadata.
-  void shutdown() override {
+  void shutdown() {
     stop();
     derived().cluster_->on_metadata(nullptr);
   }
-  group::standing standing() const override { return member_.standing(); }
 
  protected:
   using action = typename decltype(std::declval<Core&>().take_actions())::value_type;
@@ -175,11 +164,12 @@ class driver_base : public membership_driver {
     shared_.member_id = member_.member_id();
     shared_.generation = member_.generation();
     shared_.state = to_string(member_.state());
-    shared_.standing = member_.standing();
+    // What only the consumer cores have (commits' standing, an assignor, a leader).
+    if constexpr (requires { member_.standing(); }) shared_.standing = member_.standing();
     auto& m = shared_.metrics;
     m.coordinator = member_.coordinator().value_or(-1);
-    m.assignor = member_.protocol_name();
-    m.leader = member_.is_leader();
+    if constexpr (requires { member_.protocol_name(); }) m.assignor = member_.protocol_name();
+    if constexpr (requires { member_.is_leader(); }) m.leader = member_.is_leader();
     if (m.group.version != member_.stats().version) m.group = member_.stats();
   }
 
@@ -279,6 +269,44 @@ class driver_base : public membership_driver {
     }
     shared_.push(detail::left_event{});
   }
+};
+
+/// driver_base with the Consumer facade's interface (net/membership_driver.hpp): the classic
+/// and KIP-848 drivers derive from this.
+template <class Derived, class Core>
+class membership_driver_base : public driver_base<Derived, Core>, public membership_driver {
+  using base = driver_base<Derived, Core>;
+
+ public:
+  using typename base::clock;
+
+  void unsubscribe() override { base::unsubscribe(); }
+  void close() override { base::close(); }
+  void poll_called() override { base::poll_called(); }
+  void poll_returned() override { base::poll_returned(); }
+  void shutdown() override { base::shutdown(); }
+  void listener_done(std::uint64_t seq) override {
+    this->member_.listener_done(clock::now(), seq);
+    this->process();
+  }
+  void commit_failed(std::int32_t generation, std::int16_t code) override {
+    if (this->stopped_) return;
+    this->member_.commit_failed(clock::now(), generation, code);
+    this->process();
+  }
+  void enforce_rebalance(std::string reason) override {
+    this->member_.enforce_rebalance(clock::now(), std::move(reason));
+    this->process();
+  }
+  void listener_started(std::uint64_t seq) override {
+    if (this->stopped_) return;
+    this->member_.listener_started(clock::now(), seq);
+    this->process();  // the poll timer may run again (a callback inside poll())
+  }
+  group::standing standing() const override { return this->member_.standing(); }
+
+ protected:
+  using base::base;
 };
 
 }  // namespace kgroup::net

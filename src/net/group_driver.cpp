@@ -11,7 +11,8 @@ using clock = std::chrono::steady_clock;
 
 group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
                            detail::shared_state& shared)
-    : driver_base(io, shared, opts.hooks, opts.member),  // the consumer protocol's bytes (group/member_protocol.cpp)
+    : membership_driver_base(io, shared, opts.hooks,
+                             opts.member),  // the consumer protocol's bytes (group/member_protocol.cpp)
       cluster_(std::move(c)),
       opts_(std::move(opts)) {
   cluster_->on_metadata([this] { on_metadata(); });

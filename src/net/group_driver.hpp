@@ -30,7 +30,7 @@ struct group_driver_options {
   membership_hooks hooks;
 };
 
-class group_driver : public driver_base<group_driver, group::member>,
+class group_driver : public membership_driver_base<group_driver, group::member>,
                      public std::enable_shared_from_this<group_driver> {
  public:
   group_driver(boost::asio::io_context& io, std::shared_ptr<cluster> c, group_driver_options opts,
