@@ -222,6 +222,7 @@ void share_fetcher::send_fetch(node_state& n, const partition_ids& wanted) {
         const auto built = s.session.build_fetch(r, version, self->opts_.params, wanted, acks);
         s.built = !built.error;
         if (!built.refused.empty() && self->hooks_.on_refused) self->hooks_.on_refused(built.refused);
+        return s.built;  // declined: nothing goes on the wire
       },
       [self = shared_from_this(), id](std::error_code ec, const protocol::share_fetch_response& r,
                                       const net::response_frame& frame) {
@@ -266,6 +267,7 @@ void share_fetcher::send_acknowledge(node_state& n, const std::set<TopicPartitio
         const auto built = s.session.build_acknowledge(r, version, self->opts_.params, acks, close);
         s.built = !built.error;
         if (!built.refused.empty() && self->hooks_.on_refused) self->hooks_.on_refused(built.refused);
+        return s.built;  // declined (nothing to send, or no session): nothing goes on the wire
       },
       [self = shared_from_this(), id, close](std::error_code ec,
                                              const protocol::share_acknowledge_response& r,
@@ -300,8 +302,9 @@ void share_fetcher::with_topic_ids(ack_map& acks) const {
 }
 
 void share_fetcher::not_sent(node_state& n, std::error_code ec, const char* what) {
-  // The request never went out (no connection, or no common version): nothing of the session
-  // changed and no acknowledgement was taken.
+  // The request never went out (no connection, no common version, or the session declined to
+  // write it): nothing of the session changed, and what it refused is already completed.
+  if (ec == std::errc::operation_canceled) return;
   if (ec == client_errc::no_compatible_version) {
     if (hooks_.on_fatal) {
       hooks_.on_fatal(ec,

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -84,6 +85,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   /// The general form: `adjust(req, version)` runs once the version is chosen, for requests
   /// whose fields depend on it (e.g. FindCoordinator's single key before v4, batched keys after).
+  /// An `adjust` returning bool may decline with false: nothing is sent, and `done` gets
+  /// std::errc::operation_canceled.
   /// `done(ec, response, frame)`.
   template <class Request, class Adjust, class Handler>
   void send_adjusted(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout = {},
@@ -207,7 +210,16 @@ void connection::send_now(Request req, Adjust adjust, Handler done, std::chrono:
     return;
   }
   if (max_version >= Request::lowest_version && version > max_version) version = max_version;
-  adjust(req, version);
+  if constexpr (std::is_same_v<decltype(adjust(req, version)), bool>) {
+    // An adjust that returns false declines: the request (which it may not have written) is not
+    // sent, and `done` gets operation_canceled.
+    if (!adjust(req, version)) {
+      done(std::make_error_code(std::errc::operation_canceled), response{}, response_frame{});
+      return;
+    }
+  } else {
+    adjust(req, version);
+  }
   // Kept until the answer arrives, to check the answer against it (protocol/answer_check.hpp).
   auto sent = std::make_shared<const Request>(std::move(req));
   send_raw(
