@@ -92,6 +92,8 @@ const std::vector<ConfigKey> key_table = {
     {"ssl.key.location", "", "string", 0, 0, "", "client private key file, PEM"},
     {"ssl.key.pem", "", "string", 0, 0, "", "client private key as PEM text"},
     {"ssl.key.password", "", "string", 0, 0, "", "password of an encrypted client private key"},
+    {"ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "list", 0, 0, "", "TLS versions the client may negotiate (TLSv1.2, TLSv1.3)"},
+    {"ssl.cipher.suites", "", "list", 0, 0, "", "cipher suites allowed, by their standard (IANA) or OpenSSL names; empty = OpenSSL's defaults"},
     {"ssl.endpoint.identification.algorithm", "https", "enum", 0, 0, "https,none", "https: the broker's certificate must name the address connected to; none: not checked"},
     // librdkafka's key: false accepts any broker certificate (chain and name unchecked).
     {"enable.ssl.certificate.verification", "true", "bool", 0, 0, "", "false: brokers' certificates are not verified at all (librdkafka's key; for tests only)"},
@@ -303,13 +305,11 @@ bool java_consumer_unused(std::string_view key) {
 }
 
 // The Java consumer's keys that would change what the client does but that kgroup does not
-// implement (Java classes it cannot load, Kerberos, cipher and protocol lists): warned about.
+// implement (Java classes it cannot load, Kerberos): warned about.
 bool java_consumer_unsupported(std::string_view key) {
   static const std::string_view keys[] = {"interceptor.classes",
                                           "security.providers",
                                           "ssl.engine.factory.class",
-                                          "ssl.cipher.suites",
-                                          "ssl.enabled.protocols",
                                           "sasl.client.callback.handler.class",
                                           "sasl.login.callback.handler.class",
                                           "sasl.login.class",

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
+#include <vector>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -176,9 +178,72 @@ pkcs12_contents read_pkcs12(const char* key, const std::string& path, const char
   return out;
 }
 
+// ssl.enabled.protocols: the TLS versions allowed, as the lowest and highest of the list (OpenSSL
+// sets a range, Java a set: the two agree for the versions a client can use, 1.2 and 1.3). Older
+// versions are refused by name: kgroup never negotiates below TLS 1.2.
+void set_protocols(SSL_CTX* ctx, const std::vector<std::string>& names) {
+  int lo = 0, hi = 0;
+  for (const auto& n : names) {
+    int v = 0;
+    if (n == "TLSv1.2")
+      v = TLS1_2_VERSION;
+    else if (n == "TLSv1.3")
+      v = TLS1_3_VERSION;
+    else if (n == "TLSv1" || n == "TLSv1.1" || n == "SSLv3")
+      invalid(fmt::format("ssl.enabled.protocols: {} is not supported (kgroup needs TLSv1.2 or TLSv1.3)", n));
+    else
+      invalid(fmt::format("ssl.enabled.protocols: unknown protocol '{}' (use TLSv1.2, TLSv1.3)", n));
+    if (lo == 0 || v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (lo == 0) invalid("ssl.enabled.protocols: empty (use TLSv1.2, TLSv1.3)");
+  SSL_CTX_set_min_proto_version(ctx, lo);
+  SSL_CTX_set_max_proto_version(ctx, hi);
+}
+
+// ssl.cipher.suites: Java names suites by their standard (IANA) names, librdkafka by OpenSSL's;
+// both are accepted. TLS 1.3 suites (TLS_AES_128_GCM_SHA256, ...) go to OpenSSL's TLS 1.3 list,
+// the rest to its TLS 1.2 list. A name OpenSSL does not know is refused by name.
+void set_cipher_suites(SSL_CTX* ctx, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  // Every suite this OpenSSL offers, by both names.
+  std::map<std::string, std::pair<std::string, bool>, std::less<>> known;  // name -> OpenSSL name, TLS 1.3
+  {
+    SSL_CTX* all = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_cipher_list(all, "ALL:@SECLEVEL=0");
+    SSL* ssl = SSL_new(all);
+    STACK_OF(SSL_CIPHER)* list = SSL_get1_supported_ciphers(ssl);
+    for (int i = 0; list && i < sk_SSL_CIPHER_num(list); ++i) {
+      const SSL_CIPHER* c = sk_SSL_CIPHER_value(list, i);
+      const bool v13 = std::strcmp(SSL_CIPHER_get_version(c), "TLSv1.3") == 0;
+      const std::string openssl = SSL_CIPHER_get_name(c);
+      known[openssl] = {openssl, v13};
+      if (const char* standard = SSL_CIPHER_standard_name(c)) known[standard] = {openssl, v13};
+    }
+    sk_SSL_CIPHER_free(list);
+    SSL_free(ssl);
+    SSL_CTX_free(all);
+  }
+  std::string v12, v13;
+  for (const auto& n : names) {
+    const auto it = known.find(n);
+    if (it == known.end()) invalid(fmt::format("ssl.cipher.suites: unknown cipher suite '{}'", n));
+    auto& out = it->second.second ? v13 : v12;
+    if (!out.empty()) out += ':';
+    out += it->second.first;
+  }
+  // Each version's list changes only when the key names suites of that version (OpenSSL keeps
+  // one list per version); restrict the versions with ssl.enabled.protocols.
+  if (!v12.empty() && SSL_CTX_set_cipher_list(ctx, v12.c_str()) != 1)
+    invalid("ssl.cipher.suites: OpenSSL refused the list " + v12);
+  if (!v13.empty() && SSL_CTX_set_ciphersuites(ctx, v13.c_str()) != 1)
+    invalid("ssl.cipher.suites: OpenSSL refused the TLS 1.3 list " + v13);
+}
+
 std::shared_ptr<ssl::context> make_tls_context(const Config& cfg) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  set_protocols(ctx->native_handle(), cfg.get_list("ssl.enabled.protocols"));
+  set_cipher_suites(ctx->native_handle(), cfg.get_list("ssl.cipher.suites"));
   // enable.ssl.certificate.verification=false (librdkafka's key): any certificate is accepted.
   ctx->set_verify_mode(cfg.get_bool("enable.ssl.certificate.verification") ? ssl::verify_peer
                                                                            : ssl::verify_none);

@@ -7,6 +7,7 @@
 
 #include <limits>
 #include <memory>
+#include <set>
 
 #include "base/log.hpp"
 #include "kgroup/config.hpp"
@@ -666,4 +667,67 @@ TEST_CASE(
   const auto checked = kgroup::net::make_transport_security(on);
   CHECK(SSL_CTX_get_verify_mode(checked->tls->native_handle()) == SSL_VERIFY_PEER);
   CHECK(checked->verify_hostname);
+}
+
+TEST_CASE("tls: ssl.enabled.protocols and ssl.cipher.suites restrict the handshake as Java's keys do",
+          "[oauth][config][tls]") {
+  using kgroup::Config;
+  auto tls = [](std::vector<std::pair<std::string, std::string>> extra) {
+    Config c{{"bootstrap.servers", "h:1"}, {"security.protocol", "SSL"}};
+    for (const auto& [k, v] : extra) c.set(k, v);
+    const auto sec = kgroup::net::make_transport_security(c);
+    REQUIRE(sec);
+    REQUIRE(sec->tls);
+    return sec;
+  };
+  auto ciphers = [](const kgroup::net::transport_security& sec) {
+    std::set<std::string> out;
+    STACK_OF(SSL_CIPHER)* list = SSL_CTX_get_ciphers(sec.tls->native_handle());
+    for (int i = 0; list && i < sk_SSL_CIPHER_num(list); ++i)
+      out.insert(SSL_CIPHER_get_name(sk_SSL_CIPHER_value(list, i)));
+    return out;
+  };
+  SECTION("by default TLS 1.2 and 1.3") {
+    const auto sec = tls({});
+    CHECK(SSL_CTX_get_min_proto_version(sec->tls->native_handle()) == TLS1_2_VERSION);
+    CHECK(SSL_CTX_get_max_proto_version(sec->tls->native_handle()) == TLS1_3_VERSION);
+  }
+  SECTION("TLS 1.3 only") {
+    const auto sec = tls({{"ssl.enabled.protocols", "TLSv1.3"}});
+    CHECK(SSL_CTX_get_min_proto_version(sec->tls->native_handle()) == TLS1_3_VERSION);
+    CHECK(SSL_CTX_get_max_proto_version(sec->tls->native_handle()) == TLS1_3_VERSION);
+  }
+  SECTION("versions below TLS 1.2 and unknown ones are refused by name") {
+    for (const char* bad : {"TLSv1.1", "TLSv1", "TLSv9"}) {
+      INFO(bad);
+      Config c{{"bootstrap.servers", "h:1"}, {"security.protocol", "SSL"}, {"ssl.enabled.protocols", bad}};
+      try {
+        (void)kgroup::net::make_transport_security(c);
+        FAIL("accepted");
+      } catch (const kgroup::Error& e) {
+        CHECK(e.code() == kgroup::client_errc::invalid_config);
+        CHECK_THAT(e.what(), Catch::Contains("ssl.enabled.protocols") && Catch::Contains(bad));
+      }
+    }
+  }
+  SECTION("suites by their standard (Java's) or OpenSSL's (librdkafka's) names") {
+    const auto before = ciphers(*tls({}));
+    REQUIRE(before.count("ECDHE-RSA-AES128-GCM-SHA256") == 1);
+    const auto sec =
+        tls({{"ssl.cipher.suites", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, ECDHE-ECDSA-AES128-GCM-SHA256"}});
+    const auto after = ciphers(*sec);
+    CHECK(after.count("ECDHE-RSA-AES256-GCM-SHA384") == 1);
+    CHECK(after.count("ECDHE-ECDSA-AES128-GCM-SHA256") == 1);
+    CHECK(after.count("ECDHE-RSA-AES128-GCM-SHA256") == 0);  // not named: not offered
+  }
+  SECTION("an unknown suite is refused by name") {
+    Config c{
+        {"bootstrap.servers", "h:1"}, {"security.protocol", "SSL"}, {"ssl.cipher.suites", "TLS_BOGUS_SUITE"}};
+    try {
+      (void)kgroup::net::make_transport_security(c);
+      FAIL("accepted");
+    } catch (const kgroup::Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("ssl.cipher.suites") && Catch::Contains("TLS_BOGUS_SUITE"));
+    }
+  }
 }
