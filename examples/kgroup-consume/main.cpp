@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,7 @@
 #include "kgroup/error.hpp"
 #include "kgroup/log.hpp"
 #include "kgroup/rebalance_listener.hpp"
+#include "kgroup/share_consumer.hpp"
 #include "kgroup/types.hpp"
 
 // Boost.JSON writes every line; this program compiles its own copy (boost_json_impl.cpp), since a
@@ -62,6 +64,7 @@ constexpr const char* usage_text =
                       [-q] [-c|--max-messages N] [--duration-ms N] [--process-ms N]
                       [--commit auto|sync|async|none] TOPIC...
        kgroup-consume -b BOOTSTRAP [-g GROUP] --partition TOPIC:N [--partition TOPIC:N]... [...]
+       kgroup-consume --share [--ack TYPE[,TYPE...]] -b BOOTSTRAP -g GROUP [...] TOPIC...
        kgroup-consume -F FILE [...] TOPIC...   (bootstrap.servers and group.id from FILE)
 
 Joins consumer group GROUP, subscribes to the TOPICs and prints what happens as JSON lines. With
@@ -117,13 +120,32 @@ kcat's (-b -g -F -X -o -e -f -q -c).
                       none   never commit; a restart in the same group starts over
                       sync, async and none set enable.auto.commit=false. Contradicting
                       -X enable.auto.commit is a usage error.
+  --share             join GROUP as a share group member (KIP-932, "queues for Kafka"; brokers
+                      with share groups, such as Kafka 4.2): the broker hands each record to one
+                      member at a time, and the member acknowledges it. Record lines gain
+                      "delivery_count" (1 the first time a record is handed out). Without --ack
+                      each printed record is accepted (share.acknowledgement.mode=implicit).
+                      Where a share group starts is the group's share.auto.offset.reset (a
+                      broker setting), so -o, -e, --commit and --partition are refused, and so
+                      are the consumer-group keys a share consumer refuses (auto.offset.reset,
+                      enable.auto.commit, session.timeout.ms, ...). "assigned" and "revoked"
+                      lines follow the member's assignment as poll() sees it change (other
+                      members may share a partition); close() ends with "revoked".
+  --ack TYPE[,TYPE...]
+                      with --share: acknowledge each printed record in turn by this repeating
+                      pattern of accept, release (available again, delivery count + 1) and
+                      reject (never delivered again): --ack release hands every record back,
+                      --ack accept,release releases every second one. Sets
+                      share.acknowledgement.mode=explicit. A failed acknowledgement is an
+                      error event and the member carries on.
   -h, --help          print this text
 
 Without -c, --max-messages, --duration-ms or -e it runs until SIGINT or SIGTERM. Both signals make
 it close the consumer cleanly (revoking its partitions and leaving the group) and exit 0. Records
 that poll() returned but that were not printed when it stopped (the rest of a batch after
 --max-messages, a signal or --duration-ms during --process-ms) are not committed: the next member
-of the group reads them.
+of the group reads them. With --share they are released, and the printed ones of the last batch
+are acknowledged (accepted, or per --ack) before the member leaves.
 
 Output: one JSON object per line on stdout (stderr with -f, see there), each with "ts_ms" (Unix
 epoch milliseconds) and "event":
@@ -132,6 +154,7 @@ epoch milliseconds) and "event":
                       (with --partition: one "assigned" line with the named partitions at start)
   {"ts_ms":..,"event":"record","topic":"t","partition":0,"offset":42,"timestamp":1700000000000,
    "timestamp_type":"create_time","key":"k","value":"v","headers":[{"key":"h","value":"1"}]}
+                      (with --share: ...,"headers":[...],"delivery_count":1})
   {"ts_ms":..,"event":"eof","topic":"t","partition":0,"offset":43}      (with -e)
   {"ts_ms":..,"event":"error","code":"NAME","message":".."}
   {"ts_ms":..,"event":"closed","reason":"max-messages|duration|eof|signal|error","records":N}
@@ -288,7 +311,12 @@ class record_printer {
       bytes("value", r.headers[i].value);
       out_ += '}';
     }
-    out_ += "]}\n";
+    out_ += ']';
+    if (r.delivery_count) {  // share group records only
+      out_ += ",\"delivery_count\":";
+      number(*r.delivery_count);
+    }
+    out_ += "}\n";
   }
 
   // Writes what was added since the last flush, under the lock listener lines take too.
@@ -408,6 +436,9 @@ struct options {
   std::optional<start_offset> start;               // -o (absent: committed offset / auto.offset.reset)
   bool exit_at_end = false;                        // -e
   bool quiet = false;                              // -q
+  bool start_given = false;                        // -o, even -o stored (refused with --share)
+  bool share = false;                              // --share: a ShareConsumer
+  std::vector<kgroup::AcknowledgeType> ack;        // --ack: the repeating pattern (explicit mode)
   bool help = false;
 };
 
@@ -502,8 +533,39 @@ std::vector<format_part> parse_format(std::string_view f) {
   return parts;
 }
 
+// --ack: "accept", "release", "reject", comma-separated, repeated in turn.
+std::vector<kgroup::AcknowledgeType> parse_ack_pattern(std::string_view text) {
+  std::vector<kgroup::AcknowledgeType> out;
+  std::size_t pos = 0;
+  for (;;) {
+    const auto comma = text.find(',', pos);
+    const auto word =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    if (word == "accept") {
+      out.push_back(kgroup::AcknowledgeType::accept);
+    } else if (word == "release") {
+      out.push_back(kgroup::AcknowledgeType::release);
+    } else if (word == "reject") {
+      out.push_back(kgroup::AcknowledgeType::reject);
+    } else {
+      throw usage_error{"--ack: '" + std::string(word) +
+                        "' is not accept, release or reject (a pattern: accept,release)"};
+    }
+    if (comma == std::string_view::npos) return out;
+    pos = comma + 1;
+  }
+}
+
 // The long options; those without a letter of their own get a code past any char's.
-enum long_code : int { opt_partition = 256, opt_max_messages, opt_duration_ms, opt_process_ms, opt_commit };
+enum long_code : int {
+  opt_partition = 256,
+  opt_max_messages,
+  opt_duration_ms,
+  opt_process_ms,
+  opt_commit,
+  opt_share,
+  opt_ack
+};
 const ::option long_options[] = {
     {"help", no_argument, nullptr, 'h'},
     {"partition", required_argument, nullptr, opt_partition},
@@ -511,6 +573,8 @@ const ::option long_options[] = {
     {"duration-ms", required_argument, nullptr, opt_duration_ms},
     {"process-ms", required_argument, nullptr, opt_process_ms},
     {"commit", required_argument, nullptr, opt_commit},
+    {"share", no_argument, nullptr, opt_share},
+    {"ack", required_argument, nullptr, opt_ack},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -604,6 +668,7 @@ options parse_args(int argc, char** argv) {
         break;
       case 'o':
         o.start = parse_start(value);
+        o.start_given = true;
         break;
       case 'e':
         o.exit_at_end = true;
@@ -630,6 +695,12 @@ options parse_args(int argc, char** argv) {
           throw usage_error{"--commit: '" + value + "' is not one of auto, sync, async, none"};
         }
         break;
+      case opt_share:
+        o.share = true;
+        break;
+      case opt_ack:
+        o.ack = parse_ack_pattern(value);
+        break;
       case ':':
         throw usage_error{option_name(optopt) + " needs a value"};
       default:
@@ -641,6 +712,21 @@ options parse_args(int argc, char** argv) {
   if (o.help) return o;
   // With -F, bootstrap.servers and group.id may come from the file (checked in make_config()).
   const bool file = !o.config_file.empty();
+  if (!o.ack.empty() && !o.share)
+    throw usage_error{"--ack needs --share (it acknowledges share group records)"};
+  if (o.share) {
+    // What a share consumer has no use for, refused by name rather than ignored.
+    if (o.start_given)
+      throw usage_error{
+          "-o cannot be used with --share: the share group's share.auto.offset.reset says where it starts"};
+    if (o.exit_at_end)
+      throw usage_error{"-e cannot be used with --share: a share member has no end of partition to reach"};
+    if (o.commit)
+      throw usage_error{
+          "--commit cannot be used with --share: a share member acknowledges records (see --ack)"};
+    if (!o.partitions.empty())
+      throw usage_error{"--partition cannot be used with --share: the share group assigns partitions"};
+  }
   if (o.bootstrap.empty() && !file) throw usage_error{"-b BOOTSTRAP is required (or -F FILE with bootstrap.servers)"};
   if (!o.partitions.empty()) {
     if (!o.topics.empty()) throw usage_error{"TOPIC arguments and --partition exclude each other"};
@@ -659,10 +745,18 @@ kgroup::Config make_config(options& o) {
   if (!o.config_file.empty()) c = kgroup::Config::load(o.config_file);
   // A tool that is mostly used to look at what a topic holds starts from the beginning; Kafka's
   // default (latest) would show nothing for a topic nobody writes to right now.
-  if (!c.is_set("auto.offset.reset")) c.set("auto.offset.reset", "earliest");
+  // (Not for a share consumer, which refuses the key: its group's broker config decides.)
+  if (!o.share && !c.is_set("auto.offset.reset")) c.set("auto.offset.reset", "earliest");
   if (!o.bootstrap.empty()) c.set("bootstrap.servers", o.bootstrap);
   if (!o.group.empty()) c.set("group.id", o.group);
   for (const auto& [key, value] : o.properties) c.set(key, value);
+  if (!o.ack.empty()) {
+    if (c.is_set("share.acknowledgement.mode") && c.get("share.acknowledgement.mode") != "explicit") {
+      throw usage_error{"--ack contradicts -X share.acknowledgement.mode=" +
+                        c.get("share.acknowledgement.mode")};
+    }
+    c.set("share.acknowledgement.mode", "explicit");
+  }
   const bool has_group = !c.get("group.id").empty();
   if (o.partitions.empty() && !has_group) throw usage_error{"-g GROUP is required (no group.id in -F FILE)"};
   if (!o.partitions.empty() && !has_group) {
@@ -940,6 +1034,147 @@ constexpr auto idle_poll = std::chrono::milliseconds(1000);
 // With -e an idle poll() usually means the partitions are at their end, so it is checked sooner.
 constexpr auto idle_poll_at_end = std::chrono::milliseconds(200);
 
+// "assigned" and "revoked" lines for what changed between two assignments (a share consumer has
+// no rebalance listener: the lines follow what poll() sees).
+void emit_assignment_change(const partition_set& before, const partition_set& after) {
+  std::vector<kgroup::TopicPartition> gone;
+  std::vector<kgroup::TopicPartition> added;
+  std::set_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(gone));
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(added));
+  if (!gone.empty()) json_line("revoked").partitions(gone).emit();
+  if (!added.empty()) json_line("assigned").partitions(added).emit();
+}
+
+// Failed acknowledgements as error events (the records go back to the group or were handled by
+// another member; the run carries on). Runs on this thread, inside poll(), commit_sync(), close().
+void emit_acknowledgement_errors(const kgroup::AcknowledgementResults& results) {
+  for (const auto& [tp, res] : results) {
+    if (!res.error || res.offsets.empty()) continue;
+    json_line("error")
+        .str("code", kgroup::error_name(res.error))
+        .str("message", "acknowledgement of " + tp.topic + "-" + std::to_string(tp.partition) + " offsets " +
+                            std::to_string(*res.offsets.begin()) + ".." +
+                            std::to_string(*res.offsets.rbegin()) + " failed: " + res.error.message())
+        .emit();
+  }
+}
+
+// --share: the loop of run() with a ShareConsumer. Each printed record is acknowledged in turn by
+// --ack's pattern (explicit mode), or accepted at the next poll() (implicit mode); records of a
+// batch cut short are released, and the last acknowledgements are committed before close(), so
+// exactly the printed records count as consumed.
+int run_share(const options& o, const kgroup::Config& config, const sigset_t& signals) {
+  std::unique_ptr<kgroup::ShareConsumer> consumer;
+  try {
+    consumer = std::make_unique<kgroup::ShareConsumer>(config);
+  } catch (const kgroup::Error& e) {
+    emit_error(e);
+    return is_invalid_config(e) ? 2 : 1;
+  } catch (const std::exception& e) {
+    emit_error(e);
+    return 1;
+  }
+  consumer->set_acknowledgement_commit_callback(emit_acknowledgement_errors);
+
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (o.duration_ms) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*o.duration_ms);
+
+  stop_request stop;
+  std::string reason = "error";
+  std::int64_t records = 0;
+  int exit_code = 0;
+  partition_set assigned;
+  {
+    signal_thread sig_thread(signals, [&](int) {
+      stop.request();
+      consumer->wakeup();
+    });
+    try {
+      kgroup::ShareConsumer& c = *consumer;
+      c.subscribe(o.topics);
+      record_printer printer(o.format ? &*o.format : nullptr);
+      std::size_t acks = 0;  // records acknowledged by the pattern so far
+      for (;;) {
+        if (stop.requested()) {
+          reason = "signal";
+          break;
+        }
+        if (o.max_messages && records >= *o.max_messages) {
+          reason = "max-messages";
+          break;
+        }
+        auto timeout = idle_poll;
+        if (deadline) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now >= *deadline) {
+            reason = "duration";
+            break;
+          }
+          timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now));
+        }
+        kgroup::ConsumerRecords batch;
+        try {
+          batch = c.poll(timeout);
+        } catch (const kgroup::Error& e) {
+          if (e.code() == make_error_code(kgroup::client_errc::woken_up)) continue;
+          throw;
+        }
+        const auto now_assigned = c.assignment();
+        emit_assignment_change(assigned, now_assigned);
+        assigned = now_assigned;
+        if (batch.empty()) continue;
+
+        const bool slow = o.process_ms > 0;
+        if (!slow) printer.set_time(now_ms());
+        std::size_t printed = 0;
+        for (const auto& r : batch) {
+          if (slow) printer.set_time(now_ms());
+          printer.add(r);
+          ++printed;
+          ++records;
+          if (!o.ack.empty()) c.acknowledge(r, o.ack[acks++ % o.ack.size()]);
+          if (slow) {
+            printer.flush();
+            stop.wait_for(std::chrono::milliseconds(o.process_ms));
+          }
+          if (stop.requested() || (o.max_messages && records >= *o.max_messages) ||
+              (slow && deadline && std::chrono::steady_clock::now() >= *deadline)) {
+            break;
+          }
+        }
+        printer.flush();
+        // What was not printed goes back to the group for another member (or a later run).
+        for (std::size_t i = printed; i < batch.size(); ++i)
+          c.acknowledge(batch[i], kgroup::AcknowledgeType::release);
+      }
+      // close() would release the last batch in implicit mode (as Java's does): the printed
+      // records are accepted here first, and every acknowledgement's outcome is known before
+      // the member leaves.
+      c.commit_sync(close_timeout);
+    } catch (const kgroup::Error& e) {
+      emit_error(e);
+      exit_code = is_invalid_config(e) ? 2 : 1;
+      reason = "error";
+    } catch (const std::exception& e) {
+      emit_error(e);
+      exit_code = 1;
+      reason = "error";
+    }
+  }
+
+  try {
+    consumer->close(close_timeout);
+  } catch (const std::exception& e) {
+    emit_error(e);
+    exit_code = 1;
+    reason = "error";
+  }
+  // The member left the group: whatever it had is given up.
+  emit_assignment_change(assigned, {});
+  json_line("closed").str("reason", reason).num("records", records).emit();
+  return exit_code;
+}
+
 int run(options o) {
   if (o.format) events.stream = stderr;
   events.quiet = o.quiet;
@@ -968,6 +1203,8 @@ int run(options o) {
     std::fprintf(stderr, "kgroup-consume: pthread_sigmask: %s\n", std::strerror(rc));
     return 1;
   }
+
+  if (o.share) return run_share(o, config, signals);
 
   std::unique_ptr<kgroup::Consumer> consumer;
   try {

@@ -778,6 +778,23 @@ TEST_CASE("kgroup-consume: usage", "[cli]") {
       {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s%", "orders"}, "at the end"},
       {{"-b", "127.0.0.1:1", "-g", "g", "-f", "%s\\x41", "orders"}, "escape"},
       {{"-b", "127.0.0.1:1", "-g", "g", "-eqx", "orders"}, "unknown option '-x' in '-eqx'"},
+      // --share refuses what a share member has no use for, by name.
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "-o", "beginning", "orders"},
+       "-o cannot be used with --share"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "-o", "stored", "orders"},
+       "-o cannot be used with --share"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "-e", "orders"}, "-e cannot be used with --share"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "--commit", "none", "orders"},
+       "--commit cannot be used with --share"},
+      {{"-b", "127.0.0.1:1", "--share", "--partition", "orders:0"},
+       "--partition cannot be used with --share"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--ack", "accept", "orders"}, "--ack needs --share"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "--ack", "accept,maybe", "orders"}, "--ack: 'maybe'"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "--ack", "accept,", "orders"}, "--ack: ''"},
+      {{"-b", "127.0.0.1:1", "-g", "g", "--share", "--ack", "release", "-X",
+        "share.acknowledgement.mode=implicit", "orders"},
+       "--ack contradicts"},
+      {{"-b", "127.0.0.1:1", "--share", "orders"}, "-g"},
   };
   for (const auto& [args, mention] : bad) check_usage_error(args, mention);
 }
@@ -1212,6 +1229,199 @@ TEST_CASE("kgroup-consume: a runtime error ends the run with exit status 1", "[c
     CHECK(p.events("error").size() >= 2);
     CHECK(record_lines(p).size() == 6);
     CHECK(p.events().back().num("records") == 6);
+  }
+}
+
+// ---- --share: a share group member (KIP-932) --------------------------------------------------
+// On librdkafka 2.15.1's mock ([share]: the share@2.15 entries); on 2.0.2's they skip with a
+// warning. The mock wipes every share session of a broker when any connection to it closes
+// (SHARE-GROUPS.md, M1), so the records are produced before a member starts and nothing pokes the
+// mock while one reads; runs in one group follow each other, each after the last one closed.
+
+namespace {
+
+bool share_groups_on(kgroup::test::mock_cluster& mc) {
+  kgroup::test::mock_cluster::share_group_settings s;
+  s.heartbeat_interval_ms = 500;
+  s.earliest = true;  // before any member joins: the group then starts at the first offset
+  if (!mc.set_share_groups(s)) {
+    WARN("this librdkafka's mock has no share groups (run with librdkafka 2.15.1)");
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> share_args(const kgroup::test::mock_cluster& mc, const std::string& group,
+                                    std::int64_t max_messages, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--share", "-b", mc.bootstrap_servers(), "-g", group};
+  args.insert(args.end(), {"-X", "retry.backoff.ms=50", "--max-messages", std::to_string(max_messages)});
+  args.insert(args.end(), {"--duration-ms", "25000"});
+  args.insert(args.end(), extra.begin(), extra.end());  // a later --duration-ms wins
+  args.emplace_back("orders");
+  return args;
+}
+
+struct share_line {
+  record_id id;
+  std::int64_t delivery_count = 0;
+};
+
+// The record lines of a share member, in output order: the fields of record_lines() and then
+// "delivery_count".
+std::vector<share_line> share_lines(const cli_process& p) {
+  auto keys = text_record_keys;
+  keys.emplace_back("delivery_count");
+  std::vector<share_line> out;
+  for (const auto& e : p.events("record")) {
+    CHECK(e.keys == keys);
+    REQUIRE(e.num("partition"));
+    REQUIRE(e.num("offset"));
+    REQUIRE(e.num("delivery_count"));
+    out.push_back(
+        {{static_cast<std::int32_t>(*e.num("partition")), *e.num("offset")}, *e.num("delivery_count")});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kgroup-consume --share: one member prints every record once with delivery_count 1 and accepts it",
+          "[cli][share]") {
+  kgroup::test::mock_cluster mc(1);
+  if (!share_groups_on(mc)) return;
+  mc.create_topic("orders", 2);
+  const auto seeded = mc.produce("orders", 40);
+  const auto started_ms = epoch_ms();
+  {
+    cli_process p(share_args(mc, "sg-cli-implicit", 40));
+    const auto code = p.wait_exit(40s);
+    check_clean_stop(p, code, 40);
+    check_lines(p, started_ms);
+    const auto lines = share_lines(p);
+    CHECK(lines.size() == 40);
+    std::set<record_id> printed;
+    for (const auto& l : lines) {
+      CHECK(l.delivery_count == 1);
+      printed.insert(l.id);
+    }
+    CHECK(printed == offset_ranges({}, seeded));
+    // The assignment as poll() saw it, then given up on close.
+    const auto ev = p.events();
+    CHECK(owned_after(ev).empty());
+    REQUIRE(!p.events("assigned").empty());
+    CHECK(partitions_of(p.events("assigned").front()) == all_partitions("orders", 2));
+    REQUIRE(ev.size() >= 2);
+    CHECK(ev[ev.size() - 2].str("event") == "revoked");
+  }
+  // Implicit mode accepted them all (the last batch too, before the member left): a second run in
+  // the group gets nothing.
+  cli_process again(share_args(mc, "sg-cli-implicit", 1, {"--duration-ms", "5000"}));
+  const auto code = again.wait_exit(30s);
+  INFO("stdout:\n" << again.stdout_text() << "stderr:\n" << again.stderr_text());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(again.events("record").empty());
+  CHECK(again.events("error").empty());
+  CHECK(again.events().back().str("reason") == "duration");
+}
+
+TEST_CASE("kgroup-consume --share --ack: each record is acknowledged in turn by the pattern",
+          "[cli][share]") {
+  kgroup::test::mock_cluster mc(1);
+  if (!share_groups_on(mc)) return;
+  mc.create_topic("orders", 1);
+  mc.produce("orders", 10);
+  // The pattern alternates: every second record goes back, comes again with its count + 1, and
+  // takes the next turn of the pattern. 16 lines stop the run while some are still released.
+  cli_process p(share_args(mc, "sg-cli-pattern", 16, {"--ack", "accept,release"}));
+  const auto code = p.wait_exit(40s);
+  check_clean_stop(p, code, 16);
+  const auto lines = share_lines(p);
+  REQUIRE(lines.size() == 16);
+  std::map<record_id, std::int64_t> count;  // last delivery count printed
+  std::set<record_id> accepted;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    INFO("line " << i << ": offset " << l.id.second << " delivery_count " << l.delivery_count);
+    CHECK(accepted.count(l.id) == 0);            // an accepted record never comes back
+    CHECK(l.delivery_count == count[l.id] + 1);  // a released one comes back with count + 1
+    count[l.id] = l.delivery_count;
+    if (i % 2 == 0) accepted.insert(l.id);
+  }
+  CHECK(count.size() == 10);
+  CHECK(accepted.size() == 8);  // lines 0, 2, ..., 14
+
+  // The rest (released by the pattern, or by the run's end) go to the next member of the group,
+  // each with a higher count; --ack accept finishes them.
+  std::set<record_id> left;
+  for (const auto& [id, n] : count) {
+    if (accepted.count(id) == 0) left.insert(id);
+  }
+  cli_process q(
+      share_args(mc, "sg-cli-pattern", static_cast<std::int64_t>(left.size()), {"--ack", "accept"}));
+  const auto qcode = q.wait_exit(40s);
+  check_clean_stop(q, qcode, static_cast<std::int64_t>(left.size()));
+  std::set<record_id> got;
+  for (const auto& l : share_lines(q)) {
+    INFO("offset " << l.id.second);
+    CHECK(l.delivery_count > count[l.id]);
+    got.insert(l.id);
+  }
+  CHECK(got == left);
+}
+
+TEST_CASE("kgroup-consume --share --ack reject: rejected records are never delivered again", "[cli][share]") {
+  kgroup::test::mock_cluster mc(1);
+  if (!share_groups_on(mc)) return;
+  mc.create_topic("orders", 2);
+  mc.produce("orders", 6);
+  {
+    cli_process p(share_args(mc, "sg-cli-reject", 6, {"--ack", "reject"}));
+    const auto code = p.wait_exit(40s);
+    check_clean_stop(p, code, 6);
+    CHECK(share_lines(p).size() == 6);
+  }
+  cli_process again(share_args(mc, "sg-cli-reject", 1, {"--duration-ms", "5000"}));
+  const auto code = again.wait_exit(30s);
+  INFO("stdout:\n" << again.stdout_text() << "stderr:\n" << again.stderr_text());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(again.events("record").empty());
+}
+
+// On librdkafka 2.0.2's mock ([cli] runs on the first cluster only).
+TEST_CASE("kgroup-consume --share: a broker without share groups is an error event and exit status 1",
+          "[cli]") {
+  kgroup::test::mock_cluster mc(1);
+  if (mc.set_share_groups({})) {
+    WARN("this librdkafka's mock has share groups: the case is for librdkafka 2.0.2's");
+    return;
+  }
+  mc.create_topic("orders", 1);
+  cli_process p(share_args(mc, "sg-cli-none", 1));
+  const auto code = p.wait_exit(40s);
+  INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+  REQUIRE(code);
+  CHECK(*code == 1);
+  const auto errors = p.events("error");
+  REQUIRE(!errors.empty());
+  CHECK_THAT(errors.front().str("message"), Catch::Contains("share groups"));
+  CHECK(p.events().back().str("reason") == "error");
+}
+
+TEST_CASE("kgroup-consume --share: consumer-group keys are configuration errors naming the key", "[cli]") {
+  for (const char* kv : {"auto.offset.reset=latest", "enable.auto.commit=false", "session.timeout.ms=6000"}) {
+    INFO(kv);
+    cli_process p({"--share", "-b", "127.0.0.1:1", "-g", "g", "-X", kv, "orders"});
+    const auto code = p.wait_exit(10s);
+    INFO("stdout:\n" << p.stdout_text() << "stderr:\n" << p.stderr_text());
+    REQUIRE(code);
+    CHECK(*code == 2);
+    const auto errors = p.events("error");
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].str("code") == "INVALID_CONFIG");
+    const std::string key(kv, std::strchr(kv, '='));
+    CHECK_THAT(errors[0].str("message"), Catch::Contains(key));
   }
 }
 
