@@ -42,6 +42,8 @@ constexpr const char* usage_text =
                    [--security-protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL]
                    [--sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER]
                    [--sasl-user USER --sasl-password PASSWORD]
+                   [--share-offset-reset earliest|latest] [--share-lock-ms MS]
+                   [--share-delivery-limit N] [--share-heartbeat-ms MS] [--share-session-timeout-ms MS]
 
 Starts a librdkafka mock Kafka cluster on 127.0.0.1 for local development.
 
@@ -61,6 +63,25 @@ Starts a librdkafka mock Kafka cluster on 127.0.0.1 for local development.
   --sasl-user U, --sasl-password P
                   the one user the front knows (default user "kgroup", password
                   "kgroup-secret")
+  --share-offset-reset earliest|latest
+                  where a new share group starts on each partition (KIP-932's
+                  share.auto.offset.reset; the mock's default is latest: only records written
+                  after the group started)
+  --share-lock-ms MS
+                  how long a share member holds a record it was given (the acquisition
+                  lock; default 30000) before it goes to another member
+  --share-delivery-limit N
+                  deliveries of a record before it is archived instead of handed out again
+                  (default 5; 0: no limit)
+  --share-heartbeat-ms MS, --share-session-timeout-ms MS
+                  the share groups' heartbeat interval and session timeout
+                  The --share options need librdkafka 2.15's mock (share groups, KIP-932):
+                  run with LD_LIBRARY_PATH=<librdkafka 2.15.1>/lib (.ci/rdkafka-2.15 builds it);
+                  on an older librdkafka they are an error. They apply to every share group,
+                  so they are set before the bootstrap line is printed. The mock drops every
+                  share session of a broker when any connection to it closes: seed records with
+                  --topic, or keep a producer connected, rather than producing while share
+                  members read.
   --help          print this text
 
 Once the topics are created and seeded it prints one line on stdout,
@@ -86,6 +107,7 @@ constexpr const char* commands_text =
   produce TOPIC COUNT [CODEC]         seed COUNT records round-robin (CODEC: none gzip snappy lz4 zstd)
   create TOPIC PARTITIONS [RF]        create a topic
   watermarks TOPIC                    print low..high offsets of every partition
+  share-members GROUP                 print the member ids of share group GROUP
   down BROKER | up BROKER             stop / restart a broker (-1 = all); the port is kept
   rtt BROKER MS                       delay the broker's responses by MS milliseconds (-1 = all)
   coordinator GROUP BROKER            make BROKER the coordinator of consumer group GROUP
@@ -115,6 +137,8 @@ struct options {
   std::string sasl_mechanism = "PLAIN";
   std::string sasl_user = "kgroup";
   std::string sasl_password = "kgroup-secret";
+  mock_cluster::share_group_settings share;  // --share-*: applied when any is set
+  bool share_set = false;
 };
 
 // Thrown for input the user can fix; main() prints it with a hint.
@@ -207,9 +231,28 @@ topic_spec parse_topic_spec(std::string_view spec) {
   return topic;
 }
 
+int positive(std::string_view option, const std::string& value) {
+  const int v = parse_int<int>(value, option);
+  if (v < 1) throw usage_error(std::string(option) + " must be at least 1");
+  return v;
+}
+
 // Returns nothing when --help was given.
 std::optional<options> parse_options(int argc, char** argv) {
-  enum : int { brokers = 256, topic, no_stdin, security_protocol, sasl_mechanism, sasl_user, sasl_password };
+  enum : int {
+    brokers = 256,
+    topic,
+    no_stdin,
+    security_protocol,
+    sasl_mechanism,
+    sasl_user,
+    sasl_password,
+    share_offset_reset,
+    share_lock_ms,
+    share_delivery_limit,
+    share_heartbeat_ms,
+    share_session_timeout_ms
+  };
   static const ::option table[] = {
       {"help", no_argument, nullptr, 'h'},
       {"brokers", required_argument, nullptr, brokers},
@@ -219,6 +262,11 @@ std::optional<options> parse_options(int argc, char** argv) {
       {"sasl-mechanism", required_argument, nullptr, sasl_mechanism},
       {"sasl-user", required_argument, nullptr, sasl_user},
       {"sasl-password", required_argument, nullptr, sasl_password},
+      {"share-offset-reset", required_argument, nullptr, share_offset_reset},
+      {"share-lock-ms", required_argument, nullptr, share_lock_ms},
+      {"share-delivery-limit", required_argument, nullptr, share_delivery_limit},
+      {"share-heartbeat-ms", required_argument, nullptr, share_heartbeat_ms},
+      {"share-session-timeout-ms", required_argument, nullptr, share_session_timeout_ms},
       {nullptr, 0, nullptr, 0},
   };
   options opts;
@@ -251,6 +299,29 @@ std::optional<options> parse_options(int argc, char** argv) {
         break;
       case sasl_password:
         opts.sasl_password = value;
+        break;
+      case share_offset_reset:
+        opts.share.earliest =
+            kgroup::examples::one_of("--share-offset-reset", value, {"earliest", "latest"}) == "earliest";
+        opts.share_set = true;
+        break;
+      case share_lock_ms:
+        opts.share.record_lock_duration_ms = positive("--share-lock-ms", value);
+        opts.share_set = true;
+        break;
+      case share_delivery_limit:
+        opts.share.max_delivery_attempts = parse_int<int>(value, "--share-delivery-limit");
+        if (*opts.share.max_delivery_attempts < 0)
+          throw usage_error("--share-delivery-limit must not be negative");
+        opts.share_set = true;
+        break;
+      case share_heartbeat_ms:
+        opts.share.heartbeat_interval_ms = positive("--share-heartbeat-ms", value);
+        opts.share_set = true;
+        break;
+      case share_session_timeout_ms:
+        opts.share.session_timeout_ms = positive("--share-session-timeout-ms", value);
+        opts.share_set = true;
         break;
     }
     return true;
@@ -315,6 +386,11 @@ bool run_command(mock_cluster& cluster, const std::string& line) {
     for (const auto& w : cluster.watermarks(words[1])) {
       out += " " + std::to_string(p++) + ":" + std::to_string(w.low) + ".." + std::to_string(w.high);
     }
+    reply("ok " + words[1] + out);
+  } else if (command == "share-members") {
+    want(1, 1, "share-members GROUP");
+    std::string out;
+    for (const auto& id : cluster.share_group_member_ids(words[1])) out += " " + id;
     reply("ok " + words[1] + out);
   } else if (command == "down" || command == "up") {
     want(1, 1, "down BROKER | up BROKER");
@@ -458,6 +534,15 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     mock_cluster cluster(opts->brokers);
+    // Before the bootstrap line: the session timeout and heartbeat apply only to groups created
+    // afterwards (SHARE-GROUPS.md, M9).
+    if (opts->share_set && !cluster.set_share_groups(opts->share)) {
+      throw std::runtime_error(
+          "the --share options need share groups (KIP-932), which librdkafka " +
+          mock_cluster::librdkafka_version_string() +
+          "'s mock does not have: run with librdkafka 2.15's "
+          "(LD_LIBRARY_PATH=$HOME/.cache/kgroup/librdkafka-2.15.1/lib, built by .ci/rdkafka-2.15)");
+    }
     for (const topic_spec& topic : opts->topics) {
       cluster.create_topic(topic.name, topic.partitions);
       if (topic.records > 0) cluster.produce(topic.name, topic.records, topic.codec);

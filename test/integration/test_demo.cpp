@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -24,6 +26,9 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "kgroup/share_consumer.hpp"
+#include "mock_cluster.hpp"
+#include "test_config.hpp"
 
 extern char** environ;
 
@@ -228,6 +233,102 @@ TEST_CASE("kgroup-mock: bad options are refused by name with status 2", "[demo]"
   REQUIRE(code);
   CHECK(*code == 0);
   CHECK_THAT(help.stdout_text(), Catch::Contains("usage: kgroup-mock"));
+}
+
+TEST_CASE("kgroup-mock: bad --share options are refused by name with status 2", "[demo]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--share-offset-reset", "beginning"}, "--share-offset-reset must be one of earliest, latest"},
+      {{"--share-lock-ms", "0"}, "--share-lock-ms must be at least 1"},
+      {{"--share-delivery-limit", "-1"}, "--share-delivery-limit must not be negative"},
+      {{"--share-heartbeat-ms", "x"}, "--share-heartbeat-ms must be an integer"},
+      {{"--share"}, "option \"--share\" is ambiguous"},
+  };
+  for (const auto& [args, mention] : bad) check_refused(KGROUP_MOCK_PATH, args, mention);
+}
+
+namespace {
+
+// kgroup-mock with `args` (and --no-stdin): the bootstrap line, or empty if it exited first.
+struct mock_process {
+  explicit mock_process(std::vector<std::string> args)
+      : process(KGROUP_MOCK_PATH, with_no_stdin(std::move(args)), [this](const std::string& line, bool) {
+          if (line.rfind("bootstrap.servers=", 0) == 0) bootstrap = line.substr(18);
+        }) {}
+  static std::vector<std::string> with_no_stdin(std::vector<std::string> args) {
+    args.emplace_back("--no-stdin");
+    return args;
+  }
+  std::string wait_bootstrap() {
+    process.wait_for([&] { return !bootstrap.empty(); }, std::chrono::seconds(20));
+    auto lock = process.lock();
+    return bootstrap;
+  }
+  std::string bootstrap;  // written by the reader thread under process.lock()
+  kgroup::test::child_process process;
+};
+
+}  // namespace
+
+// Share groups on the mock: the process loads the same librdkafka as this test ([share]: the
+// share@2.15 entries run it on 2.15.1).
+TEST_CASE("kgroup-mock --share-*: share groups with the lock and delivery limit asked for", "[share]") {
+  if (!kgroup::test::mock_cluster::modern()) {
+    WARN("this librdkafka's mock has no share groups (run with librdkafka 2.15.1)");
+    return;
+  }
+  mock_process mock({"--brokers", "1", "--topic", "q:1:4", "--share-offset-reset", "earliest",
+                     "--share-lock-ms", "2000", "--share-delivery-limit", "2", "--share-heartbeat-ms",
+                     "500"});
+  const std::string bootstrap = mock.wait_bootstrap();
+  INFO("kgroup-mock stderr:\n" << mock.process.stderr_text());
+  REQUIRE(!bootstrap.empty());
+
+  // Explicit mode, every record released: each comes twice (counts 1 and 2), then the limit
+  // archives it. Earliest: the records seeded before the group existed are read.
+  kgroup::ShareConsumer c(kgroup::test::test_config(bootstrap)
+                              .group("mock-share")
+                              .retry_backoff(std::chrono::milliseconds(50))
+                              .set("share.acknowledgement.mode", "explicit"));
+  c.subscribe({"q"});
+  std::map<std::int64_t, std::int16_t> count;
+  const auto deadline = steady::now() + std::chrono::seconds(30);
+  std::size_t deliveries = 0;
+  while (deliveries < 8 && steady::now() < deadline) {
+    for (const auto& r : c.poll(std::chrono::milliseconds(100))) {
+      REQUIRE(r.delivery_count);
+      CHECK(*r.delivery_count == count[r.offset] + 1);
+      count[r.offset] = *r.delivery_count;
+      ++deliveries;
+      c.acknowledge(r, kgroup::AcknowledgeType::release);
+    }
+  }
+  CHECK(deliveries == 8);
+  CHECK(count == std::map<std::int64_t, std::int16_t>{{0, 2}, {1, 2}, {2, 2}, {3, 2}});
+  // Released twice: archived, nothing more comes.
+  const auto quiet_until = steady::now() + std::chrono::seconds(3);
+  while (steady::now() < quiet_until) CHECK(c.poll(std::chrono::milliseconds(100)).empty());
+  // The lock the broker reports is the one asked for.
+  CHECK(c.acquisition_lock_timeout() == std::optional<std::chrono::milliseconds>(2000));
+  c.close(std::chrono::seconds(10));
+
+  mock.process.send(SIGTERM);
+  const auto code = mock.process.wait_exit(std::chrono::seconds(10));
+  REQUIRE(code);
+  CHECK(*code == 0);
+}
+
+TEST_CASE("kgroup-mock --share-* on a librdkafka without share groups: a clear error, status 1", "[demo]") {
+  if (kgroup::test::mock_cluster::modern()) {
+    WARN("this librdkafka's mock has share groups: the case is for librdkafka 2.0.2's");
+    return;
+  }
+  mock_process mock({"--brokers", "1", "--share-lock-ms", "2000"});
+  const auto code = mock.process.wait_exit(std::chrono::seconds(20));
+  REQUIRE(code);
+  CHECK(*code == 1);
+  CHECK(mock.bootstrap.empty());
+  CHECK_THAT(mock.process.stderr_text(), Catch::Contains("need share groups"));
+  CHECK_THAT(mock.process.stderr_text(), Catch::Contains("2.15"));
 }
 #endif
 
