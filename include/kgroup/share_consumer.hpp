@@ -53,6 +53,7 @@ using AcknowledgementCommitCallback = std::function<void(const AcknowledgementRe
 
 /// Figures of a share consumer (ShareConsumer::metrics()).
 struct KGROUP_EXPORT ShareConsumerMetrics {
+  std::string client_id;                      ///< client.id
   std::string group_id;                       ///< group.id
   std::string member_id;                      ///< this member's id (made by the client, kept for its life)
   std::int32_t member_epoch = 0;              ///< 0 while joining
@@ -69,12 +70,17 @@ struct KGROUP_EXPORT ShareConsumerMetrics {
   std::uint64_t share_acknowledges = 0;       ///< ShareAcknowledge requests sent
   std::uint64_t session_resets = 0;           ///< share sessions that started over at epoch 0
   std::map<std::int32_t, std::int32_t> session_epochs;  ///< per broker: the share session's next epoch
+  std::string http_endpoint;  ///< "host:port" of observability.http.listen's endpoint; empty: off
 };
 
 /// A member of a share group (group.id): subscribe(), then poll() for records and acknowledge
 /// them. With share.acknowledgement.mode=implicit (the default) every record a poll() returned is
 /// accepted at the next poll(), commit_sync(), commit_async() or close(); with explicit, each
 /// record must be acknowledged before the next poll(). As Java's KafkaShareConsumer.
+///
+/// With observability.http.listen set, the member serves GET /metrics (Prometheus text) and
+/// GET /status (JSON) of metrics() there, as a Consumer does (docs/observability.md); there is no
+/// dashboard or /group for a share member.
 ///
 /// Not thread-safe: call it from one thread, except wakeup() and metrics(). Errors are
 /// kgroup::Error; is_fatal() ones make it unusable (close it).

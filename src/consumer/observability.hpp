@@ -14,6 +14,7 @@
 #include "fetch/fetcher.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/metrics.hpp"
+#include "kgroup/share_consumer.hpp"
 #include "net/cluster.hpp"
 
 namespace kgroup::http {
@@ -33,6 +34,10 @@ class observability_endpoint {
                          std::shared_ptr<net::cluster> cluster, std::shared_ptr<fetch::fetcher> fetcher,
                          std::function<fetch::group_identity()> identity,
                          std::function<ConsumerMetrics()> snapshot);
+  /// A share member's endpoint: /metrics and /status of `snapshot` (no dashboard, no /group:
+  /// the share group's view would need ShareGroupDescribe). Throws as the constructor above.
+  observability_endpoint(boost::asio::io_context& io, const Config& config,
+                         std::function<ShareConsumerMetrics()> snapshot);
   ~observability_endpoint();
   observability_endpoint(const observability_endpoint&) = delete;
   observability_endpoint& operator=(const observability_endpoint&) = delete;

@@ -16,6 +16,7 @@
 
 #include "base/log.hpp"
 #include "consumer/consumer_plan.hpp"
+#include "consumer/observability.hpp"
 #include "consumer/single_thread.hpp"
 #include "data/share_acks.hpp"
 #include "data/share_records.hpp"
@@ -172,6 +173,7 @@ class ShareConsumer::impl {
   mutable detail::shared_state shared_;
   std::shared_ptr<net::share_group_driver> driver_;
   std::shared_ptr<fetch::share_fetcher> fetcher_;
+  std::unique_ptr<detail::observability_endpoint> endpoint_;  // after io_: destroyed before it
   std::thread thread_;
   detail::single_thread_check thread_check_;
   AcknowledgementCommitCallback callback_;
@@ -283,6 +285,8 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
   };
   driver_ = std::make_shared<net::share_group_driver>(io_, cluster_, std::move(dopts), shared_);
   fetcher_->set_member_id(driver_->member_id());
+  // Its snapshots are taken on the background thread, under the shared mutex, as metrics() is.
+  endpoint_ = std::make_unique<detail::observability_endpoint>(io_, config_, [this] { return metrics(); });
   thread_ = std::thread([this] {
     const detail::log_scope log_scope(log_sink());
     run();
@@ -303,6 +307,7 @@ void ShareConsumer::impl::run() {
 void ShareConsumer::impl::stop_thread() {
   if (!thread_.joinable()) return;
   post([this] {
+    endpoint_->stop();
     driver_->shutdown();
     fetcher_->shutdown();
     cluster_->close();
@@ -679,7 +684,9 @@ void ShareConsumer::impl::close(std::chrono::milliseconds timeout) {
 ShareConsumerMetrics ShareConsumer::impl::metrics() const {
   ShareConsumerMetrics m;
   std::lock_guard lock(shared_.mutex);
+  m.client_id = config_.get("client.id");
   m.group_id = config_.get("group.id");
+  m.http_endpoint = endpoint_ ? endpoint_->endpoint() : std::string();
   m.member_id = shared_.member_id;
   m.member_epoch = shared_.generation;
   m.state = shared_.state;

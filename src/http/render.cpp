@@ -62,13 +62,15 @@ void append_label_value(std::string& out, std::string_view v) {
 class prometheus_writer {
  public:
   // Every series carries who it belongs to (Prometheus joins on these labels).
-  explicit prometheus_writer(const ConsumerMetrics& m) {
+  explicit prometheus_writer(const ConsumerMetrics& m)
+      : prometheus_writer(m.client_id, m.group_id, m.member_id) {}
+  prometheus_writer(std::string_view client_id, std::string_view group_id, std::string_view member_id) {
     labels_ = "client_id=\"";
-    append_label_value(labels_, m.client_id);
+    append_label_value(labels_, client_id);
     labels_ += "\",group_id=\"";
-    append_label_value(labels_, m.group_id);
+    append_label_value(labels_, group_id);
     labels_ += "\",member_id=\"";
-    append_label_value(labels_, m.member_id);
+    append_label_value(labels_, member_id);
     labels_ += '"';
   }
 
@@ -364,6 +366,80 @@ std::string render_status_json(const ConsumerMetrics& m) {
   return base::to_json(doc);
 }
 
+// ---- a share member (ShareConsumerMetrics) ----
+// Its own kgroup_share_ series: a share member has no positions, lag, commits or rebalances, and
+// the Java client's share-fetch-metrics count what is below (records acquired and
+// acknowledged by type). ShareConsumerMetrics has no lock expiries: the broker does not tell a
+// member that its lock expired (the record just goes to another member; an acknowledgement
+// afterwards fails, counted in acknowledgements_failed).
+
+std::string render_share_prometheus(const ShareConsumerMetrics& m) {
+  prometheus_writer p(m.client_id, m.group_id, m.member_id);
+  const auto n = [](std::uint64_t v) { return static_cast<double>(v); };
+  p.gauge("kgroup_share_member_epoch", "The member's epoch in its share group (0 while joining)",
+          m.member_epoch);
+  p.gauge("kgroup_share_assigned_partitions",
+          "Partitions the share group gave this member (shared with others)", n(m.assignment.size()));
+  p.counter("kgroup_share_records_delivered_total", "Records poll() returned: acquired for this member",
+            n(m.records_delivered));
+  p.counter("kgroup_share_records_redelivered_total",
+            "Of the records delivered, those with a delivery count above 1 (released or lock expired before)",
+            n(m.records_redelivered));
+  p.header("kgroup_share_records_acknowledged_total", "counter",
+           "Acknowledgements sent to brokers, by type (accept, release, reject)");
+  p.sample("kgroup_share_records_acknowledged_total", "type=\"accept\"", n(m.acknowledged_accept));
+  p.sample("kgroup_share_records_acknowledged_total", "type=\"release\"", n(m.acknowledged_release));
+  p.sample("kgroup_share_records_acknowledged_total", "type=\"reject\"", n(m.acknowledged_reject));
+  p.counter("kgroup_share_acknowledgements_failed_total",
+            "Records whose acknowledgement failed (lock expired, session lost)",
+            n(m.acknowledgements_failed));
+  p.counter("kgroup_share_gaps_acknowledged_total", "Acquired offsets without a record, acknowledged as gaps",
+            n(m.gaps_acknowledged));
+  p.counter("kgroup_share_fetch_requests_total", "ShareFetch requests sent", n(m.share_fetches));
+  p.counter("kgroup_share_acknowledge_requests_total", "ShareAcknowledge requests sent",
+            n(m.share_acknowledges));
+  p.counter("kgroup_share_session_resets_total", "Share sessions that started over at epoch 0",
+            n(m.session_resets));
+  if (!m.session_epochs.empty()) {
+    p.header("kgroup_share_session_epoch", "gauge", "The next epoch of the share session with each broker");
+    for (const auto& [broker, epoch] : m.session_epochs) {
+      std::string extra = "broker=\"";
+      append_int(extra, broker);
+      extra += '"';
+      p.sample("kgroup_share_session_epoch", extra, epoch);
+    }
+  }
+  return p.take();
+}
+
+std::string render_share_status_json(const ShareConsumerMetrics& m) {
+  object doc;
+  doc["library_version"] = library_version();
+  doc["group_type"] = "share";
+  doc["client_id"] = text(m.client_id);
+  doc["group"] = text(m.group_id);
+  doc["member_id"] = text(m.member_id);
+  doc["member_epoch"] = m.member_epoch;
+  doc["state"] = text(m.state);
+  doc["http_endpoint"] = text(m.http_endpoint);
+  doc["assigned_partitions"] = m.assignment.size();
+  doc["assignment"] = partitions_json({m.assignment.begin(), m.assignment.end()});
+  doc["metrics"] = object{{"records_delivered_total", m.records_delivered},
+                          {"records_redelivered_total", m.records_redelivered},
+                          {"acknowledged_accept_total", m.acknowledged_accept},
+                          {"acknowledged_release_total", m.acknowledged_release},
+                          {"acknowledged_reject_total", m.acknowledged_reject},
+                          {"acknowledgements_failed_total", m.acknowledgements_failed},
+                          {"gaps_acknowledged_total", m.gaps_acknowledged},
+                          {"share_fetch_requests_total", m.share_fetches},
+                          {"share_acknowledge_requests_total", m.share_acknowledges},
+                          {"session_resets_total", m.session_resets}};
+  array epochs;
+  for (const auto& [broker, epoch] : m.session_epochs)
+    epochs.push_back(object{{"broker", broker}, {"epoch", epoch}});
+  doc["session_epochs"] = std::move(epochs);
+  return base::to_json(doc);
+}
 
 // ---- GET /group ----
 // Kept apart from the /metrics and /status renderers above: it reads the group view, not a

@@ -8,6 +8,7 @@
 
 #include "base/group_view.hpp"
 #include "kgroup/metrics.hpp"
+#include "kgroup/share_consumer.hpp"
 
 namespace kgroup::http {
 
@@ -21,6 +22,15 @@ std::string render_prometheus(const ConsumerMetrics& m);
 /// strings escaped (control characters as \u00XX, invalid UTF-8 replaced by U+FFFD), non-finite
 /// numbers as null.
 std::string render_status_json(const ConsumerMetrics& m);
+
+/// A share member's /metrics (ShareConsumer with observability.http.listen): the same labels,
+/// `kgroup_share_` series for its deliveries, acknowledgements by type, requests, session resets
+/// and the share session epoch per broker.
+std::string render_share_prometheus(const ShareConsumerMetrics& m);
+
+/// A share member's /status: identity, membership, assignment, the figures of /metrics and the
+/// share session epoch per broker. Same escaping rules as render_status_json().
+std::string render_share_status_json(const ShareConsumerMetrics& m);
 
 /// The /group document: the group's state and protocol, its members with their partitions, and
 /// per partition its owner, committed offset, end offset and lag (null where unknown), with the

@@ -69,12 +69,12 @@ class connection;
 }  // namespace
 
 struct server::state {
-  state(asio::io_context& io_, server_options opts_, snapshot_fn snapshot_)
-      : io(io_), opts(std::move(opts_)), snapshot(std::move(snapshot_)), acceptor(io_), retry(io_) {}
+  state(asio::io_context& io_, server_options opts_, pages documents_)
+      : io(io_), opts(std::move(opts_)), documents(std::move(documents_)), acceptor(io_), retry(io_) {}
 
   asio::io_context& io;
   const server_options opts;
-  const snapshot_fn snapshot;
+  const pages documents;
   tcp::acceptor acceptor;
   asio::steady_timer retry;                // re-arms accept after an accept error (e.g. out of descriptors)
   std::string endpoint;                    // written once by start()
@@ -295,32 +295,33 @@ class connection : public std::enable_shared_from_this<connection> {
       if (target == "/metrics") {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-        res->body() = render_prometheus(owner_->snapshot());
+        res->body() = owner_->documents.metrics();
       } else if (target == "/status") {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "application/json");
-        res->body() = render_status_json(owner_->snapshot());
+        res->body() = owner_->documents.status();
       } else if (target == "/group" && owner_->opts.group_view) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "application/json");
         res->body() = render_group_json(owner_->opts.group_view());
-      } else if (target == "/") {
+      } else if (target == "/" && owner_->opts.dashboard) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/html; charset=utf-8");
         res->body() = std::string(dashboard_html());
-      } else if (target == "/dashboard.js") {
+      } else if (target == "/dashboard.js" && owner_->opts.dashboard) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/javascript; charset=utf-8");
         res->body() = std::string(dashboard_script());
-      } else if (target == "/dashboard.css") {
+      } else if (target == "/dashboard.css" && owner_->opts.dashboard) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/css; charset=utf-8");
         res->body() = std::string(dashboard_style());
       } else {
         res->result(bhttp::status::not_found);
         res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
-        res->body() = owner_->opts.group_view ? "not found; try /, /metrics, /status or /group\n"
-                                              : "not found; try /, /metrics or /status\n";
+        res->body() = !owner_->opts.dashboard   ? "not found; try /metrics or /status\n"
+                      : owner_->opts.group_view ? "not found; try /, /metrics, /status or /group\n"
+                                                : "not found; try /, /metrics or /status\n";
       }
     } catch (const std::exception& e) {
       logger()->warn("http: building the response to {} failed: {}", std::string(target), e.what());
@@ -463,7 +464,12 @@ void accept_next(const std::shared_ptr<server::state>& s) {
 }  // namespace
 
 server::server(asio::io_context& io, server_options opts, snapshot_fn snapshot)
-    : state_(std::make_shared<state>(io, std::move(opts), std::move(snapshot))) {}
+    : server(io, std::move(opts),
+             pages{[snapshot] { return render_prometheus(snapshot()); },
+                   [snapshot] { return render_status_json(snapshot()); }}) {}
+
+server::server(asio::io_context& io, server_options opts, pages documents)
+    : state_(std::make_shared<state>(io, std::move(opts), std::move(documents))) {}
 
 server::~server() {
   stop();

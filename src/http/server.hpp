@@ -57,6 +57,16 @@ struct server_options {
   /// so it must not wait for anything (the consumer hands out its cached view and marks it
   /// wanted). Empty: /group answers 404.
   std::function<base::group_view()> group_view;
+  /// GET / and its script and style. The dashboard draws a consumer's /status; a share member's
+  /// endpoint has none (those paths answer 404).
+  bool dashboard = true;
+};
+
+/// The documents of GET /metrics and GET /status, made on the server's thread once per request
+/// (so they must not wait for anything).
+struct pages {
+  std::function<std::string()> metrics;  ///< Prometheus text
+  std::function<std::string()> status;   ///< JSON
 };
 
 /// A parsed listen address. `host` is an IP literal (IPv6 without brackets).
@@ -80,7 +90,10 @@ class server {
  public:
   using snapshot_fn = std::function<ConsumerMetrics()>;
 
+  /// A consumer's endpoint: /metrics and /status rendered from `snapshot` (render.hpp).
   server(boost::asio::io_context& io, server_options opts, snapshot_fn snapshot);
+  /// Any member's endpoint: /metrics and /status are `documents` (a share member's).
+  server(boost::asio::io_context& io, server_options opts, pages documents);
   ~server();  // stop()s
   server(const server&) = delete;
   server& operator=(const server&) = delete;

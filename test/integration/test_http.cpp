@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "kgroup/consumer.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/metrics.hpp"
+#include "kgroup/share_consumer.hpp"
 #include "kgroup/version.hpp"
 #include "mock_cluster.hpp"
 #include "rdkafka_member.hpp"
@@ -777,6 +779,209 @@ TEST_CASE("http: unknown paths are 404, other methods 405, HEAD and keep-alive w
     CHECK(res[bhttp::field::allow] == "GET, HEAD");
     CHECK(closed_by_peer(other.read_until_closed()));
   }
+}
+
+namespace {
+
+// A share member's figures: two partitions, acknowledgements of every type, sessions with two
+// brokers.
+kgroup::ShareConsumerMetrics fake_share_metrics() {
+  kgroup::ShareConsumerMetrics m;
+  m.client_id = "worker-1";
+  m.group_id = "jobs-app";
+  m.member_id = "Zm9vYmFyYmF6cXV4MTIzNA";
+  m.member_epoch = 4;
+  m.state = "stable";
+  m.assignment = {{"jobs", 0}, {"jobs", 2}};
+  m.records_delivered = 120;
+  m.records_redelivered = 7;
+  m.acknowledged_accept = 100;
+  m.acknowledged_release = 9;
+  m.acknowledged_reject = 3;
+  m.acknowledgements_failed = 2;
+  m.gaps_acknowledged = 1;
+  m.share_fetches = 40;
+  m.share_acknowledges = 5;
+  m.session_resets = 1;
+  m.session_epochs = {{1, 17}, {3, 2}};
+  m.http_endpoint = "127.0.0.1:9464";
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /status, no dashboard",
+          "[http]") {
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  const auto m = fake_share_metrics();
+  kgroup::http::server_options so = test_options();
+  so.dashboard = false;
+  kgroup::http::server srv(io, so,
+                           kgroup::http::pages{[&] { return kgroup::http::render_share_prometheus(m); },
+                                               [&] { return kgroup::http::render_share_status_json(m); }});
+  REQUIRE_FALSE(srv.start());
+  std::thread t([&] { io.run(); });
+  struct stop_at_end {
+    asio::io_context& io;
+    kgroup::http::server& srv;
+    decltype(guard)& g;
+    std::thread& t;
+    ~stop_at_end() {
+      asio::post(io, [this] { srv.stop(); });
+      g.reset();
+      t.join();
+    }
+  } stopper{io, srv, guard, t};
+
+  client c(srv.endpoint());
+  const auto res = c.get("/metrics");
+  CHECK(res.result() == bhttp::status::ok);
+  CHECK(res[bhttp::field::content_type] == "text/plain; version=0.0.4; charset=utf-8");
+  std::map<std::string, std::string> types;
+  const auto samples = parse_prometheus(res.body(), types);
+  for (const auto& smp : samples) {
+    INFO(smp.name);
+    CHECK(smp.labels.at("client_id") == "worker-1");
+    CHECK(smp.labels.at("group_id") == "jobs-app");
+    CHECK(smp.labels.at("member_id") == "Zm9vYmFyYmF6cXV4MTIzNA");
+  }
+  const std::vector<std::tuple<std::string, std::map<std::string, std::string>, std::string, double>>
+      expected = {
+          {"kgroup_share_member_epoch", {}, "gauge", 4},
+          {"kgroup_share_assigned_partitions", {}, "gauge", 2},
+          {"kgroup_share_records_delivered_total", {}, "counter", 120},
+          {"kgroup_share_records_redelivered_total", {}, "counter", 7},
+          {"kgroup_share_records_acknowledged_total", {{"type", "accept"}}, "counter", 100},
+          {"kgroup_share_records_acknowledged_total", {{"type", "release"}}, "counter", 9},
+          {"kgroup_share_records_acknowledged_total", {{"type", "reject"}}, "counter", 3},
+          {"kgroup_share_acknowledgements_failed_total", {}, "counter", 2},
+          {"kgroup_share_gaps_acknowledged_total", {}, "counter", 1},
+          {"kgroup_share_fetch_requests_total", {}, "counter", 40},
+          {"kgroup_share_acknowledge_requests_total", {}, "counter", 5},
+          {"kgroup_share_session_resets_total", {}, "counter", 1},
+          {"kgroup_share_session_epoch", {{"broker", "1"}}, "gauge", 17},
+          {"kgroup_share_session_epoch", {{"broker", "3"}}, "gauge", 2},
+      };
+  for (const auto& [name, labels, type, value] : expected) {
+    INFO(name);
+    const auto* found = find_sample(samples, name, labels);
+    REQUIRE(found != nullptr);
+    CHECK(found->value == value);
+    CHECK(types[name] == type);
+  }
+  CHECK(samples.size() == expected.size());
+
+  const auto status = c.get("/status");
+  CHECK(status.result() == bhttp::status::ok);
+  CHECK(status[bhttp::field::content_type] == "application/json");
+  const auto j = parse_json(status.body());
+  CHECK(j["group_type"].str() == "share");
+  CHECK(j["client_id"].str() == "worker-1");
+  CHECK(j["group"].str() == "jobs-app");
+  CHECK(j["member_id"].str() == "Zm9vYmFyYmF6cXV4MTIzNA");
+  CHECK(j["member_epoch"].num() == 4);
+  CHECK(j["state"].str() == "stable");
+  CHECK(j["http_endpoint"].str() == "127.0.0.1:9464");
+  CHECK(j["library_version"].str() == kgroup::library_version());
+  REQUIRE(j["assignment"].size() == 2);
+  CHECK(j["assignment"][1]["topic"].str() == "jobs");
+  CHECK(j["assignment"][1]["partition"].num() == 2);
+  CHECK(j["metrics"]["records_delivered_total"].num() == 120);
+  CHECK(j["metrics"]["records_redelivered_total"].num() == 7);
+  CHECK(j["metrics"]["acknowledged_accept_total"].num() == 100);
+  CHECK(j["metrics"]["acknowledged_release_total"].num() == 9);
+  CHECK(j["metrics"]["acknowledged_reject_total"].num() == 3);
+  CHECK(j["metrics"]["acknowledgements_failed_total"].num() == 2);
+  CHECK(j["metrics"]["session_resets_total"].num() == 1);
+  REQUIRE(j["session_epochs"].size() == 2);
+  CHECK(j["session_epochs"][0]["broker"].num() == 1);
+  CHECK(j["session_epochs"][0]["epoch"].num() == 17);
+
+  // The dashboard draws a consumer's /status: not served here.
+  for (const char* path : {"/", "/dashboard.js", "/dashboard.css", "/group"}) {
+    INFO(path);
+    const auto r = c.get(path);
+    CHECK(r.result() == bhttp::status::not_found);
+    CHECK(r.body() == "not found; try /metrics or /status\n");
+  }
+}
+
+// librdkafka 2.15.1's mock ([share]: the share@2.15 entries).
+TEST_CASE("http: a live share member serves its acknowledgements and session epochs", "[share]") {
+  kgroup::test::mock_cluster mc(1);
+  kgroup::test::mock_cluster::share_group_settings settings;
+  settings.heartbeat_interval_ms = 500;
+  settings.earliest = true;
+  if (!mc.set_share_groups(settings)) {
+    WARN("this librdkafka's mock has no share groups (run with librdkafka 2.15.1)");
+    return;
+  }
+  mc.create_topic("jobs", 1);
+  mc.produce("jobs", 9);  // before the member starts (the mock's fault M1)
+  kgroup::ShareConsumer c(kgroup::test::test_config(mc.bootstrap_servers())
+                              .group("g-share-http")
+                              .client_id("share-http")
+                              .retry_backoff(50ms)
+                              .set("share.acknowledgement.mode", "explicit")
+                              .set("observability.http.listen", "127.0.0.1:0"));
+  const std::string ep = c.metrics().http_endpoint;
+  REQUIRE(ep.rfind("127.0.0.1:", 0) == 0);
+  CHECK(ep != "127.0.0.1:0");
+  c.subscribe({"jobs"});
+  // Offsets 0, 3, 6 accepted, 1, 4, 7 released once (then accepted), 2, 5, 8 rejected.
+  std::size_t settled = 0;
+  std::size_t redelivered = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (settled < 9 && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : c.poll(100ms)) {
+      const bool again = r.delivery_count.value_or(1) > 1;
+      redelivered += again ? 1 : 0;
+      const auto type = again || r.offset % 3 == 0 ? kgroup::AcknowledgeType::accept
+                        : r.offset % 3 == 1        ? kgroup::AcknowledgeType::release
+                                                   : kgroup::AcknowledgeType::reject;
+      c.acknowledge(r, type);
+      settled += type == kgroup::AcknowledgeType::release ? 0 : 1;
+    }
+  }
+  REQUIRE(settled == 9);
+  c.commit_sync(10s);
+  CHECK(redelivered == 3);
+
+  // Served on the consumer's background thread while this one does not poll.
+  client cl(ep);
+  std::map<std::string, std::string> types;
+  const auto samples = parse_prometheus(cl.get("/metrics").body(), types);
+  const auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    const auto* s = find_sample(samples, name, labels);
+    INFO(name);
+    REQUIRE(s != nullptr);
+    CHECK(s->labels.at("client_id") == "share-http");
+    CHECK(s->labels.at("group_id") == "g-share-http");
+    return s->value;
+  };
+  CHECK(value("kgroup_share_records_delivered_total") == 12);
+  CHECK(value("kgroup_share_records_redelivered_total") == 3);
+  CHECK(value("kgroup_share_records_acknowledged_total", {{"type", "accept"}}) == 6);
+  CHECK(value("kgroup_share_records_acknowledged_total", {{"type", "release"}}) == 3);
+  CHECK(value("kgroup_share_records_acknowledged_total", {{"type", "reject"}}) == 3);
+  CHECK(value("kgroup_share_assigned_partitions") == 1);
+  CHECK(value("kgroup_share_member_epoch") >= 1);
+  CHECK(value("kgroup_share_fetch_requests_total") >= 2);
+  CHECK(value("kgroup_share_session_epoch", {{"broker", "1"}}) >= 1);
+
+  const auto j = parse_json(cl.get("/status").body());
+  CHECK(j["group_type"].str() == "share");
+  CHECK(j["group"].str() == "g-share-http");
+  CHECK(j["member_id"].str() == c.metrics().member_id);
+  CHECK(j["state"].str() == c.metrics().state);
+  CHECK(j["http_endpoint"].str() == ep);
+  REQUIRE(j["assignment"].size() == 1);
+  CHECK(j["assignment"][0]["topic"].str() == "jobs");
+  CHECK(j["metrics"]["acknowledged_reject_total"].num() == 3);
+  REQUIRE(j["session_epochs"].size() == 1);
+  CHECK(j["session_epochs"][0]["broker"].num() == 1);
+  c.close(10s);
 }
 
 TEST_CASE("http: oversized requests and too many header fields are refused", "[http]") {
