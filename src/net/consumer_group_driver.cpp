@@ -56,67 +56,19 @@ void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
 }
 
 void consumer_group_driver::on_coordinator(std::int32_t node) {
-  // The coordinator's ApiVersions decide: ConsumerGroupHeartbeat or a clear fatal error.
-  auto conn = cluster_->broker(node, channel::group);
-  if (!conn) {
-    member_.coordinator_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
-    process();
-    return;
-  }
-  conn->when_ready([self = shared_from_this(), conn, node](std::error_code ec) {
-    if (self->stopped_) return;
-    const auto now = clock::now();
-    if (ec) {
-      self->member_.coordinator_failed(now, ec);
-    } else {
-      // -1 when its ApiVersions lack the API: the core makes that a clear fatal error.
-      self->member_.coordinator_found(
-          now, node,
-          conn->versions().common(protocol::consumer_group_heartbeat_request::api_key,
-                                  protocol::consumer_group_heartbeat_request::lowest_version,
-                                  protocol::consumer_group_heartbeat_request::highest_version));
-    }
-    self->process();
-  });
+  parts::on_coordinator(*this, node);
 }
 
 void consumer_group_driver::send_heartbeat(k::send_consumer_group_heartbeat hb) {
-  // Only the answer to the latest heartbeat reaches the core (one is in flight at a time; an
-  // older one is from before a failure the core already handled).
-  send_to_coordinator(
-      std::move(hb.request), [](protocol::consumer_group_heartbeat_request&, std::int16_t) {},
-      [](k::consumer_member& m, const auto& r) { m.heartbeat_done(clock::now(), r); }, opts_.request_timeout,
-      supersede::earlier);
+  parts::send_heartbeat(*this, std::move(hb.request));
 }
 
 void consumer_group_driver::resolve_names() {
-  // Metadata v10+ carries topic ids; an all-topics refresh names every id the target can hold
-  // (a subscription by regex included). Ids still unknown are asked for again by the core.
-  if (names_in_flight_) return;
-  names_in_flight_ = true;
-  cluster_->refresh_metadata(std::nullopt, opts_.request_timeout,
-                             [self = shared_from_this()](std::error_code ec) {
-                               if (self->stopped_) return;
-                               self->names_in_flight_ = false;
-                               if (ec) {
-                                 logger()->debug("group '{}': metadata for topic ids failed: {}",
-                                                 self->opts_.member.group_id, ec.message());
-                                 self->member_.topic_names_resolved(clock::now(), {});
-                                 self->process();
-                                 return;
-                               }
-                               self->feed_names();
-                             });
+  parts::resolve_names(*this, "group");
 }
 
 void consumer_group_driver::feed_names() {
-  if (stopped_) return;
-  std::vector<std::pair<k::topic_id, std::string>> names;
-  for (const auto& [name, t] : cluster_->metadata().topics) {
-    if (!t.topic_id.is_zero() && t.error_code == 0) names.emplace_back(t.topic_id, name);
-  }
-  member_.topic_names_resolved(clock::now(), names);
-  process();
+  parts::feed_names(*this);
 }
 
 void consumer_group_driver::apply(k::action& a) {

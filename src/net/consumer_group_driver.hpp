@@ -22,6 +22,7 @@
 #include "group/consumer_member.hpp"
 #include "net/cluster.hpp"
 #include "net/driver_base.hpp"
+#include "net/heartbeat_driver_parts.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::net {
@@ -52,6 +53,9 @@ class consumer_group_driver
 
  private:
   friend class driver_base<consumer_group_driver, group::kip848::consumer_member>;
+  using parts = heartbeat_driver_parts<consumer_group_driver, group::kip848::consumer_member,
+                                       protocol::consumer_group_heartbeat_request>;
+  friend parts;
   using base = membership_driver_base<consumer_group_driver, group::kip848::consumer_member>;
   /// `member` with a member id made when it has none (the core is given that; opts_ keeps the
   /// rest of the options).

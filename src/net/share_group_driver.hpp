@@ -21,6 +21,7 @@
 #include "group/share_member.hpp"
 #include "net/cluster.hpp"
 #include "net/driver_base.hpp"
+#include "net/heartbeat_driver_parts.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::net {
@@ -74,6 +75,9 @@ class share_group_driver : public driver_base<share_group_driver, group::share::
 
  private:
   friend class driver_base<share_group_driver, group::share::share_member>;
+  using parts = heartbeat_driver_parts<share_group_driver, group::share::share_member,
+                                       protocol::share_group_heartbeat_request>;
+  friend parts;
   using base = driver_base<share_group_driver, group::share::share_member>;
   static group::share::share_member_options with_member_id(group::share::share_member_options member);
   /// The share core's own actions; driver_base::apply_with carries out the shared ones.
