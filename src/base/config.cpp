@@ -52,13 +52,13 @@ const std::vector<ConfigKey> key_table = {
     // them says so once at info.
     {"metadata.recovery.strategy", "rebootstrap", "enum", 0, 0, "none,rebootstrap", "what to do when no known broker is reachable: rebootstrap from bootstrap.servers (not acted on yet) or none"},
     {"metadata.recovery.rebootstrap.trigger.ms", "300000", "long", 0, i64max, "", "rebootstrap after metadata has been unavailable this long (not acted on yet)"},
-    {"client.dns.lookup", "use_all_dns_ips", "enum", 0, 0, "use_all_dns_ips,resolve_canonical_bootstrap_servers_only", "use_all_dns_ips: try every address of a name (what kgroup does); the other value is not acted on yet"},
-    {"connections.max.idle.ms", "540000", "long", -1, i64max, "", "close connections idle this long (not acted on yet); -1 = never"},
-    {"send.buffer.bytes", "131072", "int", -1, i32max, "", "socket send buffer (SO_SNDBUF; not acted on yet); -1 = the OS default"},
-    {"receive.buffer.bytes", "65536", "int", -1, i32max, "", "socket receive buffer (SO_RCVBUF; not acted on yet); -1 = the OS default"},
+    {"client.dns.lookup", "use_all_dns_ips", "enum", 0, 0, "use_all_dns_ips,resolve_canonical_bootstrap_servers_only", "use_all_dns_ips: every connect resolves again and tries each address in turn; resolve_canonical_bootstrap_servers_only: bootstrap names become the canonical names of their addresses"},
+    {"connections.max.idle.ms", "540000", "long", -1, i64max, "", "close connections with nothing in flight this long (reopened on use); -1 = never"},
+    {"send.buffer.bytes", "131072", "int", -1, i32max, "", "socket send buffer (SO_SNDBUF); -1 = the OS default"},
+    {"receive.buffer.bytes", "65536", "int", -1, i32max, "", "socket receive buffer (SO_RCVBUF); -1 = the OS default"},
     {"socket.connection.setup.timeout.max.ms", "30000", "long", 0, i64max, "", "cap of the growing connection setup timeout (not acted on yet: the timeout stays socket.connection.setup.timeout.ms)"},
     // librdkafka's key (Java sets SO_KEEPALIVE on every socket).
-    {"socket.keepalive.enable", "false", "bool", 0, 0, "", "TCP keep-alive on broker connections (not acted on yet)"},
+    {"socket.keepalive.enable", "false", "bool", 0, 0, "", "TCP keep-alive on broker connections (SO_KEEPALIVE)"},
     {"enable.metrics.push", "true", "bool", 0, 0, "", "push client metrics to brokers that ask for them (KIP-714; not acted on yet)"},
     // Not a Java key (Java bounds responses by fetch sizes only); librdkafka's name and default.
     {"receive.message.max.bytes", "100000000", "int", 1024, i32max, "", "largest response frame accepted; a larger one closes the connection"},
@@ -343,11 +343,7 @@ bool property_name(std::string_view key) {
 // kept, and behaves as the value named in the docs.
 bool not_acted_on(std::string_view key, std::string_view value) {
   if (key == "metadata.recovery.strategy") return value != "none";
-  if (key == "enable.metrics.push" || key == "socket.keepalive.enable") return value != "false";
-  if (key == "client.dns.lookup") return value != "use_all_dns_ips";
-  if (key == "connections.max.idle.ms" || key == "send.buffer.bytes" || key == "receive.buffer.bytes") {
-    return value != "-1";
-  }
+  if (key == "enable.metrics.push") return value != "false";
   return key == "metadata.recovery.rebootstrap.trigger.ms" || key == "socket.connection.setup.timeout.max.ms";
 }
 

@@ -1,5 +1,8 @@
 #include "net/cluster.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -38,11 +41,53 @@ cluster_options cluster_options::from_config(const Config& cfg) {
   o.connection.reconnect_backoff_max = cfg.get_ms("reconnect.backoff.max.ms");
   o.connection.max_response_size = static_cast<std::size_t>(cfg.get_int("receive.message.max.bytes"));
   o.connection.security = make_transport_security(cfg);
+  o.connection.max_idle = cfg.get_ms("connections.max.idle.ms");
+  o.connection.keepalive = cfg.get_bool("socket.keepalive.enable");
+  o.connection.send_buffer = static_cast<int>(cfg.get_int("send.buffer.bytes"));
+  o.connection.receive_buffer = static_cast<int>(cfg.get_int("receive.buffer.bytes"));
+  if (cfg.get("client.dns.lookup") == "resolve_canonical_bootstrap_servers_only") {
+    o.bootstrap = canonical_bootstrap(o.bootstrap);
+  }
   o.retry_backoff = cfg.get_ms("retry.backoff.ms");
   o.retry_backoff_max = cfg.get_ms("retry.backoff.max.ms");
   o.metadata_max_age = cfg.get_ms("metadata.max.age.ms");
   o.allow_auto_create_topics = cfg.get_bool("allow.auto.create.topics");
   return o;
+}
+
+std::vector<std::pair<std::string, std::uint16_t>> canonical_bootstrap(
+    const std::vector<std::pair<std::string, std::uint16_t>>& servers) {
+  std::vector<std::pair<std::string, std::uint16_t>> out;
+  auto add = [&](std::string host, std::uint16_t port) {
+    auto entry = std::make_pair(std::move(host), port);
+    if (std::find(out.begin(), out.end(), entry) == out.end()) out.push_back(std::move(entry));
+  };
+  for (const auto& [host, port] : servers) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+      logger()->warn(
+          "client.dns.lookup=resolve_canonical_bootstrap_servers_only: cannot resolve bootstrap server "
+          "'{}' ({}); kept as given",
+          host, gai_strerror(rc));
+      add(host, port);
+      continue;
+    }
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char name[NI_MAXHOST] = {};
+      // Java's getCanonicalHostName: the reverse lookup's name, or the address when there is none.
+      if (getnameinfo(a->ai_addr, a->ai_addrlen, name, sizeof name, nullptr, 0, NI_NAMEREQD) != 0 &&
+          getnameinfo(a->ai_addr, a->ai_addrlen, name, sizeof name, nullptr, 0, NI_NUMERICHOST) != 0) {
+        continue;
+      }
+      logger()->debug("client.dns.lookup: bootstrap server '{}' -> '{}'", host, name);
+      add(name, port);
+    }
+    freeaddrinfo(found);
+  }
+  return out;
 }
 
 struct cluster::metadata_attempt {

@@ -34,9 +34,20 @@ struct cluster_options {
   std::chrono::milliseconds metadata_max_age{300000};
   bool allow_auto_create_topics = true;
 
-  /// Reads the network keys of a validated Config.
+  /// Reads the network keys of a validated Config. With
+  /// client.dns.lookup=resolve_canonical_bootstrap_servers_only it resolves the bootstrap names
+  /// (blocking, as Java does in the consumer's constructor): see canonical_bootstrap().
   static cluster_options from_config(const Config& cfg);
 };
+
+/// client.dns.lookup=resolve_canonical_bootstrap_servers_only, as Java's ClientUtils: each name is
+/// replaced by the canonical name of each of its addresses (a reverse lookup; the address itself
+/// when it has no name), in the resolver's order, without repeats. Kerberos users need it when the
+/// bootstrap name is an alias (a load balancer's) and the brokers' principals carry their own
+/// names. A name that does not resolve is kept as it is, with a warning (Java drops it, and fails
+/// when none resolves; kgroup's connections retry resolving instead). Blocking.
+std::vector<std::pair<std::string, std::uint16_t>> canonical_bootstrap(
+    const std::vector<std::pair<std::string, std::uint16_t>>& servers);
 
 // The metadata vocabulary is pure (the data layer's fetch planner reads it): data/cluster_metadata.hpp.
 using data::broker_address;

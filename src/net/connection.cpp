@@ -42,6 +42,11 @@ void on_stream(connection_transport& t, Op&& op) {
   }
 }
 
+std::string to_text(const asio::ip::tcp::endpoint& e) {
+  const auto a = e.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(e.port());
+}
+
 template <class Buffers, class Handler>
 void read_exact(connection_transport& t, const Buffers& b, Handler&& h) {
   on_stream(t, [&](auto& stream) { asio::async_read(stream, b, std::forward<Handler>(h)); });
@@ -85,8 +90,12 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
       opts_(std::move(opts)),
       resolver_(io),
       timer_(io),
-      core_({opts_.request_timeout, opts_.connect_timeout, opts_.reconnect_backoff,
-             opts_.reconnect_backoff_max}),
+      core_({.request_timeout = opts_.request_timeout,
+             .connect_timeout = opts_.connect_timeout,
+             .reconnect_backoff = opts_.reconnect_backoff,
+             .reconnect_backoff_max = opts_.reconnect_backoff_max,
+             .reconnect_jitter = 0.2,
+             .max_idle = opts_.max_idle}),
       setup_(core_, {opts_.security && opts_.security->sasl ? &opts_.security->credentials : nullptr,
                      opts_.security && opts_.security->tokens != nullptr}) {}
 
@@ -152,31 +161,100 @@ void connection::start_connect() {
   core_.connect_started(clock::now());
   arm_timer();
   logger()->debug("broker {} ({}:{}): connecting", node_id_, host_, port_);
+  if (opts_.resolve) {
+    asio::post(io_, [self = shared_from_this(), gen = generation_] {
+      if (gen == self->generation_) self->on_resolved(self->opts_.resolve(self->host_, self->port_));
+    });
+    return;
+  }
   resolver_.async_resolve(
       host_, std::to_string(port_),
       [self = shared_from_this(), gen = generation_](const boost::system::error_code& ec,
-                                                     asio::ip::tcp::resolver::results_type results) {
+                                                     const asio::ip::tcp::resolver::results_type& results) {
         if (gen != self->generation_) return;
         if (ec) {
+          logger()->debug("broker {} ({}:{}): cannot resolve: {}", self->node_id_, self->host_, self->port_,
+                          ec.message());
           self->fail(make_error_code(client_errc::connection_failed), "resolve failed");
           return;
         }
-        self->core_.step(state::connecting);
-        self->tr_ = std::make_shared<connection_transport>(self->io_);
-        asio::async_connect(
-            self->tr_->socket, results,
-            [self, gen, tr = self->tr_](const boost::system::error_code& cec, const asio::ip::tcp::endpoint&) {
-              if (gen != self->generation_) return;
-              if (cec) {
-                self->fail(make_error_code(client_errc::connection_failed), "connect failed");
-                return;
-              }
-              self->on_connected();
-            });
+        std::vector<asio::ip::tcp::endpoint> endpoints;
+        for (const auto& r : results) endpoints.push_back(r.endpoint());
+        self->on_resolved(std::move(endpoints));
       });
 }
 
+void connection::on_resolved(std::vector<asio::ip::tcp::endpoint> endpoints) {
+  if (endpoints.empty()) {
+    fail(make_error_code(client_errc::connection_failed), "resolve failed");
+    return;
+  }
+  endpoints_ = std::move(endpoints);
+  const std::size_t first = core_.resolved(clock::now(), endpoints_.size());
+  arm_timer();
+  connect_to(first);
+}
+
+void connection::connect_to(std::size_t i) {
+  const auto endpoint = endpoints_[i];
+  tr_ = std::make_shared<connection_transport>(io_);
+  auto& socket = tr_->socket;
+  boost::system::error_code ec;
+  socket.open(endpoint.protocol(), ec);
+  if (!ec) {
+    // Before connect, as Java: the receive buffer bounds the window scale agreed in the handshake.
+    boost::system::error_code opt;
+    if (opts_.keepalive) socket.set_option(asio::socket_base::keep_alive(true), opt);
+    if (opts_.send_buffer >= 0)
+      socket.set_option(asio::socket_base::send_buffer_size(opts_.send_buffer), opt);
+    if (opts_.receive_buffer >= 0) {
+      socket.set_option(asio::socket_base::receive_buffer_size(opts_.receive_buffer), opt);
+    }
+    if (opt)
+      logger()->warn("broker {} ({}:{}): socket option refused: {}", node_id_, host_, port_, opt.message());
+  }
+  auto next_or_fail = [this](const boost::system::error_code& why, const asio::ip::tcp::endpoint& ep) {
+    if (auto next = core_.address_failed(clock::now())) {
+      logger()->debug("broker {} ({}:{}): {} failed ({}); trying {}", node_id_, host_, port_, to_text(ep),
+                      why.message(), to_text(endpoints_[*next]));
+      arm_timer();
+      connect_to(*next);
+      return;
+    }
+    fail(make_error_code(client_errc::connection_failed), "connect failed");
+  };
+  if (ec) {
+    next_or_fail(ec, endpoint);
+    return;
+  }
+  socket.async_connect(endpoint, [self = shared_from_this(), gen = generation_, tr = tr_, endpoint,
+                                  next_or_fail](const boost::system::error_code& cec) {
+    if (gen != self->generation_) return;
+    if (cec) {
+      next_or_fail(cec, endpoint);
+      return;
+    }
+    self->on_connected();
+  });
+}
+
+int connection::native_socket() const noexcept {
+  return tr_ && tr_->socket.is_open() ? static_cast<int>(tr_->socket.native_handle()) : -1;
+}
+
+void connection::drop_transport() {
+  ++generation_;
+  boost::system::error_code ignored;
+  resolver_.cancel();
+  if (tr_) tr_->socket.close(ignored);
+  tr_.reset();  // pending operations keep it alive until they complete
+  setup_.lost();
+  writing_ = false;
+  write_queue_.clear();
+}
+
 void connection::on_connected() {
+  endpoints_.clear();
   boost::system::error_code ignored;
   tr_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   const auto& sec = opts_.security;
@@ -388,7 +466,7 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
     return;
   }
   if (gen != generation_) return;
-  if (core_.answered()) {
+  if (core_.answered(clock::now())) {
     logger()->debug("broker {} ({}:{}): re-authenticating (KIP-368)", node_id_, host_, port_);
     run(setup_.reauthenticate());
   }
@@ -435,6 +513,24 @@ void connection::on_timer() {
     case verdict::backoff_over:
       if (!waiters_.empty()) start_connect();
       return;
+    case verdict::next_address:
+      // (The core moves one address on: the previous one is the address that did not answer.)
+      logger()->info(
+          "broker {} ({}:{}): {} did not connect within socket.connection.setup.timeout.ms; trying {}",
+          node_id_, host_, port_,
+          to_text(endpoints_[(*t.address + endpoints_.size() - 1) % endpoints_.size()]),
+          to_text(endpoints_[*t.address]));
+      drop_transport();
+      arm_timer();
+      connect_to(*t.address);
+      return;
+    case verdict::idle_close:
+      logger()->debug("broker {} ({}:{}): closing the connection, idle for connections.max.idle.ms ({} ms)",
+                      node_id_, host_, port_, opts_.max_idle.count());
+      if (opts_.wire) ++opts_.wire->idle_closes;
+      drop_transport();
+      arm_timer();
+      return;
     case verdict::nothing:
       arm_timer();
       return;
@@ -443,14 +539,7 @@ void connection::on_timer() {
 
 void connection::fail(std::error_code ec, const char* why) {
   if (core_.terminal()) return;
-  ++generation_;
-  boost::system::error_code ignored;
-  resolver_.cancel();
-  if (tr_) tr_->socket.close(ignored);
-  tr_.reset();  // pending operations keep it alive until they complete
-  setup_.lost();
-  writing_ = false;
-  write_queue_.clear();
+  drop_transport();
   auto lost = core_.failed(clock::now());
   const auto wait = lost.wait;
   const bool was_ready = lost.was_ready;

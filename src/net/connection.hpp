@@ -9,6 +9,12 @@
 // closed as a protocol violation. A request that times out closes the connection too (its late
 // response would otherwise be matched to the next request), as the Java client does.
 //
+// As Java's (client.dns.lookup=use_all_dns_ips): every connect resolves the name again and tries
+// its addresses in turn, each within socket.connection.setup.timeout.ms, starting with the one
+// that worked last. A connection with nothing in flight for connections.max.idle.ms is closed
+// quietly and reopened by the next request. The socket options (SO_KEEPALIVE, SO_SNDBUF,
+// SO_RCVBUF) are set before connecting, as Java does, so the receive window can scale to them.
+//
 // Not thread-safe: every call must be made on the io_context's thread.
 #pragma once
 
@@ -20,6 +26,7 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -49,6 +56,17 @@ struct connection_options {
   std::shared_ptr<wire_stats> wire;
   /// TLS and SASL; null for PLAINTEXT.
   std::shared_ptr<transport_security> security;
+  /// connections.max.idle.ms; negative: never close an idle connection.
+  std::chrono::milliseconds max_idle{-1};
+  /// socket.keepalive.enable (SO_KEEPALIVE).
+  bool keepalive = false;
+  /// send.buffer.bytes, receive.buffer.bytes (SO_SNDBUF, SO_RCVBUF); -1: the OS's default.
+  int send_buffer = -1;
+  int receive_buffer = -1;
+  /// For tests: resolves a broker's name instead of the system's resolver (to put an address that
+  /// never answers before one that works, say). Called on every connect, on the io_context.
+  std::function<std::vector<boost::asio::ip::tcp::endpoint>(const std::string& host, std::uint16_t port)>
+      resolve;
 };
 
 /// The socket and, with TLS, the stream over it: one per connection attempt, kept alive by the
@@ -112,6 +130,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t in_flight() const noexcept { return core_.in_flight(); }
   /// Number of completed connection attempts that reached `ready` (for tests and metrics).
   std::uint64_t connects() const noexcept { return core_.connects(); }
+  /// The socket's descriptor while one is open, else -1 (for tests: getsockopt).
+  int native_socket() const noexcept;
 
   static const char* to_string(state s) noexcept { return net::to_string(s); }
   /// A response of `api` had `count` bytes after its last field (see send_adjusted).
@@ -140,7 +160,12 @@ class connection : public std::enable_shared_from_this<connection> {
   void send_now(Request req, Adjust adjust, Handler done, std::chrono::milliseconds timeout, std::int16_t max_version);
 
   void start_connect();
+  void on_resolved(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
+  /// Connects to endpoints_[i] on a new socket with the configured options.
+  void connect_to(std::size_t i);
   void on_connected();
+  /// Closes the socket and forgets what was queued for it; stale completions are ignored.
+  void drop_transport();
   void on_tls_handshake(const boost::system::error_code& ec);
   void begin_protocol();
   // The driver side of connection_setup (connection_setup_driver.cpp): sends its requests, feeds
@@ -172,6 +197,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint16_t port_;
   connection_options opts_;
   boost::asio::ip::tcp::resolver resolver_;
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // this attempt's addresses of host_
   std::shared_ptr<connection_transport> tr_;
   boost::asio::steady_timer timer_;  // request deadlines, connect deadline, backoff expiry
   connection_core core_;             // states, requests in flight, deadlines, backoff

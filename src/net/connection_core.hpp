@@ -3,7 +3,8 @@
 // deadlines, the setup deadline, the reconnect backoff and KIP-368 re-authentication timing. The
 // driver (connection.cpp) reports what its socket and timer did and does what the answers say:
 // deliver an answer, close for a protocol violation, start a re-authentication, fail a request
-// that timed out, connect again. Time is an argument.
+// that timed out, connect again, try the name's next address, close an idle connection. Time is
+// an argument.
 #pragma once
 
 #include <chrono>
@@ -60,6 +61,9 @@ class connection_core {
     ms reconnect_backoff_max{1000};
     /// Either way, so many clients do not reconnect in lockstep (tests use 0).
     double reconnect_jitter = 0.2;
+    /// connections.max.idle.ms: a ready connection with nothing in flight for this long is closed
+    /// (quietly: back to idle, the next request connects again). Negative: never.
+    ms max_idle{-1};
   };
 
   struct in_flight_request {
@@ -85,7 +89,16 @@ class connection_core {
   // ---- the connection's steps, as the driver reports them ----
 
   /// A connect begins (idle -> resolving): the setup must reach `ready` by connect.timeout.
+  /// Every connect resolves the name again (client.dns.lookup=use_all_dns_ips).
   void connect_started(time_point now);
+  /// The name resolved to `addresses` (> 0) addresses (resolving -> connecting): the index of the
+  /// one to try first, the one that last reached `ready` if the list is still that long (as Java,
+  /// which keeps its place in the list), else the first. Each address gets connect.timeout.
+  std::size_t resolved(time_point now, std::size_t addresses);
+  /// Connecting to the current address failed at once (refused, unreachable): the next address to
+  /// try, with a connect.timeout of its own, or none when all of them were tried in this attempt
+  /// (the driver then reports failed()).
+  std::optional<std::size_t> address_failed(time_point now);
   /// resolving -> connecting -> tls_handshaking -> handshaking -> authenticating, in order (a
   /// step may be skipped: no TLS, no SASL).
   void step(state to);
@@ -116,7 +129,8 @@ class connection_core {
   match_result match(std::int32_t correlation_id);
   /// An answer was delivered: true when a re-authentication was waiting for the last request in
   /// flight and may start now (the driver then starts it).
-  bool answered() noexcept;
+  /// The connection's idle time (connections.max.idle.ms) starts again at `now`.
+  bool answered(time_point now) noexcept;
 
   // ---- time ----
 
@@ -130,10 +144,15 @@ class connection_core {
     reauth_waits,       // re-authentication due: new requests wait, it starts after the last answer
     request_timed_out,  // `expired` timed out: fail it, then close the connection (as Java)
     backoff_over,       // state is idle again: connect if requests wait
+    next_address,       // the current address did not connect within connect.timeout: drop that
+                        // socket and try `address` (the attempt goes on)
+    idle_close,         // nothing in flight for connections.max.idle.ms: close the socket quietly;
+                        // state is idle, nothing to fail, the next request connects again
   };
   struct timer_result {
     timer_verdict verdict = timer_verdict::nothing;
     std::optional<in_flight_request> expired;
+    std::optional<std::size_t> address;  // next_address: the one to try
   };
   timer_result on_timer(time_point now);
 
@@ -164,6 +183,15 @@ class connection_core {
   // Due, but requests are still in flight: the exchange starts when the last answer is in.
   bool reauth_draining_ = false;
   time_point reauth_at_ = time_point::max();
+  // The last time a request was sent or answered (or the connect began): the idle clock.
+  time_point last_used_{};
+  // This attempt's addresses (client.dns.lookup): how many, the one being tried, how many tried.
+  std::size_t addresses_ = 0;
+  std::size_t address_ = 0;
+  std::size_t addresses_tried_ = 0;
+  // The index of the address that last reached `ready` (where the next attempt starts).
+  std::size_t worked_ = 0;
+  bool idle_due(time_point now) const noexcept;
 };
 
 }  // namespace kgroup::net

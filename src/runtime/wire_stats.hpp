@@ -23,6 +23,8 @@ struct wire_stats {
   std::atomic<std::uint64_t> authentications{0};
   std::atomic<std::uint64_t> reauthentications{0};
   std::atomic<std::uint64_t> authentication_failures{0};
+  /// Connections closed after connections.max.idle.ms with nothing in flight (reopened on use).
+  std::atomic<std::uint64_t> idle_closes{0};
 
   /// True the first time (broker, api) is seen: the caller logs then.
   bool first_trailing(std::int32_t node, std::int16_t api_key) {

@@ -1,8 +1,11 @@
 // Broker connections, version negotiation, metadata and coordinator lookup against the librdkafka
 // mock cluster (an independent Kafka implementation), plus protocol violations from a fake broker.
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -460,4 +463,214 @@ TEST_CASE("an ApiVersions refusal in the v0 format is retried once, at the broke
   CHECK(asked[1] == 2);
   conn->close();
   io.poll();
+}
+
+// ---- connections like Java's (issue 35, item 2) ------------------------------------------------
+
+namespace {
+
+cluster_options options_for_fake(const fake_broker& fb,
+                                 std::initializer_list<std::pair<const char*, const char*>> keys) {
+  kgroup::test::test_config t(fb.bootstrap());
+  t.set("request.timeout.ms", "3000").reconnect_backoff(20ms, 200ms).retry_backoff(20ms);
+  for (const auto& [k, v] : keys) t.set(k, v);
+  kgroup::Config cfg = t;
+  cfg.validate();
+  return cluster_options::from_config(cfg);
+}
+
+std::error_code send_metadata(asio::io_context& io, connection& conn, std::chrono::milliseconds limit = 10s) {
+  bool done = false;
+  std::error_code result;
+  conn.send(kgroup::protocol::metadata_request{},
+            [&](std::error_code ec, const kgroup::protocol::metadata_response&) {
+              result = ec;
+              done = true;
+            });
+  REQUIRE(run_until(
+      io, [&] { return done; }, limit));
+  return result;
+}
+
+void run_for(asio::io_context& io, std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  (void)run_until(
+      io, [&] { return std::chrono::steady_clock::now() >= until; }, d + 5s);
+}
+
+// An address on loopback that never answers a connect: a listener whose accept queue is full (it
+// never accepts) drops further SYNs, as a firewall that drops packets does.
+class silent_address {
+ public:
+  silent_address() : acceptor_(io_) {
+    acceptor_.open(asio::ip::tcp::v4());
+    acceptor_.bind({asio::ip::make_address("127.0.0.1"), 0});
+    acceptor_.listen(0);
+    endpoint_ = acceptor_.local_endpoint();
+    // Fill the queue: connect until a connect does not complete.
+    for (int i = 0; i < 8; ++i) {
+      auto s = std::make_unique<asio::ip::tcp::socket>(io_);
+      bool connected = false;
+      s->async_connect(endpoint_, [&](const boost::system::error_code& ec) { connected = !ec; });
+      io_.restart();
+      io_.run_for(300ms);
+      if (!connected) return;  // the queue is full: this one's SYN was dropped
+      fillers_.push_back(std::move(s));
+    }
+    FAIL("could not fill a listener's accept queue");
+  }
+  asio::ip::tcp::endpoint endpoint() const { return endpoint_; }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::ip::tcp::endpoint endpoint_;
+  std::vector<std::unique_ptr<asio::ip::tcp::socket>> fillers_;
+};
+
+}  // namespace
+
+TEST_CASE("a connection idle for connections.max.idle.ms is closed, and the next request opens a new one",
+          "[net][idle]") {
+  fake_broker fb([&fb](const fake_broker::request& r) -> std::optional<fake_broker::reply> {
+    // The second Metadata is held longer than connections.max.idle.ms.
+    if (r.api_key == kgroup::protocol::metadata_request::api_key && r.index == 2) {
+      auto reply = fb.default_reply(r);
+      if (reply) reply->delay = 800ms;
+      return reply;
+    }
+    return std::nullopt;
+  });
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, options_for_fake(fb, {{"connections.max.idle.ms", "300"}}));
+  auto conn = c->least_loaded();
+  REQUIRE(conn);
+  REQUIRE_FALSE(send_metadata(io, *conn));
+  CHECK(fb.connections() == 1);
+  // A request in flight past the idle time keeps the connection.
+  REQUIRE_FALSE(send_metadata(io, *conn));
+  CHECK(conn->connects() == 1);
+  CHECK(fb.connections() == 1);
+  // Idle: closed.
+  run_for(io, 600ms);
+  CHECK(conn->current_state() == connection::state::idle);
+  // The next request succeeds on a new connection.
+  REQUIRE_FALSE(send_metadata(io, *conn));
+  CHECK(conn->connects() == 2);
+  CHECK(fb.connections() == 2);
+  c->close();
+}
+
+TEST_CASE("socket.keepalive.enable, send.buffer.bytes and receive.buffer.bytes set the socket's options",
+          "[net][sockopt]") {
+  fake_broker fb;
+  auto option = [](int fd, int name) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    REQUIRE(getsockopt(fd, SOL_SOCKET, name, &value, &len) == 0);
+    return value;
+  };
+  // Linux reports twice the size asked for (room for its bookkeeping); other systems the size.
+  auto sized = [](int got, int asked) { return got == asked || got == 2 * asked; };
+  asio::io_context io;
+  SECTION("set") {
+    auto c = std::make_shared<cluster>(io, options_for_fake(fb, {{"socket.keepalive.enable", "true"},
+                                                                 {"send.buffer.bytes", "70000"},
+                                                                 {"receive.buffer.bytes", "50000"}}));
+    auto conn = c->least_loaded();
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    const int fd = conn->native_socket();
+    REQUIRE(fd >= 0);
+    CHECK(option(fd, SO_KEEPALIVE) == 1);
+    CHECK(sized(option(fd, SO_SNDBUF), 70000));
+    CHECK(sized(option(fd, SO_RCVBUF), 50000));
+    c->close();
+  }
+  SECTION("Java's consumer defaults: 131072 and 65536, no keep-alive") {
+    auto c = std::make_shared<cluster>(io, options_for_fake(fb, {}));
+    auto conn = c->least_loaded();
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    const int fd = conn->native_socket();
+    REQUIRE(fd >= 0);
+    CHECK(option(fd, SO_KEEPALIVE) == 0);
+    CHECK(sized(option(fd, SO_SNDBUF), 131072));
+    CHECK(sized(option(fd, SO_RCVBUF), 65536));
+    c->close();
+  }
+}
+
+TEST_CASE("every address of a broker's name is tried in turn, and the name is resolved again on reconnect",
+          "[net][dns]") {
+  fake_broker fb;
+  silent_address silent;
+  const asio::ip::tcp::endpoint good{asio::ip::make_address("127.0.0.1"), fb.port()};
+  // A port nobody listens on: refused at once.
+  asio::ip::tcp::endpoint refused;
+  {
+    asio::io_context tmp;
+    asio::ip::tcp::acceptor a(tmp, {asio::ip::make_address("127.0.0.1"), 0});
+    refused = a.local_endpoint();
+  }
+  int resolves = 0;
+  std::vector<asio::ip::tcp::endpoint> answer;
+  auto opts = options_for_fake(fb, {{"socket.connection.setup.timeout.ms", "400"}});
+  opts.connection.resolve = [&](const std::string& host, std::uint16_t port) {
+    CHECK(host == "127.0.0.1");
+    CHECK(port == fb.port());
+    ++resolves;
+    return answer;
+  };
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, opts);
+  auto conn = c->least_loaded();
+  SECTION("an address that never answers, then a refused one, then one that works") {
+    answer = {silent.endpoint(), refused, good};
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= 400ms);  // the silent address had its connect timeout
+    CHECK(took < 2000ms);  // and the working one was reached in the same attempt
+    CHECK(resolves == 1);
+    CHECK(fb.connections() == 1);
+    // Reconnecting resolves again, and starts with the address that worked.
+    conn->abort_requests("test");
+    run_for(io, 50ms);
+    const auto again = std::chrono::steady_clock::now();
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    CHECK(std::chrono::steady_clock::now() - again < 400ms);
+    CHECK(resolves == 2);
+    CHECK(fb.connections() == 2);
+  }
+  SECTION("the name's addresses change: the new ones are used") {
+    answer = {good};
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    fb.stop();
+    fake_broker moved;
+    answer = {refused, {asio::ip::make_address("127.0.0.1"), moved.port()}};
+    conn->abort_requests("test");
+    run_for(io, 50ms);
+    REQUIRE_FALSE(send_metadata(io, *conn));
+    CHECK(moved.connections() == 1);
+    CHECK(resolves == 2);
+  }
+  c->close();
+}
+
+TEST_CASE(
+    "client.dns.lookup=resolve_canonical_bootstrap_servers_only: bootstrap addresses by their canonical "
+    "names",
+    "[net][dns]") {
+  fake_broker fb;
+  // 127.0.0.1's name (/etc/hosts) is localhost; an address without a name stays an address.
+  const auto opts = options_for_fake(fb, {{"client.dns.lookup", "resolve_canonical_bootstrap_servers_only"}});
+  REQUIRE(opts.bootstrap.size() == 1);
+  CHECK(opts.bootstrap.front() == std::make_pair(std::string("localhost"), fb.port()));
+  CHECK(options_for_fake(fb, {}).bootstrap.front().first == "127.0.0.1");
+  // Several names for one address give it once.
+  CHECK(kgroup::net::canonical_bootstrap({{"127.0.0.1", 9092}, {"localhost", 9092}}) ==
+        std::vector<std::pair<std::string, std::uint16_t>>{{"localhost", 9092}});
+  asio::io_context io;
+  auto c = std::make_shared<cluster>(io, opts);
+  REQUIRE_FALSE(refresh(io, *c));
+  c->close();
 }

@@ -187,8 +187,8 @@ TEST_CASE("connection core: a re-authentication waits for the requests in flight
     f.now += 60000ms;
     CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
     f.answer(join);
-    CHECK(f.core.answered());        // start it now
-    CHECK_FALSE(f.core.answered());  // once
+    CHECK(f.core.answered(f.now));        // start it now
+    CHECK_FALSE(f.core.answered(f.now));  // once
     f.core.reauth_started();
     f.core.authenticated(f.now, 1000ms);
     CHECK_FALSE(f.core.reauthenticating());
@@ -199,7 +199,7 @@ TEST_CASE("connection core: a re-authentication waits for the requests in flight
     CHECK(f.core.on_timer(f.now).verdict == verdict::reauth_waits);
     f.fail_all();
     CHECK_FALSE(f.core.reauthenticating());
-    CHECK_FALSE(f.core.answered());
+    CHECK_FALSE(f.core.answered(f.now));
   }
 }
 
@@ -242,10 +242,10 @@ TEST_CASE("connection core: a failure at every step of a connection's life; ever
       REQUIRE(f.core.on_timer(f.now).verdict == verdict::reauth_waits);
       if (maybe_fail()) return;
       f.answer(sent[2]);
-      CHECK_FALSE(f.core.answered());
+      CHECK_FALSE(f.core.answered(f.now));
       if (maybe_fail()) return;
       f.answer(sent[3]);
-      CHECK(f.core.answered());
+      CHECK(f.core.answered(f.now));
       if (maybe_fail()) return;
     };
     run();
@@ -568,5 +568,131 @@ TEST_CASE("connection setup: OAUTHBEARER waits for the token provider", "[connec
     CHECK(r.core.on_timer(r.now).verdict == verdict::setup_timed_out);
     r.fail();
     r.check_silent(handshake_answer());
+  }
+}
+
+TEST_CASE(
+    "connection core: a connection idle for connections.max.idle.ms is closed, and the next request reopens "
+    "it",
+    "[connection_core][idle]") {
+  connection_core::options o = quiet_options();
+  o.max_idle = 60000ms;
+  fixture f{.core = connection_core{o}, .done = {}};
+  f.connect();
+  // Ready and unused: closed max.idle after the connect began.
+  CHECK(f.core.next_deadline(false) == f.now + 60000ms);
+  const auto corr = f.send(300000ms);
+  SECTION("never with a request in flight, however long it is held") {
+    CHECK(f.core.next_deadline(false) == f.now + 300000ms);  // only the request's deadline
+    f.now += 200000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
+    CHECK(f.core.current() == st::ready);
+    // Idle time counts from the answer, not from the send.
+    f.answer(corr);
+    CHECK_FALSE(f.core.answered(f.now));
+    CHECK(f.core.next_deadline(false) == f.now + 60000ms);
+    f.now += 59999ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
+    f.now += 1ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::idle_close);
+    CHECK(f.core.current() == st::idle);
+  }
+  SECTION("each request starts the idle time again") {
+    f.answer(corr);
+    CHECK_FALSE(f.core.answered(f.now));
+    f.now += 40000ms;
+    f.answer(f.send());
+    CHECK_FALSE(f.core.answered(f.now));
+    f.now += 40000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
+    f.now += 20000ms;
+    REQUIRE(f.core.on_timer(f.now).verdict == verdict::idle_close);
+    // Closed quietly: nothing to fail, no backoff, no failed attempt counted; the next request
+    // connects at once and the reconnect backoff is still the first step.
+    CHECK(f.core.current() == st::idle);
+    CHECK_FALSE(f.core.next_deadline(true).has_value());
+    CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
+    f.connect();
+    CHECK(f.core.connects() == 2);
+    CHECK(f.core.failed(f.now).wait == 50ms);
+  }
+  SECTION("a re-authentication waiting for the connection is not idleness") {
+    f.answer(corr);
+    CHECK_FALSE(f.core.answered(f.now));
+    f.core.authenticated(f.now, 1000ms);
+    f.now += 1000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::reauth_now);
+    f.now += 60000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::nothing);
+    CHECK(f.core.current() == st::ready);
+  }
+  SECTION("-1: never closed") {
+    fixture g;  // quiet_options: max_idle -1
+    g.connect();
+    g.answer(g.send());
+    CHECK_FALSE(g.core.answered(g.now));
+    CHECK_FALSE(g.core.next_deadline(false).has_value());
+    g.now += 24h;
+    CHECK(g.core.on_timer(g.now).verdict == verdict::nothing);
+    CHECK(g.core.current() == st::ready);
+  }
+}
+
+TEST_CASE("connection core: every address of a name is tried in turn, each within connect.timeout",
+          "[connection_core][dns]") {
+  fixture f;
+  f.core.connect_started(f.now);
+  // Three addresses: the first tried is the first resolved.
+  CHECK(f.core.resolved(f.now, 3) == 0);
+  CHECK(f.core.current() == st::connecting);
+  SECTION("a refused address: the next one at once, with its own connect.timeout") {
+    f.now += 5ms;
+    CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(1));
+    CHECK(f.core.next_deadline(false) == f.now + 10000ms);
+    CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(2));
+    CHECK(f.core.address_failed(f.now) == std::nullopt);  // all tried: the attempt failed
+    CHECK(f.core.failed(f.now).wait == 50ms);
+  }
+  SECTION("an address that never answers: the next one after connect.timeout, not a failed attempt") {
+    f.now += 10000ms;
+    auto t = f.core.on_timer(f.now);
+    CHECK(t.verdict == verdict::next_address);
+    CHECK(t.address == std::optional<std::size_t>(1));
+    CHECK(f.core.current() == st::connecting);
+    CHECK(f.core.next_deadline(false) == f.now + 10000ms);
+    f.core.step(st::handshaking);
+    f.core.became_ready();
+    CHECK(f.core.connects() == 1);
+    SECTION("the next connect resolves again and starts with the address that worked") {
+      (void)f.core.failed(f.now);
+      f.now += 50ms;
+      CHECK(f.core.on_timer(f.now).verdict == verdict::backoff_over);
+      f.core.connect_started(f.now);
+      CHECK(f.core.current() == st::resolving);
+      CHECK(f.core.resolved(f.now, 3) == 1);
+      SECTION("wrapping around to the ones before it") {
+        CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(2));
+        CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(0));
+        CHECK(f.core.address_failed(f.now) == std::nullopt);
+      }
+      SECTION("fewer addresses now: from the first") {
+        (void)f.core.failed(f.now);
+        f.now += 100ms;
+        CHECK(f.core.on_timer(f.now).verdict == verdict::backoff_over);
+        f.core.connect_started(f.now);
+        CHECK(f.core.resolved(f.now, 1) == 0);
+      }
+    }
+  }
+  SECTION("the last address never answers: the setup timed out") {
+    CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(1));
+    CHECK(f.core.address_failed(f.now) == std::optional<std::size_t>(2));
+    f.now += 10000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::setup_timed_out);
+  }
+  SECTION("connected, then the broker does not answer ApiVersions: the setup timed out") {
+    f.core.step(st::handshaking);
+    f.now += 10000ms;
+    CHECK(f.core.on_timer(f.now).verdict == verdict::setup_timed_out);
   }
 }
