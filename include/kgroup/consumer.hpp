@@ -127,6 +127,33 @@ struct KGROUP_EXPORT OffsetAndTimestamp {
 /// the divergent offset by itself and logs a warning. A partition whose divergence point the
 /// broker could not tell is absent from the map. Neither retriable nor fatal. See
 /// docs/data-safety.md and [Handling errors](../../docs/errors.md).
+/// What Consumer::close(const CloseOptions&) does (KIP-1092, Java 4.1's CloseOptions):
+///
+///     consumer.close({.group_membership_operation =
+///     CloseOptions::GroupMembershipOperation::remain_in_group});
+struct KGROUP_EXPORT CloseOptions {
+  /// What happens to this member's place in the group. The revoke (or lost) listener runs before,
+  /// and the offsets are committed, the same way for all three.
+  enum class GroupMembershipOperation {
+    /// Java's DEFAULT, what close(timeout) does: a dynamic member leaves (LeaveGroup; with
+    /// group.protocol=consumer the leave heartbeat, epoch -1); a static member (group.instance.id)
+    /// remains until session.timeout.ms passes, so a restart gets its partitions back (no
+    /// LeaveGroup; the leave heartbeat with epoch -2).
+    default_operation,
+    /// Leaves now, static member or not (LeaveGroup naming the instance id; epoch -1): its
+    /// partitions go to the others at once.
+    leave_group,
+    /// Remains until session.timeout.ms passes, dynamic member or not (no LeaveGroup; a dynamic
+    /// member sends no leave heartbeat, a static one epoch -2). For a process that restarts at once
+    /// under the same group.instance.id, or that hands over to the group's session timeout.
+    remain_in_group,
+  };
+  /// What happens to the membership.
+  GroupMembershipOperation group_membership_operation = GroupMembershipOperation::default_operation;
+  /// How long close() may take, as close(timeout)'s argument.
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+};
+
 class KGROUP_EXPORT LogTruncationError : public Error {
  public:
   /// An error with message `what` and the divergent offsets per partition.
@@ -436,6 +463,11 @@ class KGROUP_EXPORT Consumer {
   /// \throws anything a listener callback threw: the first one, rethrown once the Consumer is
   ///   closed.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  /// close(options.timeout), with what happens to the group membership as `options` says
+  /// (KIP-1092: leave, remain until the session times out, or the default above). Without a
+  /// subscription (assign() or nothing) the operation changes nothing. Same thread rules,
+  /// idempotence and exceptions as close(timeout).
+  void close(const CloseOptions& options);
 
   /// The membership state as text ("stable", "joining", ...), for diagnostics. Any thread may
   /// call it.

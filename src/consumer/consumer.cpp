@@ -215,7 +215,7 @@ void Consumer::impl::enforce_rebalance(std::string reason) {
   post([d = driver_, reason = std::move(reason)]() mutable { d->enforce_rebalance(std::move(reason)); });
 }
 
-void Consumer::impl::close(std::chrono::milliseconds timeout) {
+void Consumer::impl::close(std::chrono::milliseconds timeout, CloseOptions::GroupMembershipOperation op) {
   // Callbacks that run inside close() (on_partitions_revoked committing its offsets) may still
   // call the consumer; it counts as closed once the background thread is gone.
   if (closed_ || closing_) return;
@@ -239,7 +239,12 @@ void Consumer::impl::close(std::chrono::milliseconds timeout) {
     std::lock_guard lock(shared_.mutex);
     left_before = shared_.left_count;
   }
-  post([d = driver_] { d->close(); });
+  const auto membership = op == CloseOptions::GroupMembershipOperation::leave_group
+                              ? group::close_membership::leave_group
+                          : op == CloseOptions::GroupMembershipOperation::remain_in_group
+                              ? group::close_membership::remain_in_group
+                              : group::close_membership::default_operation;
+  post([d = driver_, membership] { d->close(membership); });
   if (!wait_left(left_before, deadline)) {
     logger()->warn("group '{}': close() timed out after {} ms before leaving the group cleanly",
                    config_.get("group.id"), timeout.count());

@@ -199,6 +199,9 @@ void Consumer::wakeup() {
 void Consumer::close(std::chrono::milliseconds timeout) {
   self()->close(timeout);
 }
+void Consumer::close(const CloseOptions& options) {
+  self()->close(options.timeout, options.group_membership_operation);
+}
 std::string Consumer::group_state() const {
   return self(/*any_thread=*/true)->state();
 }

@@ -56,7 +56,9 @@ class Consumer::impl {
   void assign(const std::set<TopicPartition>& tps);
   void unassign() { assign({}); }
   void enforce_rebalance(std::string reason);
-  void close(std::chrono::milliseconds timeout);
+  void close(
+      std::chrono::milliseconds timeout,
+      CloseOptions::GroupMembershipOperation op = CloseOptions::GroupMembershipOperation::default_operation);
 
   // ---- poll ----
   ConsumerRecords poll(std::chrono::milliseconds timeout);

@@ -220,9 +220,10 @@ void consumer_member::unsubscribe(time_point now) {
   pump(now);
 }
 
-void consumer_member::close(time_point now) {
+void consumer_member::close(time_point now, close_membership op) {
   if (state_ == s::closed) return;
   closing_ = true;
+  close_op_ = op;
   if (state_ == s::unsubscribed) {
     set_owned({});
     transition(s::closed, "close");
@@ -278,7 +279,16 @@ bool consumer_member::must_leave() const noexcept {
 std::int32_t consumer_member::leave_epoch() const noexcept {
   // A static member leaves with -2: the coordinator keeps its assignment for the instance id until
   // the session times out, so a restart gets it back (KIP-848, as KIP-345 in the classic protocol).
+  // close(leave_group) leaves for good, static or not (KIP-1092).
+  if (close_op_ == close_membership::leave_group) return leave_epoch_dynamic;
   return opts_.group_instance_id ? leave_epoch_static : leave_epoch_dynamic;
+}
+
+bool consumer_member::sends_leave() const noexcept {
+  // close(remain_in_group) of a dynamic member sends nothing: the coordinator drops it when its
+  // session times out (Java's shouldSendLeaveHeartbeatNow). A static one still sends -2.
+  if (close_op_ == close_membership::remain_in_group && !opts_.group_instance_id) return false;
+  return must_leave();
 }
 
 bool consumer_member::heartbeating() const noexcept {
@@ -297,7 +307,7 @@ bool consumer_member::heartbeating() const noexcept {
 
 bool consumer_member::needs_coordinator() const noexcept {
   if (leave_pending_) return true;
-  if (state_ == s::leaving) return in_flight_ == in_flight::none && must_leave() && !listener_.pending();
+  if (state_ == s::leaving) return in_flight_ == in_flight::none && sends_leave() && !listener_.pending();
   return heartbeating();
 }
 

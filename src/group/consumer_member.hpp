@@ -112,7 +112,9 @@ class consumer_member : public consumer_member_skeleton {
   /// subscribed_topic_regex; ConsumerGroupHeartbeat v1 brokers).
   void subscribe_regex(time_point now, std::string regex);
   void unsubscribe(time_point now);
-  void close(time_point now);
+  /// Revokes (or reports lost), then leaves as `op` says (KIP-1092: the leave heartbeat with
+  /// epoch -1, -2, or none), then closed.
+  void close(time_point now, close_membership op = close_membership::default_operation);
   /// As the classic core: max.poll.interval.ms runs between poll_returned() and the next
   /// poll_called(), and while a listener callback runs inside poll().
   void poll_called(time_point now);
@@ -208,6 +210,8 @@ class consumer_member : public consumer_member_skeleton {
   void send_heartbeat(time_point now);
   void send_leave(time_point now);
   bool must_leave() const noexcept;
+  /// Leaving: whether the leave heartbeat goes out (must_leave(), unless close() said otherwise).
+  bool sends_leave() const noexcept;
   std::int32_t leave_epoch() const noexcept;
   void begin_join(time_point now, RebalanceCause cause, const std::string& why);
   /// The subscription (names or regex) was just set, `changed` from before: join when not a

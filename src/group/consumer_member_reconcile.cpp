@@ -33,7 +33,7 @@ void consumer_member::pump(time_point now) {
   }
   if (state_ == s::leaving) {
     if (listener_.pending()) return;
-    if (must_leave()) {
+    if (sends_leave()) {
       send_leave(now);
     } else {
       finish_leave(now);

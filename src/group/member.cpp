@@ -87,9 +87,10 @@ void member::unsubscribe(time_point now) {
   send_leave(now, "the consumer unsubscribed");
 }
 
-void member::close(time_point now) {
+void member::close(time_point now, close_membership op) {
   pattern_.reset();
   if (state_ == classic_state::closed) return;
+  close_op_ = op;
   if (state_ == classic_state::fatal && !owned_.empty()) {
     // The partitions are not ours any more (fenced, unauthorized, ...): tell the user they are
     // lost, then close without a LeaveGroup (the coordinator refused us; there is nothing to leave).
@@ -393,8 +394,12 @@ void member::send_heartbeat_now(time_point now) {
 }
 
 void member::send_leave(time_point now, const std::string& reason) {
-  // A static member does not leave: its instance id keeps its partitions across a restart (KIP-345).
-  if (member_id_.empty() || opts_.group_instance_id || !coord_.node()) {
+  // A static member does not leave by default: its instance id keeps its partitions across a
+  // restart (KIP-345). close() may say otherwise (KIP-1092, Java's shouldSendLeaveGroupRequest).
+  // (close_op_ stays default_operation unless close() set it.)
+  const bool leaves = close_op_ == close_membership::leave_group ||
+                      (close_op_ == close_membership::default_operation && !opts_.group_instance_id);
+  if (member_id_.empty() || !leaves || !coord_.node()) {
     finish_leave(now);
     return;
   }

@@ -156,7 +156,8 @@ class member : public member_skeleton {
   /// as metadata_updated() reports them; until the first update the subscription is unchanged.
   void subscribe_pattern(time_point now, std::regex pattern);
   void unsubscribe(time_point now);
-  void close(time_point now);
+  /// Revokes (or reports lost), then leaves as `op` says (KIP-1092), then closed.
+  void close(time_point now, close_membership op = close_membership::default_operation);
   /// poll() began. Until poll_returned(), max.poll.interval.ms does not run: the time the
   /// application spends waiting inside poll() never counts (as in Java), only the time between a
   /// poll() returning and the next one, and the time a listener callback takes inside poll().

@@ -267,6 +267,9 @@ class membership_skeleton {
   time_point backoff_until_{};
   member_stats stats_;
   bool closing_ = false;  // leaving is for close(), not unsubscribe()
+  // close()'s KIP-1092 operation (unsubscribe() leaves as default_operation); set before close()
+  // starts the leave, kept: close is final.
+  close_membership close_op_ = close_membership::default_operation;
   // The coordinator removed (fenced) this member and it has not joined again: commits fail for
   // good until then (standing::removed).
   bool removed_ = false;

@@ -24,6 +24,15 @@ using partition_set = std::set<TopicPartition>;
 
 enum class listener_kind { revoked, assigned, lost };
 
+/// KIP-1092 (Java 4.1's CloseOptions.GroupMembershipOperation): what close() does with the
+/// membership. The listener runs the same way for all three.
+enum class close_membership {
+  default_operation,  // a dynamic member leaves; a static one remains (classic: no LeaveGroup;
+                      // KIP-848: the leave heartbeat with epoch -2)
+  leave_group,        // leave, static or not (classic: LeaveGroup with the instance id; KIP-848: -1)
+  remain_in_group,    // stay until the session times out (KIP-848: a static member still sends -2)
+};
+
 /// Where a group's coordinator stands for this client: unknown, being looked up (FindCoordinator
 /// in flight), or known. One value type for the membership core and for the facade's lookup of
 /// commits outside a subscription (assign()), so both discover it the same way.

@@ -281,7 +281,10 @@ class membership_driver_base : public driver_base<Derived, Core>, public members
   using typename base::clock;
 
   void unsubscribe() override { base::unsubscribe(); }
-  void close() override { base::close(); }
+  void close(group::close_membership op) override {
+    this->member_.close(std::chrono::steady_clock::now(), op);
+    this->process();
+  }
   void poll_called() override { base::poll_called(); }
   void poll_returned() override { base::poll_returned(); }
   void shutdown() override { base::shutdown(); }

@@ -19,7 +19,8 @@ class membership_driver {
   // Pattern subscriptions are each driver's own (a std::regex this client matches, classic; a
   // pattern the broker matches, KIP-848): the facade, which chose the driver, calls it directly.
   virtual void unsubscribe() = 0;
-  virtual void close() = 0;
+  /// Leaves as `op` says (KIP-1092), then signals left.
+  virtual void close(group::close_membership op) = 0;
   virtual void poll_called() = 0;
   virtual void poll_returned() = 0;
   /// An OffsetCommit sent with `generation` (the member epoch with KIP-848) failed with `code`.

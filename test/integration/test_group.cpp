@@ -388,3 +388,40 @@ TEST_CASE("a killed member's partitions move to the survivors after the session 
   a.stop();
 }
 #endif
+
+TEST_CASE(
+    "close(CloseOptions) (KIP-1092): a member that remains keeps its partitions until its session ends; "
+    "a static member that leaves gives them up at once",
+    "[group][close_options]") {
+  using op = kgroup::CloseOptions::GroupMembershipOperation;
+  const bool remain = GENERATE(true, false);
+  CAPTURE(remain);
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 4);
+  const auto expected = all_partitions("orders", 4);
+  const std::string group = remain ? "g-remain" : "g-leave";
+  timeline t;
+  polling_member a("a", group_config(mc, group, "range"), {"orders"}, t);
+  // remain: a dynamic member (by default it would leave); leave: a static one (it would remain).
+  kgroup::Config cb = group_config(mc, group, "range");
+  if (!remain) cb.set("group.instance.id", "b-1");
+  polling_member b("b", cb, {"orders"}, t);
+  REQUIRE(eventually([&] { return settled({&a, &b}, expected); }, 40s));
+  const auto closed_at = std::chrono::steady_clock::now();
+  b.stop(kgroup::CloseOptions{.group_membership_operation = remain ? op::remain_in_group : op::leave_group});
+  CHECK_FALSE(b.close_error());
+  // When the coordinator starts the rebalance that takes b out (short_session(): session.timeout.ms
+  // 6 s, heartbeats every 500 ms).
+  REQUIRE(eventually([&] { return a.consumer().group_state() != "stable"; }, 30s));
+  const auto took = std::chrono::steady_clock::now() - closed_at;
+  UNSCOPED_INFO("rebalance began " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                   << " ms after close");
+  if (remain) {
+    CHECK(took >= 5s);  // the coordinator kept b until its session timed out
+  } else {
+    CHECK(took < 3s);  // LeaveGroup: at a's next heartbeat
+  }
+  REQUIRE(eventually([&] { return settled({&a}, expected); }, 30s));
+  a.stop();
+  CHECK(t.overlaps().empty());
+}

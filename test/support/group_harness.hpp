@@ -147,12 +147,16 @@ class polling_member {
 
   /// Stops polling and closes the consumer (a clean leave).
   void stop(std::chrono::milliseconds close_timeout = std::chrono::seconds(20)) {
+    stop(kgroup::CloseOptions{.timeout = close_timeout});
+  }
+  /// Stops polling, then close(options) (KIP-1092).
+  void stop(const kgroup::CloseOptions& options) {
     if (!thread_.joinable()) return;
     running_ = false;
     thread_.join();
     const auto start = steady::now();
     try {
-      consumer_->close(close_timeout);
+      consumer_->close(options);
     } catch (const std::exception& e) {
       close_error_ = e.what();
     }

@@ -2056,3 +2056,38 @@ TEST_CASE("kip848: the answer to a heartbeat sent before a poll timeout is ignor
   REQUIRE(join.request.topic_partitions.has_value());
   CHECK(join.request.topic_partitions->empty());
 }
+
+TEST_CASE("kip848: close(CloseOptions) per KIP-1092: the leave heartbeat's epoch, or none",
+          "[kip848][close_options]") {
+  const bool is_static = GENERATE(false, true);
+  const auto op = GENERATE(group::close_membership::default_operation, group::close_membership::leave_group,
+                           group::close_membership::remain_in_group);
+  CAPTURE(is_static, static_cast<int>(op));
+  harness h(is_static ? options("inst-1") : options());
+  h.make_stable({{T, {0, 1}}}, 4);
+  h.m.close(h.now, op);
+  auto a = h.take();
+  auto revoke = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.done(revoke);
+  CHECK(expect<assignment_changed>(a).owned.empty());
+  // Java 4.1: LEAVE_GROUP leaves with -1 (a static member too); DEFAULT with -1, or -2 for a
+  // static member (it remains until its session times out); REMAIN_IN_GROUP sends nothing for a
+  // dynamic member and -2 for a static one.
+  if (op == group::close_membership::remain_in_group && !is_static) {
+    expect<left_group>(a);
+    expect_empty(a);
+    REQUIRE(h.m.state() == st::closed);
+    return;
+  }
+  auto leave = expect<send_consumer_group_heartbeat>(a);
+  expect_empty(a);
+  CHECK(leave.leave);
+  const std::int32_t epoch = op == group::close_membership::leave_group || !is_static ? -1 : -2;
+  CHECK(leave.request.member_epoch == epoch);
+  CHECK(leave.request.instance_id == (is_static ? std::optional<std::string>("inst-1") : std::nullopt));
+  a = h.answer(ok(epoch));
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == st::closed);
+}

@@ -635,3 +635,35 @@ TEST_CASE("member: stale events are ignored", "[member]") {
     expect<send_join_group>(a);
   }
 }
+
+TEST_CASE("member: close(CloseOptions) per KIP-1092: LeaveGroup or not, static or dynamic",
+          "[member][close_options]") {
+  const bool is_static = GENERATE(false, true);
+  const auto op = GENERATE(group::close_membership::default_operation, group::close_membership::leave_group,
+                           group::close_membership::remain_in_group);
+  CAPTURE(is_static, static_cast<int>(op));
+  harness h(make_options(RebalanceProtocol::cooperative,
+                         is_static ? std::optional<std::string>("i1") : std::nullopt));
+  h.make_stable(t01);
+  h.m.close(h.now, op);
+  auto a = h.take();
+  // The revoke listener runs whatever the operation (Java's onLeavePrepare).
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.done(r);
+  expect<assignment_changed>(a);
+  const bool leaves = op == group::close_membership::leave_group ||
+                      (op == group::close_membership::default_operation && !is_static);
+  if (leaves) {
+    auto l = expect<send_leave_group>(a);
+    expect_empty(a);
+    REQUIRE(l.request.members.size() == 1);
+    CHECK(l.request.members.front().member_id == "m1");
+    CHECK(l.request.members.front().group_instance_id ==
+          (is_static ? std::optional<std::string>("i1") : std::nullopt));
+    a = h.leave();
+  }
+  expect<left_group>(a);
+  expect_empty(a);
+  REQUIRE(h.m.state() == classic_state::closed);
+}
