@@ -49,6 +49,8 @@ using AcknowledgementResults = std::map<TopicPartition, AcknowledgementResult>;
 
 /// Called with the outcome of acknowledgements, on the application's thread, inside poll(),
 /// commit_sync(), commit_async()'s later calls or close() (as Java's AcknowledgementCommitCallback).
+/// One call's result for a partition has one outcome for all its offsets: acknowledgements of a
+/// partition with different outcomes come in separate calls.
 using AcknowledgementCommitCallback = std::function<void(const AcknowledgementResults&)>;
 
 /// Figures of a share consumer (ShareConsumer::metrics()).
@@ -126,7 +128,8 @@ class KGROUP_EXPORT ShareConsumer {
                    AcknowledgeType type = AcknowledgeType::accept);
 
   /// Sends the acknowledgements made so far and waits for their outcome, up to `timeout`.
-  /// \returns the outcome per partition (also given to the callback)
+  /// \returns the outcome per partition (also given to the callback): all the partition's offsets,
+  ///   with an error if any of them failed (the callback tells applied and failed ones apart)
   /// \throws kgroup::Error client_errc::timed_out when some did not complete in time
   AcknowledgementResults commit_sync(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   /// Sends the acknowledgements made so far without waiting; their outcome goes to the callback.

@@ -425,29 +425,39 @@ void ShareConsumer::impl::return_nodes() {
 void ShareConsumer::impl::run_callback(std::vector<share::ack_outcome> outcomes,
                                        AcknowledgementResults* into) {
   if (outcomes.empty()) return;
-  AcknowledgementResults results;
+  // One AcknowledgementResult carries one error for all its offsets, so outcomes of a partition
+  // with different errors (an accept applied, a later one failed) go to the callback in separate
+  // calls, one per error, in the order the errors first appear: merged, the applied offsets would
+  // read as failed.
+  std::vector<std::pair<std::error_code, AcknowledgementResults>> by_error;
   std::uint64_t failed = 0;
   for (auto& o : outcomes) {
-    auto& r = results[o.tp];
     const auto ec = public_error(o.error);
+    auto it = std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == ec; });
+    if (it == by_error.end()) it = by_error.insert(by_error.end(), {ec, {}});
+    auto& r = it->second[o.tp];
     r.offsets.insert(o.offsets.begin(), o.offsets.end());
-    if (ec) {
-      r.error = ec;
-      failed += o.offsets.size();
-    }
+    r.error = ec;
+    if (ec) failed += o.offsets.size();
   }
   {
     std::lock_guard lock(shared_.mutex);
     failed_ += failed;
   }
   if (into) {
-    for (auto& [tp, r] : results) {
-      auto& mine = (*into)[tp];
-      mine.offsets.insert(r.offsets.begin(), r.offsets.end());
-      if (r.error) mine.error = r.error;
+    // commit_sync()'s result has one entry per partition: the offsets of all outcomes, with an
+    // error if any of them failed (the callback tells them apart).
+    for (const auto& [ec, results] : by_error) {
+      for (const auto& [tp, r] : results) {
+        auto& mine = (*into)[tp];
+        mine.offsets.insert(r.offsets.begin(), r.offsets.end());
+        if (r.error) mine.error = r.error;
+      }
     }
   }
-  if (callback_) callback_(results);
+  if (callback_) {
+    for (const auto& [ec, results] : by_error) callback_(results);
+  }
 }
 
 void ShareConsumer::impl::decode(ready_part part) {

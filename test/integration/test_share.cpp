@@ -395,3 +395,45 @@ TEST_CASE("share: classic-only keys are refused by name", "[share-any]") {
     }
   }
 }
+
+// Found by the injected-error tests: outcomes of one partition with different errors (an accept
+// applied, then one that failed) reached the callback merged into one AcknowledgementResult with
+// the failure's error, so the applied accepts read as failed. The callback gets them apart.
+TEST_CASE("share: applied and failed acknowledgements of one partition reach the callback apart", "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mc.create_topic("q", 1);
+  mc.produce("q", 20);
+  ShareConsumer c(share_config(mc, "mixed-outcomes")
+                      .set("share.acknowledgement.mode", "explicit")
+                      .set("max.poll.records", "10"));
+  std::vector<kgroup::AcknowledgementResults> calls;
+  c.set_acknowledgement_commit_callback([&](const kgroup::AcknowledgementResults& r) { calls.push_back(r); });
+  c.subscribe({"q"});
+  kgroup::ConsumerRecords got;
+  REQUIRE(eventually(
+      [&] {
+        got = c.poll(100ms);
+        return got.size() >= 4;
+      },
+      20s, 1ms));
+  const auto half = got.size() / 2;
+  for (std::size_t i = 0; i < half; ++i) c.acknowledge(got[i]);
+  c.commit_async();  // applied
+  REQUIRE(eventually([&] { return c.metrics().share_acknowledges == 1; }, 10s));
+  mc.push_request_errors(79, {122});
+  for (std::size_t i = half; i < got.size(); ++i) c.acknowledge(got[i]);
+  c.commit_async();  // fails: SHARE_SESSION_NOT_FOUND
+  REQUIRE(eventually([&] { return c.metrics().share_acknowledges == 2; }, 10s));
+  std::this_thread::sleep_for(100ms);  // the answer applied (not an assertion)
+  c.poll(10ms);                        // runs the callback with both outcomes
+  std::set<std::int64_t> ok, failed;
+  for (const auto& r : calls) {
+    for (const auto& [tp, res] : r) (res.error ? failed : ok).insert(res.offsets.begin(), res.offsets.end());
+  }
+  std::set<std::int64_t> first, second;
+  for (std::size_t i = 0; i < got.size(); ++i) (i < half ? first : second).insert(got[i].offset);
+  CHECK(ok == first);
+  CHECK(failed == second);
+  c.close();
+}
