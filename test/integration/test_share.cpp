@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -53,7 +54,15 @@ class share_journal {
         it->second = r.offset;
       }
       auto& n = count_[id];
-      CHECK(*r.delivery_count == n + 1);  // counts go 1, 2, 3 ...
+      ++delivered_[id];
+      if (*r.delivery_count == n && failed_since_delivery_.count(id)) {
+        // M2: the broker kept the record acquired by this member after its acknowledgement failed
+        // at the top level without ending the session, and re-sends it with the same count.
+        ++same_count_after_failure_;
+      } else {
+        CHECK(*r.delivery_count == n + 1);  // counts go 1, 2, 3 ...
+      }
+      failed_since_delivery_.erase(id);
       n = *r.delivery_count;
       CHECK(done_.count(id) == 0);  // nothing accepted or rejected is delivered again
       ++deliveries_;
@@ -65,6 +74,8 @@ class share_journal {
     std::lock_guard lock(m_);
     for (const auto& [tp, res] : results) {
       for (auto o : res.offsets) {
+        ++(res.error ? failed_ : succeeded_)[{tp.partition, o}];
+        if (res.error) failed_since_delivery_.insert({tp.partition, o});
         if (!res.error && type_for_all != AcknowledgeType::release) {
           const record_id id{tp.partition, o};
           CHECK(done_.count(id) == 0);  // at most one successful accept or reject per record
@@ -92,6 +103,36 @@ class share_journal {
     auto it = count_.find(id);
     return it == count_.end() ? 0 : it->second;
   }
+  // Records with a successful accept or reject (outcome() or settled()).
+  std::set<record_id> done() const {
+    std::lock_guard lock(m_);
+    return done_;
+  }
+  // For members whose every outcome comes here (a callback on each) and that do not release:
+  // once every delivery has its outcome, each record of `all` was accepted exactly once and
+  // every further delivery follows a failed acknowledgement (its lock expired or its session
+  // ended: the broker released it). Returns whether every delivery has its outcome yet.
+  bool answered(const std::set<record_id>& all) const {
+    std::lock_guard lock(m_);
+    for (const auto& id : all) {
+      const auto d = get(delivered_, id);
+      if (d == 0 || get(succeeded_, id) + get(failed_, id) < d) return false;
+    }
+    return true;
+  }
+  void check_each_delivery_answered_once(const std::set<record_id>& all) const {
+    std::lock_guard lock(m_);
+    for (const auto& id : all) {
+      INFO("record " << id.first << "@" << id.second << ": delivered " << get(delivered_, id) << " times, "
+                     << get(failed_, id) << " acknowledgement(s) failed");
+      CHECK(get(succeeded_, id) == 1);
+      CHECK(get(succeeded_, id) + get(failed_, id) == get(delivered_, id));
+    }
+  }
+  std::size_t same_count_after_failure() const {
+    std::lock_guard lock(m_);
+    return same_count_after_failure_;
+  }
   std::set<record_id> of(const std::string& member) const {
     std::lock_guard lock(m_);
     auto it = by_member_.find(member);
@@ -100,7 +141,14 @@ class share_journal {
 
  private:
   mutable std::mutex m_;
+  static int get(const std::map<record_id, int>& m, const record_id& id) {
+    auto it = m.find(id);
+    return it == m.end() ? 0 : it->second;
+  }
   std::map<record_id, std::int16_t> count_;
+  std::map<record_id, int> delivered_, succeeded_, failed_;
+  std::set<record_id> failed_since_delivery_;
+  std::size_t same_count_after_failure_ = 0;
   std::set<record_id> done_;
   std::map<std::string, std::set<record_id>> by_member_;
   std::size_t deliveries_ = 0;
@@ -138,6 +186,11 @@ void poll_until(ShareConsumer& c, const std::string& name, share_journal& j, Unt
     j.delivered(name, records);
     each(records);
   }
+}
+
+// A callback that gives every outcome of an implicit-mode member to the journal (all accepts).
+kgroup::AcknowledgementCommitCallback to_journal(share_journal& j) {
+  return [&j](const kgroup::AcknowledgementResults& r) { j.outcome(r, AcknowledgeType::accept); };
 }
 
 }  // namespace
@@ -394,6 +447,212 @@ TEST_CASE("share: classic-only keys are refused by name", "[share-any]") {
       CHECK_THAT(e.what(), Catch::Contains(key));
     }
   }
+}
+
+// Issue 34, "a stalled member whose lock expires while its connection stays open": A (explicit
+// mode) takes records of a partition it shares with B (target assignment, M3) and sits on them
+// without acknowledging; its connection and heartbeats go on. After the lock (2 s, swept once a
+// second, M10) B gets exactly those records with delivery count 2, never before the lock ran out;
+// A's late acknowledgement then fails in its callback and commit_sync() with INVALID_RECORD_STATE,
+// and every record is accepted once, by B.
+// The mock fences the older members at a join (M4: it bumps their epochs without telling them),
+// and a fenced member drops its records, so B joins first, subscribed to an empty topic of its
+// own ("idle"): the fencing at A's join costs it nothing, and A, the newest member, keeps its
+// epoch. The target assignment (which bumps epochs without fencing) then gives q-0 to both.
+TEST_CASE(
+    "share: a stalled member's lock expires: its records go to the other member with count 2, "
+    "its late acknowledgement fails with INVALID_RECORD_STATE",
+    "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mock_cluster::share_group_settings lock;
+  lock.record_lock_duration_ms = 2000;
+  REQUIRE(mc.set_share_groups(lock));
+  mc.create_topic("q", 1);
+  mc.create_topic("idle", 1);
+  mc.produce("q", 50);
+  share_journal j;
+  ShareConsumer b(share_config(mc, "stall"));
+  b.set_acknowledgement_commit_callback(to_journal(j));
+  b.subscribe({"idle"});
+  REQUIRE(eventually(
+      [&] {
+        b.poll(10ms);
+        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
+      },
+      20s));
+  std::this_thread::sleep_for(700ms);  // a heartbeat interval apart (M4)
+  const auto a_joined = std::chrono::steady_clock::now();
+  ShareConsumer a(
+      share_config(mc, "stall").set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
+  kgroup::AcknowledgementResults a_callback;
+  a.set_acknowledgement_commit_callback([&](const kgroup::AcknowledgementResults& r) {
+    for (const auto& [tp, res] : r) {
+      a_callback[tp].offsets.insert(res.offsets.begin(), res.offsets.end());
+      if (res.error) a_callback[tp].error = res.error;
+    }
+  });
+  a.subscribe({"q"});
+  kgroup::ConsumerRecords held;
+  REQUIRE(eventually(
+      [&] {
+        held = a.poll(100ms);
+        j.delivered("a", held);
+        b.poll(10ms);
+        return !held.empty();
+      },
+      20s, 1ms));
+  std::set<record_id> held_ids;
+  for (const auto& r : held) held_ids.insert({r.partition, r.offset});
+  // A stalls from here on (no poll, no acknowledgement); B shares its partition.
+  std::vector<std::string> ids;
+  REQUIRE(eventually(
+      [&] {
+        ids = mc.share_group_member_ids("stall");
+        b.poll(10ms);
+        return ids.size() == 2;
+      },
+      20s));
+  const auto a_id = a.metrics().member_id;
+  const auto b_id = b.metrics().member_id;
+  REQUIRE(std::set<std::string>(ids.begin(), ids.end()) == std::set<std::string>{a_id, b_id});
+  REQUIRE(mc.share_group_assign("stall", {{a_id, {{"q", 0}}}, {b_id, {{"idle", 0}, {"q", 0}}}}));
+  std::optional<std::chrono::steady_clock::time_point> b_got_held;
+  poll_until(
+      b, "b", j, [&] { return j.of("b").size() == 50; }, 30s,
+      [&](const kgroup::ConsumerRecords& records) {
+        for (const auto& r : records) {
+          if (held_ids.count({r.partition, r.offset}) && !b_got_held)
+            b_got_held = std::chrono::steady_clock::now();
+        }
+      });
+  REQUIRE(j.of("b") == all_records(1, 50));
+  for (const auto& id : held_ids) CHECK(j.count_of(id) == 2);  // A's, after the lock
+  for (const auto& id : all_records(1, 50)) {
+    if (!held_ids.count(id)) CHECK(j.count_of(id) == 1);  // the others B got first
+  }
+  // Not before A's lock ran out: A acquired them after it subscribed.
+  REQUIRE(b_got_held.has_value());
+  CHECK(*b_got_held - a_joined >= 1900ms);
+  CHECK(a.acquisition_lock_timeout() == std::optional<std::chrono::milliseconds>(2000ms));
+  CHECK(a.metrics().member_epoch > 0);  // never fenced: its records stayed its own until the lock
+
+  // A wakes up and accepts what it was given: too late.
+  for (const auto& r : held) a.acknowledge(r);
+  const auto results = a.commit_sync(10s);
+  REQUIRE(results.count({"q", 0}) == 1);
+  CHECK(results.at({"q", 0}).error == kgroup::kafka_errc::invalid_record_state);
+  CHECK(results.at({"q", 0}).offsets.size() == held.size());
+  j.outcome(results, AcknowledgeType::accept);  // failed: settles nothing
+  REQUIRE(a_callback.count({"q", 0}) == 1);
+  CHECK(a_callback[{"q", 0}].error == kgroup::kafka_errc::invalid_record_state);
+  CHECK(a.metrics().acknowledgements_failed == held.size());
+
+  // Nothing is lost: B's accepts settle every record, each once (the journal checks "once").
+  poll_until(
+      b, "b", j, [&] { return j.done() == all_records(1, 50); }, 20s, [](const auto&) {});
+  CHECK(j.done() == all_records(1, 50));
+  CHECK(j.deliveries() == 50 + held.size());
+  b.close();
+  a.close();
+}
+
+namespace {
+
+// One implicit-mode member reads 60 records of one partition, 10 per poll, its callback giving
+// every outcome to the journal (commit_sync after each poll when `sync`: every acknowledgement
+// goes out as ShareAcknowledge). `inject` runs once the member has 20 records. Then every record
+// must be accepted exactly once and every redelivery follow a failed acknowledgement.
+void read_through_faults(const std::string& group, bool sync,
+                         const std::function<void(mock_cluster&)>& inject, share_journal& j) {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mock_cluster::share_group_settings lock;
+  lock.record_lock_duration_ms = 2000;  // records stranded by an error come back soon
+  REQUIRE(mc.set_share_groups(lock));
+  mc.create_topic("q", 1);
+  mc.produce("q", 60);
+  const auto all = all_records(1, 60);
+  ShareConsumer c(share_config(mc, group).set("max.poll.records", "10"));
+  c.set_acknowledgement_commit_callback(to_journal(j));
+  c.subscribe({"q"});
+  bool injected = false;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!(j.done() == all && j.answered(all)) && std::chrono::steady_clock::now() < deadline) {
+    j.delivered("a", c.poll(100ms));
+    if (sync) {
+      try {
+        c.commit_sync(10s);  // results reach the journal through the callback
+      } catch (const kgroup::Error& e) {
+        FAIL_CHECK("commit_sync: " << e.what());
+      }
+    }
+    if (!injected && j.seen().size() >= 20) {
+      inject(mc);
+      injected = true;
+    }
+  }
+  CHECK(injected);
+  CHECK(j.done() == all);
+  CHECK(j.answered(all));
+  j.check_each_delivery_answered_once(all);
+  const auto m = c.metrics();
+  INFO("same-count redeliveries after a failed acknowledgement (M2): " << j.same_count_after_failure());
+  INFO("fetches " << m.share_fetches << ", acknowledges " << m.share_acknowledges << ", resets "
+                  << m.session_resets << ", redelivered " << m.records_redelivered);
+  CHECK(m.acknowledged_accept >= 60);
+  c.close();
+}
+
+}  // namespace
+
+// Issue 34, injected errors on ShareFetch (78), the request that carries implicit mode's accepts:
+// the session errors (122, 123, 133) and a lost connection (-195; the mock then drops every
+// session of the broker, M1) reset the session to epoch 0, failing the accepts it carried, and the
+// records come back with count + 1; INVALID_RECORD_STATE at the top level fails the accepts and
+// keeps the session (the records come back after their lock).
+TEST_CASE("share: injected ShareFetch errors: the member recovers, every record accepted exactly once",
+          "[share]") {
+  const std::int16_t code = GENERATE(122, 123, 133, 121, -195);
+  INFO("ShareFetch error " << code);
+  share_journal j;
+  read_through_faults(
+      "fetch-errors", false,
+      [&](mock_cluster& mc) {
+        mc.push_request_errors(78, {code, code});
+      },
+      j);
+}
+
+// The same for ShareAcknowledge (79): commit_sync() after each poll sends the accepts alone.
+TEST_CASE("share: injected ShareAcknowledge errors: the member recovers, every record accepted exactly once",
+          "[share]") {
+  const std::int16_t code = GENERATE(122, 123, 133, 121, -195);
+  INFO("ShareAcknowledge error " << code);
+  share_journal j;
+  read_through_faults(
+      "ack-errors", true,
+      [&](mock_cluster& mc) {
+        mc.push_request_errors(79, {code, code});
+      },
+      j);
+}
+
+// ShareGroupHeartbeat (76) errors: fenced or unknown, the member drops its assignment (its
+// records' acknowledgements fail) and rejoins with the same id; the coordinator unavailable, it
+// finds it again. Either way it reads on.
+TEST_CASE(
+    "share: injected ShareGroupHeartbeat errors: the member rejoins, every record accepted exactly once",
+    "[share]") {
+  const std::int16_t code = GENERATE(110, 25, 15);
+  INFO("ShareGroupHeartbeat error " << code);
+  share_journal j;
+  read_through_faults(
+      "heartbeat-errors", false,
+      [&](mock_cluster& mc) {
+        mc.push_request_errors(76, {code, code});
+      },
+      j);
 }
 
 // Found by the injected-error tests: outcomes of one partition with different errors (an accept
