@@ -696,3 +696,40 @@ TEST_CASE("share: applied and failed acknowledgements of one partition reach the
   CHECK(failed == second);
   c.close();
 }
+
+// Issue 34, "a leader move": the partition's leader changes while a member reads; the answers'
+// NOT_LEADER_OR_FOLLOWER sends the fetcher to the metadata and on to the new leader, where a new
+// session starts. Every record is accepted exactly once and each redelivery follows a failed
+// acknowledgement.
+TEST_CASE("share: a leader move while a member reads: it follows the leader, every record accepted once",
+          "[share]") {
+  mock_cluster mc(3);
+  if (!needs_share_groups(mc)) return;
+  mock_cluster::share_group_settings lock;
+  lock.record_lock_duration_ms = 2000;
+  REQUIRE(mc.set_share_groups(lock));
+  mc.create_topic("q", 1);
+  mc.set_partition_leader("q", 0, 1);
+  mc.produce("q", 60);
+  const auto all = all_records(1, 60);
+  share_journal j;
+  ShareConsumer c(share_config(mc, "leader-move").set("max.poll.records", "10"));
+  c.set_acknowledgement_commit_callback(to_journal(j));
+  c.subscribe({"q"});
+  bool moved = false;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!(j.done() == all && j.answered(all)) && std::chrono::steady_clock::now() < deadline) {
+    j.delivered("a", c.poll(100ms));
+    if (!moved && j.seen().size() >= 20) {
+      mc.set_partition_leader("q", 0, 2);
+      moved = true;
+    }
+  }
+  CHECK(moved);
+  CHECK(j.done() == all);
+  j.check_each_delivery_answered_once(all);
+  const auto m = c.metrics();
+  INFO("same-count redeliveries after a failed acknowledgement (M2): " << j.same_count_after_failure());
+  CHECK(m.session_epochs.count(2) == 1);  // it fetched from the new leader
+  c.close();
+}
