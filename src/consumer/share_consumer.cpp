@@ -183,6 +183,7 @@ class ShareConsumer::impl {
   share::ack_tracker tracker_;
   std::deque<ready_part> ready_;
   std::map<TopicPartition, std::uint64_t> generation_;
+  std::set<TopicPartition> assigned_;  // the membership's latest assignment (background thread writes)
   std::optional<std::chrono::milliseconds> lock_timeout_;
   std::uint64_t delivered_ = 0, redelivered_ = 0;
   std::map<std::int32_t, std::int32_t> epochs_;
@@ -274,12 +275,14 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
     {
       // What the member no longer owns: its records are gone with the assignment.
       std::lock_guard lock(shared_.mutex);
-      for (const auto& tp : shared_.owned) {
+      for (const auto& tp : assigned_) {
         if (!ids.count(tp)) {
           tracker_.forget(tp, make_error_code(kafka_errc::share_session_not_found));
           ++generation_[tp];
         }
       }
+      assigned_.clear();
+      for (const auto& [tp, id] : ids) assigned_.insert(tp);
     }
     f->set_assignment(std::move(ids));
   };
@@ -332,7 +335,9 @@ bool ShareConsumer::impl::on_answer(std::int32_t node, const share::share_sessio
         logger()->debug("share fetch {}-{} from broker {}: {}", tp.topic, tp.partition, node,
                         kafka_error_name(pd->error_code));
       }
-      if (pd->acquired_records.empty()) continue;
+      // Fetched before the partition left the assignment: its session is being forgotten or
+      // closed, which releases these records; they are not handed out.
+      if (pd->acquired_records.empty() || !assigned_.count(tp)) continue;
       ready_.push_back(ready_part{tp, node, pd, keep, generation_[tp]});
       holds = true;
     }

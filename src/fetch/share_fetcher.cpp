@@ -46,8 +46,25 @@ share_fetcher::share_fetcher(boost::asio::io_context& io, std::shared_ptr<net::c
 
 void share_fetcher::set_assignment(partition_ids assignment) {
   remember_ids(assignment);
+  // The member left the group (a poll timeout, unsubscribe(), a fence): its sessions close
+  // (epoch -1, with what is acknowledged), so the broker releases their records at once rather
+  // than at their locks' expiry. Fetching opens new sessions when partitions come back.
+  const bool left = assignment.empty() && !assignment_.empty();
   assignment_ = std::move(assignment);
+  if (left) {
+    for (auto& [id, n] : nodes_) n->close = true;
+  }
   pump();
+}
+
+void share_fetcher::closed_one(node_state& n) {
+  if (closing_) {
+    n.closed = true;
+    maybe_closed();
+  } else {
+    n.close = false;  // closed on leaving: the next assignment fetches again
+    n.closed = false;
+  }
 }
 
 void share_fetcher::data_returned(std::int32_t id) {
@@ -169,8 +186,7 @@ void share_fetcher::pump(node_state& n) {
         for (const auto& [tp, a] : acks) refused.emplace_back(tp, why);
         if (!refused.empty() && hooks_.on_refused) hooks_.on_refused(refused);
       }
-      n.closed = true;
-      maybe_closed();
+      closed_one(n);
       return;
     }
     send_acknowledge(n, here, true);
@@ -248,10 +264,7 @@ void share_fetcher::send_fetch(node_state& n, const partition_ids& wanted) {
 void share_fetcher::send_acknowledge(node_state& n, const std::set<TopicPartition>& tps, bool close) {
   auto conn = cluster_->broker(n.session.node());
   if (!conn) {
-    if (close) {
-      n.closed = true;
-      maybe_closed();
-    }
+    if (close) closed_one(n);
     return;
   }
   n.sending = true;
@@ -276,13 +289,12 @@ void share_fetcher::send_acknowledge(node_state& n, const std::set<TopicPartitio
         s.sending = false;
         if (self->stopped_) return;
         if (!s.built) {
-          if (close) s.closed = true;
           self->not_sent(s, ec, protocol::share_acknowledge_request::name);
-          self->maybe_closed();
+          if (close) self->closed_one(s);
           return;
         }
         s.built = false;
-        if (close) s.closed = true;
+        if (close) self->closed_one(s);
         if (ec) {
           self->answered(id, s.session.on_request_failed(ec), nullptr);
         } else {
@@ -290,7 +302,6 @@ void share_fetcher::send_acknowledge(node_state& n, const std::set<TopicPartitio
               kept_answer<protocol::share_acknowledge_response>{r, frame.frame});
           self->answered(id, s.session.on_acknowledge_answer(kept->response), kept);
         }
-        self->maybe_closed();
       },
       opts_.request_timeout);
 }

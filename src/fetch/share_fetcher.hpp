@@ -126,6 +126,9 @@ class share_fetcher : public std::enable_shared_from_this<share_fetcher> {
   void refresh_leaders();
   void arm(std::chrono::steady_clock::time_point when);
   void maybe_closed();
+  /// `n`'s session is closed (or had nothing to close): at close() that counts towards the end;
+  /// after the member left the group, the node goes back to fetching when partitions return.
+  void closed_one(node_state& n);
   node_state& node(std::int32_t id);
 
   boost::asio::io_context& io_;
