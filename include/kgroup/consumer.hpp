@@ -119,14 +119,6 @@ struct KGROUP_EXPORT OffsetAndTimestamp {
   bool operator==(const OffsetAndTimestamp&) const = default;
 };
 
-/// Thrown by poll() when the log of a partition was truncated below this consumer's position
-/// (an unclean leader election, KIP-320) and auto.offset.reset is none: the records after
-/// `divergent_offsets()` were lost or replaced. code() is client_errc::log_truncation. The
-/// partitions stay where they are until the application seeks them (for example to the divergent
-/// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
-/// the divergent offset by itself and logs a warning. A partition whose divergence point the
-/// broker could not tell is absent from the map. Neither retriable nor fatal. See
-/// docs/data-safety.md and [Handling errors](../../docs/errors.md).
 /// What Consumer::close(const CloseOptions&) does (KIP-1092, Java 4.1's CloseOptions):
 ///
 ///     consumer.close({.group_membership_operation =
@@ -154,6 +146,14 @@ struct KGROUP_EXPORT CloseOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
 };
 
+/// Thrown by poll() when the log of a partition was truncated below this consumer's position
+/// (an unclean leader election, KIP-320) and auto.offset.reset is none: the records after
+/// `divergent_offsets()` were lost or replaced. code() is client_errc::log_truncation. The
+/// partitions stay where they are until the application seeks them (for example to the divergent
+/// offset, or to a position of its own); with earliest or latest the consumer instead resumes at
+/// the divergent offset by itself and logs a warning. A partition whose divergence point the
+/// broker could not tell is absent from the map. Neither retriable nor fatal. See
+/// docs/data-safety.md and [Handling errors](../../docs/errors.md).
 class KGROUP_EXPORT LogTruncationError : public Error {
  public:
   /// An error with message `what` and the divergent offsets per partition.

@@ -79,8 +79,13 @@ std::error_code public_error(std::error_code ec) {
   }
 }
 
+}  // namespace
+
+namespace detail {
+// The types below are members of ShareConsumer::impl: a named namespace, not an anonymous one (a
+// member whose type has internal linkage is an error in the unity build, -Wsubobject-linkage).
 // One partition of a ShareFetch answer, queued for the user thread.
-struct ready_part {
+struct share_ready_part {
   TopicPartition tp;
   std::int32_t node = -1;
   const share::share_session::fetch_partition_data* data = nullptr;
@@ -89,7 +94,7 @@ struct ready_part {
 };
 
 // Decoded records of one partition, handed out across polls (max.poll.records).
-struct buffered_part {
+struct share_buffered_part {
   TopicPartition tp;  // the records' topic views point here: kept at a stable address
   std::int32_t node = -1;
   std::uint64_t generation = 0;
@@ -98,7 +103,7 @@ struct buffered_part {
   std::size_t next = 0;
 };
 
-}  // namespace
+}  // namespace detail
 
 class ShareConsumer::impl {
  public:
@@ -155,7 +160,7 @@ class ShareConsumer::impl {
   void acknowledge_previous_poll();
   void run_callback(std::vector<share::ack_outcome> outcomes, AcknowledgementResults* into = nullptr);
   bool fill(std::vector<ConsumerRecord>& out, std::vector<std::shared_ptr<const void>>& owners);
-  void decode(ready_part part);
+  void decode(detail::share_ready_part part);
   void return_nodes();
   bool wait_left(std::uint64_t before, clock::time_point deadline);
   static clock::time_point deadline_after(std::chrono::milliseconds t) {
@@ -181,7 +186,7 @@ class ShareConsumer::impl {
 
   // Under shared_.mutex (both threads).
   share::ack_tracker tracker_;
-  std::deque<ready_part> ready_;
+  std::deque<detail::share_ready_part> ready_;
   std::map<TopicPartition, std::uint64_t> generation_;
   std::set<TopicPartition> assigned_;  // the membership's latest assignment (background thread writes)
   std::optional<std::chrono::milliseconds> lock_timeout_;
@@ -191,7 +196,7 @@ class ShareConsumer::impl {
   std::uint64_t failed_ = 0;
 
   // User thread only.
-  std::deque<buffered_part> buffer_;
+  std::deque<detail::share_buffered_part> buffer_;
   std::set<std::int32_t> delivered_from_;  // nodes whose records the last poll() returned
 };
 
@@ -338,7 +343,7 @@ bool ShareConsumer::impl::on_answer(std::int32_t node, const share::share_sessio
       // Fetched before the partition left the assignment: its session is being forgotten or
       // closed, which releases these records; they are not handed out.
       if (pd->acquired_records.empty() || !assigned_.count(tp)) continue;
-      ready_.push_back(ready_part{tp, node, pd, keep, generation_[tp]});
+      ready_.push_back(detail::share_ready_part{tp, node, pd, keep, generation_[tp]});
       holds = true;
     }
     if (r.acquisition_lock_timeout_ms > 0)
@@ -465,11 +470,11 @@ void ShareConsumer::impl::run_callback(std::vector<share::ack_outcome> outcomes,
   }
 }
 
-void ShareConsumer::impl::decode(ready_part part) {
+void ShareConsumer::impl::decode(detail::share_ready_part part) {
   const auto& pd = *part.data;
   if (!pd.records) return;
   // Every record of the answer's data; the tracker says which of them are this member's to see.
-  buffered_part b;
+  detail::share_buffered_part b;
   b.tp = part.tp;
   b.node = part.node;
   b.generation = part.generation;
@@ -516,7 +521,7 @@ bool ShareConsumer::impl::fill(std::vector<ConsumerRecord>& out,
                                std::vector<std::shared_ptr<const void>>& owners) {
   while (out.size() < max_poll_records_) {
     if (buffer_.empty()) {
-      std::optional<ready_part> next;
+      std::optional<detail::share_ready_part> next;
       {
         std::lock_guard lock(shared_.mutex);
         if (ready_.empty()) break;
