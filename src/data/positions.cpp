@@ -95,6 +95,11 @@ void position_table::seek_applied(const TopicPartition& tp) {
   if (auto* p = find(tp); p && p->seeks_in_flight > 0) --p->seeks_in_flight;
 }
 
+bool position_table::seek_in_flight(const TopicPartition& tp) const {
+  const auto* p = find(tp);
+  return p && p->seeks_in_flight > 0;
+}
+
 bool position_table::position_found(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch,
                                     bool forced) {
   // Only a partition owned now: a position computed for an earlier ownership (an answer queued

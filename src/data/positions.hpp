@@ -80,6 +80,9 @@ class position_table {
   // ---- the fetcher's events ----
   /// The fetcher applied one of the user's seeks.
   void seek_applied(const TopicPartition& tp);
+  /// Whether a user seek of `tp` is still to be applied by the fetcher (position events until
+  /// then are stale and ignored).
+  bool seek_in_flight(const TopicPartition& tp) const;
   /// The fetcher established a position (committed offset, reset, seek_to_*). Ignored for a
   /// partition not owned (never creates an entry), while a user seek is in flight, and, unless
   /// `forced`, after a user seek. Returns true when the position changed (data read from the old

@@ -813,6 +813,10 @@ void simulation::on_position_event(const detail::position_event& e) {
     cut_times_[tp].pop_front();
   }
   const auto before = reader_.positions().position(tp);
+  // A position computed before a seek the fetcher has not applied yet is ignored by the reader;
+  // it cannot be the answer to that seek (seed 796482694773: a reset's answer arrived between the
+  // application's seek_to_end() and its seek_applied, and used up the seek_to of the answer after).
+  const bool stale = reader_.positions().seek_in_flight(tp);
   reader_.position_event(e, owned_.count(tp) > 0);
   note(
       fmt::format("app: position event {} offset {} epoch {} forced {} seek_applied {} cut {} -> position {}",
@@ -828,7 +832,7 @@ void simulation::on_position_event(const detail::position_event& e) {
     ~use_seek_to() {
       if (forced && pending > 0) --pending;
     }
-  } used{seek_tos_pending_[tp], e.forced};
+  } used{seek_tos_pending_[tp], e.forced && !stale};
   if (!after || (before && before->offset == after->offset)) return;
   const auto exp = expected_.find(tp);
   if (exp != expected_.end() && after->offset != exp->second) {
