@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "base/iso_duration.hpp"
 #include "base/log.hpp"
 #include "kgroup/error.hpp"
 
@@ -25,7 +26,7 @@ constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
 // Defaults and meanings follow the Java consumer unless noted.
 const std::vector<ConfigKey> key_table = {
     {"bootstrap.servers", "", "list", 0, 0, "", "host:port pairs used to discover the cluster"},
-    {"client.id", "kgroup", "string", 0, 0, "", "name sent with every request, for broker logs and quotas"},
+    {"client.id", "", "string", 0, 0, "", "name sent with every request, for broker logs and quotas; empty: consumer-<group.id>-<n>, unique in the process, as Java"},
     {"client.rack", "", "string", 0, 0, "", "rack of this client, for rack-aware assignment"},
     {"group.id", "", "string", 0, 0, "", "consumer group to join"},
     {"group.instance.id", "", "string", 0, 0, "", "static membership id (KIP-345); empty = dynamic member"},
@@ -64,7 +65,7 @@ const std::vector<ConfigKey> key_table = {
     {"receive.message.max.bytes", "100000000", "int", 1024, i32max, "", "largest response frame accepted; a larger one closes the connection"},
     {"enable.auto.commit", "true", "bool", 0, 0, "", "commit positions periodically and before revocation"},
     {"auto.commit.interval.ms", "5000", "int", 0, i32max, "", "interval of automatic commits"},
-    {"auto.offset.reset", "latest", "enum", 0, 0, "earliest,latest,none", "where to start without a committed offset"},
+    {"auto.offset.reset", "latest", "enum", 0, 0, "earliest,latest,none", "where to start without a committed offset; also by_duration:<ISO-8601 duration> (KIP-1106): the first record at most that long ago, else the end"},
     {"fetch.min.bytes", "1", "int", 0, i32max, "", "broker waits for this much data before answering a Fetch"},
     {"fetch.max.bytes", "52428800", "int", 0, i32max, "", "most data one Fetch response may carry"},
     {"fetch.max.wait.ms", "500", "int", 0, i32max, "", "longest a broker waits for fetch.min.bytes"},
@@ -244,6 +245,9 @@ std::string builtin_assignor(const std::string& name) {
   return name;
 }
 
+// auto.offset.reset=by_duration:<ISO-8601 duration> (KIP-1106).
+constexpr std::string_view by_duration_prefix = "by_duration:";
+
 // The value as stored: booleans and enum values in the table's spelling whatever their case,
 // Java assignor class names as the built-ins' names.
 std::string normalize(const ConfigKey& k, const std::string& value) {
@@ -257,6 +261,8 @@ std::string normalize(const ConfigKey& k, const std::string& value) {
     if (v == "smallest" || v == "beginning") return "earliest";
     if (v == "largest" || v == "end") return "latest";
     if (v == "error") return "none";
+    if (v.rfind(by_duration_prefix, 0) == 0)
+      return std::string(by_duration_prefix) + value.substr(by_duration_prefix.size());
   }
   if (k.type == "enum") {
     for (const auto& allowed : split_list(k.allowed)) {
@@ -518,6 +524,12 @@ void check_value(const ConfigKey& k, const std::string& value) {
     }
   } else if (k.type == "bool") {
     if (value != "true" && value != "false") invalid(fmt::format("{}: '{}' is not true or false", k.name, value));
+  } else if (k.name == "auto.offset.reset" && value.rfind(by_duration_prefix, 0) == 0) {
+    if (!base::parse_iso8601_duration(std::string_view(value).substr(by_duration_prefix.size())))
+      invalid(
+          fmt::format("{}: '{}' is not by_duration:<duration> with a non-negative ISO-8601 duration such as "
+                      "PT1H or P1DT12H (days, hours, minutes, seconds)",
+                      k.name, value));
   } else if (k.type == "enum") {
     auto allowed = split_list(k.allowed);
     if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {

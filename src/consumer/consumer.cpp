@@ -14,6 +14,7 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
   // What the constructor logs goes to this Consumer's sink too (the thread's scope: see run()).
   const detail::log_scope log_scope(log_sink());
   config_.validate();
+  detail::default_client_id(config_);
   // The effective configuration, once (what was set explicitly; the rest is the defaults).
   logger()->info("consumer configuration: {}", config_.to_string());
   auto plan = detail::make_consumer_plan(config_, custom);

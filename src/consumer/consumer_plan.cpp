@@ -2,6 +2,7 @@
 #include "consumer/consumer_plan.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,15 @@ RebalanceProtocol protocol_of(const std::vector<std::shared_ptr<PartitionAssigno
 }
 
 }  // namespace
+
+void default_client_id(Config& config) {
+  if (!config.get("client.id").empty()) return;
+  static std::atomic<std::uint64_t> sequence{0};
+  const auto n = ++sequence;
+  const auto group = config.get("group.id");
+  config.set("client.id",
+             group.empty() ? fmt::format("consumer-{}", n) : fmt::format("consumer-{}-{}", group, n));
+}
 
 consumer_plan make_consumer_plan(const Config& config,
                                  const std::vector<std::shared_ptr<PartitionAssignor>>& custom) {

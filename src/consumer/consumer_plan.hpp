@@ -50,6 +50,11 @@ struct consumer_plan {
 
 /// Reads a validated Config. Throws Error(invalid_config) for an unknown assignor name or an
 /// empty partition.assignment.strategy, and what net::cluster_options::from_config throws.
+/// client.id left empty (the default): a name unique in the process, as Java's
+/// "consumer-<group.id>-<n>" ("consumer-<n>" without a group), n counting every Consumer and
+/// ShareConsumer made so far from 1. Set in `config` before anything reads it.
+void default_client_id(Config& config);
+
 consumer_plan make_consumer_plan(const Config& config,
                                  const std::vector<std::shared_ptr<PartitionAssignor>>& custom);
 

@@ -213,6 +213,7 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
   config_.validate();
   if (config_.get("group.id").empty())
     throw Error(make_error_code(client_errc::invalid_config), "group.id: required by a share consumer");
+  detail::default_client_id(config_);
   logger()->info("share consumer configuration: {}", config_.to_string());
   auto plan = detail::make_consumer_plan(config_, {});
   shared_.metrics.wire = plan.cluster.connection.wire;

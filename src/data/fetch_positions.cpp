@@ -1,7 +1,9 @@
 #include "data/fetch_positions.hpp"
 
+#include <algorithm>
 #include <array>
 
+#include "base/iso_duration.hpp"
 #include "base/sim_mutants.hpp"
 
 namespace kgroup::data {
@@ -74,13 +76,29 @@ bool fetch_positions::transition(const TopicPartition& tp, fetch_part& p, fetch_
 }
 
 reset_policy parse_reset_policy(std::string_view s) noexcept {
+  return parse_reset_strategy(s).policy;
+}
+
+reset_strategy parse_reset_strategy(std::string_view s) noexcept {
   if (s == "earliest") return reset_policy::earliest;
   if (s == "none") return reset_policy::none;
+  constexpr std::string_view by_duration = "by_duration:";
+  if (s.substr(0, by_duration.size()) == by_duration) {
+    if (const auto d = base::parse_iso8601_duration(s.substr(by_duration.size())))
+      return reset_strategy(reset_policy::by_duration, *d);
+  }
   return reset_policy::latest;
 }
 
 std::int64_t reset_timestamp(reset_policy p) noexcept {
-  return p == reset_policy::earliest ? -2 : -1;
+  switch (p) {
+    case reset_policy::earliest:
+      return -2;
+    case reset_policy::by_duration:
+      return reset_by_duration;
+    default:
+      return -1;
+  }
 }
 
 std::vector<TopicPartition> fetch_positions::assign(const std::set<TopicPartition>& owned) {
@@ -225,6 +243,19 @@ void fetch_positions::reset_answered(const TopicPartition& tp, fetch_part& p, st
 
 void fetch_positions::reset_failed(const TopicPartition& tp, fetch_part& p) {
   transition(tp, p, fetch_state::needs_reset, "not answered by ListOffsets");
+}
+
+std::int64_t fetch_positions::list_offsets_timestamp(const fetch_part& p,
+                                                     std::int64_t now_ms) const noexcept {
+  if (p.reset_timestamp_ != reset_by_duration) return p.reset_timestamp_;
+  return std::max<std::int64_t>(0, now_ms - duration_.count());
+}
+
+bool fetch_positions::reset_found_nothing(const TopicPartition& tp, fetch_part& p) {
+  if (p.reset_timestamp_ != reset_by_duration) return false;
+  transition(tp, p, fetch_state::needs_reset, "by_duration: no record that recent, the log's end instead");
+  p.reset_timestamp_ = -1;
+  return true;
 }
 
 bool fetch_positions::offset_out_of_range(const TopicPartition& tp, fetch_part& p) {

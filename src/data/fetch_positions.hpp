@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -55,7 +56,8 @@ class fetch_part {
   bool in_flight() const noexcept { return in_flight_; }
   /// The reset position is announced as forced (seek_to_*, out of range).
   bool reset_forced() const noexcept { return reset_forced_; }
-  /// -2 earliest, -1 latest.
+  /// -2 earliest, -1 latest, reset_by_duration (fetch_positions::list_offsets_timestamp() turns it
+  /// into a time).
   std::int64_t reset_timestamp() const noexcept { return reset_timestamp_; }
   /// KIP-392: the replica the leader told this member to read from, until replica_until(); -1
   /// reads from the leader.
@@ -117,10 +119,22 @@ struct fetch_timing {
 };
 
 /// auto.offset.reset.
-enum class reset_policy { earliest, latest, none };
-/// "earliest", "none"; anything else is latest (the configuration is validated before).
+enum class reset_policy { earliest, latest, none, by_duration };
+/// The policy with by_duration's duration (KIP-1106: the first record at most that long ago).
+struct reset_strategy {
+  reset_strategy(reset_policy p = reset_policy::latest, std::chrono::milliseconds d = {})
+      : policy(p), duration(d) {}
+  reset_policy policy;
+  std::chrono::milliseconds duration;
+};
+/// "earliest", "none", "by_duration:<ISO-8601>"; anything else is latest (the configuration is
+/// validated before).
 reset_policy parse_reset_policy(std::string_view s) noexcept;
-/// The ListOffsets timestamp of the policy: -2 earliest, -1 latest (and none).
+reset_strategy parse_reset_strategy(std::string_view s) noexcept;
+/// A reset timestamp that stands for by_duration's "now minus the duration", taken when the
+/// ListOffsets is sent (never sent as it is).
+inline constexpr std::int64_t reset_by_duration = std::numeric_limits<std::int64_t>::min();
+/// The ListOffsets timestamp of the policy: -2 earliest, -1 latest (and none), reset_by_duration.
 std::int64_t reset_timestamp(reset_policy p) noexcept;
 
 /// What an OffsetForLeaderEpoch answer decided (fetch_positions::validated).
@@ -161,10 +175,12 @@ class fetch_positions {
 
   /// Receives the description of each refused transition (the driver logs it).
   using refusal_sink = std::function<void(const std::string&)>;
-  explicit fetch_positions(reset_policy policy = reset_policy::latest, refusal_sink on_refused = {},
+  explicit fetch_positions(reset_strategy policy = reset_policy::latest, refusal_sink on_refused = {},
                            fetch_timing timing = {})
-      : policy_(policy), on_refused_(std::move(on_refused)), timing_(timing) {}
-
+      : policy_(policy.policy),
+        duration_(policy.duration),
+        on_refused_(std::move(on_refused)),
+        timing_(timing) {}
 
   /// Every owned partition, read-only: changed only through the events below.
   const map& parts() const noexcept { return parts_; }
@@ -231,6 +247,13 @@ class fetch_positions {
   void reset_answered(const TopicPartition& tp, fetch_part& p, std::int64_t offset, std::int32_t epoch);
   /// Not answered (an error, or a stale answer was all there was): asked again.
   void reset_failed(const TopicPartition& tp, fetch_part& p);
+  /// The ListOffsets timestamp for `p`'s reset sent at `now_ms` (Unix time): by_duration's is
+  /// `now_ms` minus the duration, the others as they are.
+  std::int64_t list_offsets_timestamp(const fetch_part& p, std::int64_t now_ms) const noexcept;
+  /// The answer to `p`'s by_duration reset found no record that recent (offset -1): the reset
+  /// goes to the log's end instead, asked at once (true). False for any other reset (a -1 there
+  /// is a failure, asked again after the backoff).
+  bool reset_found_nothing(const TopicPartition& tp, fetch_part& p);
 
   // ---- fetching and validation (KIP-320) ----
   /// OFFSET_OUT_OF_RANGE from the leader: the reset policy applies, forced unless it is none;
@@ -296,6 +319,7 @@ class fetch_positions {
 
  private:
   reset_policy policy_;
+  std::chrono::milliseconds duration_;
   refusal_sink on_refused_;
   fetch_timing timing_;
   map parts_;

@@ -19,7 +19,7 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
       shared_(shared),
       identity_(std::move(identity)),
       positions_(
-          data::parse_reset_policy(opts_.auto_offset_reset),
+          data::parse_reset_strategy(opts_.auto_offset_reset),
           [](const std::string& refused) { logger()->error("{}", refused); },
           data::fetch_timing{opts_.retry_backoff, opts_.preferred_replica_ttl}),
       planner_(positions_,

@@ -122,6 +122,9 @@ void fetcher::send_list_offsets() {
     // Each request's answer applies only while it is the partition's latest: a seek_to_*() can
     // start a new reset while an older one is in flight (the older answer is then stale).
     std::map<TopicPartition, std::uint64_t> seqs;
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
     for (const auto& tp : tps) {
       auto& p = *positions_.find(tp);
       seqs[tp] = positions_.reset_requested(tp, p);
@@ -129,7 +132,8 @@ void fetcher::send_list_offsets() {
       if (inserted) req.topics.push_back({tp.topic, {}});
       // current_leader_epoch travels from v4 on (the leader fences a stale one).
       const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.reset_timestamp(), 1});
+      req.topics[it->second].partitions.push_back(
+          {tp.partition, pi.leader_epoch, positions_.list_offsets_timestamp(p, now_ms), 1});
     }
     conn->send_adjusted(
         std::move(req),
@@ -150,6 +154,14 @@ void fetcher::send_list_offsets() {
                 TopicPartition tp{t.name, p.partition_index};
                 part* cur = current(tp);
                 if (cur == nullptr) continue;
+                if (p.error_code == 0 && p.offset < 0 && self->positions_.reset_found_nothing(tp, *cur)) {
+                  // auto.offset.reset=by_duration found no record that recent: the log's end.
+                  logger()->info(
+                      "{}-{}: no record within auto.offset.reset's duration; reset to the log's end",
+                      tp.topic, tp.partition);
+                  answered.insert(tp);  // not a failure: pump() below asks for the end at once
+                  continue;
+                }
                 if (p.error_code != 0 || p.offset < 0) {
                   if (protocol::reacts(p.error_code, protocol::reaction::refresh_metadata)) self->maybe_refresh_metadata();
                   continue;

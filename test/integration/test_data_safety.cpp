@@ -7,6 +7,7 @@
 // history it answers OffsetForLeaderEpoch from. The consumers use assign() with a group.id
 // (commits and committed offsets, no membership), so the tests see the data path alone.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -88,8 +89,29 @@ struct partition_log {
   }
 };
 
-// Every record's timestamp: 1000 + 10 x its offset (for offsets_for_times).
-std::int64_t record_time(std::int64_t offset) { return 1000 + 10 * offset; }
+// Every record's timestamp: 1000 + 10 x its offset (for offsets_for_times), unless a test moves
+// the times near the wall clock (auto.offset.reset=by_duration) with record_times.
+std::atomic<std::int64_t> record_time_base{1000};
+std::atomic<std::int64_t> record_time_step{10};
+std::int64_t record_time(std::int64_t offset) {
+  return record_time_base + record_time_step * offset;
+}
+
+// Record `offset`'s time is `at`, and one more each `step` after; restored at scope exit.
+struct record_times {
+  record_times(std::int64_t offset, std::chrono::system_clock::time_point at,
+               std::chrono::milliseconds step) {
+    const auto at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
+    record_time_step = step.count();
+    record_time_base = at_ms - step.count() * offset;
+  }
+  ~record_times() {
+    record_time_base = 1000;
+    record_time_step = 10;
+  }
+  record_times(const record_times&) = delete;
+  record_times& operator=(const record_times&) = delete;
+};
 
 // Appends the wire form of `b` to `out`.
 void encode_batch(const batch_spec& b, proto::bytes& out) {
@@ -975,6 +997,48 @@ TEST_CASE("a partition whose leader is missing from the metadata's broker list i
   CHECK(offsets_of(records, 0) == range(0, 4));
   CHECK(leader.metadata_requests() > 3);
   c.close(5s);
+}
+
+TEST_CASE(
+    "auto.offset.reset=by_duration:<ISO-8601> starts at the first record that recent, else at the log's end "
+    "(KIP-1106)",
+    "[datasafety]") {
+  using namespace std::chrono;
+  log_leader leader(1);
+  leader.edit([](log_leader::state s) {
+    s.logs[0].log_start = 100;
+    s.logs[0].batches.push_back({100, 10, 0, -1, batch_spec::kind::data, "kept"});
+  });
+  // Offsets 100-109 written a minute apart, the last one a minute ago.
+  const record_times times(100, system_clock::now() - minutes(10), minutes(1));
+  SECTION("a record within the duration: the first one that recent") {
+    kgroup::Consumer c(config_for(leader, "by_duration:PT5M30S"));
+    c.assign({t0});
+    const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 5; });
+    CHECK(offsets_of(records, 0) == range(105, 109));
+    c.close(5s);
+  }
+  SECTION("days and fractions of seconds, any case") {
+    kgroup::Consumer c(config_for(leader, "BY_DURATION:p0dt0h7m30.5s"));
+    c.assign({t0});
+    const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 7; });
+    CHECK(offsets_of(records, 0) == range(103, 109));
+    c.close(5s);
+  }
+  SECTION("nothing that recent: the log's end") {
+    kgroup::Consumer c(config_for(leader, "by_duration:PT20S"));
+    c.assign({t0});
+    CHECK(eventually(
+        [&] {
+          c.poll(20ms);
+          return c.position(t0) == 110;
+        },
+        10s));
+    leader.edit([](log_leader::state s) { s.logs[0].append(2, 0, "more"); });
+    const auto records = poll_until(c, [](const std::vector<got>& r) { return r.size() >= 2; });
+    CHECK(offsets_of(records, 0) == range(110, 111));
+    c.close(5s);
+  }
 }
 
 TEST_CASE("beginning_offsets, end_offsets (LSO under read_committed), offsets_for_times, partitions_for and "

@@ -206,3 +206,33 @@ TEST_CASE("a leader refuses its own custom assignor's invalid assignment", "[met
   CHECK(c.assignment().empty());
   c.close(5s);
 }
+
+TEST_CASE(
+    "client.id left empty: each consumer is named consumer-<group.id>-<n>, unique in the process, as Java's",
+    "[metrics]") {
+  kgroup::test::mock_cluster mc(1);
+  const auto cfg = [&](const std::string& group) {
+    auto c = kgroup::test::test_config(mc.bootstrap_servers()).manual_commit();
+    if (!group.empty()) c.group(group);
+    return kgroup::Config(c);
+  };
+  kgroup::Consumer a(cfg("g-names"));
+  kgroup::Consumer b(cfg("g-names"));
+  kgroup::Consumer standalone(cfg(""));
+  const auto id_a = a.metrics().client_id, id_b = b.metrics().client_id,
+             id_s = standalone.metrics().client_id;
+  INFO(id_a << " " << id_b << " " << id_s);
+  CHECK(id_a.rfind("consumer-g-names-", 0) == 0);
+  CHECK(id_b.rfind("consumer-g-names-", 0) == 0);
+  CHECK(id_a != id_b);
+  // The sequence counts on: the second one made gets the next number.
+  CHECK(std::stoll(id_b.substr(std::string("consumer-g-names-").size())) ==
+        std::stoll(id_a.substr(std::string("consumer-g-names-").size())) + 1);
+  CHECK(id_s.rfind("consumer-", 0) == 0);
+  CHECK(id_s.find("g-names") == std::string::npos);
+  // An explicit client.id is kept as it is.
+  auto named = cfg("g-names");
+  named.set("client.id", "mine");
+  kgroup::Consumer c(named);
+  CHECK(c.metrics().client_id == "mine");
+}

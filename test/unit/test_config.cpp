@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/iso_duration.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/error.hpp"
 #include "log_capture.hpp"
@@ -440,4 +441,33 @@ TEST_CASE(
   // The classic protocol, explicit or by default, validates as before.
   CHECK(validated({{"group.protocol", "classic"}, {"session.timeout.ms", "10000"}}).empty());
   CHECK(validated({}).empty());
+}
+
+TEST_CASE(
+    "config: auto.offset.reset=by_duration:<ISO-8601 duration> (KIP-1106), checked as Java's Duration.parse "
+    "reads it, no negative duration",
+    "[config]") {
+  using std::chrono::milliseconds;
+  CHECK(kgroup::base::parse_iso8601_duration("PT1H") == milliseconds(3'600'000));
+  CHECK(kgroup::base::parse_iso8601_duration("P1DT12H") == milliseconds(129'600'000));
+  CHECK(kgroup::base::parse_iso8601_duration("p2d") == milliseconds(172'800'000));
+  CHECK(kgroup::base::parse_iso8601_duration("PT1M30.25S") == milliseconds(90'250));
+  CHECK(kgroup::base::parse_iso8601_duration("PT0,123456789S") == milliseconds(123));
+  CHECK(kgroup::base::parse_iso8601_duration("PT0S") == milliseconds(0));
+  for (const char* bad :
+       {"", "P", "PT", "P1DT", "1H", "PT1H1H", "PT1M1H", "PT-1H", "-PT1H", "+PT1H", "PT1.5H", "P1W", "P1Y",
+        "PT1.S", "PT0.1234567890S", "PT1", "PT1H ", "P99999999999999999999D"}) {
+    INFO(bad);
+    CHECK_FALSE(kgroup::base::parse_iso8601_duration(bad).has_value());
+  }
+
+  Config c;
+  c.set("auto.offset.reset", "By_Duration:PT30M");
+  CHECK(c.get("auto.offset.reset") == "by_duration:PT30M");
+  const auto err = error_of([&] { c.set("auto.offset.reset", "by_duration:-PT1H"); });
+  CHECK(err.find("non-negative ISO-8601 duration") != std::string::npos);
+  CHECK_FALSE(error_of([&] { c.set("auto.offset.reset", "by_duration:"); }).empty());
+  CHECK(c.get("auto.offset.reset") == "by_duration:PT30M");  // a refused value changes nothing
+  const auto file = Config::from_properties("auto.offset.reset=by_duration:P1D\n");
+  CHECK(file.get("auto.offset.reset") == "by_duration:P1D");
 }

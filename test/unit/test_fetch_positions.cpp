@@ -772,3 +772,42 @@ TEST_CASE("fetch positions: a Fetch answer's preferred read replica (KIP-392)", 
   }
   CHECK(fp.invalid_transitions() == 0);
 }
+
+TEST_CASE(
+    "fetch positions: auto.offset.reset=by_duration asks for now minus the duration, and the log's end when "
+    "nothing is that recent (KIP-1106)",
+    "[fetchpos]") {
+  const auto strategy = parse_reset_strategy("by_duration:PT1H");
+  REQUIRE(strategy.policy == reset_policy::by_duration);
+  CHECK(strategy.duration == std::chrono::hours(1));
+  CHECK(parse_reset_strategy("earliest").policy == reset_policy::earliest);
+  CHECK(parse_reset_strategy("by_duration:junk").policy == reset_policy::latest);  // validated before
+
+  fetch_positions fp(strategy);
+  fp.assign({t0});
+  auto& p = *fp.find(t0);
+  fp.committed_requested(t0, p);
+  fp.committed(t0, p, -1, -1);  // nothing committed: the policy applies
+  REQUIRE(p.state() == fs::needs_reset);
+  CHECK(p.reset_timestamp() == reset_by_duration);
+  CHECK(fp.list_offsets_timestamp(p, 10'000'000) == 10'000'000 - 3'600'000);
+  CHECK(fp.list_offsets_timestamp(p, 1'000) == 0);  // never before the epoch, never negative
+  CHECK_FALSE(fp.reset_waits_for_seek(t0, p));
+  const auto seq = fp.reset_requested(t0, p);
+  REQUIRE(fp.reset_current(t0, seq) == &p);
+  CHECK(fp.reset_found_nothing(t0, p));
+  CHECK(p.state() == fs::needs_reset);
+  CHECK(p.reset_timestamp() == -1);  // the end, asked at once
+  CHECK(fp.list_offsets_timestamp(p, 10'000'000) == -1);
+  const auto seq2 = fp.reset_requested(t0, p);
+  CHECK_FALSE(fp.reset_found_nothing(t0, *fp.reset_current(t0, seq2)));  // -1 for the end is a failure
+  fp.reset_answered(t0, p, 42, 3);
+  CHECK(p.state() == fs::ready);
+  CHECK(p.fetch_pos() == 42);
+
+  // A seek_to_*() is never by duration, whatever the policy.
+  CHECK(fp.seek_to(t0, true));
+  CHECK(fp.list_offsets_timestamp(p, 10'000'000) == -2);
+  CHECK_FALSE(fp.reset_found_nothing(t0, p));
+  CHECK(fp.invalid_transitions() == 0);
+}
