@@ -138,6 +138,9 @@ struct KGROUP_EXPORT ConsumerMetrics {
   /// Of those validations, the ones whose log had been truncated below the position (an unclean
   /// leader election).
   std::int64_t log_truncations_total = 0;
+  /// Owned partitions whose topic was found deleted and created again under its name (a new
+  /// topic id, KIP-516): their positions were reset by auto.offset.reset.
+  std::int64_t topic_recreations_total = 0;
   std::int64_t records_lag_max = -1;      ///< largest lag of an owned partition, -1 unknown
   std::int64_t records_lead_min = -1;     ///< smallest lead of an owned partition, -1 unknown
   Histogram fetch_latency;                ///< seconds from a Fetch request to its answer

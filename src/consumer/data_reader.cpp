@@ -318,10 +318,23 @@ void data_reader::apply_cut(const detail::position_event& e) {
   drop_current(e.tp);
   const std::string name = e.tp.topic + "-" + std::to_string(e.tp.partition);
   const std::int64_t at = before ? before->offset : -1;
+  const bool recreated = e.cut == cut_kind::recreated;
+  if (recreated) {
+    // Nothing the application consumed of the old topic is committed as the new one's: auto-commit
+    // starts again with the first record returned from the new topic.
+    returned_.erase(e.tp);
+    std::lock_guard lock(shared_.mutex);
+    shared_.consumed.erase(e.tp);
+  }
   if (!e.halted) {
-    // Past the log's end (or diverged where the leader cannot tell where): the position itself is
-    // out of range, and the reset policy applies to it.
-    if (diverged)
+    // Past the log's end (or diverged where the leader cannot tell where, or in a topic deleted
+    // since): the position itself is out of range, and the reset policy applies to it.
+    if (recreated)
+      logger()->warn(
+          "{}: position {} belongs to a topic deleted since and created again under its name; applying "
+          "auto.offset.reset",
+          name, at);
+    else if (diverged)
       logger()->warn(
           "{}: the leader cannot tell where its log diverged from position {}; applying "
           "auto.offset.reset",
@@ -336,7 +349,13 @@ void data_reader::apply_cut(const detail::position_event& e) {
   }
   // auto.offset.reset=none, and the application read past the cut: it decides (seek). The fetcher
   // waits, and no data it queued before is usable at this position.
-  if (diverged) {
+  if (recreated) {
+    const std::string message =
+        "topic " + e.tp.topic + " was deleted and created again: position " + std::to_string(at) + " of " +
+        name + " belongs to the old topic, and auto.offset.reset=none, so the partition waits for seek()";
+    logger()->warn("{}", message);
+    pending_errors_.push_back({e.tp, make_error_code(client_errc::offset_out_of_range), message, at});
+  } else if (diverged) {
     std::string message =
         "log truncation detected for " + name + ": the position " + std::to_string(at) + " is ";
     message += e.offset < 0 ? "in a part of the log the leader cannot tell where its log diverged from"

@@ -125,6 +125,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.commit_total = m.commits;
   out.offset_validations_total = m.offset_validations;
   out.log_truncations_total = m.log_truncations;
+  out.topic_recreations_total = m.topic_recreations;
   out.commit_latency_max_ms = m.commit_latency_max_ms;
   out.commit_latency_avg_ms = m.commits ? m.commit_latency_total_ms / static_cast<double>(m.commits) : 0;
 

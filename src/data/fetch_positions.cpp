@@ -245,6 +245,16 @@ void fetch_positions::reset_failed(const TopicPartition& tp, fetch_part& p) {
   transition(tp, p, fetch_state::needs_reset, "not answered by ListOffsets");
 }
 
+fetch_positions::topic_id_verdict fetch_positions::topic_id_seen(const TopicPartition& tp, fetch_part& p,
+                                                                 const protocol::uuid& id) {
+  if (id.is_zero() || p.topic_id_ == id) return topic_id_verdict::same;
+  const bool first = p.topic_id_.is_zero();
+  p.topic_id_ = id;
+  if (first || p.state_ == fetch_state::needs_committed || p.state_ == fetch_state::fetching_committed)
+    return topic_id_verdict::same;
+  return offset_out_of_range(tp, p) ? topic_id_verdict::recreated_waits : topic_id_verdict::recreated;
+}
+
 std::int64_t fetch_positions::list_offsets_timestamp(const fetch_part& p,
                                                      std::int64_t now_ms) const noexcept {
   if (p.reset_timestamp_ != reset_by_duration) return p.reset_timestamp_;

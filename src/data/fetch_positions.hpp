@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kgroup/types.hpp"
+#include "protocol/primitives.hpp"
 
 namespace kgroup::data {
 
@@ -56,6 +57,8 @@ class fetch_part {
   bool in_flight() const noexcept { return in_flight_; }
   /// The reset position is announced as forced (seek_to_*, out of range).
   bool reset_forced() const noexcept { return reset_forced_; }
+  /// The topic's id when first seen in metadata (zero: not yet, or a broker without topic ids).
+  const protocol::uuid& topic_id() const noexcept { return topic_id_; }
   /// -2 earliest, -1 latest, reset_by_duration (fetch_positions::list_offsets_timestamp() turns it
   /// into a time).
   std::int64_t reset_timestamp() const noexcept { return reset_timestamp_; }
@@ -81,6 +84,7 @@ class fetch_part {
   bool in_flight_ = false;
   bool reset_forced_ = false;
   std::int64_t reset_timestamp_ = -1;
+  protocol::uuid topic_id_{};        // the topic's id when first seen in metadata (zero: none yet)
   std::uint64_t reset_seq_ = 0;      // ListOffsets requests sent for resets (the last one counts)
   std::uint64_t missing_since_ = 0;  // metadata refresh count when first seen missing (0: not missing)
   bool reported_missing_ = false;
@@ -254,6 +258,20 @@ class fetch_positions {
   /// goes to the log's end instead, asked at once (true). False for any other reset (a -1 there
   /// is a failure, asked again after the backoff).
   bool reset_found_nothing(const TopicPartition& tp, fetch_part& p);
+
+  /// What topic_id_seen() found.
+  enum class topic_id_verdict {
+    same,             // the id first seen (or the broker has none)
+    recreated,        // a new id: the reset policy applies (forced)
+    recreated_waits,  // a new id with auto.offset.reset=none: waits for a seek (the driver reports it)
+  };
+  /// Metadata names `tp`'s topic with `id` (zero: the broker has no topic ids, Metadata before
+  /// v10). The first id seen is kept; another one later means the topic was deleted and created
+  /// again under its name (KIP-516), and a position of the old topic means nothing in the new one:
+  /// the reset policy applies, forced, as for OFFSET_OUT_OF_RANGE (Java's behaviour). A partition
+  /// still fetching its committed offset only takes the new id (the offset it gets is the new
+  /// topic's: the broker deletes a topic's committed offsets with it).
+  topic_id_verdict topic_id_seen(const TopicPartition& tp, fetch_part& p, const protocol::uuid& id);
 
   // ---- fetching and validation (KIP-320) ----
   /// OFFSET_OUT_OF_RANGE from the leader: the reset policy applies, forced unless it is none;

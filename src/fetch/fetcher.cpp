@@ -50,6 +50,7 @@ void fetcher::report_missing(const TopicPartition& tp) {
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   planner_.set_manual(manual);
   const auto dropped = positions_.assign(owned);
+  ids_dirty_ = true;
   for (const auto& tp : dropped) auto_committer_.forget(tp);
   shared_.drop_fetched(dropped);
   arm_auto_commit();
@@ -107,10 +108,41 @@ void fetcher::wake() {
 
 void fetcher::pump() {
   if (stopped_) return;
+  check_topic_ids();
   send_offset_fetch();
   send_list_offsets();
   send_validations();
   send_fetches();
+}
+
+void fetcher::check_topic_ids() {
+  const auto& md = cluster_->metadata();
+  if (!ids_dirty_ && md.refreshes == ids_checked_refreshes_) return;
+  ids_dirty_ = false;
+  ids_checked_refreshes_ = md.refreshes;
+  using verdict = data::fetch_positions::topic_id_verdict;
+  positions_.for_each([&](const TopicPartition& tp, part& p) {
+    const auto t = md.topics.find(tp.topic);
+    if (t == md.topics.end()) return;
+    const auto before = p.topic_id();
+    const auto v = positions_.topic_id_seen(tp, p, t->second.topic_id);
+    if (v == verdict::same) return;
+    const std::string name = tp.topic + "-" + std::to_string(tp.partition);
+    logger()->warn(
+        "{}: topic {} was deleted and created again (topic id {} -> {}); the position and committed offset "
+        "of the "
+        "old topic do not apply to the new one, so auto.offset.reset={} applies",
+        name, tp.topic, before.to_string(), t->second.topic_id.to_string(), opts_.auto_offset_reset);
+    {
+      std::lock_guard lock(shared_.mutex);
+      ++shared_.metrics.topic_recreations;
+    }
+    // Never commit the old topic's position as the new one's: auto-commit starts afresh, and the
+    // user thread drops what it queued and applies the reset to the application's position.
+    auto_committer_.forget(tp);
+    // With auto.offset.reset=none the fetcher waits for a seek, and poll() raises (the user thread).
+    shared_.push_cut(tp, -1, -1, detail::cut_kind::recreated, v == verdict::recreated_waits);
+  });
 }
 
 void fetcher::schedule_retry() {

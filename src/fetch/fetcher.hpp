@@ -185,6 +185,11 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   bool auto_commit_armed_ = false;
   data::auto_committer auto_committer_;
   std::chrono::steady_clock::time_point last_metadata_refresh_{};
+  // Topic recreation (KIP-516): the owned partitions' topic ids are compared with metadata after
+  // every refresh and every assignment (check_topic_ids()).
+  void check_topic_ids();
+  std::uint64_t ids_checked_refreshes_ = 0;
+  bool ids_dirty_ = true;
   bool stopped_ = false;
 };
 

@@ -260,6 +260,10 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   p.counter("kgroup_consumer_log_truncations_total",
             "Validated positions found past the end of the leader's log (the log was truncated).",
             n(m.log_truncations_total));
+  p.counter("kgroup_consumer_topic_recreations_total",
+            "Owned partitions whose topic was deleted and created again (a new topic id): reset by "
+            "auto.offset.reset.",
+            n(m.topic_recreations_total));
   p.counter("kgroup_consumer_responses_with_trailing_bytes_total",
             "Broker responses that decoded completely with bytes left after their last field (accepted).",
             n(m.responses_with_trailing_bytes_total));
@@ -335,6 +339,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
                           {"authentication_failures_total", m.authentication_failures_total},
                           {"offset_validations_total", m.offset_validations_total},
                           {"log_truncations_total", m.log_truncations_total},
+                          {"topic_recreations_total", m.topic_recreations_total},
                           {"commit_latency_avg_ms", m.commit_latency_avg_ms},
                           {"commit_latency_max_ms", m.commit_latency_max_ms},
                           {"commit_total", m.commit_total},

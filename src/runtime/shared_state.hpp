@@ -49,9 +49,11 @@ struct fatal_error {
 struct left_event {};
 /// What a position_event says about the log the fetcher read `tp` from.
 enum class cut_kind : std::uint8_t {
-  none,      // a position (committed offset, reset, seek_to_*)
-  diverged,  // KIP-320: the leader's log diverges from what was fetched at `offset` (-1: unknown where)
-  log_end,   // OFFSET_OUT_OF_RANGE past the log's end: the log now ends at `offset`
+  none,       // a position (committed offset, reset, seek_to_*)
+  diverged,   // KIP-320: the leader's log diverges from what was fetched at `offset` (-1: unknown where)
+  log_end,    // OFFSET_OUT_OF_RANGE past the log's end: the log now ends at `offset`
+  recreated,  // the topic was deleted and created again (a new topic id; offset -1): nothing read
+              // before applies, and the reset policy applies to the application's position
 };
 /// The background thread established where `tp` is read from (committed offset, reset, seek_to_*),
 /// or found the log cut below its own (prefetch) position. `forced` positions (resets, seek_to_*)
@@ -107,6 +109,7 @@ struct metrics_state {
   std::int64_t commits = 0;
   std::int64_t offset_validations = 0;  // positions checked with OffsetForLeaderEpoch (KIP-320)
   std::int64_t log_truncations = 0;     // of those, logs found truncated below the position
+  std::int64_t topic_recreations = 0;   // owned partitions whose topic came back with a new id (KIP-516)
   double commit_latency_total_ms = 0;
   double commit_latency_max_ms = 0;
   // Distributions: commits and fetches (background thread), listener callbacks (the thread that

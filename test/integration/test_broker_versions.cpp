@@ -199,3 +199,65 @@ TEST_CASE(
   CHECK(m.log_truncations_total == 0);
   next.close(5s);
 }
+
+TEST_CASE(
+    "a topic deleted and created again under its name is read from the new topic's start, never from the old "
+    "topic's position (KIP-516, librdkafka 2.15's mock)",
+    "[modern]") {
+  REQUIRE(mock_cluster::modern());
+  mock_cluster mc(1);
+  mc.create_topic("recreated", 1);
+  mc.produce("recreated", 100, "none", 0);
+  kgroup::Config config;
+  SECTION("classic group") {
+    config = member_config(mc, "g-recreated");
+  }
+  SECTION("KIP-848 group: its assignment names topics by id") {
+    REQUIRE(mc.set_consumer_group_timers(500, 45000));
+    config = test_config(mc.bootstrap_servers())
+                 .group("g-recreated-848")
+                 .set("group.protocol", "consumer")
+                 .earliest()
+                 .manual_commit()
+                 .retry_backoff(50ms);
+  }
+  kgroup::Consumer c(config);
+  c.subscribe({"recreated"});
+  std::int64_t old_read = 0;
+  REQUIRE(eventually(
+      [&] {
+        old_read += static_cast<std::int64_t>(c.poll(100ms).size());
+        return old_read >= 100;
+      },
+      30s, 1ms));
+  c.commit_sync();
+  const kgroup::TopicPartition tp{"recreated", 0};
+  REQUIRE(c.position(tp) == 100);
+
+  // Deleted and created again at once (the member never sees it missing), with more records than
+  // the old position: fetching on from 100 would return 100-149 of the new topic and skip 0-99.
+  REQUIRE(mc.delete_topic("recreated"));
+  mc.create_topic("recreated", 1);
+  std::vector<mock_cluster::seed_record> fresh;
+  for (int i = 0; i < 150; ++i) fresh.push_back({std::string("k"), "new-" + std::to_string(i), {}, 0});
+  mc.produce_records("recreated", 0, fresh);
+
+  std::vector<std::pair<std::int64_t, std::string>> got;
+  eventually(
+      [&] {
+        for (const auto& r : c.poll(100ms)) got.emplace_back(r.offset, std::string(r.value.value_or("")));
+        return got.size() >= 150;
+      },
+      30s, 1ms);
+  REQUIRE(got.size() == 150);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(i);
+    CHECK(got[i].first == static_cast<std::int64_t>(i));
+    CHECK(got[i].second == "new-" + std::to_string(i));
+  }
+  CHECK(c.metrics().topic_recreations_total == 1);
+  // The commit is the new topic's position, not the old one's.
+  c.commit_sync();
+  CHECK(c.committed({tp}).at(tp).offset == 150);
+  c.close(10s);
+}

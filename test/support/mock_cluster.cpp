@@ -649,6 +649,16 @@ F* mock_symbol(const char* name) {
 }
 }  // namespace
 
+bool mock_cluster::delete_topic(const std::string& name) {
+  using deleter = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, const char*);
+  auto* del = mock_symbol<deleter>("rd_kafka_mock_topic_delete");
+  if (del == nullptr) return false;
+  check(call_mock([&] { return del(cluster_, name.c_str()); }), "delete topic " + name);
+  std::lock_guard lock(mutex_);
+  next_seq_.erase(name);
+  return true;
+}
+
 bool mock_cluster::set_share_groups(const share_group_settings& s) {
   using setter = void(rd_kafka_mock_cluster_t*, int);
   const std::pair<const char*, std::optional<int>> settings[] = {

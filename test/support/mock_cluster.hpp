@@ -146,6 +146,10 @@ class mock_cluster {
 
   /// Creates a topic. The mock does not check replication_factor against broker_count().
   void create_topic(const std::string& name, int partitions, int replication_factor = 1);
+  /// Deletes `name` with its records and committed offsets (librdkafka 2.15.1's
+  /// rd_kafka_mock_topic_delete; false on 2.0.2's mock, which has none). produce() numbers a
+  /// topic created again under the name from 0.
+  bool delete_topic(const std::string& name);
 
   /// Partition count of an existing topic, from a Metadata request. Throws if the topic is
   /// unknown (or has an error set with set_topic_error()).

@@ -811,3 +811,50 @@ TEST_CASE(
   CHECK_FALSE(fp.reset_found_nothing(t0, p));
   CHECK(fp.invalid_transitions() == 0);
 }
+
+TEST_CASE(
+    "fetch positions: a topic deleted and created again (a new topic id) resets its partitions by the "
+    "policy; "
+    "one still fetching its committed offset only takes the new id (KIP-516)",
+    "[fetchpos]") {
+  using v = fetch_positions::topic_id_verdict;
+  protocol::uuid old_id, new_id;
+  old_id.bytes[0] = 1;
+  new_id.bytes[0] = 2;
+  const TopicPartition t1{"t", 1};
+  for (const auto policy : {reset_policy::earliest, reset_policy::none}) {
+    INFO(static_cast<int>(policy));
+    fetch_positions fp(policy);
+    fp.assign({t0, t1});
+    auto& p = *fp.find(t0);
+    auto& q = *fp.find(t1);
+    CHECK(fp.topic_id_seen(t0, p, protocol::uuid{}) == v::same);  // a broker without topic ids
+    CHECK(fp.topic_id_seen(t0, p, old_id) == v::same);            // the first id seen
+    CHECK(fp.topic_id_seen(t1, q, old_id) == v::same);
+    CHECK(p.topic_id() == old_id);
+    fp.committed_requested(t0, p);
+    fp.committed(t0, p, 50, -1);  // consumed up to 50 in the old topic
+    REQUIRE(p.state() == fs::ready);
+    fp.committed_requested(t1, q);  // its committed offset not answered yet
+    CHECK(fp.topic_id_seen(t0, p, old_id) == v::same);
+    CHECK(fp.topic_id_seen(t0, p, protocol::uuid{}) == v::same);  // no id in this answer: nothing known
+
+    const auto verdict = fp.topic_id_seen(t0, p, new_id);
+    CHECK(p.topic_id() == new_id);
+    if (policy == reset_policy::none) {
+      CHECK(verdict == v::recreated_waits);
+      CHECK(p.state() == fs::resetting);  // until the user seeks
+    } else {
+      CHECK(verdict == v::recreated);
+      CHECK(p.state() == fs::needs_reset);
+      CHECK(p.reset_forced());
+      CHECK(p.reset_timestamp() == -2);
+    }
+    CHECK(fp.topic_id_seen(t0, p, new_id) == v::same);  // once
+    // The committed offset being fetched is the new topic's (the broker deleted the old one's).
+    CHECK(fp.topic_id_seen(t1, q, new_id) == v::same);
+    CHECK(q.state() == fs::fetching_committed);
+    CHECK(q.topic_id() == new_id);
+    CHECK(fp.invalid_transitions() == 0);
+  }
+}
