@@ -43,51 +43,13 @@
 
 #include "kgroup/share_consumer.hpp"
 #include "mock_cluster.hpp"
+#include "rdkafka_share.hpp"
 
 using namespace std::chrono_literals;
 using kgroup::test::mock_cluster;
 using steady = std::chrono::steady_clock;
 
 namespace {
-
-// ---- librdkafka 2.15.1's share consumer, by dlsym ----------------------------------------------
-
-struct rd_share;     // rd_kafka_share_t
-struct rd_messages;  // rd_kafka_messages_t
-
-struct rdkafka_share_api {
-  rd_share* (*consumer_new)(rd_kafka_conf_t*, char*, size_t) = nullptr;
-  rd_kafka_resp_err_t (*subscribe)(rd_share*, const rd_kafka_topic_partition_list_t*) = nullptr;
-  rd_kafka_error_t* (*poll)(rd_share*, int, rd_messages**) = nullptr;
-  size_t (*count)(const rd_messages*) = nullptr;
-  rd_kafka_message_t* (*get)(const rd_messages*, size_t) = nullptr;
-  void (*destroy_messages)(rd_messages*) = nullptr;
-  rd_kafka_error_t* (*close)(rd_share*) = nullptr;
-  rd_kafka_error_t* (*destroy)(rd_share*) = nullptr;
-  std::int16_t (*delivery_count)(const rd_kafka_message_t*) = nullptr;
-  rd_kafka_error_t* (*acknowledge)(rd_share*, const rd_kafka_message_t*) = nullptr;
-
-  bool load() {
-    auto sym = [](const char* name) { return dlsym(RTLD_DEFAULT, name); };
-    consumer_new = reinterpret_cast<decltype(consumer_new)>(sym("rd_kafka_share_consumer_new"));
-    subscribe = reinterpret_cast<decltype(subscribe)>(sym("rd_kafka_share_subscribe"));
-    poll = reinterpret_cast<decltype(poll)>(sym("rd_kafka_share_poll"));
-    count = reinterpret_cast<decltype(count)>(sym("rd_kafka_messages_count"));
-    get = reinterpret_cast<decltype(get)>(sym("rd_kafka_messages_get"));
-    destroy_messages = reinterpret_cast<decltype(destroy_messages)>(sym("rd_kafka_messages_destroy"));
-    close = reinterpret_cast<decltype(close)>(sym("rd_kafka_share_consumer_close"));
-    destroy = reinterpret_cast<decltype(destroy)>(sym("rd_kafka_share_destroy"));
-    delivery_count = reinterpret_cast<decltype(delivery_count)>(sym("rd_kafka_message_delivery_count"));
-    acknowledge = reinterpret_cast<decltype(acknowledge)>(sym("rd_kafka_share_acknowledge"));
-    return consumer_new && subscribe && poll && count && get && destroy_messages && close && destroy &&
-           delivery_count && acknowledge;
-  }
-};
-rdkafka_share_api rd;
-
-void drop(rd_kafka_error_t* e) {
-  if (e) rd_kafka_error_destroy(e);
-}
 
 // One delivered record as both clients report it.
 struct delivery {
@@ -128,46 +90,17 @@ class kgroup_member : public member {
 class rdkafka_member : public member {
  public:
   rdkafka_member(const mock_cluster& mc, const std::string& group, const std::string& topic,
-                 bool explicit_mode) {
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    kgroup::test::apply_log_settings(conf);
-    kgroup::test::set_config(conf, "bootstrap.servers", mc.bootstrap_servers());
-    kgroup::test::set_config(conf, "group.id", group);
-    kgroup::test::set_config(conf, "share.acknowledgement.mode", explicit_mode ? "explicit" : "implicit");
-    char err[512];
-    h_ = rd.consumer_new(conf, err, sizeof err);
-    if (!h_) {
-      rd_kafka_conf_destroy(conf);
-      throw std::runtime_error(std::string("rd_kafka_share_consumer_new: ") + err);
-    }
-    auto* topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, topic.c_str(), RD_KAFKA_PARTITION_UA);
-    rd.subscribe(h_, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-  }
-  ~rdkafka_member() override { close(); }
+                 bool explicit_mode)
+      : m_(mc, group, topic, explicit_mode) {}
   std::vector<delivery> poll(std::chrono::milliseconds timeout) override {
     std::vector<delivery> out;
-    rd_messages* batch = nullptr;
-    drop(rd.poll(h_, static_cast<int>(timeout.count()), &batch));
-    if (!batch) return out;
-    for (size_t i = 0; i < rd.count(batch); ++i) {
-      const auto* m = rd.get(batch, i);
-      if (m->err) continue;
-      out.push_back({m->partition, m->offset, rd.delivery_count(m)});
-    }
-    rd.destroy_messages(batch);
+    for (const auto& d : m_.poll(timeout)) out.push_back({d.partition, d.offset, d.count});
     return out;
   }
-  void close() override {
-    if (!h_) return;
-    drop(rd.close(h_));
-    drop(rd.destroy(h_));
-    h_ = nullptr;
-  }
+  void close() override { m_.close(); }
 
  private:
-  rd_share* h_ = nullptr;
+  kgroup::test::rdkafka_share_member m_;
 };
 
 std::unique_ptr<member> make_member(const std::string& client, const mock_cluster& mc,
@@ -346,7 +279,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> clients;
   if (o.client == "both" || o.client == "kgroup") clients.push_back("kgroup");
   if (o.client == "both" || o.client == "librdkafka") {
-    if (rd.load())
+    if (kgroup::test::rdkafka_share().load())
       clients.push_back("librdkafka");
     else
       std::printf("# this librdkafka has no share consumer: librdkafka runs skipped\n");

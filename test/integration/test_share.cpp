@@ -24,6 +24,7 @@
 #include "group_harness.hpp"
 #include "kgroup/share_consumer.hpp"
 #include "mock_cluster.hpp"
+#include "rdkafka_share.hpp"
 #include "test_config.hpp"
 
 using namespace std::chrono_literals;
@@ -41,13 +42,21 @@ using record_id = std::pair<std::int32_t, std::int64_t>;  // partition, offset
 // SHARE-GROUPS.md's invariants that hold whatever the test does.
 class share_journal {
  public:
+  // Catch2's assertions are not thread-safe: members poll on threads of their own, so every check
+  // here runs under the journal's lock, and the test's own thread makes none while they run.
   void delivered(const std::string& member, const kgroup::ConsumerRecords& records) {
+    std::vector<kgroup::test::rdkafka_delivery> ds;
+    for (const auto& r : records) ds.push_back({r.partition, r.offset, r.delivery_count.value_or(-1)});
+    delivered(member, ds);
+  }
+  // The same for a librdkafka member (a mixed group).
+  void delivered(const std::string& member, const std::vector<kgroup::test::rdkafka_delivery>& records) {
     std::lock_guard lock(m_);
     std::map<std::int32_t, std::int64_t> last;  // per partition within this poll
     for (const auto& r : records) {
       const record_id id{r.partition, r.offset};
       INFO(member << " got " << r.partition << "@" << r.offset);
-      REQUIRE(r.delivery_count.has_value());
+      CHECK(r.count >= 1);  // a share delivery always has its count
       const auto [it, fresh] = last.emplace(r.partition, r.offset);
       if (!fresh) {
         CHECK(r.offset > it->second);  // offsets per poll and partition ascend
@@ -55,15 +64,15 @@ class share_journal {
       }
       auto& n = count_[id];
       ++delivered_[id];
-      if (*r.delivery_count == n && failed_since_delivery_.count(id)) {
+      if (r.count == n && failed_since_delivery_.count(id)) {
         // M2: the broker kept the record acquired by this member after its acknowledgement failed
         // at the top level without ending the session, and re-sends it with the same count.
         ++same_count_after_failure_;
       } else {
-        CHECK(*r.delivery_count == n + 1);  // counts go 1, 2, 3 ...
+        CHECK(r.count == n + 1);  // counts go 1, 2, 3 ...
       }
       failed_since_delivery_.erase(id);
-      n = *r.delivery_count;
+      n = r.count;
       CHECK(done_.count(id) == 0);  // nothing accepted or rejected is delivered again
       ++deliveries_;
       by_member_[member].insert(id);
@@ -401,6 +410,73 @@ TEST_CASE("share: three members work one queue; every record is delivered and ac
   CHECK(j.seen() == all_records(6, 100));
   CHECK(j.deliveries() == 600);
   for (auto& m : members) m->close();
+}
+
+TEST_CASE(
+    "share: a group of a kgroup member and a librdkafka member, either joining first, shares one queue; "
+    "every record delivered, both members work",
+    "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  REQUIRE(kgroup::test::rdkafka_share().load());
+  mc.create_topic("q", 6);
+  mc.produce("q", 6000);
+  share_journal j;
+  const bool kgroup_first = GENERATE(true, false);
+  std::unique_ptr<ShareConsumer> k;
+  std::unique_ptr<kgroup::test::rdkafka_share_member> r;
+  std::atomic<bool> running{true};
+  std::vector<std::thread> threads;
+  const auto start_kgroup = [&] {
+    k = std::make_unique<ShareConsumer>(share_config(mc, "mixed"));
+    k->set_acknowledgement_commit_callback(to_journal(j));
+    k->subscribe({"q"});
+    threads.emplace_back([&] {
+      while (running) {
+        j.delivered("kgroup", k->poll(100ms));
+        std::this_thread::sleep_for(50ms);  // paced: the queue outlasts the second member's join
+      }
+    });
+  };
+  const auto start_rdkafka = [&] {
+    r = std::make_unique<kgroup::test::rdkafka_share_member>(mc, "mixed", "q");
+    threads.emplace_back([&] {
+      while (running) {
+        j.delivered("librdkafka", r->poll(100ms));
+        std::this_thread::sleep_for(50ms);
+      }
+    });
+  };
+  // The second member joins while the first has records left to read.
+  // No assertion on this thread while the members' threads run (see share_journal::delivered).
+  bool first_read = false;
+  if (kgroup_first) {
+    start_kgroup();
+    first_read = eventually([&] { return !j.of("kgroup").empty(); }, 20s);
+    start_rdkafka();
+  } else {
+    start_rdkafka();
+    first_read = eventually([&] { return !j.of("librdkafka").empty(); }, 20s);
+    start_kgroup();
+  }
+  const bool all_read = eventually([&] { return j.seen().size() == 6000; }, 90s);
+  // Let each member acknowledge what it holds (implicit mode: at its next poll).
+  std::this_thread::sleep_for(500ms);
+  running = false;
+  for (auto& t : threads) t.join();
+  INFO((kgroup_first ? "kgroup" : "librdkafka") << " joined first");
+  CHECK(first_read);
+  CHECK(all_read);
+  CHECK(j.seen() == all_records(6, 1000));
+  // Both took part: the second member got partitions (and records) from the first.
+  const auto by_kgroup = j.of("kgroup"), by_rdkafka = j.of("librdkafka");
+  CHECK_FALSE(by_kgroup.empty());
+  CHECK_FALSE(by_rdkafka.empty());
+  // Across the two clients the journal checked, at each delivery, that a record comes again only
+  // with a higher delivery count and never after kgroup's accept of it succeeded.
+  CHECK_FALSE(j.done().empty());
+  k->close();
+  r->close();
 }
 
 // On librdkafka 2.0.2's mock, which has no share-group APIs ([share-any]: the first cluster).
