@@ -40,6 +40,9 @@ MESSAGES = [
     ("ShareGroupDescribe", 1, 1),
     ("ShareFetch", 1, 2),
     ("ShareAcknowledge", 1, 2),
+    # KIP-714, client telemetry (issue 35).
+    ("GetTelemetrySubscriptions", 0, 0),
+    ("PushTelemetry", 0, 0),
 ]
 DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
 

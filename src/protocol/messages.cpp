@@ -238,6 +238,14 @@ void encode_share_acknowledge_response__share_acknowledge_topic_response__partit
 void decode_share_acknowledge_response__share_acknowledge_topic_response__partition_data__leader_id_and_epoch(reader& r, share_acknowledge_response::share_acknowledge_topic_response::partition_data::leader_id_and_epoch& m, std::int16_t v);
 void encode_share_acknowledge_response__node_endpoint(writer& w, const share_acknowledge_response::node_endpoint& m, std::int16_t v);
 void decode_share_acknowledge_response__node_endpoint(reader& r, share_acknowledge_response::node_endpoint& m, std::int16_t v);
+void encode_get_telemetry_subscriptions_request(writer& w, const get_telemetry_subscriptions_request& m, std::int16_t v);
+void decode_get_telemetry_subscriptions_request(reader& r, get_telemetry_subscriptions_request& m, std::int16_t v);
+void encode_get_telemetry_subscriptions_response(writer& w, const get_telemetry_subscriptions_response& m, std::int16_t v);
+void decode_get_telemetry_subscriptions_response(reader& r, get_telemetry_subscriptions_response& m, std::int16_t v);
+void encode_push_telemetry_request(writer& w, const push_telemetry_request& m, std::int16_t v);
+void decode_push_telemetry_request(reader& r, push_telemetry_request& m, std::int16_t v);
+void encode_push_telemetry_response(writer& w, const push_telemetry_response& m, std::int16_t v);
+void decode_push_telemetry_response(reader& r, push_telemetry_response& m, std::int16_t v);
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v);
 void decode_consumer_protocol_subscription(reader& r, consumer_protocol_subscription& m, std::int16_t v);
 void encode_consumer_protocol_subscription__topic_partition(writer& w, const consumer_protocol_subscription::topic_partition& m, std::int16_t v);
@@ -7193,6 +7201,234 @@ void decode_share_acknowledge_response__node_endpoint(reader& r, share_acknowled
   (void)v;
 }
 
+void encode_get_telemetry_subscriptions_request(writer& w, const get_telemetry_subscriptions_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.client_instance_id);
+  } else if (!(m.client_instance_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsRequest.ClientInstanceId");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_get_telemetry_subscriptions_request(reader& r, get_telemetry_subscriptions_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.client_instance_id = r.read_uuid();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_get_telemetry_subscriptions_response(writer& w, const get_telemetry_subscriptions_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.ErrorCode");
+  }
+  if (true) {
+    w.write_uuid(m.client_instance_id);
+  } else if (!(m.client_instance_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.ClientInstanceId");
+  }
+  if (true) {
+    w.write_int32(m.subscription_id);
+  } else if (!(m.subscription_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.SubscriptionId");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.accepted_compression_types.size()), flex);
+    for (const auto& e : m.accepted_compression_types) {
+      w.write_int8(e);
+    }
+  } else if (!(m.accepted_compression_types.empty())) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes");
+  }
+  if (true) {
+    w.write_int32(m.push_interval_ms);
+  } else if (!(m.push_interval_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.PushIntervalMs");
+  }
+  if (true) {
+    w.write_int32(m.telemetry_max_bytes);
+  } else if (!(m.telemetry_max_bytes == 0)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.TelemetryMaxBytes");
+  }
+  if (true) {
+    w.write_bool(m.delta_temporality);
+  } else if (!(m.delta_temporality == false)) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.DeltaTemporality");
+  }
+  if (true) {
+    w.write_array_length(static_cast<std::int32_t>(m.requested_metrics.size()), flex);
+    for (const auto& e : m.requested_metrics) {
+      w.write_string(e, flex);
+    }
+  } else if (!(m.requested_metrics.empty())) {
+    w.fail(codec_errc::field_not_supported, "GetTelemetrySubscriptionsResponse.RequestedMetrics");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_get_telemetry_subscriptions_response(reader& r, get_telemetry_subscriptions_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (true) {
+    m.client_instance_id = r.read_uuid();
+  }
+  if (true) {
+    m.subscription_id = r.read_int32();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, 1);
+      {
+        auto& vec = m.accepted_compression_types;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_int8();
+        }
+      }
+    }
+  }
+  if (true) {
+    m.push_interval_ms = r.read_int32();
+  }
+  if (true) {
+    m.telemetry_max_bytes = r.read_int32();
+  }
+  if (true) {
+    m.delta_temporality = r.read_bool();
+  }
+  if (true) {
+    {
+      const std::int32_t n = r.read_array_length(flex, false, (flex ? 1 : 2));
+      {
+        auto& vec = m.requested_metrics;
+        vec.clear();
+        reserve_for(vec, r, n);
+        for (std::int32_t i = 0; i < n && r.ok(); ++i) {
+          auto& e = vec.emplace_back();
+          e = r.read_string(flex);
+        }
+      }
+    }
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_push_telemetry_request(writer& w, const push_telemetry_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_uuid(m.client_instance_id);
+  } else if (!(m.client_instance_id.is_zero())) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryRequest.ClientInstanceId");
+  }
+  if (true) {
+    w.write_int32(m.subscription_id);
+  } else if (!(m.subscription_id == 0)) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryRequest.SubscriptionId");
+  }
+  if (true) {
+    w.write_bool(m.terminating);
+  } else if (!(m.terminating == false)) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryRequest.Terminating");
+  }
+  if (true) {
+    w.write_int8(m.compression_type);
+  } else if (!(m.compression_type == 0)) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryRequest.CompressionType");
+  }
+  if (true) {
+    w.write_bytes(m.metrics, flex);
+  } else if (!(m.metrics.empty())) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryRequest.Metrics");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_push_telemetry_request(reader& r, push_telemetry_request& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.client_instance_id = r.read_uuid();
+  }
+  if (true) {
+    m.subscription_id = r.read_int32();
+  }
+  if (true) {
+    m.terminating = r.read_bool();
+  }
+  if (true) {
+    m.compression_type = r.read_int8();
+  }
+  if (true) {
+    m.metrics = r.read_bytes(flex);
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
+void encode_push_telemetry_response(writer& w, const push_telemetry_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    w.write_int32(m.throttle_time_ms);
+  } else if (!(m.throttle_time_ms == 0)) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryResponse.ThrottleTimeMs");
+  }
+  if (true) {
+    w.write_int16(m.error_code);
+  } else if (!(m.error_code == 0)) {
+    w.fail(codec_errc::field_not_supported, "PushTelemetryResponse.ErrorCode");
+  }
+  if (flex) {
+    w.write_uvarint(0);
+  }
+  (void)v;
+}
+
+void decode_push_telemetry_response(reader& r, push_telemetry_response& m, std::int16_t v) {
+  [[maybe_unused]] const bool flex = true;
+  if (true) {
+    m.throttle_time_ms = r.read_int32();
+  }
+  if (true) {
+    m.error_code = r.read_int16();
+  }
+  if (flex && r.ok()) {
+    skip_tagged_fields(r);
+  }
+  (void)v;
+}
+
 void encode_consumer_protocol_subscription(writer& w, const consumer_protocol_subscription& m, std::int16_t v) {
   [[maybe_unused]] const bool flex = false;
   if (true) {
@@ -8293,6 +8529,90 @@ std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, s
   reader r(in);
   m = share_acknowledge_response{};
   decode_share_acknowledge_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const get_telemetry_subscriptions_request& m, std::int16_t version, bytes& out) {
+  if (version < get_telemetry_subscriptions_request::lowest_version || version > get_telemetry_subscriptions_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_get_telemetry_subscriptions_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, get_telemetry_subscriptions_request& m,
+                       std::size_t* trailing) {
+  if (version < get_telemetry_subscriptions_request::lowest_version || version > get_telemetry_subscriptions_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = get_telemetry_subscriptions_request{};
+  decode_get_telemetry_subscriptions_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const get_telemetry_subscriptions_response& m, std::int16_t version, bytes& out) {
+  if (version < get_telemetry_subscriptions_response::lowest_version || version > get_telemetry_subscriptions_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_get_telemetry_subscriptions_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, get_telemetry_subscriptions_response& m,
+                       std::size_t* trailing) {
+  if (version < get_telemetry_subscriptions_response::lowest_version || version > get_telemetry_subscriptions_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = get_telemetry_subscriptions_response{};
+  decode_get_telemetry_subscriptions_response(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const push_telemetry_request& m, std::int16_t version, bytes& out) {
+  if (version < push_telemetry_request::lowest_version || version > push_telemetry_request::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_push_telemetry_request(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, push_telemetry_request& m,
+                       std::size_t* trailing) {
+  if (version < push_telemetry_request::lowest_version || version > push_telemetry_request::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = push_telemetry_request{};
+  decode_push_telemetry_request(r, m, version);
+  if (!r.ok()) return r.error();
+  if (trailing != nullptr) *trailing = r.remaining();
+  else if (r.remaining() != 0) return codec_errc::trailing_bytes;
+  return {};
+}
+
+std::error_code encode(const push_telemetry_response& m, std::int16_t version, bytes& out) {
+  if (version < push_telemetry_response::lowest_version || version > push_telemetry_response::highest_version) return codec_errc::unsupported_version;
+  const std::size_t start = out.size();
+  writer w(out);
+  encode_push_telemetry_response(w, m, version);
+  if (!w.ok()) { out.resize(start); return w.error(); }
+  return {};
+}
+
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, push_telemetry_response& m,
+                       std::size_t* trailing) {
+  if (version < push_telemetry_response::lowest_version || version > push_telemetry_response::highest_version) return codec_errc::unsupported_version;
+  reader r(in);
+  m = push_telemetry_response{};
+  decode_push_telemetry_response(r, m, version);
   if (!r.ok()) return r.error();
   if (trailing != nullptr) *trailing = r.remaining();
   else if (r.remaining() != 0) return codec_errc::trailing_bytes;

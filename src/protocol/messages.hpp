@@ -57,6 +57,10 @@ struct share_fetch_request;
 struct share_fetch_response;
 struct share_acknowledge_request;
 struct share_acknowledge_response;
+struct get_telemetry_subscriptions_request;
+struct get_telemetry_subscriptions_response;
+struct push_telemetry_request;
+struct push_telemetry_response;
 
 struct api_versions_request {
   static constexpr std::int16_t api_key = 18;
@@ -1176,6 +1180,65 @@ struct share_acknowledge_response {
   bool operator==(const share_acknowledge_response&) const = default;
 };
 
+struct get_telemetry_subscriptions_request {
+  static constexpr std::int16_t api_key = 71;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "GetTelemetrySubscriptionsRequest";
+  using response_type = get_telemetry_subscriptions_response;
+  uuid client_instance_id{};
+  bool operator==(const get_telemetry_subscriptions_request&) const = default;
+};
+
+struct get_telemetry_subscriptions_response {
+  static constexpr std::int16_t api_key = 71;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "GetTelemetrySubscriptionsResponse";
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  uuid client_instance_id{};
+  std::int32_t subscription_id = 0;
+  std::vector<std::int8_t> accepted_compression_types{};
+  std::int32_t push_interval_ms = 0;
+  std::int32_t telemetry_max_bytes = 0;
+  bool delta_temporality{};
+  std::vector<std::string> requested_metrics{};
+  bool operator==(const get_telemetry_subscriptions_response&) const = default;
+};
+
+struct push_telemetry_request {
+  static constexpr std::int16_t api_key = 72;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "PushTelemetryRequest";
+  using response_type = push_telemetry_response;
+  uuid client_instance_id{};
+  std::int32_t subscription_id = 0;
+  bool terminating{};
+  std::int8_t compression_type = 0;
+  bytes metrics{};
+  bool operator==(const push_telemetry_request&) const = default;
+};
+
+struct push_telemetry_response {
+  static constexpr std::int16_t api_key = 72;
+  static constexpr std::int16_t lowest_version = 0;
+  static constexpr std::int16_t highest_version = 0;
+  /// First flexible (compact, tagged) version, or -1 if none.
+  static constexpr std::int16_t first_flexible_version = 0;
+  static constexpr const char* name = "PushTelemetryResponse";
+  std::int32_t throttle_time_ms = 0;
+  std::int16_t error_code = 0;
+  bool operator==(const push_telemetry_response&) const = default;
+};
+
 struct consumer_protocol_subscription {
   static constexpr std::int16_t lowest_version = 0;
   static constexpr std::int16_t highest_version = 3;
@@ -1504,6 +1567,34 @@ std::error_code encode(const share_acknowledge_response& m, std::int16_t version
 /// given: then they are accepted and counted there (Kafka's own readers stop after the
 /// last field too).
 std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, share_acknowledge_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const get_telemetry_subscriptions_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, get_telemetry_subscriptions_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const get_telemetry_subscriptions_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, get_telemetry_subscriptions_response& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const push_telemetry_request& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, push_telemetry_request& m,
+                       std::size_t* trailing = nullptr);
+/// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
+std::error_code encode(const push_telemetry_response& m, std::int16_t version, bytes& out);
+/// Decodes a complete body. Bytes after the last field are an error, unless `trailing` is
+/// given: then they are accepted and counted there (Kafka's own readers stop after the
+/// last field too).
+std::error_code decode(std::span<const std::uint8_t> in, std::int16_t version, push_telemetry_response& m,
                        std::size_t* trailing = nullptr);
 /// Appends the body of `m` at `version` to `out`; fails for versions or values it cannot carry.
 std::error_code encode(const consumer_protocol_subscription& m, std::int16_t version, bytes& out);
