@@ -487,6 +487,18 @@ class KGROUP_EXPORT Consumer {
   /// call it.
   std::string http_endpoint() const;
 
+  /// The client instance id the broker assigned to this consumer for client telemetry (KIP-714,
+  /// enable.metrics.push), in Kafka's base64url form (as Java's Uuid.toString() prints it): the
+  /// id the cluster's metrics plugin files this consumer's pushed metrics under. Waits at most
+  /// `timeout` for the broker's first GetTelemetrySubscriptions answer; returns immediately once
+  /// the id is known, or once it is known that none will come.
+  /// \returns the id; empty when not known within `timeout`, or never (the broker does not offer
+  ///   the telemetry APIs, or refused them).
+  /// \throws kgroup::Error client_errc::illegal_state with enable.metrics.push=false (Java's
+  ///   IllegalStateException); client_errc::invalid_argument for a negative timeout;
+  ///   client_errc::closed after close(). Neither retriable nor fatal.
+  std::optional<std::string> client_instance_id(std::chrono::milliseconds timeout);
+
  private:
   class impl;
   class call;  // a public method's access to the impl (consumer.cpp)

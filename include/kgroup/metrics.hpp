@@ -144,6 +144,7 @@ struct KGROUP_EXPORT ConsumerMetrics {
   std::int64_t records_lag_max = -1;      ///< largest lag of an owned partition, -1 unknown
   std::int64_t records_lead_min = -1;     ///< smallest lead of an owned partition, -1 unknown
   Histogram fetch_latency;                ///< seconds from a Fetch request to its answer
+  double fetch_latency_max_ms = 0;        ///< longest Fetch round trip (Java's fetch-latency-max)
   Histogram fetch_size;                   ///< record bytes per Fetch answer
   Histogram fetch_throttle_time;          ///< seconds the broker throttled a Fetch (throttle_time_ms)
   Histogram time_between_poll;            ///< seconds between poll() calls

@@ -60,7 +60,9 @@ const std::vector<ConfigKey> key_table = {
     {"socket.connection.setup.timeout.max.ms", "30000", "long", 0, i64max, "", "cap of the growing connection setup timeout (not acted on yet: the timeout stays socket.connection.setup.timeout.ms)"},
     // librdkafka's key (Java sets SO_KEEPALIVE on every socket).
     {"socket.keepalive.enable", "false", "bool", 0, 0, "", "TCP keep-alive on broker connections (SO_KEEPALIVE)"},
-    {"enable.metrics.push", "true", "bool", 0, 0, "", "push client metrics to brokers that ask for them (KIP-714; not acted on yet)"},
+    {"enable.metrics.push", "true", "bool", 0, 0, "", "push client metrics to brokers that ask for them (KIP-714; Consumer only)"},
+    // Not a Java key: which codecs KIP-714 pushes may use (the broker's order of preference decides).
+    {"internal.metrics.push.compression.types", "zstd,lz4,gzip,snappy", "list", 0, 0, "", "codecs client telemetry pushes may use (zstd, lz4, gzip, snappy; empty = uncompressed); for brokers that advertise a codec they cannot read"},
     // Not a Java key (Java bounds responses by fetch sizes only); librdkafka's name and default.
     {"receive.message.max.bytes", "100000000", "int", 1024, i32max, "", "largest response frame accepted; a larger one closes the connection"},
     {"enable.auto.commit", "true", "bool", 0, 0, "", "commit positions periodically and before revocation"},
@@ -349,7 +351,6 @@ bool property_name(std::string_view key) {
 // kept, and behaves as the value named in the docs.
 bool not_acted_on(std::string_view key, std::string_view value) {
   if (key == "metadata.recovery.strategy") return value != "none";
-  if (key == "enable.metrics.push") return value != "false";
   return key == "metadata.recovery.rebootstrap.trigger.ms" || key == "socket.connection.setup.timeout.max.ms";
 }
 

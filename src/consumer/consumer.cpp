@@ -2,6 +2,8 @@
 // assign and unsubscribe, close, the background thread and the read-only views.
 #include "consumer/consumer_impl.hpp"
 
+#include <future>
+
 #include <boost/asio/executor_work_guard.hpp>
 
 #include "net/consumer_group_driver.hpp"
@@ -85,6 +87,14 @@ Consumer::impl::impl(const Config& config, std::vector<std::shared_ptr<Partition
         return detail::make_metrics(*s, *id, clock::now(), std::chrono::system_clock::now());
       });
   shared_.metrics.http_endpoint = endpoint_->endpoint();
+  if (config_.get_bool("enable.metrics.push")) {
+    telemetry_ = std::make_shared<detail::telemetry_reporter>(
+        io_, cluster_, config_, [s = &shared_, id = &metrics_id_] {
+          std::lock_guard lock(s->mutex);
+          return detail::make_metrics(*s, *id, clock::now(), std::chrono::system_clock::now());
+        });
+    post([t = telemetry_] { t->start(); });
+  }
   thread_ = std::thread([this] {
     // Everything on the background thread (connections, drivers, the HTTP endpoint, listeners
     // with rebalance.listener.thread=heartbeat) logs for this Consumer.
@@ -250,6 +260,19 @@ void Consumer::impl::close(std::chrono::milliseconds timeout, CloseOptions::Grou
     logger()->warn("group '{}': close() timed out after {} ms before leaving the group cleanly",
                    config_.get("group.id"), timeout.count());
   }
+  if (telemetry_) {
+    // KIP-714: the last push, marked terminating, within what is left of the timeout, with the
+    // user thread's figures as they are now (poll() publishes them at most every 100 ms).
+    {
+      std::lock_guard lock(shared_.mutex);
+      publish_user_metrics(clock::now());
+    }
+    auto pushed = std::make_shared<std::promise<void>>();
+    auto done = pushed->get_future();
+    post([t = telemetry_, pushed] { t->close([pushed] { pushed->set_value(); }); });
+    if (done.wait_until(deadline) != std::future_status::ready)
+      logger()->debug("close(): the last telemetry push was not answered in time");
+  }
   stop_thread();
   closed_ = true;
   listeners_.rethrow_error();
@@ -272,6 +295,7 @@ void Consumer::impl::stop_thread() {
   if (!thread_.joinable()) return;
   post([this] {
     endpoint_->stop();
+    if (telemetry_) telemetry_->shutdown();
     driver_->shutdown();
     fetcher_->shutdown();
     cluster_->close();
@@ -308,6 +332,16 @@ ConsumerGroupMetadata Consumer::impl::group_metadata() const {
   m.generation_id = shared_.generation;
   if (auto id = config_.get("group.instance.id"); !id.empty()) m.group_instance_id = id;
   return m;
+}
+
+std::optional<std::string> Consumer::impl::client_instance_id(std::chrono::milliseconds timeout) {
+  if (!telemetry_)
+    throw Error(make_error_code(client_errc::illegal_state),
+                "client telemetry is off: set enable.metrics.push=true to get a client instance id");
+  if (timeout < std::chrono::milliseconds::zero())
+    throw Error(make_error_code(client_errc::invalid_argument), "client_instance_id(): negative timeout");
+  check_open();
+  return telemetry_->client_instance_id(timeout);
 }
 
 ConsumerMetrics Consumer::impl::metrics() {

@@ -214,5 +214,8 @@ void Consumer::set_statistics_callback(StatisticsCallback callback) {
 std::string Consumer::http_endpoint() const {
   return self(/*any_thread=*/true)->http_endpoint();
 }
+std::optional<std::string> Consumer::client_instance_id(std::chrono::milliseconds timeout) {
+  return self()->client_instance_id(timeout);
+}
 
 }  // namespace kgroup

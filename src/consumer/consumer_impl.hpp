@@ -27,6 +27,7 @@
 #include "consumer/poll_stats.hpp"
 #include "consumer/posted_fetcher.hpp"
 #include "consumer/single_thread.hpp"
+#include "consumer/telemetry_reporter.hpp"
 #include "fetch/fetcher.hpp"
 #include "fetch/standalone_coordinator.hpp"
 #include "net/cluster.hpp"
@@ -93,6 +94,7 @@ class Consumer::impl {
   std::string state() const;
   ConsumerMetrics metrics();
   std::string http_endpoint() const;
+  std::optional<std::string> client_instance_id(std::chrono::milliseconds timeout);
   void set_statistics_callback(StatisticsCallback cb) {
     poll_stats_.set_statistics_callback(std::move(cb), statistics_interval_, clock::now());
   }
@@ -154,6 +156,9 @@ class Consumer::impl {
   std::shared_ptr<fetch::fetcher> fetcher_;
   std::shared_ptr<fetch::commit_identity> who_;
   std::unique_ptr<detail::observability_endpoint> endpoint_;  // after io_: destroyed before it
+  // KIP-714 pushes; null with enable.metrics.push=false. Background thread, except
+  // client_instance_id() (its own lock).
+  std::shared_ptr<detail::telemetry_reporter> telemetry_;
   std::thread thread_;
   std::chrono::milliseconds default_timeout_{60000};
   bool closed_ = false;

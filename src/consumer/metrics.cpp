@@ -107,6 +107,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
   out.partitions_revoked_latency = m.revoked_hist.snapshot();
   out.partitions_lost_latency = m.lost_hist.snapshot();
   out.fetch_latency = m.fetch_latency_hist.snapshot();
+  out.fetch_latency_max_ms = m.fetch_latency_max_ms;
   out.fetch_size = m.fetch_size_hist.snapshot();
   out.fetch_throttle_time = m.fetch_throttle_hist.snapshot();
   out.time_between_poll = m.between_poll_hist.snapshot();

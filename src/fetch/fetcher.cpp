@@ -255,6 +255,8 @@ void fetcher::record_fetch(std::chrono::steady_clock::duration took, const proto
   std::lock_guard lock(shared_.mutex);
   auto& m = shared_.metrics;
   m.fetch_latency_hist.observe(std::chrono::duration<double>(took).count());
+  m.fetch_latency_max_ms =
+      std::max(m.fetch_latency_max_ms, std::chrono::duration<double, std::milli>(took).count());
   m.fetch_size_hist.observe(static_cast<double>(bytes));
   m.fetch_throttle_hist.observe(r.throttle_time_ms / 1000.0);
 }

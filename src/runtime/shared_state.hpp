@@ -112,6 +112,7 @@ struct metrics_state {
   std::int64_t topic_recreations = 0;   // owned partitions whose topic came back with a new id (KIP-516)
   double commit_latency_total_ms = 0;
   double commit_latency_max_ms = 0;
+  double fetch_latency_max_ms = 0;  // background thread (the fetcher)
   // Distributions: commits and fetches (background thread), listener callbacks (the thread that
   // runs them), poll intervals (user thread, copied at publish).
   detail::histogram commit_hist;

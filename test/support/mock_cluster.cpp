@@ -72,6 +72,10 @@ void log_to_stderr(const rd_kafka_t* rk, int level, const char* facility, const 
 
 client_ptr make_client(rd_kafka_type_t type, conf_ptr conf) {
   std::array<char, 512> errstr{};
+  // librdkafka 2.5+ pushes its own client telemetry (KIP-714) to the mock by default; the mock's
+  // log of decoded pushes (set_telemetry()) is for the clients under test alone. 2.0.2 does not
+  // know the key: the refusal is ignored.
+  rd_kafka_conf_set(conf.get(), "enable.metrics.push", "false", errstr.data(), errstr.size());
   rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr.data(), errstr.size());
   if (rk == nullptr) throw std::runtime_error("rd_kafka_new: "s + errstr.data());
   conf.release();  // rd_kafka_new took ownership
@@ -270,6 +274,12 @@ mock_cluster::mock_cluster(int broker_count) : broker_count_(broker_count) {
   // Its connection's troubles (e.g. after broker_down) concern nobody: only show them when
   // debugging.
   if (log_level_from_env() < 7) set_config(conf.get(), "log_level", "2");
+  owner_log_level_ = log_level_from_env() < 7 ? 2 : 7;
+  // Routed through owner_log() (set_telemetry() collects the mock's telemetry lines there).
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_log_cb(conf.get(), [](const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+    static_cast<mock_cluster*>(rd_kafka_opaque(rk))->owner_log(rk, level, fac, buf);
+  });
   rd_kafka_conf_set_error_cb(conf.get(), [](rd_kafka_t*, int, const char*, void*) {});
   set_config(conf.get(), "client.id", "kgroup-mock-cluster");
   set_config(conf.get(), "test.mock.num.brokers", std::to_string(broker_count));
@@ -657,6 +667,40 @@ bool mock_cluster::delete_topic(const std::string& name) {
   std::lock_guard lock(mutex_);
   next_seq_.erase(name);
   return true;
+}
+
+void mock_cluster::owner_log(const rd_kafka_t* rk, int level, const char* facility, const char* message) {
+  if (std::string_view(facility) == "MOCKTELEMETRY") {
+    std::lock_guard lock(telemetry_mutex_);
+    if (telemetry_capture_) telemetry_log_.emplace_back(message);
+  }
+  if (level <= owner_log_level_) log_to_stderr(rk, level, facility, message);
+}
+
+bool mock_cluster::set_telemetry(const std::vector<std::string>& requested_metrics, int push_interval_ms) {
+  using metrics_setter = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, char**, std::size_t);
+  using interval_setter = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, std::int64_t);
+  auto* metrics = mock_symbol<metrics_setter>("rd_kafka_mock_telemetry_set_requested_metrics");
+  auto* interval = mock_symbol<interval_setter>("rd_kafka_mock_telemetry_set_push_interval");
+  if (metrics == nullptr || interval == nullptr) return false;
+  std::vector<std::string> copies = requested_metrics;
+  std::vector<char*> names;
+  for (auto& m : copies) names.push_back(m.data());
+  check(call_mock([&] { return metrics(cluster_, names.empty() ? nullptr : names.data(), names.size()); }),
+        "telemetry requested metrics");
+  check(call_mock([&] { return interval(cluster_, push_interval_ms); }), "telemetry push interval");
+  {
+    std::lock_guard lock(telemetry_mutex_);
+    telemetry_capture_ = true;
+  }
+  // The mock logs what it decodes at LOG_INFO (6) through this handle.
+  rd_kafka_set_log_level(owner_, 6);
+  return true;
+}
+
+std::vector<std::string> mock_cluster::telemetry_log() {
+  std::lock_guard lock(telemetry_mutex_);
+  return telemetry_log_;
 }
 
 bool mock_cluster::set_share_groups(const share_group_settings& s) {

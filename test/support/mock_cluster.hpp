@@ -253,6 +253,18 @@ class mock_cluster {
       const std::string& group,
       const std::map<std::string, std::vector<std::pair<std::string, std::int32_t>>>& by_member);
 
+  /// Client telemetry (KIP-714; librdkafka 2.15's mock only, looked up at run time): the metric
+  /// name prefixes GetTelemetrySubscriptions answers request ("" first: all; none: no metrics)
+  /// and its PushIntervalMs. From then on the lines the mock logs while decoding PushTelemetry
+  /// payloads (facility MOCKTELEMETRY: "string value: <name>", "NumberDataPoint int value: <v>
+  /// time: <t>", ...) are kept for telemetry_log(). Returns false on a mock without telemetry
+  /// (librdkafka 2.0.2). The mock answers every client with the same instance id, subscription
+  /// id 0, codecs zstd, lz4, gzip, snappy (it cannot read zstd as built by .ci/rdkafka-2.15),
+  /// TelemetryMaxBytes 10000 and delta temporality; a payload it cannot decode aborts the process.
+  bool set_telemetry(const std::vector<std::string>& requested_metrics, int push_interval_ms);
+  /// The MOCKTELEMETRY lines logged since set_telemetry(), oldest first.
+  std::vector<std::string> telemetry_log();
+
   /// Makes `broker_id` the coordinator of consumer group `group` (FindCoordinator answers it).
   /// The id does not have to exist, to test clients against a bogus coordinator.
   void set_coordinator(const std::string& group, std::int32_t broker_id);
@@ -288,6 +300,20 @@ class mock_cluster {
   std::map<std::string, std::vector<std::int64_t>, std::less<>> next_seq_;
   // Per topic: the partition the next round-robin record goes to.
   std::map<std::string, std::int32_t, std::less<>> next_partition_;
+
+ public:
+  /// The owner handle's log callback (internal): keeps MOCKTELEMETRY lines once set_telemetry()
+  /// asked for them, passes the rest to stderr at the configured level.
+  void owner_log(const rd_kafka_t* rk, int level, const char* facility, const char* message);
+
+ private:
+  // The owner's configured log level (lines above it are dropped even while telemetry raises
+  // librdkafka's level to see the mock's info lines).
+  int owner_log_level_ = 2;
+  // Guards the fields below; taken on the mock's thread (its log lines).
+  std::mutex telemetry_mutex_;
+  bool telemetry_capture_ = false;
+  std::vector<std::string> telemetry_log_;
 };
 
 }  // namespace kgroup::test

@@ -1,12 +1,15 @@
 // Client telemetry (KIP-714): the OTLP encoder (src/protocol/otlp) byte for byte, the metric
-// selectors and codec choice, and the subscription state machine (src/data/telemetry) driven
-// step by step with a fake clock.
+// selectors and codec choice, the subscription state machine (src/data/telemetry) driven step by
+// step with a fake clock, and the Consumer's metric names (src/consumer/telemetry_reporter).
 #include <catch2/catch.hpp>
 
 #include <bit>
 #include <cstring>
+#include <set>
 
+#include "consumer/telemetry_reporter.hpp"
 #include "data/telemetry.hpp"
+#include "kgroup/error.hpp"
 #include "protocol/compression.hpp"
 #include "protocol/otlp.hpp"
 
@@ -490,4 +493,63 @@ TEST_CASE("telemetry: a broker without the APIs: nothing is ever sent", "[teleme
   CHECK_FALSE(s.get_subscriptions);
   CHECK_FALSE(s.push);
   CHECK_FALSE(s.wake_at);
+}
+
+// ---- the Consumer's side (src/consumer/telemetry_reporter): names, kinds, codecs ----
+
+TEST_CASE("telemetry: the consumer's metrics under the Java client's names", "[telemetry]") {
+  ConsumerMetrics m;
+  m.group_id = "g";
+  m.member_id = "m-1";
+  m.assigned_partitions = 3;
+  m.records_consumed_total = 42;
+  m.commit_latency_max_ms = 7.5;
+  m.poll_idle_ratio_avg = 0.5;
+  m.fetch_latency.count = 4;
+  m.fetch_latency.sum = 0.02;  // seconds: 5 ms on average
+  m.fetch_latency_max_ms = 9;
+  const auto samples = detail::telemetry_samples(m);
+  std::set<std::string> names;
+  for (const auto& s : samples) {
+    INFO(s.name);
+    CHECK(s.name.starts_with("org.apache.kafka.consumer."));
+    CHECK(names.insert(s.name).second);  // each once
+    CHECK(s.counter == s.name.ends_with(".total"));
+    CHECK_FALSE(s.description.empty());
+    CHECK_FALSE(s.unit.empty());
+  }
+  auto value = [&](const std::string& name) -> std::variant<std::int64_t, double> {
+    for (const auto& s : samples) {
+      if (s.name == "org.apache.kafka.consumer." + name) return s.value;
+    }
+    FAIL("no metric " << name);
+    return std::int64_t{-1};
+  };
+  CHECK(std::get<std::int64_t>(value("coordinator.assigned.partitions")) == 3);
+  CHECK(std::get<std::int64_t>(value("fetch.manager.records.consumed.total")) == 42);
+  CHECK(std::get<double>(value("coordinator.commit.latency.max")) == 7.5);
+  CHECK(std::get<double>(value("poll.idle.ratio.avg")) == 0.5);
+  CHECK(std::get<double>(value("fetch.manager.fetch.latency.avg")) == Approx(5.0));
+  CHECK(std::get<double>(value("fetch.manager.fetch.latency.max")) == 9.0);
+  // Unknown figures (-1) are left out rather than sent as -1.
+  CHECK(names.count("org.apache.kafka.consumer.fetch.manager.records.lag.max") == 0);
+  CHECK(names.count("org.apache.kafka.consumer.last.poll.seconds.ago") == 0);
+
+  CHECK(detail::telemetry_resource(m, "") ==
+        std::vector<otlp::attribute>{{"group_id", "g"}, {"group_member_id", "m-1"}});
+  m.group_instance_id = "i";
+  CHECK(detail::telemetry_resource(m, "rack-a") == std::vector<otlp::attribute>{{"client_rack", "rack-a"},
+                                                                                {"group_id", "g"},
+                                                                                {"group_instance_id", "i"},
+                                                                                {"group_member_id", "m-1"}});
+}
+
+TEST_CASE("telemetry: internal.metrics.push.compression.types", "[telemetry]") {
+  CHECK(
+      detail::telemetry_codecs("zstd,lz4,gzip,snappy") ==
+      std::vector<compression>{compression::zstd, compression::lz4, compression::gzip, compression::snappy});
+  CHECK(detail::telemetry_codecs(" lz4 , gzip") ==
+        std::vector<compression>{compression::lz4, compression::gzip});
+  CHECK(detail::telemetry_codecs("").empty());
+  CHECK_THROWS_AS(detail::telemetry_codecs("lz4,brotli"), Error);
 }
