@@ -42,6 +42,8 @@ using kgroup::test::eventually;
 using kgroup::test::fake_broker;
 using kgroup::test::log_capture;
 using kgroup::test::mock_cluster;
+using kgroup::test::refresh;
+using kgroup::test::run_for;
 using kgroup::test::run_until;
 using kgroup::test::test_config;
 
@@ -59,24 +61,6 @@ cluster_options options_for(const std::string& bootstrap, const std::string& str
   kgroup::Config cfg = t;
   cfg.validate();
   return cluster_options::from_config(cfg);
-}
-
-std::error_code refresh(asio::io_context& io, cluster& c, std::chrono::milliseconds timeout = 5s) {
-  bool done = false;
-  std::error_code result;
-  c.refresh_metadata(std::nullopt, timeout, [&](std::error_code ec) {
-    result = ec;
-    done = true;
-  });
-  REQUIRE(run_until(
-      io, [&] { return done; }, timeout + 5s));
-  return result;
-}
-
-void run_for(asio::io_context& io, std::chrono::milliseconds d) {
-  const auto until = std::chrono::steady_clock::now() + d;
-  (void)run_until(
-      io, [&] { return std::chrono::steady_clock::now() >= until; }, d + 5s);
 }
 
 // A Metadata answer naming `brokers` ({node id, port} on loopback) as the cluster.
@@ -154,7 +138,7 @@ TEST_CASE("rebootstrap: no broker known from metadata can be reached", "[net][re
                   {"rebootstrapping from bootstrap.servers " + boot.broker.bootstrap(),
                    "no broker known from metadata can be reached", "forgetting the 1 broker(s)"}));
   } else {
-    CHECK(refresh(io, *c, 1500ms));  // it keeps retrying broker 7 until the refresh gives up
+    CHECK(refresh(io, *c, std::nullopt, 1500ms));  // it keeps retrying broker 7 until the refresh gives up
     CHECK(c->rebootstraps() == 0);
     CHECK(wire->rebootstraps == 0);
     CHECK(boot.broker.requests(metadata_key) == 1);
@@ -227,7 +211,7 @@ TEST_CASE("rebootstrap: a broker answers ApiVersions with REBOOTSTRAP_REQUIRED",
     CHECK(log.has(LogLevel::info, {"rebootstrapping", "REBOOTSTRAP_REQUIRED", "broker 7"}));
   } else {
     // The attempts fail with the broker's code, and are retried on broker 7 alone.
-    CHECK(refresh(io, *c, 1000ms) == make_error_code(kgroup::kafka_errc::rebootstrap_required));
+    CHECK(refresh(io, *c, std::nullopt, 1000ms) == make_error_code(kgroup::kafka_errc::rebootstrap_required));
     CHECK(seven.requests(api_versions_key) >= 2);
     CHECK(c->rebootstraps() == 0);
     CHECK(boot.broker.requests(metadata_key) == 1);
