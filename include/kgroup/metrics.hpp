@@ -168,6 +168,10 @@ struct KGROUP_EXPORT ConsumerMetrics {
   /// Connections ended for good because a broker refused the credentials (SASL) or its TLS
   /// certificate was not trusted.
   std::int64_t authentication_failures_total = 0;
+  /// Times the consumer went back to bootstrap.servers (metadata.recovery.strategy=rebootstrap):
+  /// no broker it knew could be reached, metadata was missing for
+  /// metadata.recovery.rebootstrap.trigger.ms, or a broker asked (REBOOTSTRAP_REQUIRED).
+  std::int64_t rebootstraps_total = 0;
 
   // ---- history ----
   /// The last 50 rebalances, oldest first (the last may be in progress).

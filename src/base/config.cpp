@@ -48,11 +48,11 @@ const std::vector<ConfigKey> key_table = {
     {"reconnect.backoff.max.ms", "1000", "int", 0, i32max, "", "cap of the exponential reconnect backoff (with 20% jitter)"},
     {"socket.connection.setup.timeout.ms", "10000", "int", 1, i32max, "", "a connection attempt (resolve, connect, ApiVersions) that takes longer fails"},
     {"metadata.max.age.ms", "300000", "int", 0, i32max, "", "metadata is refreshed at least this often"},
-    // Java 4.x keys kgroup accepts (values checked as Java checks them) but does not act on yet
-    // (issue 35, items 1-3): not_acted_on() says for which values; a properties file that sets
-    // them says so once at info.
-    {"metadata.recovery.strategy", "rebootstrap", "enum", 0, 0, "none,rebootstrap", "what to do when no known broker is reachable: rebootstrap from bootstrap.servers (not acted on yet) or none"},
-    {"metadata.recovery.rebootstrap.trigger.ms", "300000", "long", 0, i64max, "", "rebootstrap after metadata has been unavailable this long (not acted on yet)"},
+    // Java 4.x keys (values checked as Java checks them; issue 35): metadata recovery (item 1) and
+    // the connection keys (item 2) are acted on; not_acted_on() says for which values of the
+    // others kgroup does nothing yet, and a properties file that sets them says so once at info.
+    {"metadata.recovery.strategy", "rebootstrap", "enum", 0, 0, "none,rebootstrap", "rebootstrap: go back to bootstrap.servers when no broker known from metadata can be reached, metadata is missing for metadata.recovery.rebootstrap.trigger.ms, or a broker asks; none: keep retrying the known brokers"},
+    {"metadata.recovery.rebootstrap.trigger.ms", "300000", "long", 0, i64max, "", "rebootstrap when a metadata refresh has had no answer for this long"},
     {"client.dns.lookup", "use_all_dns_ips", "enum", 0, 0, "use_all_dns_ips,resolve_canonical_bootstrap_servers_only", "use_all_dns_ips: every connect resolves again and tries each address in turn; resolve_canonical_bootstrap_servers_only: bootstrap names become the canonical names of their addresses"},
     {"connections.max.idle.ms", "540000", "long", -1, i64max, "", "close connections with nothing in flight this long (reopened on use); -1 = never"},
     {"send.buffer.bytes", "131072", "int", -1, i32max, "", "socket send buffer (SO_SNDBUF); -1 = the OS default"},
@@ -347,11 +347,10 @@ bool property_name(std::string_view key) {
   });
 }
 
-// Whether kgroup does not act on `key` set to `value` yet (issue 35, items 1-3): it is accepted and
+// Whether kgroup does not act on `key` set to `value` yet (issue 35): it is accepted and
 // kept, and behaves as the value named in the docs.
 bool not_acted_on(std::string_view key, std::string_view value) {
-  if (key == "metadata.recovery.strategy") return value != "none";
-  return key == "metadata.recovery.rebootstrap.trigger.ms" || key == "socket.connection.setup.timeout.max.ms";
+  return key == "socket.connection.setup.timeout.max.ms";
 }
 
 bool secret_key(std::string_view key) {

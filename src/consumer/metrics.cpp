@@ -121,6 +121,7 @@ ConsumerMetrics make_metrics(const shared_state& shared, const metrics_identity&
         static_cast<std::int64_t>(m.wire->reauthentications.load(std::memory_order_relaxed));
     out.authentication_failures_total =
         static_cast<std::int64_t>(m.wire->authentication_failures.load(std::memory_order_relaxed));
+    out.rebootstraps_total = static_cast<std::int64_t>(m.wire->rebootstraps.load(std::memory_order_relaxed));
   }
   if (g.last_heartbeat_response) out.last_heartbeat_seconds_ago = seconds_between(*g.last_heartbeat_response, steady_now);
   out.commit_total = m.commits;

@@ -277,6 +277,9 @@ std::string render_prometheus(const ConsumerMetrics& m) {
   p.counter("kgroup_consumer_authentication_failures_total",
             "Connections ended because a broker refused the credentials or its certificate was not trusted.",
             n(m.authentication_failures_total));
+  p.counter("kgroup_consumer_rebootstraps_total",
+            "Times the consumer went back to bootstrap.servers (metadata.recovery.strategy=rebootstrap).",
+            n(m.rebootstraps_total));
   return p.take();
 }
 
@@ -337,6 +340,7 @@ std::string render_status_json(const ConsumerMetrics& m) {
                           {"authentications_total", m.authentications_total},
                           {"reauthentications_total", m.reauthentications_total},
                           {"authentication_failures_total", m.authentication_failures_total},
+                          {"rebootstraps_total", m.rebootstraps_total},
                           {"offset_validations_total", m.offset_validations_total},
                           {"log_truncations_total", m.log_truncations_total},
                           {"topic_recreations_total", m.topic_recreations_total},

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include "base/log.hpp"
 #include "kgroup/config.hpp"
@@ -19,6 +20,20 @@ namespace {
 
 bool retriable_coordinator_error(std::int16_t code) {
   return protocol::reacts(code, protocol::reaction::coordinator_moved | protocol::reaction::coordinator_busy);
+}
+
+bool is_rebootstrap_required(std::int16_t code) {
+  return code == static_cast<std::int16_t>(kafka_errc::rebootstrap_required);
+}
+
+std::string servers_text(const std::vector<std::pair<std::string, std::uint16_t>>& servers) {
+  std::string out;
+  for (const auto& [host, port] : servers) {
+    if (!out.empty()) out += ',';
+    out += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    out += ':' + std::to_string(port);
+  }
+  return out;
 }
 
 }  // namespace
@@ -46,8 +61,13 @@ cluster_options cluster_options::from_config(const Config& cfg) {
   o.connection.send_buffer = static_cast<int>(cfg.get_int("send.buffer.bytes"));
   o.connection.receive_buffer = static_cast<int>(cfg.get_int("receive.buffer.bytes"));
   if (cfg.get("client.dns.lookup") == "resolve_canonical_bootstrap_servers_only") {
+    o.canonicalize = o.bootstrap;
     o.bootstrap = canonical_bootstrap(o.bootstrap);
   }
+  o.recovery.recovery = cfg.get("metadata.recovery.strategy") == "none"
+                            ? metadata_recovery::strategy::none
+                            : metadata_recovery::strategy::rebootstrap;
+  o.recovery.trigger = cfg.get_ms("metadata.recovery.rebootstrap.trigger.ms");
   o.retry_backoff = cfg.get_ms("retry.backoff.ms");
   o.retry_backoff_max = cfg.get_ms("retry.backoff.max.ms");
   o.metadata_max_age = cfg.get_ms("metadata.max.age.ms");
@@ -106,12 +126,8 @@ struct cluster::coordinator_attempt {
   std::error_code last_error;
 };
 
-cluster::cluster(asio::io_context& io, cluster_options opts) : io_(io), opts_(std::move(opts)), periodic_(io) {
-  std::int32_t id = -1;  // bootstrap servers get negative ids until metadata names them
-  for (const auto& [host, port] : opts_.bootstrap) {
-    bootstrap_.push_back(std::make_shared<connection>(io_, id--, host, port, opts_.connection));
-  }
-}
+cluster::cluster(asio::io_context& io, cluster_options opts)
+    : io_(io), opts_(std::move(opts)), recovery_(opts_.recovery), periodic_(io) {}
 
 cluster::~cluster() { close(); }
 
@@ -127,6 +143,16 @@ std::chrono::milliseconds cluster::backoff_for(int attempt) const {
   return base::backoff(opts_.retry_backoff, opts_.retry_backoff_max).delay(attempt);
 }
 
+std::shared_ptr<connection> cluster::make_connection(std::int32_t node_id, const std::string& host,
+                                                     std::uint16_t port) {
+  if (!opts_.connection.on_rebootstrap_required) {
+    opts_.connection.on_rebootstrap_required = [w = weak_from_this()](std::int32_t node) {
+      if (auto self = w.lock()) self->rebootstrap_required(node);
+    };
+  }
+  return std::make_shared<connection>(io_, node_id, host, port, opts_.connection);
+}
+
 std::shared_ptr<connection> cluster::broker(std::int32_t node_id, channel ch) {
   if (closed_) return nullptr;
   auto key = std::make_pair(node_id, static_cast<int>(ch));
@@ -134,18 +160,42 @@ std::shared_ptr<connection> cluster::broker(std::int32_t node_id, channel ch) {
   if (it != connections_.end()) return it->second;
   auto b = metadata_.brokers.find(node_id);
   if (b == metadata_.brokers.end()) return nullptr;
-  auto c = std::make_shared<connection>(io_, node_id, b->second.host, b->second.port, opts_.connection);
+  auto c = make_connection(node_id, b->second.host, b->second.port);
   connections_.emplace(key, c);
   return c;
 }
 
+std::vector<metadata_recovery::broker_link> cluster::known_brokers() const {
+  std::vector<metadata_recovery::broker_link> out;
+  for (const auto& [id, b] : metadata_.brokers) {
+    auto it = connections_.find({id, static_cast<int>(channel::data)});
+    if (it == connections_.end()) {
+      out.push_back({});
+    } else {
+      out.push_back({it->second->current_state(), it->second->failed_attempts()});
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<connection> cluster::least_loaded() {
   if (closed_) return nullptr;
+  if (const auto why = recovery_.before_request(clock::now(), known_brokers());
+      why != metadata_recovery::reason::none) {
+    rebootstrap(why);
+  }
   std::vector<std::shared_ptr<connection>> candidates;
   for (const auto& [id, b] : metadata_.brokers) {
     if (auto c = broker(id, channel::data)) candidates.push_back(c);
   }
-  for (const auto& c : bootstrap_) candidates.push_back(c);
+  if (recovery_.use_bootstrap_servers()) {
+    if (bootstrap_.empty()) {
+      std::int32_t id = -1;  // bootstrap servers get negative ids: metadata has not named them
+      for (const auto& [host, port] : opts_.bootstrap)
+        bootstrap_.push_back(make_connection(id--, host, port));
+    }
+    candidates.insert(candidates.end(), bootstrap_.begin(), bootstrap_.end());
+  }
   if (candidates.empty()) return nullptr;
   // Ready with fewest in flight first; then anything not backing off; rotate among equals so a
   // dead broker does not get every retry.
@@ -170,8 +220,49 @@ std::shared_ptr<connection> cluster::least_loaded() {
   return best;
 }
 
+bool cluster::rebootstrap_required(std::int32_t node_id) {
+  if (closed_) return false;
+  const auto why = recovery_.rebootstrap_required(clock::now());
+  if (why == metadata_recovery::reason::none) {
+    logger()->warn(
+        "broker {} answered REBOOTSTRAP_REQUIRED; metadata.recovery.strategy=none: not rebootstrapping",
+        node_id);
+    return false;
+  }
+  rebootstrap(why, node_id);
+  return true;
+}
+
+void cluster::rebootstrap(metadata_recovery::reason why, std::int32_t node_id) {
+  // Java logs its rebootstraps at info too: rare, and what an operator looks for after a move.
+  logger()->info(
+      "rebootstrapping from bootstrap.servers {} ({}{}): forgetting the {} broker(s) known from metadata",
+      servers_text(opts_.canonicalize.empty() ? opts_.bootstrap : opts_.canonicalize), to_string(why),
+      node_id >= 0 ? ", broker " + std::to_string(node_id) : std::string(), metadata_.brokers.size());
+  if (opts_.connection.wire) ++opts_.connection.wire->rebootstraps;
+  // Their connections stay: one that works (the coordinator's, a fetch in flight) keeps serving
+  // until an answer says the broker is gone or moved (apply_metadata). New connections go only to
+  // brokers the next answer names.
+  metadata_.brokers.clear();
+  // Every connect resolves its name again (client.dns.lookup=use_all_dns_ips), so the bootstrap
+  // connections are kept, with their backoff: a bootstrap server that keeps failing, or keeps
+  // asking for a rebootstrap, is not hammered. Canonical names are resolved again (blocking, as
+  // when the consumer was made); connections to names that changed are replaced.
+  if (!opts_.canonicalize.empty()) {
+    auto fresh = canonical_bootstrap(opts_.canonicalize);
+    if (fresh != opts_.bootstrap) {
+      logger()->info("bootstrap.servers resolve to {} now (was {})", servers_text(fresh),
+                     servers_text(opts_.bootstrap));
+      opts_.bootstrap = std::move(fresh);
+      for (auto& c : bootstrap_) c->close();
+      bootstrap_.clear();  // made again by least_loaded()
+    }
+  }
+}
+
 void cluster::refresh_metadata(std::optional<std::vector<std::string>> topics, std::chrono::milliseconds timeout,
                                done_handler done) {
+  recovery_.refresh_started(clock::now());
   auto a = std::make_shared<metadata_attempt>();
   a->topics = std::move(topics);
   a->deadline = clock::now() + timeout;
@@ -203,8 +294,13 @@ void cluster::metadata_try(std::shared_ptr<metadata_attempt> a) {
         // v1-3 cannot carry allow_auto_topic_creation=false; brokers then auto-create by default.
         if (version < 4) r.allow_auto_topic_creation = true;
       },
-      [self = shared_from_this(), a](std::error_code ec, const protocol::metadata_response& resp,
-                                     const response_frame&) {
+      [self = shared_from_this(), a, node = conn->node_id()](
+          std::error_code ec, const protocol::metadata_response& resp, const response_frame&) {
+        if (!ec && resp.error_code != 0) {
+          // A top-level error (Metadata v13+, KIP-1102): nothing of the answer is applied.
+          ec = make_error_code(static_cast<kafka_errc>(resp.error_code));
+          if (is_rebootstrap_required(resp.error_code)) self->rebootstrap_required(node);
+        }
         if (!ec) {
           self->apply_metadata(resp, !a->topics);
           a->done({});
@@ -223,42 +319,41 @@ void cluster::metadata_try(std::shared_ptr<metadata_attempt> a) {
       });
 }
 
+void cluster::drop_connections(std::int32_t node_id) {
+  auto it = connections_.lower_bound({node_id, 0});
+  while (it != connections_.end() && it->first.first == node_id) {
+    it->second->close();
+    it = connections_.erase(it);
+  }
+}
+
 void cluster::learn_broker(const broker_address& b) {
-  auto it = metadata_.brokers.find(b.node_id);
-  if (it != metadata_.brokers.end() && (it->second.host != b.host || it->second.port != b.port)) {
-    // The broker moved: drop its connections so the next use connects to the new address.
-    for (int ch = 0; ch < 2; ++ch) {
-      auto c = connections_.find({b.node_id, ch});
-      if (c != connections_.end()) {
-        c->second->close();
-        connections_.erase(c);
-      }
-    }
+  // The broker moved: drop its connections so the next use connects to the new address. Their
+  // own address is compared (a rebootstrap forgets the brokers but keeps the connections).
+  auto c = connections_.lower_bound({b.node_id, 0});
+  if (c != connections_.end() && c->first.first == b.node_id &&
+      (c->second->host() != b.host || c->second->port() != b.port)) {
+    drop_connections(b.node_id);
   }
   metadata_.brokers[b.node_id] = b;
 }
 
 void cluster::apply_metadata(const protocol::metadata_response& r, bool all_topics) {
-  std::map<std::int32_t, broker_address> seen;
-  for (const auto& b : r.brokers) {
-    broker_address a{b.node_id, b.host, static_cast<std::uint16_t>(b.port), b.rack};
-    learn_broker(a);
-    seen.emplace(b.node_id, a);
-  }
-  // Brokers that left the cluster: forget them and close their connections.
-  for (auto it = metadata_.brokers.begin(); it != metadata_.brokers.end();) {
-    if (!seen.count(it->first) && !r.brokers.empty()) {
-      for (int ch = 0; ch < 2; ++ch) {
-        auto c = connections_.find({it->first, ch});
-        if (c != connections_.end()) {
-          c->second->close();
-          connections_.erase(c);
-        }
-      }
-      it = metadata_.brokers.erase(it);
-    } else {
-      ++it;
+  if (!r.brokers.empty()) {
+    std::set<std::int32_t> seen;
+    for (const auto& b : r.brokers) seen.insert(b.node_id);
+    // Brokers that left the cluster, or that a rebootstrap forgot and the answer does not name:
+    // forget them and close their connections.
+    std::erase_if(metadata_.brokers, [&](const auto& e) { return !seen.count(e.first); });
+    std::set<std::int32_t> gone;
+    for (const auto& [key, c] : connections_) {
+      if (!seen.count(key.first)) gone.insert(key.first);
     }
+    for (const std::int32_t node : gone) drop_connections(node);
+    for (const auto& b : r.brokers) {
+      learn_broker({b.node_id, b.host, static_cast<std::uint16_t>(b.port), b.rack});
+    }
+    recovery_.brokers_learned();
   }
   if (r.cluster_id) metadata_.cluster_id = *r.cluster_id;
   metadata_.controller_id = r.controller_id;
@@ -346,8 +441,8 @@ void cluster::coordinator_try(std::shared_ptr<coordinator_attempt> a) {
         }
         r.key_type = 0;  // group
       },
-      [self = shared_from_this(), a, retry](std::error_code ec, const protocol::find_coordinator_response& resp,
-                                            const response_frame&) {
+      [self = shared_from_this(), a, retry, node = conn->node_id()](
+          std::error_code ec, const protocol::find_coordinator_response& resp, const response_frame&) {
         if (ec) {
           if (ec == make_error_code(client_errc::no_compatible_version)) {
             a->done(ec, -1);
@@ -365,7 +460,8 @@ void cluster::coordinator_try(std::shared_ptr<coordinator_attempt> a) {
         }
         if (err != 0) {
           auto kec = make_error_code(static_cast<kafka_errc>(err));
-          if (retriable_coordinator_error(err)) {
+          if (retriable_coordinator_error(err) ||
+              (is_rebootstrap_required(err) && self->rebootstrap_required(node))) {
             logger()->debug("coordinator lookup for '{}': {}, retrying", a->group, kafka_error_name(err));
             retry(kec);
           } else {

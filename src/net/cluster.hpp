@@ -3,6 +3,12 @@
 // Runs on the background thread's io_context; not thread-safe. Connections are kept per broker
 // and per channel: group requests (JoinGroup, Heartbeat, ...) use their own connection to the
 // coordinator, so a long Fetch never delays a heartbeat (the Java client does the same).
+//
+// Metadata and FindCoordinator requests go to the bootstrap servers until an answer names the
+// cluster's brokers, then to those brokers only. When they cannot be reached, metadata has been
+// missing for too long or a broker says so, the cluster rebootstraps (KIP-899, KIP-1102): it
+// forgets the brokers it knows and goes back to bootstrap.servers. The decisions are
+// net/metadata_recovery.hpp's; connections that still work (the coordinator's) are kept.
 #pragma once
 
 #include <chrono>
@@ -19,6 +25,7 @@
 
 #include "data/cluster_metadata.hpp"
 #include "net/connection.hpp"
+#include "net/metadata_recovery.hpp"
 
 namespace kgroup {
 class Config;
@@ -33,6 +40,11 @@ struct cluster_options {
   std::chrono::milliseconds retry_backoff_max{1000};
   std::chrono::milliseconds metadata_max_age{300000};
   bool allow_auto_create_topics = true;
+  /// metadata.recovery.strategy and metadata.recovery.rebootstrap.trigger.ms.
+  metadata_recovery::options recovery;
+  /// client.dns.lookup=resolve_canonical_bootstrap_servers_only: the servers as configured, whose
+  /// canonical names `bootstrap` holds; resolved again at every rebootstrap. Empty otherwise.
+  std::vector<std::pair<std::string, std::uint16_t>> canonicalize;
 
   /// Reads the network keys of a validated Config. With
   /// client.dns.lookup=resolve_canonical_bootstrap_servers_only it resolves the bootstrap names
@@ -90,9 +102,16 @@ class cluster : public std::enable_shared_from_this<cluster> {
   /// is not known from metadata or a FindCoordinator answer.
   std::shared_ptr<connection> broker(std::int32_t node_id, channel ch = channel::data);
 
-  /// A connection to any broker, preferring ready ones with the fewest requests in flight, then
-  /// known brokers, then bootstrap servers.
+  /// A connection for a Metadata or FindCoordinator request: to a broker known from metadata, or
+  /// while bootstrapping also to a bootstrap server; ready ones with the fewest requests in flight
+  /// first. Rebootstraps first when metadata_recovery says so.
   std::shared_ptr<connection> least_loaded();
+
+  /// Rebootstraps so far (see net/metadata_recovery.hpp).
+  std::uint64_t rebootstraps() const noexcept { return recovery_.rebootstraps(); }
+  /// Whether requests go to the bootstrap servers (no answer has named the brokers since the
+  /// start or the last rebootstrap).
+  bool bootstrapping() const noexcept { return recovery_.use_bootstrap_servers(); }
 
   /// Closes every connection and stops timers; pending operations complete with shutting_down.
   void close();
@@ -113,12 +132,27 @@ class cluster : public std::enable_shared_from_this<cluster> {
   /// `all_topics`: the answer to a request for every topic (topics it leaves out are forgotten).
   void apply_metadata(const protocol::metadata_response& r, bool all_topics);
   void learn_broker(const broker_address& b);
+  /// Closes and forgets every connection to `node_id`.
+  void drop_connections(std::int32_t node_id);
+  std::shared_ptr<connection> make_connection(std::int32_t node_id, const std::string& host,
+                                              std::uint16_t port);
+  /// The brokers known from metadata as their data connections (the ones Metadata requests use)
+  /// stand, for metadata_recovery.
+  std::vector<metadata_recovery::broker_link> known_brokers() const;
+  /// A broker answered REBOOTSTRAP_REQUIRED (`node_id`; its connection's hook for ApiVersions).
+  /// True when the cluster rebootstrapped.
+  bool rebootstrap_required(std::int32_t node_id);
+  /// Carries out metadata_recovery's verdict: forgets the brokers known from metadata (their
+  /// connections stay, for whoever still uses them) and goes back to the bootstrap servers.
+  void rebootstrap(metadata_recovery::reason why, std::int32_t node_id = -1);
   std::chrono::milliseconds backoff_for(int attempt) const;
   void arm_periodic();
 
   boost::asio::io_context& io_;
   cluster_options opts_;
   cluster_metadata metadata_;
+  metadata_recovery recovery_;
+  // Made on first use (their hook needs the shared_ptr), in bootstrap.servers' order.
   std::vector<std::shared_ptr<connection>> bootstrap_;
   std::map<std::pair<std::int32_t, int>, std::shared_ptr<connection>> connections_;
   boost::asio::steady_timer periodic_;

@@ -63,6 +63,10 @@ struct connection_options {
   /// send.buffer.bytes, receive.buffer.bytes (SO_SNDBUF, SO_RCVBUF); -1: the OS's default.
   int send_buffer = -1;
   int receive_buffer = -1;
+  /// Called (on the io_context) when the broker answers ApiVersions with REBOOTSTRAP_REQUIRED
+  /// (KIP-1102), with this connection's node id; the connection fails that attempt as for any
+  /// other ApiVersions error. The cluster sets it.
+  std::function<void(std::int32_t node_id)> on_rebootstrap_required;
   /// For tests: resolves a broker's name instead of the system's resolver (to put an address that
   /// never answers before one that works, say). Called on every connect, on the io_context.
   std::function<std::vector<boost::asio::ip::tcp::endpoint>(const std::string& host, std::uint16_t port)>
@@ -125,11 +129,15 @@ class connection : public std::enable_shared_from_this<connection> {
   void abort_requests(const char* why);
 
   state current_state() const noexcept { return core_.current(); }
+  std::int32_t node_id() const noexcept { return node_id_; }
+  const std::string& host() const noexcept { return host_; }
   std::uint16_t port() const noexcept { return port_; }
   const api_version_table& versions() const noexcept { return setup_.versions(); }
   std::size_t in_flight() const noexcept { return core_.in_flight(); }
   /// Number of completed connection attempts that reached `ready` (for tests and metrics).
   std::uint64_t connects() const noexcept { return core_.connects(); }
+  /// Attempts that failed since the connection was last ready (see connection_core).
+  int failed_attempts() const noexcept { return core_.failed_attempts(); }
   /// The socket's descriptor while one is open, else -1 (for tests: getsockopt).
   int native_socket() const noexcept;
 

@@ -85,6 +85,9 @@ class connection_core {
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
   /// Completed connection attempts that reached `ready`.
   std::uint64_t connects() const noexcept { return connects_; }
+  /// Attempts that failed since the connection was last `ready` (losing a ready connection counts
+  /// one): the count its reconnect backoff grows with.
+  int failed_attempts() const noexcept { return reconnect_backoff_.attempts(); }
 
   // ---- the connection's steps, as the driver reports them ----
 

@@ -10,6 +10,7 @@ namespace kgroup::net {
 
 namespace {
 constexpr std::int16_t unsupported_version_code = 35;
+constexpr std::int16_t rebootstrap_required_code = 129;
 }  // namespace
 
 const char* to_string(setup_action::kind k) noexcept {
@@ -144,7 +145,12 @@ setup_action connection_setup::on_api_versions(std::span<const std::uint8_t> bod
   if (auto dec = protocol::decode(body, version, resp, &trailing)) return end(kind::undecodable, dec, {});
   setup_action a;
   if (resp.error_code != 0) {
-    a = end(kind::fail, make_error_code(client_errc::connection_failed), "ApiVersions error");
+    // REBOOTSTRAP_REQUIRED (KIP-1102) keeps its code, so the driver tells the cluster (which may
+    // rebootstrap) and the requests that waited see why.
+    a = resp.error_code == rebootstrap_required_code
+            ? end(kind::fail, make_error_code(kafka_errc::rebootstrap_required),
+                  "ApiVersions: rebootstrap required")
+            : end(kind::fail, make_error_code(client_errc::connection_failed), "ApiVersions error");
     a.note.api_versions_error = resp.error_code;
   } else {
     versions_.assign(resp);

@@ -103,6 +103,9 @@ void connection::run(setup_action a) {
       fail(make_error_code(client_errc::protocol_violation), "undecodable response");
       return;
     case kind::fail:
+      if (a.error == make_error_code(kafka_errc::rebootstrap_required) && opts_.on_rebootstrap_required) {
+        opts_.on_rebootstrap_required(node_id_);
+      }
       fail(a.error, a.message.c_str());
       return;
     case kind::fatal:

@@ -18,7 +18,7 @@ import textwrap
 # Message files and the version range kgroup supports for each (issue 2).
 MESSAGES = [
     ("ApiVersions", 0, 4),
-    ("Metadata", 1, 12),
+    ("Metadata", 1, 13),
     ("FindCoordinator", 0, 6),
     ("JoinGroup", 0, 9),
     ("SyncGroup", 0, 5),
@@ -46,13 +46,31 @@ MESSAGES = [
 ]
 DATA = [("ConsumerProtocolSubscription", 0, 3), ("ConsumerProtocolAssignment", 0, 3)]
 
+# Versions newer than the schemas of ../shared/kafka-protocol (October 2024), from the protocol's
+# published definitions (structure only): per schema, its new validVersions and the top-level
+# fields to append.
+AMENDMENTS = {
+    # KIP-1102 (Kafka 4.0): Metadata v13 answers carry a top-level ErrorCode (REBOOTSTRAP_REQUIRED);
+    # the request is v12's.
+    "MetadataRequest": {"validVersions": "0-13"},
+    "MetadataResponse": {
+        "validVersions": "0-13",
+        "append": [{"name": "ErrorCode", "type": "int16", "versions": "13+", "ignorable": True}],
+    },
+}
+
 NEVER = 1 << 15
 
 
 def load(path):
     text = open(path).read()
     text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
-    return json.loads(text)
+    js = json.loads(text)
+    amend = AMENDMENTS.get(js.get("name"), {})
+    if "validVersions" in amend:
+        js["validVersions"] = amend["validVersions"]
+    js["fields"] = js["fields"] + amend.get("append", [])
+    return js
 
 
 def vrange(spec):

@@ -699,6 +699,9 @@ void encode_metadata_response(writer& w, const metadata_response& m, std::int16_
   } else if (!(m.cluster_authorized_operations == std::numeric_limits<std::int32_t>::min())) {
     w.fail(codec_errc::field_not_supported, "MetadataResponse.ClusterAuthorizedOperations");
   }
+  if (v >= 13) {
+    w.write_int16(m.error_code);
+  }
   if (flex) {
     w.write_uvarint(0);
   }
@@ -747,6 +750,9 @@ void decode_metadata_response(reader& r, metadata_response& m, std::int16_t v) {
   }
   if (v >= 8 && v <= 10) {
     m.cluster_authorized_operations = r.read_int32();
+  }
+  if (v >= 13) {
+    m.error_code = r.read_int16();
   }
   if (flex && r.ok()) {
     skip_tagged_fields(r);

@@ -113,7 +113,7 @@ struct api_versions_response {
 struct metadata_request {
   static constexpr std::int16_t api_key = 3;
   static constexpr std::int16_t lowest_version = 1;
-  static constexpr std::int16_t highest_version = 12;
+  static constexpr std::int16_t highest_version = 13;
   /// First flexible (compact, tagged) version, or -1 if none.
   static constexpr std::int16_t first_flexible_version = 9;
   static constexpr const char* name = "MetadataRequest";
@@ -133,7 +133,7 @@ struct metadata_request {
 struct metadata_response {
   static constexpr std::int16_t api_key = 3;
   static constexpr std::int16_t lowest_version = 1;
-  static constexpr std::int16_t highest_version = 12;
+  static constexpr std::int16_t highest_version = 13;
   /// First flexible (compact, tagged) version, or -1 if none.
   static constexpr std::int16_t first_flexible_version = 9;
   static constexpr const char* name = "MetadataResponse";
@@ -169,6 +169,7 @@ struct metadata_response {
   std::int32_t controller_id = -1;
   std::vector<metadata_response_topic> topics{};
   std::int32_t cluster_authorized_operations = std::numeric_limits<std::int32_t>::min();
+  std::int16_t error_code = 0;
   bool operator==(const metadata_response&) const = default;
 };
 

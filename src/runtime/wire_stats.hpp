@@ -25,6 +25,8 @@ struct wire_stats {
   std::atomic<std::uint64_t> authentication_failures{0};
   /// Connections closed after connections.max.idle.ms with nothing in flight (reopened on use).
   std::atomic<std::uint64_t> idle_closes{0};
+  /// Times the client went back to bootstrap.servers (metadata.recovery.strategy=rebootstrap).
+  std::atomic<std::uint64_t> rebootstraps{0};
 
   /// True the first time (broker, api) is seen: the caller logs then.
   bool first_trailing(std::int32_t node, std::int16_t api_key) {

@@ -25,6 +25,8 @@ using kgroup::client_errc;
 using kgroup::net::cluster;
 using kgroup::net::cluster_options;
 using kgroup::net::connection;
+using kgroup::test::refresh;
+using kgroup::test::run_for;
 using kgroup::test::run_until;
 
 namespace {
@@ -37,18 +39,6 @@ cluster_options options_for(const kgroup::test::mock_cluster& mc) {
                            .set("socket.connection.setup.timeout.ms", "2000");
   cfg.validate();
   return cluster_options::from_config(cfg);
-}
-
-std::error_code refresh(asio::io_context& io, cluster& c, std::optional<std::vector<std::string>> topics = std::nullopt,
-                        std::chrono::milliseconds timeout = 5s) {
-  bool done = false;
-  std::error_code result;
-  c.refresh_metadata(std::move(topics), timeout, [&](std::error_code ec) {
-    result = ec;
-    done = true;
-  });
-  REQUIRE(run_until(io, [&] { return done; }, timeout + 5s));
-  return result;
 }
 
 std::pair<std::error_code, std::int32_t> find_coordinator(asio::io_context& io, cluster& c, const std::string& group,
@@ -490,12 +480,6 @@ std::error_code send_metadata(asio::io_context& io, connection& conn, std::chron
   REQUIRE(run_until(
       io, [&] { return done; }, limit));
   return result;
-}
-
-void run_for(asio::io_context& io, std::chrono::milliseconds d) {
-  const auto until = std::chrono::steady_clock::now() + d;
-  (void)run_until(
-      io, [&] { return std::chrono::steady_clock::now() >= until; }, d + 5s);
 }
 
 // An address on loopback that never answers a connect: a listener whose accept queue is full (it

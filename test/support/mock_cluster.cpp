@@ -703,6 +703,24 @@ std::vector<std::string> mock_cluster::telemetry_log() {
   return telemetry_log_;
 }
 
+bool mock_cluster::decommission_broker(std::int32_t broker_id) {
+  using call = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, std::int32_t);
+  auto* f = mock_symbol<call>("rd_kafka_mock_broker_decommission");
+  if (f == nullptr) return false;
+  check(call_mock([&] { return f(cluster_, broker_id); }),
+        "decommission broker " + std::to_string(broker_id));
+  return true;
+}
+
+bool mock_cluster::remove_broker_from_metadata(std::int32_t broker_id) {
+  using call = rd_kafka_resp_err_t(rd_kafka_mock_cluster_t*, std::int32_t);
+  auto* f = mock_symbol<call>("rd_kafka_mock_broker_remove_from_metadata");
+  if (f == nullptr) return false;
+  check(call_mock([&] { return f(cluster_, broker_id); }),
+        "remove broker " + std::to_string(broker_id) + " from metadata");
+  return true;
+}
+
 bool mock_cluster::set_share_groups(const share_group_settings& s) {
   using setter = void(rd_kafka_mock_cluster_t*, int);
   const std::pair<const char*, std::optional<int>> settings[] = {

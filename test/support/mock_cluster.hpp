@@ -221,6 +221,15 @@ class mock_cluster {
   void broker_up(std::int32_t broker_id);
   /// Delays every response of the broker by `ms` milliseconds. -1 means every broker.
   void set_rtt(std::int32_t broker_id, int ms);
+  /// Removes the broker for good (librdkafka 2.15's mock only, looked up at run time): its
+  /// connections and listener close, it leaves Metadata answers, its partitions move to the
+  /// brokers left and the coordinators it held move by hashing. Groups keep their members (the
+  /// mock keeps group state per cluster, not per broker). Returns false on a mock without it.
+  bool decommission_broker(std::int32_t broker_id);
+  /// Hides the broker from Metadata answers and moves its partitions away, keeping its listener
+  /// and connections, so it still answers whoever talks to it (librdkafka 2.15's mock only; a
+  /// coordinator set with set_coordinator() stays there). Returns false on a mock without it.
+  bool remove_broker_from_metadata(std::int32_t broker_id);
 
   /// KIP-848 `consumer` groups (librdkafka 2.15's mock only): the heartbeat interval the
   /// coordinator hands its members and the session timeout after which it fences a silent one

@@ -146,8 +146,10 @@ TEST_CASE("connection core: setup must reach ready within connect.timeout", "[co
 TEST_CASE("connection core: reconnect backoff doubles per failed attempt and starts over once ready",
           "[connection_core]") {
   fixture f;
+  CHECK(f.core.failed_attempts() == 0);
   f.core.connect_started(f.now);
   CHECK(f.core.failed(f.now).wait == 50ms);
+  CHECK(f.core.failed_attempts() == 1);
   CHECK(f.core.current() == st::backoff);
   CHECK_FALSE(f.core.next_deadline(false).has_value());  // nothing waits: no timer
   CHECK(f.core.next_deadline(true) == f.now + 50ms);
@@ -158,9 +160,12 @@ TEST_CASE("connection core: reconnect backoff doubles per failed attempt and sta
   CHECK(f.core.failed(f.now).wait == 100ms);
   f.now += 100ms;
   CHECK(f.core.on_timer(f.now).verdict == verdict::backoff_over);
+  CHECK(f.core.failed_attempts() == 2);  // still, back to idle: what metadata recovery looks at
   f.connect();
   CHECK(f.core.connects() == 1);
-  CHECK(f.core.failed(f.now).wait == 50ms);
+  CHECK(f.core.failed_attempts() == 0);
+  CHECK(f.core.failed(f.now).wait == 50ms);  // a ready connection lost counts one
+  CHECK(f.core.failed_attempts() == 1);
 }
 
 TEST_CASE("connection core: a re-authentication waits for the requests in flight, new ones wait for it",
@@ -421,6 +426,28 @@ TEST_CASE("connection setup: UNSUPPORTED_VERSION retries once at the broker's ve
     CHECK(a.error == make_error_code(client_errc::no_compatible_version));
     r.check_silent(versions_answer(0));
   }
+}
+
+TEST_CASE("connection setup: an ApiVersions error fails the attempt; REBOOTSTRAP_REQUIRED keeps its code",
+          "[connection_core][setup]") {
+  // KIP-1102: the driver tells the cluster (net/metadata_recovery.hpp), and the requests waiting
+  // for the connection see why it failed.
+  setup_rig r("");
+  (void)r.start();
+  SECTION("REBOOTSTRAP_REQUIRED") {
+    auto a = r.answer(versions_answer(4, 129));
+    CHECK(a.what == kind::fail);
+    CHECK(a.error == make_error_code(kafka_errc::rebootstrap_required));
+    CHECK(a.note.api_versions_error == 129);
+  }
+  SECTION("another error") {
+    auto a = r.answer(versions_answer(4, 58));  // SASL_AUTHENTICATION_FAILED, say
+    CHECK(a.what == kind::fail);
+    CHECK(a.error == make_error_code(client_errc::connection_failed));
+    CHECK(a.note.api_versions_error == 58);
+  }
+  CHECK(r.core.current() != st::ready);
+  r.check_silent(versions_answer(4));
 }
 
 TEST_CASE("connection setup: a truncated ApiVersions answer is undecodable at every length",

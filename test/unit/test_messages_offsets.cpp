@@ -19,7 +19,8 @@ uuid make_uuid(std::uint8_t fill) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Metadata (key 3), 1-12, flexible from 9.
+// Metadata (key 3), 1-13, flexible from 9. v13 (KIP-1102) is v12 plus the answer's top-level
+// ErrorCode.
 
 TEST_CASE("MetadataRequest", "[codec]") {
   auto make = [](std::int16_t v) {
@@ -119,6 +120,7 @@ TEST_CASE("MetadataResponse", "[codec]") {
     if (v >= 8) t2.topic_authorized_operations = 0;
     m.topics = {t1, t2};
     if (v >= 8 && v <= 10) m.cluster_authorized_operations = 0x1f;
+    if (v >= 13) m.error_code = 129;  // REBOOTSTRAP_REQUIRED
     return m;
   };
   auto wire = [](std::int16_t v) {
@@ -151,6 +153,7 @@ TEST_CASE("MetadataResponse", "[codec]") {
     if (v >= 8) b.i32(0);
     b.tags0(f);
     if (v >= 8 && v <= 10) b.i32(0x1f);
+    if (v >= 13) b.i16(129);
     b.tags0(f);
     return b.out;
   };
@@ -173,6 +176,11 @@ TEST_CASE("MetadataResponse", "[codec]") {
   CHECK(back.topics[0].partitions[0].leader_epoch == -1);
   CHECK(back.topics[0].topic_authorized_operations == std::numeric_limits<std::int32_t>::min());
   CHECK(back.cluster_authorized_operations == std::numeric_limits<std::int32_t>::min());
+  CHECK(back.error_code == 0);
+  // The top-level ErrorCode is ignorable: dropped before v13.
+  auto with_error = make(12);
+  with_error.error_code = 129;
+  check_dropped(with_error, make(12), 12);
 }
 
 // ---------------------------------------------------------------------------------------------
