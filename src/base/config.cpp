@@ -349,7 +349,7 @@ bool property_name(std::string_view key) {
 
 // Whether kgroup does not act on `key` set to `value` yet (issue 35): it is accepted and
 // kept, and behaves as the value named in the docs.
-bool not_acted_on(std::string_view key, std::string_view value) {
+bool not_acted_on(std::string_view key, std::string_view /*value*/) {
   return key == "socket.connection.setup.timeout.max.ms";
 }
 
