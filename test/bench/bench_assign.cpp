@@ -1,17 +1,21 @@
 // kgroup-bench-assign: assignor speed and memory at scale (issue 3).
 //
 // Prints one line per case:
-//   case=NAME partitions=P members=M ms=MEDIAN peak_rss_mb=R moves=N spread=S [assignor=NAME]
+//   case=NAME partitions=P members=M ms=MEDIAN first_ms=F first_faults=N peak_rss_mb=R moves=N spread=S
+//   [assignor=NAME]
 // ms is the median wall time of PartitionAssignor::assign() over several runs (public types in
-// and out, as the group leader calls it); peak_rss_mb is the process's VmHWM. Each case runs in
-// its own forked child so the peak belongs to that case alone. moves counts partitions whose
-// owner differs from the previous generation; spread is max - min partitions per member. For
-// cooperative-sticky, a round that withholds partitions is followed by the follow-up round
+// and out, as the group leader calls it); first_ms is the first of those runs, the process's
+// first call of that assignor, as a group leader makes it once per rebalance (issue 37), and
+// first_faults the minor page faults during it (memory touched for the first time); peak_rss_mb is the
+// process's VmHWM. Each case runs in its own forked child so the peak belongs to that case alone. moves
+// counts partitions whose owner differs from the previous generation; spread is max - min partitions per
+// member. For cooperative-sticky, a round that withholds partitions is followed by the follow-up round
 // (reported as its own case, NAME-followup), and moves/spread describe the settled assignment.
 // Lines for cooperative-sticky, the assignor the issue's goals are for, carry no assignor= field.
 //
 // Usage: kgroup-bench-assign [--quick] [--runs N] [--case NAME] [--assignor NAME|all]
 //   --quick  small cases, one run each: a smoke test for ctest.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,28 +175,38 @@ void report_ownership(const PartitionAssignor& assignor, GroupSubscription& g, c
 
 struct timing {
   double median_ms;
+  double first_ms;    // the first run in this process: what a group leader pays once per rebalance
+  long first_faults;  // minor page faults during that run (first touches of fresh memory)
   GroupAssignment result;
 };
 
 timing time_assign(const PartitionAssignor& assignor, const group_state& s, int runs) {
   std::vector<double> ms;
   GroupAssignment last;
+  long first_faults = 0;
   for (int r = 0; r < runs; ++r) {
+    rusage u0{}, u1{};
+    getrusage(RUSAGE_SELF, &u0);
     const auto t0 = std::chrono::steady_clock::now();
     GroupAssignment result = assignor.assign(s.cluster, s.group);
     const auto t1 = std::chrono::steady_clock::now();
+    getrusage(RUSAGE_SELF, &u1);
+    if (r == 0) first_faults = u1.ru_minflt - u0.ru_minflt;
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     last = std::move(result);  // the previous result is freed here, outside the timed region
   }
+  const double first = ms.front();
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], std::move(last)};
+  return {ms[ms.size() / 2], first, first_faults, std::move(last)};
 }
 
-void print_line(const std::string& name, std::size_t partitions, std::size_t members, double ms, std::size_t moves,
-                std::size_t spread_value, const std::string& assignor) {
-  std::printf("case=%s partitions=%zu members=%zu ms=%.2f peak_rss_mb=%.0f moves=%zu spread=%zu%s\n", name.c_str(),
-              partitions, members, ms, peak_rss_mb(), moves, spread_value,
-              assignor == "cooperative-sticky" ? "" : (" assignor=" + assignor).c_str());
+void print_line(const std::string& name, std::size_t partitions, std::size_t members, const timing& t,
+                std::size_t moves, std::size_t spread_value, const std::string& assignor) {
+  std::printf(
+      "case=%s partitions=%zu members=%zu ms=%.2f first_ms=%.2f first_faults=%ld peak_rss_mb=%.0f moves=%zu "
+      "spread=%zu%s\n",
+      name.c_str(), partitions, members, t.median_ms, t.first_ms, t.first_faults, peak_rss_mb(), moves,
+      spread_value, assignor == "cooperative-sticky" ? "" : (" assignor=" + assignor).c_str());
   std::fflush(stdout);
 }
 
@@ -245,8 +259,9 @@ int run_case(const bench_case& c, const PartitionAssignor& assignor, int runs) {
   }
   const std::size_t moves = count_moves(before, owners_of(c, numbers, settled));
   const std::size_t members = s.group.members.size();
-  print_line(c.name, total, members, t.median_ms, moves, spread(settled), assignor.name());
-  if (follow_up) print_line(c.name + "-followup", total, members, follow_up->median_ms, moves, spread(settled), assignor.name());
+  print_line(c.name, total, members, t, moves, spread(settled), assignor.name());
+  if (follow_up)
+    print_line(c.name + "-followup", total, members, *follow_up, moves, spread(settled), assignor.name());
   return 0;
 }
 
