@@ -237,8 +237,7 @@ group_model build_model(const ClusterMetadata& cluster, const GroupSubscription&
 ownership resolve_claims(const group_model& model, claim_source source) {
   const std::uint32_t partitions = model.partition_count();
   ownership out;
-  out.claimant.assign(partitions, no_member);
-  std::vector<std::int32_t> generation(partitions, 0);
+  std::vector<std::int32_t> generation;  // allocated with claimant, at the first claim
 
   for (std::uint32_t m = 0; m < model.member_count(); ++m) {
     const MemberSubscription& s = model.member(m);
@@ -270,6 +269,10 @@ ownership resolve_claims(const group_model& model, claim_source source) {
       for (std::int32_t p : tp.partitions) {
         if (p < 0 || p >= n) continue;
         const std::uint32_t g = base + static_cast<std::uint32_t>(p);
+        if (out.claimant.empty()) {
+          out.claimant.assign(partitions, no_member);
+          generation.assign(partitions, 0);
+        }
         std::uint32_t& c = out.claimant[g];
         if (c == no_member || claim_generation > generation[g]) {
           c = m;
@@ -281,6 +284,7 @@ ownership resolve_claims(const group_model& model, claim_source source) {
     }
   }
 
+  if (out.claimant.empty()) return out;  // nobody claims anything: both tables stay empty
   out.prev_owner.assign(partitions, no_member);
   for (std::uint32_t t = 0; t < model.topic_count(); ++t) {
     std::uint32_t cached_member = no_member;
@@ -338,6 +342,7 @@ GroupAssignment build_assignment(const group_model& model, std::span<const std::
 }
 
 void withhold_transfers(const ownership& prior, std::vector<std::uint32_t>& owner) {
+  if (prior.none()) return;
   for (std::size_t g = 0; g < owner.size(); ++g) {
     const std::uint32_t c = prior.claimant[g];
     if (owner[g] != no_member && c != no_member && c != owner[g]) owner[g] = no_member;

@@ -96,14 +96,23 @@ enum class claim_source {
   user_data_then_owned,  // sticky (eager): StickyAssignorUserData, Subscription as fallback
 };
 
-/// Previous ownership after resolving conflicting claims.
+/// Previous ownership after resolving conflicting claims. When no member claims anything (a new
+/// group) both tables stay empty and every partition reads no_member: a million-partition group's
+/// first assignment then touches 12 MB less fresh memory (issue 37, the assignors cold).
 struct ownership {
   /// Per global partition: the owner stickiness keeps it with (the highest-generation claimant,
-  /// if uncontested and still subscribed to the topic), or no_member.
+  /// if uncontested and still subscribed to the topic), or no_member. Empty: no claims.
   std::vector<std::uint32_t> prev_owner;
   /// Per global partition: the highest-generation claimant, `contested`, or no_member, whether or
-  /// not it still subscribes. A cooperative round withholds a partition from anyone else.
+  /// not it still subscribes. A cooperative round withholds a partition from anyone else. Empty:
+  /// no claims.
   std::vector<std::uint32_t> claimant;
+
+  bool none() const noexcept { return prev_owner.empty(); }
+  std::uint32_t prev(std::uint32_t g) const noexcept {
+    return prev_owner.empty() ? no_member : prev_owner[g];
+  }
+  std::uint32_t claim(std::uint32_t g) const noexcept { return claimant.empty() ? no_member : claimant[g]; }
 };
 
 ownership resolve_claims(const group_model& model, claim_source source);

@@ -53,7 +53,7 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
   std::uint32_t extra_slots = partitions % member_count;  // members that may hold floor + 1
 
   std::vector<std::uint32_t> owned(member_count, 0);
-  for (std::uint32_t o : prior.prev_owner) {
+  for (std::uint32_t o : prior.prev_owner) {  // empty when nobody claims
     if (o != no_member) ++owned[o];
   }
   // Moves are minimal when the floor + 1 quotas go to members that own at least that many: each
@@ -70,7 +70,7 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
   if (model.rack_aware) {
     // Over-quota members give up their cross-rack partitions first.
     for (std::uint32_t g = 0; g < partitions; ++g) {
-      const std::uint32_t m = prior.prev_owner[g];
+      const std::uint32_t m = prior.prev(g);
       if (m != no_member && load[m] < quota[m] && model.aligned(g, m)) {
         owner[g] = m;
         ++load[m];
@@ -78,7 +78,7 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
     }
   }
   for (std::uint32_t g = 0; g < partitions; ++g) {
-    const std::uint32_t m = prior.prev_owner[g];
+    const std::uint32_t m = prior.prev(g);
     if (m != no_member && owner[g] == no_member && load[m] < quota[m]) {
       owner[g] = m;
       ++load[m];
@@ -86,6 +86,8 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
   }
 
   std::vector<std::uint32_t> pool;
+  pool.reserve(partitions -
+               static_cast<std::uint32_t>(std::accumulate(load.begin(), load.end(), std::uint64_t{0})));
   for (std::uint32_t g = 0; g < partitions; ++g) {
     if (owner[g] == no_member) pool.push_back(g);
   }
@@ -168,7 +170,7 @@ class general_assigner {
 
   void keep_previous() {
     for (std::uint32_t g = 0; g < model_.partition_count(); ++g) {
-      const std::uint32_t m = prior_.prev_owner[g];
+      const std::uint32_t m = prior_.prev(g);
       if (m != no_member) give(g, m);
     }
   }
@@ -292,7 +294,7 @@ class general_assigner {
     const std::uint32_t base = model_.topic_base[t], end = model_.topic_base[t + 1];
     std::uint32_t low = load_[subs[0]];
     for (std::uint32_t m : subs) low = std::min(low, load_[m]);
-    auto movable = [&](std::uint32_t g) { return !fresh_only || prior_.prev_owner[g] != owner_[g]; };
+    auto movable = [&](std::uint32_t g) { return !fresh_only || prior_.prev(g) != owner_[g]; };
     bool needed = false;
     for (std::uint32_t g = base; g < end && !needed; ++g) needed = load_[owner_[g]] >= low + 2 && movable(g);
     if (!needed) return false;
@@ -304,7 +306,7 @@ class general_assigner {
     }
     const auto rank = [&](std::uint32_t g) {
       const std::uint32_t o = owner_[g];
-      std::uint32_t r = prior_.prev_owner[g] != o ? 0 : 2;
+      std::uint32_t r = prior_.prev(g) != o ? 0 : 2;
       if (model_.rack_aware && model_.aligned(g, o)) r += 1;
       return r;
     };
