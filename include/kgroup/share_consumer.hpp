@@ -72,7 +72,8 @@ struct KGROUP_EXPORT ShareConsumerMetrics {
   std::uint64_t share_acknowledges = 0;       ///< ShareAcknowledge requests sent
   std::uint64_t session_resets = 0;           ///< share sessions that started over at epoch 0
   std::map<std::int32_t, std::int32_t> session_epochs;  ///< per broker: the share session's next epoch
-  std::string http_endpoint;  ///< "host:port" of observability.http.listen's endpoint; empty: off
+  std::uint64_t rebootstraps_total = 0;  ///< times it went back to bootstrap.servers (as a Consumer)
+  std::string http_endpoint;             ///< "host:port" of observability.http.listen's endpoint; empty: off
 };
 
 /// A member of a share group (group.id): subscribe(), then poll() for records and acknowledge

@@ -723,6 +723,8 @@ ShareConsumerMetrics ShareConsumer::impl::metrics() const {
   m.share_acknowledges = acknowledges_;
   m.session_resets = resets_;
   m.session_epochs = epochs_;
+  if (shared_.metrics.wire)
+    m.rebootstraps_total = shared_.metrics.wire->rebootstraps.load(std::memory_order_relaxed);
   return m;
 }
 

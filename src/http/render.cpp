@@ -409,6 +409,9 @@ std::string render_share_prometheus(const ShareConsumerMetrics& m) {
             n(m.share_acknowledges));
   p.counter("kgroup_share_session_resets_total", "Share sessions that started over at epoch 0",
             n(m.session_resets));
+  p.counter("kgroup_share_rebootstraps_total",
+            "Times the member went back to bootstrap.servers (metadata.recovery.strategy=rebootstrap).",
+            n(m.rebootstraps_total));
   if (!m.session_epochs.empty()) {
     p.header("kgroup_share_session_epoch", "gauge", "The next epoch of the share session with each broker");
     for (const auto& [broker, epoch] : m.session_epochs) {
@@ -442,7 +445,8 @@ std::string render_share_status_json(const ShareConsumerMetrics& m) {
                           {"gaps_acknowledged_total", m.gaps_acknowledged},
                           {"share_fetch_requests_total", m.share_fetches},
                           {"share_acknowledge_requests_total", m.share_acknowledges},
-                          {"session_resets_total", m.session_resets}};
+                          {"session_resets_total", m.session_resets},
+                          {"rebootstraps_total", m.rebootstraps_total}};
   array epochs;
   for (const auto& [broker, epoch] : m.session_epochs)
     epochs.push_back(object{{"broker", broker}, {"epoch", epoch}});

@@ -50,7 +50,13 @@
 // wall_s is from spawn to exit and so includes the mock's 3 s first-join delay and the close;
 // CPU is the whole process's (wait4's rusage), peak RSS its VmHWM polled every 20 ms.
 //
-// Usage: kgroup-bench-consume [--quick] [--cli] [--records N] [--partitions N] [--runs N]
+// --idle SECONDS compares idle members instead (issue 37): per client, a member with the
+// library's defaults alone in a group on a topic of --partitions (12 unless given) empty
+// partitions, spawned, polling every 100 ms for SECONDS, then closed; whole-process CPU (start,
+// join, polls, close) and peak RSS, medians of --runs runs:
+//   idle client=C partitions=P seconds=S cpu_s=X cpu_min=L cpu_max=H peak_rss_mb=M
+//
+// Usage: kgroup-bench-consume [--quick] [--cli] [--idle SECONDS] [--records N] [--partitions N] [--runs N]
 //                             [--codec none|lz4] [--client kgroup|librdkafka]
 //                             [--placement child|in-process] [--kgroup-consume PATH]
 //   --quick    one run of 60,000 records, kgroup only (the ctest smoke test).
@@ -375,6 +381,55 @@ int run_librdkafka_print(const run_spec& spec) {
 
 // ---- child processes ------------------------------------------------------------------------------
 
+// --idle's children: a member with the library's defaults (group.id and client.id only) that
+// subscribes to a topic of empty partitions and polls every 100 ms for spec.records seconds, then
+// closes. Exit status 0 only if it was given every partition (it joined and stayed).
+int run_kgroup_idle(const run_spec& spec) {
+  kgroup::Consumer consumer(kgroup::Config{
+      {"bootstrap.servers", spec.bootstrap}, {"group.id", spec.group}, {"client.id", "bench-kgroup-idle"}});
+  consumer.subscribe({spec.topic});
+  const auto end = steady::now() + std::chrono::seconds(spec.records);
+  std::size_t records = 0;
+  while (steady::now() < end) records += consumer.poll(100ms).size();
+  const bool joined = consumer.assignment().size() == static_cast<std::size_t>(spec.partitions);
+  consumer.close(10s);
+  return joined && records == 0 ? 0 : 1;
+}
+
+int run_librdkafka_idle(const run_spec& spec) {
+  std::size_t assigned = 0;
+  {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    kgroup::test::apply_log_settings(conf);
+    kgroup::test::set_config(conf, "bootstrap.servers", spec.bootstrap);
+    kgroup::test::set_config(conf, "group.id", spec.group);
+    kgroup::test::set_config(conf, "client.id", "bench-librdkafka-idle");
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (rk == nullptr) {
+      std::fprintf(stderr, "rd_kafka_new: %s\n", err);
+      return 1;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, spec.topic.c_str(), RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    const auto end = steady::now() + std::chrono::seconds(spec.records);
+    while (steady::now() < end) {
+      if (rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100)) rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_t* a = nullptr;
+    if (rd_kafka_assignment(rk, &a) == RD_KAFKA_RESP_ERR_NO_ERROR && a != nullptr) {
+      assigned = static_cast<std::size_t>(a->cnt);
+      rd_kafka_topic_partition_list_destroy(a);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+  }
+  return assigned == static_cast<std::size_t>(spec.partitions) ? 0 : 1;
+}
+
 std::string self_exe() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -507,6 +562,7 @@ run_result run_here(const std::string& client, const run_spec& spec) {
 struct options {
   bool quick = false;
   bool cli = false;
+  int idle_seconds = 0;  // --idle: the idle-member comparison instead of throughput
   std::int64_t records = 600000;
   int partitions = 36;
   int runs = 3;
@@ -523,7 +579,7 @@ struct options {
   std::fprintf(stderr,
                "kgroup-bench-consume: %s\nusage: kgroup-bench-consume [--quick] [--cli] [--records N] "
                "[--partitions N] [--runs N] [--codec none|lz4] [--client kgroup|librdkafka] "
-               "[--placement child|in-process] [--kgroup-consume PATH]\n",
+               "[--placement child|in-process] [--kgroup-consume PATH] [--idle SECONDS]\n",
                why.c_str());
   std::exit(2);
 }
@@ -536,6 +592,7 @@ options parse(int argc, char** argv) {
   bool records_set = false;
   bool runs_set = false;
   bool clients_set = false;
+  bool partitions_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -558,6 +615,7 @@ options parse(int argc, char** argv) {
       records_set = true;
     } else if (a == "--partitions") {
       o.partitions = static_cast<int>(number());
+      partitions_set = true;
     } else if (a == "--runs") {
       o.runs = static_cast<int>(number());
       runs_set = true;
@@ -573,6 +631,8 @@ options parse(int argc, char** argv) {
       if (o.placements[0] != "child" && o.placements[0] != "in-process") usage("--placement: child or in-process");
     } else if (a == "--kgroup-consume") {
       o.kgroup_consume = value();
+    } else if (a == "--idle") {
+      o.idle_seconds = static_cast<int>(number());
     } else if (a == "--child") {
       o.child_mode = value();
     } else if (a == "--bootstrap") {
@@ -590,6 +650,10 @@ options parse(int argc, char** argv) {
     if (!runs_set) o.runs = 1;
     if (!clients_set) o.clients = {"kgroup"};
   }
+  if (o.idle_seconds > 0) {
+    o.records = o.idle_seconds;  // the children read it as their seconds
+    if (!partitions_set) o.partitions = 12;
+  }
   o.spec.records = o.records;
   o.spec.partitions = o.partitions;
   return o;
@@ -598,6 +662,8 @@ options parse(int argc, char** argv) {
 int child_main(const options& o) {
   if (o.spec.bootstrap.empty() || o.spec.topic.empty() || o.spec.group.empty()) usage("--child needs --bootstrap, --topic, --group");
   if (o.child_mode == "librdkafka-print") return run_librdkafka_print(o.spec);
+  if (o.child_mode == "kgroup-idle") return run_kgroup_idle(o.spec);
+  if (o.child_mode == "librdkafka-idle") return run_librdkafka_idle(o.spec);
   run_result r;
   if (o.child_mode == "kgroup") {
     r = run_kgroup(o.spec);
@@ -759,6 +825,52 @@ int cli_main(const options& o, kgroup::test::mock_cluster& mc) {
   return all_ok ? 0 : 1;
 }
 
+// --idle: one member of each client alone in a group on a topic of empty partitions (default 12),
+// from its start to its close, in a spawned process: whole-process CPU (wait4's rusage: start,
+// join, spec.records seconds of 100 ms polls, close) and peak RSS (VmHWM polled). Runs
+// interleaved; medians, with the CPU's smallest and largest.
+int idle_main(const options& o, kgroup::test::mock_cluster& mc) {
+  const std::string exe = self_exe();
+  const std::string topic = "bench-idle";
+  mc.create_topic(topic, o.partitions);
+  bool all_ok = true;
+  std::map<std::string, std::vector<double>> cpus, rss;
+  for (int i = 0; i < o.runs; ++i) {
+    for (const auto& client : o.clients) {
+      run_spec spec = o.spec;
+      spec.bootstrap = mc.bootstrap_servers();
+      spec.topic = topic;
+      spec.group = group_name(client + "-idle");
+      child c(child_args(exe, client + "-idle", spec), /*stdout_to_null=*/true);
+      const auto out = c.wait();
+      if (out.exit_code != 0) {
+        std::fprintf(stderr, "%s idle run %d: exited %d (not given every partition, or records seen)\n",
+                     client.c_str(), i + 1, out.exit_code);
+        all_ok = false;
+      }
+      cpus[client].push_back(out.cpu_s);
+      rss[client].push_back(out.peak_rss_mb);
+      std::fprintf(stderr, "# %s idle run %d: wall %.1f s, cpu %.3f s, %.1f MB\n", client.c_str(), i + 1,
+                   out.wall_s, out.cpu_s, out.peak_rss_mb);
+    }
+  }
+  for (const auto& client : o.clients) {
+    const auto& c = cpus[client];
+    const auto [lo, hi] = std::minmax_element(c.begin(), c.end());
+    std::printf("idle client=%s partitions=%d seconds=%" PRId64
+                " cpu_s=%.3f cpu_min=%.3f cpu_max=%.3f peak_rss_mb=%.1f\n",
+                client.c_str(), o.partitions, o.spec.records, median(c), *lo, *hi, median(rss[client]));
+  }
+  if (cpus.count("kgroup") && cpus.count("librdkafka")) {
+    std::printf(
+        "# idle kgroup/librdkafka: cpu x%.2f, peak rss x%.2f (goals: kgroup at most 0.05 s of CPU in 60 s, "
+        "rss at most librdkafka's)\n",
+        median(cpus["kgroup"]) / std::max(1e-9, median(cpus["librdkafka"])),
+        median(rss["kgroup"]) / std::max(1e-9, median(rss["librdkafka"])));
+  }
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -768,6 +880,7 @@ int main(int argc, char** argv) {
     kgroup::test::mock_cluster mc(3);
     std::printf("# mock cluster: 3 brokers of librdkafka %s\n",
                 kgroup::test::mock_cluster::librdkafka_version_string().c_str());
+    if (o.idle_seconds > 0) return idle_main(o, mc);
     if (!seed(mc, o)) return 1;
     return o.cli ? cli_main(o, mc) : throughput_main(o, mc);
   } catch (const std::exception& e) {

@@ -804,6 +804,7 @@ kgroup::ShareConsumerMetrics fake_share_metrics() {
   m.share_acknowledges = 5;
   m.session_resets = 1;
   m.session_epochs = {{1, 17}, {3, 2}};
+  m.rebootstraps_total = 2;
   m.http_endpoint = "127.0.0.1:9464";
   return m;
 }
@@ -860,6 +861,7 @@ TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /s
           {"kgroup_share_fetch_requests_total", {}, "counter", 40},
           {"kgroup_share_acknowledge_requests_total", {}, "counter", 5},
           {"kgroup_share_session_resets_total", {}, "counter", 1},
+          {"kgroup_share_rebootstraps_total", {}, "counter", 2},
           {"kgroup_share_session_epoch", {{"broker", "1"}}, "gauge", 17},
           {"kgroup_share_session_epoch", {{"broker", "3"}}, "gauge", 2},
       };
@@ -894,6 +896,7 @@ TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /s
   CHECK(j["metrics"]["acknowledged_reject_total"].num() == 3);
   CHECK(j["metrics"]["acknowledgements_failed_total"].num() == 2);
   CHECK(j["metrics"]["session_resets_total"].num() == 1);
+  CHECK(j["metrics"]["rebootstraps_total"].num() == 2);
   REQUIRE(j["session_epochs"].size() == 2);
   CHECK(j["session_epochs"][0]["broker"].num() == 1);
   CHECK(j["session_epochs"][0]["epoch"].num() == 17);
