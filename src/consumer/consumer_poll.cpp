@@ -38,11 +38,15 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
   post([d = driver_, s = &shared_, seq] {
     d->poll_called();
     // Everything poll_called() queued (the loss after a poll timeout) is in `events` now.
+    bool awaited;
     {
       std::lock_guard lock(s->mutex);
       s->poll_acked = seq;
+      awaited = s->poll_ack_awaited;
     }
-    s->cv.notify_all();
+    // Only a poll() waiting for this wakes up: otherwise the user thread, asleep until records
+    // come, would be woken for nothing at every poll() (an idle member's CPU, issue 37).
+    if (awaited) s->cv.notify_all();
   });
   // After a poll timeout the partitions are lost before any record is returned (a loss the
   // application has not seen would otherwise be skipped): wait until the background thread has
@@ -50,9 +54,11 @@ ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
   // run it below. Only then, so that a busy poll loop does not pay a thread round trip per call.
   if (may_have_left_group()) {
     std::unique_lock lock(shared_.mutex);
-    if (!shared_.cv.wait_until(lock, std::max(deadline, clock::now() + std::chrono::seconds(1)),
-                               [&] { return shared_.poll_acked >= seq; }))
-      return ConsumerRecords{};
+    shared_.poll_ack_awaited = true;
+    const bool acked = shared_.cv.wait_until(lock, std::max(deadline, clock::now() + std::chrono::seconds(1)),
+                                             [&] { return shared_.poll_acked >= seq; });
+    shared_.poll_ack_awaited = false;
+    if (!acked) return ConsumerRecords{};
   }
   for (;;) {
     run_events(/*throw_fatal=*/true);

@@ -160,6 +160,7 @@ struct shared_state {
   std::uint64_t left_count = 0;      // bumped on every left_group action
   bool woken = false;                // wakeup() was called and not yet consumed by poll()
   std::uint64_t poll_acked = 0;      // the last poll() (by number) the background thread handled
+  bool poll_ack_awaited = false;     // poll() waits for poll_acked (after a possible poll timeout)
   std::deque<fetched_data> fetched;  // data path: background -> user
   std::size_t buffered_bytes = 0;    // bytes in `fetched` plus the one the user is reading
   // Positions (next offset) after the records of every poll() but the latest, for auto-commit on
