@@ -3,10 +3,11 @@
 //
 // Credentials, per client (one kerberos_login, shared by its connections):
 //   - sasl.kerberos.keytab (with sasl.kerberos.principal): gss_acquire_cred_from with the cred
-//     store {client_keytab: the keytab, ccache: a MEMORY cache of this login}. MIT Kerberos gets
-//     the initial ticket from the keytab when the first context needs it, and gets a new one from
-//     the keytab when the ticket nears its end (its "client keytab" refresh), so tickets are
-//     renewed without a kinit and without touching the user's own ticket cache.
+//     store {client_keytab: the keytab, ccache: a MEMORY cache of this login}, for each security
+//     context. MIT Kerberos gets a ticket from the keytab when the cache has none, and a new one
+//     when the ticket is due for refresh (its "client keytab" refresh, done when credentials are
+//     acquired), so tickets are renewed without a kinit and without touching the user's own
+//     ticket cache.
 //   - sasl.kerberos.principal without a keytab: that principal's ticket in the default cache
 //     (KRB5CCNAME, kept fresh by kinit or k5start outside kgroup).
 //   - neither: GSS-API's default credentials (the default cache; MIT also honours
@@ -93,7 +94,6 @@ class krb5_login : public kerberos_login, public std::enable_shared_from_this<kr
 
   ~krb5_login() override {
     // (No context outlives its login: each holds the login.)
-    cred_.reset();
     if (!ccache_.empty()) {
       // The MEMORY cache lives until destroyed: not one per client for the life of the process.
       krb5_context k = nullptr;
@@ -107,19 +107,19 @@ class krb5_login : public kerberos_login, public std::enable_shared_from_this<kr
 
   std::unique_ptr<gss_context> context_for(const std::string& host) override;
 
-  // The credential handle for a new context (acquired on first use; MIT refreshes it from the
-  // client keytab). GSS_C_NO_CREDENTIAL stands for the default credentials.
+  // The credential handle for a new context, acquired for each: acquiring is where MIT Kerberos
+  // gets a ticket from the client keytab when the cache has none or its ticket is due for refresh
+  // (past half its life, or ending within 30 s); a handle kept for good would go on using an
+  // expired ticket. The MEMORY cache keeps the tickets between acquisitions, so this reads the
+  // cache and reaches the KDC only when a ticket is due. GSS_C_NO_CREDENTIAL stands for the
+  // default credentials.
   gss_result credentials(std::shared_ptr<credential>& out) {
     std::lock_guard lock(mutex_);
     gss_result r;
     r.ok = true;
-    if (cred_) {
-      out = cred_;
-      return r;
-    }
     auto c = std::make_shared<credential>();
     if (settings_.keytab.empty() && settings_.principal.empty()) {
-      out = cred_ = std::move(c);
+      out = std::move(c);
       return r;
     }
     OM_uint32 minor = 0;
@@ -147,18 +147,15 @@ class krb5_login : public kerberos_login, public std::enable_shared_from_this<kr
     if (name != GSS_C_NO_NAME) gss_release_name(&ignored, &name);
     if (GSS_ERROR(major)) {
       c->handle = GSS_C_NO_CREDENTIAL;
-      return failure(settings_.keytab.empty() ? "gss_acquire_cred" : "gss_acquire_cred_from(client keytab)",
-                     major, minor);
+      // (The principal and the keytab's path name no secret; MIT's text for a keytab without the
+      // principal, "No credentials cache found", does not say which.)
+      const std::string call = settings_.keytab.empty() ? "gss_acquire_cred(" + settings_.principal + ")"
+                                                        : "gss_acquire_cred_from(" + settings_.principal +
+                                                              ", client keytab " + settings_.keytab + ")";
+      return failure(call.c_str(), major, minor);
     }
-    out = cred_ = std::move(c);
+    out = std::move(c);
     return r;
-  }
-
-  // After a failed context: a credential that could not get a ticket is acquired afresh next
-  // time (the keytab may have been replaced, the KDC may be back).
-  void forget_credentials() {
-    std::lock_guard lock(mutex_);
-    cred_.reset();
   }
 
   const kerberos_settings& settings() const { return settings_; }
@@ -167,7 +164,6 @@ class krb5_login : public kerberos_login, public std::enable_shared_from_this<kr
   kerberos_settings settings_;
   std::string ccache_;
   std::mutex mutex_;
-  std::shared_ptr<credential> cred_;
 };
 
 class krb5_gss_context : public gss_context {
@@ -206,7 +202,6 @@ class krb5_gss_context : public gss_context {
     if (GSS_ERROR(major)) {
       OM_uint32 ignored = 0;
       if (out.length != 0) gss_release_buffer(&ignored, &out);
-      login_->forget_credentials();
       return failure("gss_init_sec_context", major, minor);
     }
     gss_result r;
