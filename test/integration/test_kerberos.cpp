@@ -210,6 +210,28 @@ TEST_CASE(
   c.close(5s);
 }
 
+TEST_CASE("kerberos: a KDC that does not answer is retried, not fatal; the consumer goes on once it is back",
+          "[security][kerberos]") {
+  if (!kerberos_ready()) return;
+  realm r;
+  mock_cluster mc(1);
+  mc.create_topic(topic, partitions);
+  mc.produce(topic, records);
+  secure_front front(mc, gssapi_front(r));
+  auto cfg = gssapi_config(front, "g-krb-kdc-down");
+  cfg.set("sasl.kerberos.principal", r.kdc.principal("alice")).set("sasl.kerberos.keytab", r.alice_keytab);
+  r.kdc.stop();
+  kgroup::Consumer c(cfg);
+  c.subscribe({topic});
+  const auto until = steady::now() + 2s;
+  while (steady::now() < until) CHECK_NOTHROW(c.poll(50ms));  // retried with the backoff
+  CHECK(front.counters().authentications == 0);
+  r.kdc.restart();
+  CHECK(read_all(c, 20s) == records);
+  CHECK(front.counters().authentications >= 1);
+  c.close();
+}
+
 TEST_CASE("kerberos: a keytab that cannot be read is a configuration error", "[security][kerberos][config]") {
   if (!kgroup::security::kerberos_available()) return;
   kgroup::Config cfg = test_config("127.0.0.1:9").group("g");

@@ -127,29 +127,41 @@ test_kdc::test_kdc(test_kdc_options o) : options_(std::move(o)) {
     write_file(krb5_conf, conf);
     write_file(dir_ + "/kadm5.acl", "");
     if (attempt == 0) run("/usr/sbin/kdb5_util", {"create", "-s", "-r", realm, "-P", "kdc-master-password"});
-    kdc_ = std::make_unique<child_process>("/usr/sbin/krb5kdc", std::vector<std::string>{"-n", "-r", realm},
-                                           [](const std::string&, bool) {});
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    bool up = false;
-    while (!up && std::chrono::steady_clock::now() < deadline) {
-      up = accepts_connections(port_);
-      if (!up) {
-        if (kdc_->wait_exit(20ms)) break;  // it ended: the port was taken after all
-      }
-    }
-    if (up) break;
-    const std::string err = kdc_->stderr_text();
-    kdc_.reset();
+    std::string err;
+    if (launch(err)) break;
     if (attempt == 2) throw std::runtime_error("test_kdc: krb5kdc did not start: " + err);
   }
 }
 
-test_kdc::~test_kdc() {
-  if (kdc_) {
-    kdc_->send(SIGTERM);
-    (void)kdc_->wait_exit(3000ms);
-    kdc_.reset();
+bool test_kdc::launch(std::string& err) {
+  kdc_ = std::make_unique<child_process>("/usr/sbin/krb5kdc",
+                                         std::vector<std::string>{"-n", "-r", options_.realm},
+                                         [](const std::string&, bool) {});
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (accepts_connections(port_)) return true;
+    if (kdc_->wait_exit(20ms)) break;  // it ended: the port was taken after all
   }
+  err = kdc_->stderr_text();
+  kdc_.reset();
+  return false;
+}
+
+void test_kdc::stop() {
+  if (!kdc_) return;
+  kdc_->send(SIGTERM);
+  (void)kdc_->wait_exit(3000ms);
+  kdc_.reset();
+}
+
+void test_kdc::restart() {
+  stop();
+  std::string err;
+  if (!launch(err)) throw std::runtime_error("test_kdc: krb5kdc did not start again: " + err);
+}
+
+test_kdc::~test_kdc() {
+  stop();
   for (const auto& [name, value] : saved_env_) {
     if (value) {
       ::setenv(name.c_str(), value->c_str(), 1);

@@ -58,11 +58,17 @@ class test_kdc {
   /// A keytab of the brokers' service principals kafka/localhost and kafka/127.0.0.1 (made once).
   std::string service_keytab();
 
+  /// Stops the KDC (clients then find no KDC at its address); restart() starts it again on the
+  /// same port with the same database.
+  void stop();
+  void restart();
+
   /// Runs kadmin.local with one query; its output. Throws when it fails.
   std::string kadmin(const std::string& query);
 
  private:
   std::string run(const std::string& program, const std::vector<std::string>& args);
+  bool launch(std::string& err);
 
   test_kdc_options options_;
   std::string dir_;
