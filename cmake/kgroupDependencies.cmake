@@ -60,3 +60,15 @@ endfunction()
 foreach(_kgroup_dep IN ITEMS lz4 zstd snappy)
   _kgroup_compression_dep(${_kgroup_dep})
 endforeach()
+
+# MIT Kerberos' GSS-API (sasl.mechanism=GSSAPI), when kgroup was built with it
+# (KGROUP_WITH_GSSAPI, set by the build or by the installed kgroupConfig.cmake); an empty target
+# otherwise, so the link line is the same either way.
+if(NOT TARGET kgroup_dep::gssapi)
+  add_library(kgroup_dep::gssapi INTERFACE IMPORTED)
+  if(KGROUP_WITH_GSSAPI)
+    find_package(PkgConfig REQUIRED)
+    pkg_check_modules(KGROUP_PC_gssapi REQUIRED IMPORTED_TARGET krb5-gssapi krb5)
+    set_target_properties(kgroup_dep::gssapi PROPERTIES INTERFACE_LINK_LIBRARIES PkgConfig::KGROUP_PC_gssapi)
+  endif()
+endif()

@@ -13,6 +13,7 @@
 #include "base/iso_duration.hpp"
 #include "base/log.hpp"
 #include "kgroup/error.hpp"
+#include "kgroup_build_config.hpp"
 
 namespace kgroup {
 
@@ -108,10 +109,13 @@ const std::vector<ConfigKey> key_table = {
     {"ssl.truststore.location", "", "string", 0, 0, "", "trusted CA certificates as a PKCS#12 file (or PEM with ssl.truststore.type=PEM)"},
     {"ssl.truststore.password", "", "string", 0, 0, "", "password of the PKCS#12 truststore (empty: its integrity is not checked)"},
     {"ssl.truststore.type", "JKS", "enum", 0, 0, "JKS,PKCS12,PEM", "format of ssl.truststore.location: PKCS12 (also read under JKS, Java's default) or PEM"},
-    {"sasl.mechanism", "GSSAPI", "enum", 0, 0, "GSSAPI,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "SASL mechanism (GSSAPI, Java's default, is not implemented: choose another)"},
+    {"sasl.mechanism", "GSSAPI", "enum", 0, 0, "GSSAPI,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "SASL mechanism (GSSAPI: Kerberos, in builds with MIT Kerberos)"},
+    {"sasl.kerberos.service.name", "kafka", "string", 0, 0, "", "GSSAPI: the brokers' Kerberos service name (their principal is service/host@REALM)"},
+    {"sasl.kerberos.principal", "", "string", 0, 0, "", "GSSAPI: the client's Kerberos principal (librdkafka's key); empty: the ticket cache's"},
+    {"sasl.kerberos.keytab", "", "string", 0, 0, "", "GSSAPI: keytab of sasl.kerberos.principal, tickets are obtained and renewed from it (librdkafka's key); empty: the ticket cache"},
     {"sasl.username", "", "string", 0, 0, "", "SASL user for PLAIN and SCRAM"},
     {"sasl.password", "", "string", 0, 0, "", "SASL password for PLAIN and SCRAM"},
-    {"sasl.jaas.config", "", "string", 0, 0, "", "Java's JAAS line: PlainLoginModule/ScramLoginModule username and password, OAuthBearerLoginModule options"},
+    {"sasl.jaas.config", "", "string", 0, 0, "", "Java's JAAS line: PlainLoginModule/ScramLoginModule username and password, OAuthBearerLoginModule options, Krb5LoginModule keyTab and principal"},
     {"sasl.oauthbearer.method", "default", "enum", 0, 0, "default,oidc", "default: token provider callback or an unsecured token (sasl.oauthbearer.config); oidc: client credentials from the token endpoint"},
     {"sasl.oauthbearer.config", "", "string", 0, 0, "", "unsecured token for tests: principal=NAME [scope=S] [lifeSeconds=N] [extension_K=V]"},
     {"sasl.oauthbearer.token.endpoint.url", "", "string", 0, 0, "", "OIDC token endpoint (https://...)"},
@@ -321,7 +325,6 @@ bool java_consumer_unsupported(std::string_view key) {
                                           "sasl.client.callback.handler.class",
                                           "sasl.login.callback.handler.class",
                                           "sasl.login.class",
-                                          "sasl.kerberos.service.name",
                                           "sasl.kerberos.kinit.cmd",
                                           "sasl.kerberos.ticket.renew.window.factor",
                                           "sasl.kerberos.ticket.renew.jitter",
@@ -732,10 +735,12 @@ void Config::validate() const {
   const std::string protocol = get("security.protocol");
   if (protocol == "SASL_PLAINTEXT" || protocol == "SASL_SSL") {
     const std::string mechanism = get("sasl.mechanism");
-    if (mechanism == "GSSAPI") {
-      invalid(fmt::format("sasl.mechanism=GSSAPI{}: Kerberos is not supported; set sasl.mechanism to PLAIN, "
-                          "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
-                          is_set("sasl.mechanism") ? "" : " (the default)"));
+    if (mechanism == "GSSAPI" && !KGROUP_WITH_GSSAPI) {
+      invalid(fmt::format(
+          "sasl.mechanism=GSSAPI{}: this kgroup was built without Kerberos (MIT Kerberos' GSS-API, "
+          "Debian's libkrb5-dev, was not found when it was built); rebuild with it, or set "
+          "sasl.mechanism to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+          is_set("sasl.mechanism") ? "" : " (the default)"));
     }
   }
 }

@@ -96,8 +96,16 @@ connection::connection(asio::io_context& io, std::int32_t node_id, std::string h
              .reconnect_backoff_max = opts_.reconnect_backoff_max,
              .reconnect_jitter = 0.2,
              .max_idle = opts_.max_idle}),
-      setup_(core_, {opts_.security && opts_.security->sasl ? &opts_.security->credentials : nullptr,
-                     opts_.security && opts_.security->tokens != nullptr}) {}
+      setup_(core_, {.sasl = opts_.security && opts_.security->sasl ? &opts_.security->credentials : nullptr,
+                     .token_provider = opts_.security && opts_.security->tokens != nullptr,
+                     .gss = gss_factory()}) {}
+
+std::function<std::unique_ptr<security::gss_context>()> connection::gss_factory() {
+  if (!opts_.security || !opts_.security->kerberos) return {};
+  // The target is the broker's host name as the client knows it (metadata's, or the bootstrap
+  // name): service@host, which Kerberos maps to the principal service/host@REALM.
+  return [this] { return opts_.security->kerberos->context_for(host_); };
+}
 
 connection::~connection() = default;
 

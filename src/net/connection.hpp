@@ -150,6 +150,9 @@ class connection : public std::enable_shared_from_this<connection> {
   static void logger_mismatch(const std::string& what);
 
  private:
+  // GSSAPI: makes a Kerberos context with this connection's broker (empty without Kerberos).
+  std::function<std::unique_ptr<security::gss_context>()> gss_factory();
+
   using encoder =
       std::function<std::error_code(std::int32_t, const std::optional<std::string>&, protocol::bytes&)>;
 

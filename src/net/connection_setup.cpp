@@ -193,8 +193,24 @@ setup_action connection_setup::begin_sasl(bool reauth) {
     a.what = kind::get_token;
     return a;
   }
-  sasl_ = std::make_unique<security::sasl_session>(*opts_.sasl);
+  if (auto failed = new_session(*opts_.sasl)) return std::move(*failed);
   return send_handshake();
+}
+
+std::optional<setup_action> connection_setup::new_session(security::sasl_credentials creds) {
+  std::unique_ptr<security::gss_context> gss;
+  if (creds.mechanism == "GSSAPI" && opts_.gss) gss = opts_.gss();
+  sasl_ = std::make_unique<security::sasl_session>(std::move(creds), std::move(gss));
+  std::string error;
+  bool retriable = false;
+  if (sasl_->prepare(error, retriable)) return std::nullopt;
+  // GSSAPI without a ticket: an unreachable KDC is retried with the backoff; a refused principal
+  // or key, a missing ticket cache, is not something retrying fixes.
+  error +=
+      "; check sasl.kerberos.principal, sasl.kerberos.keytab (or the ticket cache), "
+      "sasl.kerberos.service.name and krb5.conf";
+  if (retriable) return end(kind::fail, make_error_code(client_errc::connection_failed), error);
+  return end(kind::fatal, make_error_code(kafka_errc::sasl_authentication_failed), error);
 }
 
 setup_action connection_setup::token(const std::string& error, bool permanent,
@@ -210,7 +226,7 @@ setup_action connection_setup::token(const std::string& error, bool permanent,
   }
   auto creds = *opts_.sasl;
   creds.token = t;
-  sasl_ = std::make_unique<security::sasl_session>(std::move(creds));
+  if (auto failed = new_session(std::move(creds))) return std::move(*failed);
   return send_handshake();
 }
 
@@ -269,8 +285,11 @@ setup_action connection_setup::on_authenticate(time_point now, std::span<const s
     case security::sasl_session::status::failed: {
       const auto code = r.error_code != 0 ? make_error_code(static_cast<kafka_errc>(r.error_code))
                                           : make_error_code(kafka_errc::sasl_authentication_failed);
-      const char* key = opts_.sasl->mechanism == "OAUTHBEARER" ? "the OAUTHBEARER token"
-                                                               : "sasl.username and sasl.password";
+      const std::string& m = opts_.sasl->mechanism;
+      const char* key = m == "OAUTHBEARER" ? "the OAUTHBEARER token"
+                        : m == "GSSAPI"    ? "sasl.kerberos.principal, sasl.kerberos.keytab and "
+                                             "sasl.kerberos.service.name (the broker's Kerberos service)"
+                                           : "sasl.username and sasl.password";
       a = end(kind::fatal, code, error + "; check " + key);
       break;
     }

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -81,6 +82,9 @@ class connection_setup {
     bool token_provider = false;
     /// Draws when to re-authenticate within the session (tests fix it).
     std::uint32_t seed = std::random_device{}();
+    /// GSSAPI: a new Kerberos security context with this broker, one per exchange (the
+    /// connection binds its host name).
+    std::function<std::unique_ptr<security::gss_context>()> gss;
   };
 
   /// The step whose answer the setup waits for.
@@ -119,6 +123,8 @@ class connection_setup {
   setup_action on_handshake(std::span<const std::uint8_t> body);
   setup_action on_authenticate(time_point now, std::span<const std::uint8_t> body);
   setup_action begin_sasl(bool reauth);
+  // A new SASL session for this exchange, its first message prepared; the failure otherwise.
+  std::optional<setup_action> new_session(security::sasl_credentials creds);
   setup_action send_api_versions(std::int16_t version);
   setup_action send_handshake();
   setup_action send_authenticate();

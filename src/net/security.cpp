@@ -583,6 +583,44 @@ transport_security::~transport_security() {
   OPENSSL_cleanse(credentials.password.data(), credentials.password.size());
 }
 
+namespace {
+
+// GSSAPI: librdkafka's sasl.kerberos.principal and sasl.kerberos.keytab, else Java's
+// Krb5LoginModule line (useKeyTab=true keyTab="..." principal="..."; useTicketCache=true or no
+// keytab: the ticket cache); sasl.kerberos.service.name, else the line's serviceName, else "kafka".
+security::kerberos_settings kerberos_settings_of(const Config& cfg, const security::jaas_config* jaas) {
+  security::kerberos_settings k;
+  k.service_name = cfg.get("sasl.kerberos.service.name");
+  k.principal = cfg.get("sasl.kerberos.principal");
+  k.keytab = cfg.get("sasl.kerberos.keytab");
+  if (jaas != nullptr) {
+    const std::string& module = jaas->login_module;
+    if (module != "com.sun.security.auth.module.Krb5LoginModule" &&
+        module != "com.ibm.security.auth.module.Krb5LoginModule") {
+      invalid(
+          "sasl.jaas.config: sasl.mechanism=GSSAPI needs com.sun.security.auth.module.Krb5LoginModule, not " +
+          module);
+    }
+    const auto option = [&](const char* key) -> std::string {
+      const auto it = jaas->options.find(key);
+      return it == jaas->options.end() ? std::string() : it->second;
+    };
+    const auto yes = [](const std::string& v) { return v == "true" || v == "TRUE" || v == "True"; };
+    if (!cfg.is_set("sasl.kerberos.service.name") && !option("serviceName").empty()) {
+      k.service_name = option("serviceName");
+    }
+    if (k.principal.empty()) k.principal = option("principal");
+    if (k.keytab.empty() && yes(option("useKeyTab"))) {
+      k.keytab = option("keyTab");
+      if (k.keytab.empty())
+        invalid("sasl.jaas.config: Krb5LoginModule with useKeyTab=true needs keyTab=\"<file>\"");
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
 std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
   const std::string protocol = cfg.get("security.protocol");
   if (protocol == "PLAINTEXT") return nullptr;
@@ -624,6 +662,9 @@ std::shared_ptr<transport_security> make_transport_security(const Config& cfg) {
       if (!security::parse_extensions(cfg.get("sasl.oauthbearer.extensions"), extensions, why)) invalid(why);
       const double factor = std::stod(cfg.get("sasl.login.refresh.window.factor"));
       s->tokens = std::make_shared<token_cache>(make_token_fetcher(cfg, jaas ? &*jaas : nullptr, extensions), factor);
+    } else if (c.mechanism == "GSSAPI") {
+      s->kerberos = security::make_kerberos_login(kerberos_settings_of(cfg, jaas ? &*jaas : nullptr), why);
+      if (!s->kerberos) invalid(why);
     } else {
       c.username = cfg.get("sasl.username");
       c.password = cfg.get("sasl.password");

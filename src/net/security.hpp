@@ -104,6 +104,8 @@ struct transport_security {
   /// mechanism, username and password (the OAUTHBEARER token comes from `tokens`).
   security::sasl_credentials credentials;
   std::shared_ptr<token_cache> tokens;
+  /// GSSAPI: the client's Kerberos login (its credentials, shared by its connections).
+  std::shared_ptr<security::kerberos_login> kerberos;
   /// Called (background thread) when a broker refuses the credentials or the TLS peer cannot be
   /// trusted: errors retrying cannot fix. The consumer makes them fatal.
   std::function<void(std::error_code, const std::string&)> on_fatal;

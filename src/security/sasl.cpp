@@ -70,7 +70,8 @@ sasl_session::status sasl_session::on_authenticate(const protocol::sasl_authenti
   return st;
 }
 
-sasl_session::sasl_session(sasl_credentials creds) : creds_(std::move(creds)) {
+sasl_session::sasl_session(sasl_credentials creds, std::unique_ptr<gss_context> gss)
+    : creds_(std::move(creds)), gss_(std::move(gss)) {
   scram_hash h{};
   if (scram_hash_from_mechanism(creds_.mechanism, h))
     scram_ = std::make_unique<scram_client>(h, creds_.username, creds_.password, creds_.scram_nonce);
@@ -80,8 +81,30 @@ bool sasl_session::supported(const std::string& mechanism, std::string& why) {
   if (mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512" ||
       mechanism == "OAUTHBEARER")
     return true;
-  why = "sasl.mechanism '" + mechanism + "' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)";
+  if (mechanism == "GSSAPI") {
+    if (kerberos_available()) return true;
+    (void)make_kerberos_login({}, why);  // says why
+    return false;
+  }
+  why = "sasl.mechanism '" + mechanism +
+        "' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER" +
+        (kerberos_available() ? ", GSSAPI)" : ")");
   return false;
+}
+
+bool sasl_session::prepare(std::string& error, bool& retriable) {
+  retriable = false;
+  if (creds_.mechanism != "GSSAPI") return true;
+  if (!gss_) {
+    error = "SASL GSSAPI: no Kerberos login";
+    return false;
+  }
+  gssapi_ = std::make_unique<gssapi_client>(std::move(gss_));
+  if (gssapi_->start(pending_, error) == gssapi_client::status::failed) {
+    retriable = gssapi_->retriable();
+    return false;
+  }
+  return true;
 }
 
 protocol::sasl_handshake_request sasl_session::handshake() const {
@@ -101,6 +124,7 @@ bool sasl_session::on_handshake(const protocol::sasl_handshake_response& r, std:
 
 protocol::bytes sasl_session::next() {
   ++round_;
+  if (gssapi_) return std::move(pending_);
   if (creds_.mechanism == "OAUTHBEARER") {
     // After the server's error challenge, RFC 7628 3.2.3: a single 0x01 ends the exchange.
     return round_ == 1 ? to_bytes(oauthbearer_client_message(creds_.token)) : protocol::bytes{0x01};
@@ -128,6 +152,16 @@ sasl_session::status sasl_session::step(const protocol::sasl_authenticate_respon
     return status::failed;
   }
   session_lifetime_ms_ = r.session_lifetime_ms;
+  if (gssapi_) {
+    switch (gssapi_->on_server(r.auth_bytes, pending_, error)) {
+      case gssapi_client::status::send:
+        return status::more;
+      case gssapi_client::status::done:
+        return status::done;
+      case gssapi_client::status::failed:
+        return status::failed;
+    }
+  }
   if (creds_.mechanism == "OAUTHBEARER") {
     if (round_ == 1 && !r.auth_bytes.empty()) {
       // An error challenge (RFC 7628 3.2.2: JSON with status, scope): the broker wants the

@@ -4,8 +4,10 @@
 //
 //   handshake() -> on_handshake() -> [ next() -> on_authenticate() ]... -> done | failed
 //
-// PLAIN and OAUTHBEARER are one round; SCRAM-SHA-256/512 two (client-first, client-final), and the second answer
-// is checked for the server's signature.
+// PLAIN and OAUTHBEARER are one round; SCRAM-SHA-256/512 two (client-first, client-final), and the second
+// answer is checked for the server's signature. GSSAPI (Kerberos, security/gssapi.hpp) takes as many rounds
+// as the security context needs, then the security-layer message; its first token is computed by prepare(),
+// before the SaslHandshake, since getting it may fail (no ticket, unknown principal).
 #pragma once
 
 #include <chrono>
@@ -15,24 +17,27 @@
 #include <string>
 
 #include "protocol/messages.hpp"
+#include "security/gssapi.hpp"
 #include "security/oauth.hpp"
 #include "security/scram.hpp"
 
 namespace kgroup::security {
 
 struct sasl_credentials {
-  std::string mechanism;  // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+  std::string mechanism;  // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI
   std::string username;
   std::string password;
   std::string scram_nonce;  // tests only: a fixed SCRAM client nonce
   oauth_token token;        // OAUTHBEARER: the token to present
+  // (GSSAPI's credentials are the Kerberos login's: transport_security::kerberos.)
 };
 
 class sasl_session {
  public:
   enum class status { more, done, failed };
 
-  explicit sasl_session(sasl_credentials creds);
+  /// `gss`: GSSAPI's security context with this broker (null for the other mechanisms).
+  explicit sasl_session(sasl_credentials creds, std::unique_ptr<gss_context> gss = nullptr);
   /// Wipes its copies of the password and the token.
   ~sasl_session();
   sasl_session(const sasl_session&) = delete;
@@ -41,6 +46,9 @@ class sasl_session {
   /// False with a reason if the mechanism is not one this client implements.
   static bool supported(const std::string& mechanism, std::string& why);
 
+  /// Before handshake(): false when the first message cannot be made (GSSAPI: no Kerberos
+  /// credentials or ticket: `error` with the GSS status, `retriable` when the KDC did not answer).
+  bool prepare(std::string& error, bool& retriable);
   protocol::sasl_handshake_request handshake() const;
   /// False when the broker refuses the mechanism: `error` names the broker's enabled mechanisms.
   bool on_handshake(const protocol::sasl_handshake_response& r, std::string& error);
@@ -59,7 +67,9 @@ class sasl_session {
 
   sasl_credentials creds_;
   std::unique_ptr<scram_client> scram_;
-  protocol::bytes pending_;  // the next SCRAM message
+  std::unique_ptr<gss_context> gss_;       // until prepare() hands it to gssapi_
+  std::unique_ptr<gssapi_client> gssapi_;  // GSSAPI
+  protocol::bytes pending_;                // the next SCRAM or GSSAPI message
   int round_ = 0;
   std::string oauth_challenge_;  // OAUTHBEARER: the server's error challenge, if any
   std::int64_t session_lifetime_ms_ = 0;

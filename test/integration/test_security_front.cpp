@@ -1,5 +1,6 @@
 // The security front (test/support/secure_front.hpp) checked with clients that are not kgroup:
-// librdkafka 2.0.2 and kafka-python 2.0.2 consume through it with TLS and SASL as group members,
+// librdkafka 2.0.2 and kafka-python 2.0.2 consume through it with TLS and SASL as group members
+// (librdkafka also over GSSAPI, with Cyrus SASL and a real KDC: test_kdc.hpp),
 // so when kgroup's own security tests run against the front, the front is known to behave like
 // a Kafka broker. Each case asserts the records consumed and committed and the front's counters.
 #include <catch2/catch.hpp>
@@ -22,6 +23,7 @@
 #include "mock_cluster.hpp"
 #include "oidc_token_endpoint.hpp"
 #include "secure_front.hpp"
+#include "test_kdc.hpp"
 #include "test_pki.hpp"
 
 using namespace std::chrono_literals;
@@ -520,4 +522,62 @@ TEST_CASE("security front: cuts the first connections in the middle of the SASL 
   second.send(metadata_request{}, 1);
   CHECK(second.closed_by_peer());
   CHECK(front.counters().unauthenticated_requests == 1);
+}
+
+// The GSSAPI acceptor, before kgroup's Kerberos tests (test_kerberos.cpp) rely on it: librdkafka
+// (Debian's, built with Cyrus SASL; its GSSAPI plugin is libsasl2-modules-gssapi-mit) gets a ticket
+// from alice's keytab with kinit (its default sasl.kerberos.kinit.cmd) and authenticates to every
+// broker as alice@REALM; a keytab whose key the KDC no longer has fails.
+TEST_CASE("security front: librdkafka consumes over SASL/GSSAPI with a keytab from a real KDC",
+          "[security][kerberos]") {
+  if (!secure_front::gssapi_available()) {
+    WARN("test support built without MIT Kerberos: the GSSAPI front does not run");
+    return;
+  }
+  if (auto why = kgroup::test::test_kdc::missing()) {
+    WARN("no KDC: " << *why);
+    return;
+  }
+  kgroup::test::test_kdc kdc;
+  const std::string service_keytab = kdc.service_keytab();
+  kdc.add_principal("alice");
+  const std::string keytab = kdc.export_keytab("alice.keytab", {"alice"});
+  mock_cluster mc(2);
+  seed(mc);
+  secure_front_options o;
+  o.sasl_mechanisms = {"GSSAPI"};
+  o.gssapi_keytab = service_keytab;
+  secure_front front(mc, o);
+  const std::map<std::string, std::string> gssapi = {{"security.protocol", "SASL_PLAINTEXT"},
+                                                     {"sasl.mechanisms", "GSSAPI"},
+                                                     {"sasl.kerberos.service.name", "kafka"},
+                                                     {"sasl.kerberos.principal", kdc.principal("alice")},
+                                                     {"sasl.kerberos.keytab", keytab}};
+
+  SECTION("a good keytab") {
+    const auto r = rdkafka_consume(front.bootstrap_servers(), "g-gssapi", records, gssapi);
+    INFO(describe(r));
+    CHECK(r.consumed == records);
+    CHECK(r.bad == 0);
+    CHECK(r.committed);
+    CHECK(r.committed_sum == records);
+    const auto n = front.counters();
+    CHECK(n.failed_authentications == 0);
+    CHECK(n.authentications >= 2);
+    CHECK(n.authentications_by_mechanism.at("GSSAPI") == n.authentications);
+    CHECK(n.authentications_by_principal.at(kdc.principal("alice")) == n.authentications);
+    CHECK(n.unauthenticated_requests == 0);
+  }
+  SECTION("the service keytab does not have the key the ticket was made for") {
+    // The brokers' keys change after their keytab was exported: the front cannot decrypt alice's
+    // service ticket and refuses her.
+    kdc.change_key("kafka/127.0.0.1");
+    const auto r = rdkafka_consume(front.bootstrap_servers(), "g-gssapi-bad", records, gssapi,
+                                   {RD_KAFKA_RESP_ERR__AUTHENTICATION}, 8s);
+    INFO(describe(r));
+    CHECK(r.consumed == 0);
+    CHECK(r.has_error(RD_KAFKA_RESP_ERR__AUTHENTICATION));
+    CHECK(front.counters().failed_authentications >= 1);
+    CHECK(front.counters().authentications == 0);
+  }
 }

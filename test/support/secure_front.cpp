@@ -29,6 +29,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#if KGROUP_TEST_GSSAPI
+#include <gssapi/gssapi.h>
+#include <gssapi/gssapi_ext.h>
+#include <gssapi/gssapi_krb5.h>
+#endif
+
 #include "base/base64.hpp"
 #include "base/json.hpp"
 #include "kafka_relay.hpp"
@@ -168,6 +174,9 @@ class sasl_authenticator {
   };
 
   sasl_authenticator(const front_state& front, std::string mechanism) : front_(front), mechanism_(std::move(mechanism)) {}
+  ~sasl_authenticator();
+  sasl_authenticator(const sasl_authenticator&) = delete;
+  sasl_authenticator& operator=(const sasl_authenticator&) = delete;
 
   result step(std::span<const std::uint8_t> in);
 
@@ -181,6 +190,7 @@ class sasl_authenticator {
   result scram_first(std::string_view msg);
   result scram_final(std::string_view msg);
   result oauthbearer(std::string_view msg);
+  result gssapi(std::span<const std::uint8_t> in);
   static result fail(std::string error) { return {outcome::failure, {}, std::move(error)}; }
 
   const front_state& front_;
@@ -193,10 +203,23 @@ class sasl_authenticator {
   const scram_credential* credential_ = nullptr;
   // OAUTHBEARER: the error sent as challenge, reported when the client acknowledges it
   std::string oauth_error_;
+#if KGROUP_TEST_GSSAPI
+  // GSSAPI: 0 context tokens, 1 the context is complete and its last token sent (the client's
+  // empty answer is due), 2 the security-layer offer sent (the client's wrapped answer is due)
+  gss_ctx_id_t gss_ctx_ = GSS_C_NO_CONTEXT;
+  int gss_stage_ = 0;
+#endif
 };
 
 struct front_state {
   secure_front_options options;
+#if KGROUP_TEST_GSSAPI
+  gss_cred_id_t gss_acceptor = GSS_C_NO_CREDENTIAL;  // from options.gssapi_keytab
+  ~front_state() {
+    OM_uint32 minor = 0;
+    if (gss_acceptor != GSS_C_NO_CREDENTIAL) gss_release_cred(&minor, &gss_acceptor);
+  }
+#endif
   // mechanism -> user -> credential
   std::map<std::string, std::map<std::string, scram_credential>> scram;
 
@@ -211,7 +234,108 @@ struct front_state {
   }
 };
 
+sasl_authenticator::~sasl_authenticator() {
+#if KGROUP_TEST_GSSAPI
+  OM_uint32 minor = 0;
+  if (gss_ctx_ != GSS_C_NO_CONTEXT) gss_delete_sec_context(&minor, &gss_ctx_, GSS_C_NO_BUFFER);
+#endif
+}
+
+#if KGROUP_TEST_GSSAPI
+namespace {
+std::string gss_text(OM_uint32 major, OM_uint32 minor) {
+  std::string out;
+  for (const auto& [code, type] : {std::pair{major, GSS_C_GSS_CODE}, std::pair{minor, GSS_C_MECH_CODE}}) {
+    OM_uint32 ctx = 0;
+    do {
+      OM_uint32 m = 0;
+      gss_buffer_desc b = GSS_C_EMPTY_BUFFER;
+      if (GSS_ERROR(gss_display_status(&m, code, type, gss_mech_krb5, &ctx, &b))) break;
+      out += (out.empty() ? "" : "; ") + std::string(static_cast<const char*>(b.value), b.length);
+      gss_release_buffer(&m, &b);
+    } while (ctx != 0);
+  }
+  return out;
+}
+bytes take_buffer(gss_buffer_desc& b) {
+  bytes out(static_cast<const std::uint8_t*>(b.value), static_cast<const std::uint8_t*>(b.value) + b.length);
+  OM_uint32 m = 0;
+  gss_release_buffer(&m, &b);
+  return out;
+}
+}  // namespace
+
+// Kafka's GSSAPI server (the JDK's GssKrb5Server, QOP auth): accept the context; its last token
+// (the AP-REP) is answered by the client with an empty message; then the wrapped offer "no layer,
+// max 65536"; the client's wrapped answer must choose no layer (any authzid: Kafka's callback
+// handler authorizes the authenticated principal whatever the client asks for).
+sasl_authenticator::result sasl_authenticator::gssapi(std::span<const std::uint8_t> in) {
+  const std::string invalid =
+      "Authentication failed during authentication due to invalid credentials with SASL mechanism GSSAPI";
+  OM_uint32 minor = 0;
+  const auto send_offer = [&]() -> result {
+    bytes offer{0x01, 0x01, 0x00, 0x00};
+    gss_buffer_desc inb{offer.size(), offer.data()};
+    gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+    const OM_uint32 major = gss_wrap(&minor, gss_ctx_, 0, GSS_C_QOP_DEFAULT, &inb, nullptr, &out);
+    if (GSS_ERROR(major)) return fail(invalid + ": gss_wrap: " + gss_text(major, minor));
+    gss_stage_ = 2;
+    return {outcome::challenge, take_buffer(out), {}};
+  };
+  if (gss_stage_ == 0) {
+    gss_buffer_desc inb{in.size(), const_cast<std::uint8_t*>(in.data())};
+    gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+    gss_name_t client = GSS_C_NO_NAME;
+    OM_uint32 time_rec = 0;
+    const OM_uint32 major =
+        gss_accept_sec_context(&minor, &gss_ctx_, front_.gss_acceptor, &inb, GSS_C_NO_CHANNEL_BINDINGS,
+                               &client, nullptr, &out, nullptr, &time_rec, nullptr);
+    if (GSS_ERROR(major)) {
+      if (client != GSS_C_NO_NAME) gss_release_name(&minor, &client);
+      return fail(invalid + ": " + gss_text(major, minor));
+    }
+    bytes token = take_buffer(out);
+    if ((major & GSS_S_CONTINUE_NEEDED) != 0) return {outcome::challenge, std::move(token), {}};
+    gss_buffer_desc name = GSS_C_EMPTY_BUFFER;
+    gss_display_name(&minor, client, &name, nullptr);
+    principal_.assign(static_cast<const char*>(name.value), name.length);
+    gss_release_buffer(&minor, &name);
+    gss_release_name(&minor, &client);
+    // The session cannot outlive the client's ticket (Kafka caps connections.max.reauth.ms so).
+    if (time_rec != GSS_C_INDEFINITE) {
+      expiry_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count() +
+                   std::int64_t{time_rec} * 1000;
+    }
+    if (!token.empty()) {
+      gss_stage_ = 1;
+      return {outcome::challenge, std::move(token), {}};
+    }
+    return send_offer();
+  }
+  if (gss_stage_ == 1) return send_offer();  // (the client's empty answer to the AP-REP)
+  gss_buffer_desc inb{in.size(), const_cast<std::uint8_t*>(in.data())};
+  gss_buffer_desc out = GSS_C_EMPTY_BUFFER;
+  const OM_uint32 major = gss_unwrap(&minor, gss_ctx_, &inb, &out, nullptr, nullptr);
+  if (GSS_ERROR(major)) return fail(invalid + ": gss_unwrap: " + gss_text(major, minor));
+  const bytes answer = take_buffer(out);
+  if (answer.size() < 4 || answer[0] != 0x01)
+    return fail(invalid + ": the client did not choose the offered layer");
+  gss_stage_ = 3;
+  return {outcome::success, {}, {}};
+}
+#else
+sasl_authenticator::result sasl_authenticator::gssapi(std::span<const std::uint8_t>) {
+  return fail("GSSAPI is not available in this build");
+}
+#endif
+
 sasl_authenticator::result sasl_authenticator::step(std::span<const std::uint8_t> in) {
+  if (mechanism_ == "GSSAPI") {
+    ++round_;
+    return gssapi(in);
+  }
   const std::string msg = to_string(in);
   const int round = round_++;
   if (mechanism_ == "PLAIN") return plain(msg);
@@ -744,6 +868,10 @@ awaitable<void> secure_front::impl::accept_loop(listener& l) {
   }
 }
 
+bool secure_front::gssapi_available() {
+  return KGROUP_TEST_GSSAPI != 0;
+}
+
 secure_front::secure_front(const mock_cluster& cluster, secure_front_options options)
     : secure_front(
           [&cluster] {
@@ -757,9 +885,25 @@ secure_front::secure_front(const std::vector<broker_address>& upstream, secure_f
     : impl_(std::make_unique<impl>()) {
   impl& f = *impl_;
   f.options = std::move(options);
-  static const std::vector<std::string> known = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
+  static const std::vector<std::string> known = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
+                                                 "GSSAPI"};
   for (const auto& m : f.options.sasl_mechanisms) {
     if (std::find(known.begin(), known.end(), m) == known.end()) throw std::runtime_error("secure_front: unknown SASL mechanism " + m);
+    if (m == "GSSAPI") {
+#if KGROUP_TEST_GSSAPI
+      if (f.options.gssapi_keytab.empty())
+        throw std::runtime_error("secure_front: GSSAPI needs gssapi_keytab");
+      gss_key_value_element_desc element{"keytab", f.options.gssapi_keytab.c_str()};
+      gss_key_value_set_desc store{1, &element};
+      OM_uint32 minor = 0;
+      const OM_uint32 major = gss_acquire_cred_from(&minor, GSS_C_NO_NAME, GSS_C_INDEFINITE, GSS_C_NO_OID_SET,
+                                                    GSS_C_ACCEPT, &store, &f.gss_acceptor, nullptr, nullptr);
+      if (GSS_ERROR(major))
+        throw std::runtime_error("secure_front: GSSAPI acceptor: " + gss_text(major, minor));
+#else
+      throw std::runtime_error("secure_front: GSSAPI needs a build with MIT Kerberos");
+#endif
+    }
     if (m.rfind("SCRAM-", 0) == 0) {
       auto& creds = f.scram[m];
       for (const auto& [user, password] : f.options.users) creds[user] = make_scram_credential(m, password);

@@ -10,6 +10,9 @@
 //     not enabled, then the connection is closed. v0 means raw SASL tokens follow (size-prefixed,
 //     no Kafka header; kafka-python does this), v1 means SaslAuthenticate requests follow. On a
 //     front without SASL: ILLEGAL_SASL_STATE (34).
+//   - GSSAPI (Kerberos): the JDK server's exchange (context tokens, an empty client answer to the
+//     AP-REP, the wrapped offer "no security layer", the client's wrapped choice), with a service
+//     keytab (test_kdc); the session lifetime is capped by the client's ticket.
 //   - SaslAuthenticate: PLAIN (authzid empty or the user), SCRAM-SHA-256/512 (two rounds, the
 //     server holds only salt, 4096 iterations, StoredKey and ServerKey; server-final "v=..."),
 //     OAUTHBEARER (RFC 7628 "n,,\x01auth=Bearer <jwt>\x01\x01" with an unsecured JWT: header alg
@@ -60,7 +63,8 @@ struct secure_front_options {
   front_tls_versions tls_versions = front_tls_versions::tls12_and_13;
 
   // ---- SASL ----
-  /// Enabled mechanisms: any of "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER".
+  /// Enabled mechanisms: any of "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
+  /// "GSSAPI" (with gssapi_keytab, in builds with MIT Kerberos: gssapi_available()).
   /// Empty: no SASL (requests are relayed right away).
   std::vector<std::string> sasl_mechanisms;
   /// Users for PLAIN and SCRAM: name -> password. For SCRAM the front keeps only the salted
@@ -69,7 +73,12 @@ struct secure_front_options {
   /// OAUTHBEARER: if not empty, the token's "scope" claim (space-separated string or array) must
   /// contain it.
   std::string oauth_required_scope;
-  /// KIP-368 (connections.max.reauth.ms); 0 = sessions do not expire.
+  /// GSSAPI: the brokers' service keytab (test_kdc::service_keytab()); the acceptor takes any of
+  /// its principals (kafka/<host the client connected to>). The principal is the client's full
+  /// Kerberos name (alice@REALM).
+  std::string gssapi_keytab;
+  /// KIP-368 (connections.max.reauth.ms); 0 = sessions do not expire. (For OAUTHBEARER and
+  /// GSSAPI at most the token's or the ticket's remaining life.)
   std::int64_t session_lifetime_ms = 0;
 
   // ---- faults ----
@@ -115,6 +124,8 @@ class secure_front {
   /// The listener port in front of broker `broker_id` (1..N).
   [[nodiscard]] std::uint16_t port_of(std::int32_t broker_id) const;
   [[nodiscard]] const secure_front_options& options() const;
+  /// Whether the front can run GSSAPI (test support built with MIT Kerberos).
+  static bool gssapi_available();
 
   [[nodiscard]] secure_front_counters counters() const;
 

@@ -333,7 +333,7 @@ struct setup_rig {
 
   explicit setup_rig(const char* mechanism, bool tokens = false)
       : creds{mechanism, "user", "pencil", "rOprNGfwEbeRWgbNEkqO", {}},
-        setup(core, {std::string(mechanism).empty() ? nullptr : &creds, tokens, 7}) {}
+        setup(core, {std::string(mechanism).empty() ? nullptr : &creds, tokens, 7, {}}) {}
 
   setup_action carry(setup_action a) {
     if (is_send(a.what)) {
