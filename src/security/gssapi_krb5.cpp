@@ -201,7 +201,7 @@ class krb5_gss_context : public gss_context {
         input.empty() ? GSS_C_NO_BUFFER : &in, nullptr, &out, nullptr, nullptr);
     if (GSS_ERROR(major)) {
       OM_uint32 ignored = 0;
-      if (out.length != 0) gss_release_buffer(&ignored, &out);
+      gss_release_buffer(&ignored, &out);  // a failed step can still hand back a token
       return failure("gss_init_sec_context", major, minor);
     }
     gss_result r;
