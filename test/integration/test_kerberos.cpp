@@ -68,6 +68,12 @@ secure_front_options gssapi_front(const realm& r) {
   return fo;
 }
 
+// The topic every case reads, with its records.
+void seed(mock_cluster& mc) {
+  mc.create_topic(topic, partitions);
+  mc.produce(topic, records);
+}
+
 kgroup::Config gssapi_config(const secure_front& front, const std::string& group) {
   kgroup::Config cfg = test_config(front.bootstrap_servers())
                            .group(group)
@@ -123,8 +129,7 @@ TEST_CASE("kerberos: a consumer authenticates with GSSAPI from a keytab and cons
   if (!kerberos_ready()) return;
   realm r;
   mock_cluster mc(2);
-  mc.create_topic(topic, partitions);
-  mc.produce(topic, records);
+  seed(mc);
   secure_front front(mc, gssapi_front(r));
   auto cfg = gssapi_config(front, "g-krb");
   const std::string how = GENERATE(as<std::string>{}, "librdkafka keys", "JAAS line");
@@ -160,8 +165,7 @@ TEST_CASE(
   if (!kerberos_ready()) return;
   realm r;
   mock_cluster mc(1);
-  mc.create_topic(topic, partitions);
-  mc.produce(topic, records);
+  seed(mc);
   secure_front front(mc, gssapi_front(r));
   auto cfg = gssapi_config(front, "g-krb-fail");
   std::vector<std::string> must_contain;
@@ -215,8 +219,7 @@ TEST_CASE("kerberos: a KDC that does not answer is retried, not fatal; the consu
   if (!kerberos_ready()) return;
   realm r;
   mock_cluster mc(1);
-  mc.create_topic(topic, partitions);
-  mc.produce(topic, records);
+  seed(mc);
   secure_front front(mc, gssapi_front(r));
   auto cfg = gssapi_config(front, "g-krb-kdc-down");
   cfg.set("sasl.kerberos.principal", r.kdc.principal("alice")).set("sasl.kerberos.keytab", r.alice_keytab);
@@ -268,8 +271,7 @@ TEST_CASE("kerberos: KIP-368 re-authentication with GSSAPI keeps the group runni
   if (!kerberos_ready()) return;
   realm r;
   mock_cluster mc(2);
-  mc.create_topic(topic, partitions);
-  mc.produce(topic, records);
+  seed(mc);
   auto fo = gssapi_front(r);
   fo.session_lifetime_ms = 1500;
   secure_front front(mc, fo);
@@ -298,8 +300,7 @@ TEST_CASE(
   // the client keytab).
   realm r({}, 3);
   mock_cluster mc(1);
-  mc.create_topic(topic, partitions);
-  mc.produce(topic, records);
+  seed(mc);
   auto fo = gssapi_front(r);
   fo.session_lifetime_ms = 60'000;  // Kafka caps only with connections.max.reauth.ms set
   secure_front front(mc, fo);
