@@ -1,5 +1,6 @@
 #include "data/record_cursor.hpp"
 
+#include "base/sim_mutants.hpp"
 #include "data/make_record.hpp"
 
 #include <algorithm>
@@ -102,6 +103,13 @@ record_cursor::stop record_cursor::read(poll_batch& out, std::size_t max_records
       // The next position is past the batch's last offset, also when compaction removed its
       // trailing records (the fetcher continues from there too).
       const auto& h = c.batch.header();
+#ifdef KGROUP_SIM_MUTANTS
+      // kgroup-sim's compacted_tail mutant: the position stays after the batch's last record.
+      if (sim::mutant_enabled("compacted_tail")) {
+        c.in_batch = false;
+        continue;
+      }
+#endif
       if (h.last_offset() >= pos->position) advance_below_limit(h.last_offset() + 1, batch_epoch(h));
       c.in_batch = false;
       continue;

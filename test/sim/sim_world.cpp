@@ -54,6 +54,7 @@ std::int16_t code(kafka_errc e) {
 struct log_entry {
   std::int64_t id;
   std::int32_t epoch;
+  bool compacted = false;  // removed by the log cleaner: its batch keeps the offset, not the record
 };
 
 // The leader's log of one partition. Offsets are dense: entries[o] is offset o (the ones below
@@ -95,7 +96,9 @@ class simulation : public detail::fetcher_port {
       : rng_(seed),
         verbose_(verbose),
         policy_(prng(seed ^ 0x5bd1e995u).below(100) < 15 ? data::reset_policy::latest
-                                                         : data::reset_policy::earliest) {}
+                                                         : data::reset_policy::earliest),
+        compaction_rng_(seed ^ 0x2545f491u),
+        compacted_topic_(compaction_rng_.below(100) < 30) {}
 
   run_result run();
 
@@ -200,6 +203,9 @@ class simulation : public detail::fetcher_port {
   void setup();
   void produce();
   void fault();
+  void compact();
+  bool compacted_between(const TopicPartition& tp, std::int64_t from, std::int64_t to) const;
+  bool compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to, std::int64_t id) const;
   void refresh_truth();
   partition_log& log(const TopicPartition& tp) { return logs_.at(tp); }
 
@@ -250,9 +256,17 @@ class simulation : public detail::fetcher_port {
   std::int64_t next_id_ = 1;
   std::map<std::int64_t, std::pair<TopicPartition, std::int64_t>> appended_at_;  // id -> where
   std::map<std::int64_t, time_point> died_;  // id -> when an unclean election truncated it
+  // Every record ever appended at each offset (branches diverge after unclean elections), and the
+  // ones the cleaner removed.
+  std::map<TopicPartition, std::map<std::int64_t, std::vector<std::int64_t>>> ids_at_;
+  std::set<std::int64_t> compacted_ids_;
 
   // Client: the background side.
   data::reset_policy policy_;
+  // Log compaction (about 30 % of the seeds) draws from a PRNG of its own, so the other seeds'
+  // schedules are what they were before it existed.
+  prng compaction_rng_;
+  bool compacted_topic_;
   data::fetch_positions fp_{policy_, [this](const std::string& r) { note("REFUSED " + r); }};
   data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
   detail::fetch_chains chains_;  // fetcher.cpp's: the application's restarts received (fetched_data::chain)
@@ -309,6 +323,7 @@ void simulation::setup() {
     const auto n = rng_.below(40);
     for (std::int64_t o = 0; o < n; ++o) {
       l.entries.push_back({next_id_, 0});
+      ids_at_[tp][o].push_back(next_id_);
       appended_at_[next_id_++] = {tp, o};
     }
     if (n > 0 && rng_.chance(0.5)) l.committed = {rng_.below(n + 1), rng_.chance(0.5) ? 0 : -1};
@@ -326,9 +341,10 @@ void simulation::setup() {
   refresh_truth();
   md_ = truth_;
   md_.refreshes = ++refreshes_;
-  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}", brokers_, partitions,
+  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}", brokers_, partitions,
                    duration.count(), policy_ == data::reset_policy::latest ? "latest" : "earliest",
-                   auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : ""));
+                   auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : "",
+                   compacted_topic_ ? ", compacted topic" : ""));
 }
 
 void simulation::refresh_truth() {
@@ -349,6 +365,7 @@ void simulation::produce() {
   const auto n = rng_.between(1, 8);
   l.batch_starts.insert(l.end());
   for (std::int64_t i = 0; i < n; ++i) {
+    ids_at_[tp][l.end()].push_back(next_id_);
     appended_at_[next_id_] = {tp, l.end()};
     l.entries.push_back({next_id_++, l.epoch});
   }
@@ -396,6 +413,60 @@ void simulation::fault() {
   }
   refresh_truth();
   at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
+}
+
+// The log cleaner of a compacted topic: records below the active segment (here: the last batch)
+// are removed, their batches stay with their offsets (a batch's last offset is kept even when its
+// trailing records go, and a batch left empty is kept too, as Kafka keeps batches whose producer
+// state it needs). The fetcher continues after a batch's last offset, and the reader must too.
+void simulation::compact() {
+  if (!fault_phase()) return;
+  auto& crng = compaction_rng_;
+  auto it = logs_.begin();
+  std::advance(it, crng.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  const std::int64_t active = l.batch_starts.empty() ? 0 : *l.batch_starts.rbegin();
+  const std::int64_t from = std::max(l.log_start, active - crng.between(1, 60));
+  std::int64_t removed = 0;
+  for (std::int64_t o = from; o < active; ++o) {
+    auto& e = l.entries[static_cast<std::size_t>(o)];
+    if (!e.compacted && crng.chance(0.4)) {
+      e.compacted = true;
+      compacted_ids_.insert(e.id);
+      ++removed;
+    }
+  }
+  if (removed > 0)
+    note(fmt::format("FAULT compaction {}: {} records removed in [{}, {})", name(tp), removed, from, active));
+  at(now_ + milliseconds(crng.between(200, 2000)), "compact", [this] { compact(); });
+}
+
+// Whether every offset in [from, to) of the partition's log holds a record the cleaner removed.
+bool simulation::compacted_between(const TopicPartition& tp, std::int64_t from, std::int64_t to) const {
+  const auto& l = logs_.at(tp);
+  if (from >= to || to > l.end() || from < 0) return false;
+  for (std::int64_t o = from; o < to; ++o) {
+    if (!l.entries[static_cast<std::size_t>(o)].compacted) return false;
+  }
+  return true;
+}
+
+// The same for the branch of the log record `id` belongs to (which an unclean election may have
+// truncated since): at each offset, the last record appended there before `id`.
+bool simulation::compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to,
+                                  std::int64_t id) const {
+  if (from >= to || from < 0) return false;
+  const auto& at = ids_at_.at(tp);
+  for (std::int64_t o = from; o < to; ++o) {
+    const auto ids = at.find(o);
+    if (ids == at.end()) return false;
+    std::int64_t branch = -1;
+    for (const auto i : ids->second) {
+      if (i < id) branch = std::max(branch, i);
+    }
+    if (branch < 0 || !compacted_ids_.count(branch)) return false;
+  }
+  return true;
 }
 
 // ---- the driver glue ------------------------------------------------------------------------------
@@ -714,17 +785,22 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
         std::int64_t b = o;
         std::vector<protocol::record_input> recs;
         while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
-          const auto& v = values.emplace_back(std::to_string(l.entries[static_cast<std::size_t>(b)].id));
-          recs.push_back({std::nullopt,
-                          protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
-                          1,
-                          {},
-                          {}});
+          const auto& e = l.entries[static_cast<std::size_t>(b)];
+          if (!e.compacted) {
+            const auto& v = values.emplace_back(std::to_string(e.id));
+            recs.push_back({std::nullopt,
+                            protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
+                            1,
+                            {},
+                            static_cast<std::int32_t>(b - o)});
+          }
           ++b;
         }
         protocol::batch_encode_options opts;
         opts.base_offset = o;
         opts.partition_leader_epoch = epoch;
+        opts.last_offset_delta =
+            static_cast<std::int32_t>(b - 1 - o);  // kept when compaction removed the tail
         if (protocol::encode_record_batch(recs, opts, buf)) fail("codec", "record batch does not encode");
         o = b;
       }
@@ -845,7 +921,8 @@ void simulation::on_position_event(const detail::position_event& e) {
       // Forward only past records retention removed (a reset to the log's start), by seek_to, or
       // by a reset with auto.offset.reset=latest.
       const bool why = seek_tos_pending_[tp] > 0 || (e.forced && log(tp).log_start > exp->second) ||
-                       (e.forced && policy_ == data::reset_policy::latest);
+                       (e.forced && policy_ == data::reset_policy::latest) ||
+                       compacted_between(tp, exp->second, after->offset);
       if (!why)
         fail("2 (no skip)",
              fmt::format(
@@ -870,7 +947,7 @@ void simulation::check_record(const ConsumerRecord& r) {
                          ? std::string("nowhere")
                          : fmt::format("{} offset {}", name(w->second.first), w->second.second)));
   const auto exp = expected_.find(tp);
-  if (exp == expected_.end() || r.offset != exp->second)
+  if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
                                     name(tp), r.offset, exp == expected_.end() ? -1 : exp->second));
   if (const auto d = died_.find(id); d != died_.end()) {
@@ -999,7 +1076,10 @@ void simulation::check_end() {
   for (const auto& [tp, l] : logs_) {
     const auto pos = reader_.positions().position(tp);
     const auto exp = expected_.find(tp);
-    if (!pos || pos->offset != l.end() || exp == expected_.end() || exp->second != l.end()) {
+    // The application's last record may be followed by offsets the cleaner emptied (an unclean
+    // election can cut the log back into a compacted stretch); the reader's position is past them.
+    if (!pos || pos->offset != l.end() || exp == expected_.end() ||
+        (exp->second != l.end() && !compacted_between(tp, exp->second, l.end()))) {
       std::string events;
       for (const auto& line : part_trace_[tp]) events += "\n" + line;
       fail("6 (liveness)",
@@ -1027,6 +1107,8 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(0, 50)), "produce", [this] { produce(); });
     at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
     at(now_ + milliseconds(rng_.between(1, 40)), "app: poll", [this] { poll(); });
+    if (compacted_topic_)
+      at(now_ + milliseconds(compaction_rng_.between(200, 2000)), "compact", [this] { compact(); });
     if (auto_commit_on_)
       at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
     at(end_at_, "end", [this, &ended] {
@@ -1035,7 +1117,8 @@ run_result simulation::run() {
     });
     while (!ended && !queue_.empty()) {
       auto [what, f] = queue_.next();
-      if (what != "produce" && what != "app: poll" && what != "fault") note(std::move(what));
+      if (what != "produce" && what != "app: poll" && what != "fault" && what != "compact")
+        note(std::move(what));
       f();
       if (fp_.invalid_transitions() != 0)
         fail("5 (no invalid transition)", "fetch_positions refused: " + fp_.last_refusal());
