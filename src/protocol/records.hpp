@@ -397,6 +397,9 @@ struct legacy_encode_options {
   /// With log_append_time: the wrapper timestamp; otherwise the wrapper carries the largest
   /// inner timestamp.
   std::int64_t log_append_time = -1;
+  /// A compressed wrapper's offset other than the last input's: a magic-0 wrapper past its last
+  /// message, as compaction leaves one whose last messages it removed.
+  std::optional<std::int64_t> wrapper_offset;
 };
 
 /// Appends a legacy (magic 0 or 1) message set to `out`, with correct CRC-32s. For tests of the

@@ -159,7 +159,8 @@ std::error_code encode_legacy(std::span<const legacy_message_input> messages,
   bytes packed;
   if (auto ec = compress(opts.codec, inner, packed)) return ec;
   const auto attributes = static_cast<std::int8_t>(static_cast<int>(opts.codec) | ts_bit);
-  return write_legacy_message(out, opts.magic, attributes, messages.back().offset,
+  return write_legacy_message(out, opts.magic, attributes,
+                              opts.wrapper_offset.value_or(messages.back().offset),
                               log_append ? opts.log_append_time : max_ts, std::nullopt, byte_view(packed));
 }
 

@@ -97,7 +97,7 @@ void usage() {
                "[--verbose]\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
                "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
-               "         reset_keeps_queued compacted_tail;\n"
+               "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
                "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent;\n"
                "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
       "seek_to_consumed",   "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
       "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
       "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
-      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "compacted_tail"};
+      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "compacted_tail",
+      "legacy_wrapper_end"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;

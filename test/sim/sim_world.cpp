@@ -98,7 +98,8 @@ class simulation : public detail::fetcher_port {
         policy_(prng(seed ^ 0x5bd1e995u).below(100) < 15 ? data::reset_policy::latest
                                                          : data::reset_policy::earliest),
         compaction_rng_(seed ^ 0x2545f491u),
-        compacted_topic_(compaction_rng_.below(100) < 30) {}
+        compacted_topic_(compaction_rng_.below(100) < 30),
+        legacy_history_(compacted_topic_ && compaction_rng_.chance(0.5)) {}
 
   run_result run();
 
@@ -267,6 +268,11 @@ class simulation : public detail::fetcher_port {
   // schedules are what they were before it existed.
   prng compaction_rng_;
   bool compacted_topic_;
+  // Half of the compacted topics were written before the upgrade to record batches: their history
+  // (what was there before the consumer started) is served as magic-0 gzip wrappers, whose offset
+  // stays when the cleaner removes their last messages (Fetch answers never convert old data up).
+  bool legacy_history_;
+  std::map<TopicPartition, std::int64_t> history_end_;
   data::fetch_positions fp_{policy_, [this](const std::string& r) { note("REFUSED " + r); }};
   data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
   detail::fetch_chains chains_;  // fetcher.cpp's: the application's restarts received (fetched_data::chain)
@@ -326,6 +332,21 @@ void simulation::setup() {
       ids_at_[tp][o].push_back(next_id_);
       appended_at_[next_id_++] = {tp, o};
     }
+    history_end_[tp] = n;
+    if (compacted_topic_ && n > 1) {
+      // The cleaner has been over the history already; it keeps at least one record of it.
+      std::int64_t kept = 0;
+      for (std::int64_t o = 0; o < n; ++o) {
+        auto& e = l.entries[static_cast<std::size_t>(o)];
+        if (o == n - 1 && kept == 0) break;
+        if (compaction_rng_.chance(0.4)) {
+          e.compacted = true;
+          compacted_ids_.insert(e.id);
+        } else {
+          ++kept;
+        }
+      }
+    }
     if (n > 0 && rng_.chance(0.5)) l.committed = {rng_.below(n + 1), rng_.chance(0.5) ? 0 : -1};
     if (l.committed.offset >= 0) last_commit_[tp] = l.committed.offset;
     owned_.insert(tp);
@@ -341,10 +362,11 @@ void simulation::setup() {
   refresh_truth();
   md_ = truth_;
   md_.refreshes = ++refreshes_;
-  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}", brokers_, partitions,
+  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}{}", brokers_, partitions,
                    duration.count(), policy_ == data::reset_policy::latest ? "latest" : "earliest",
                    auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : "",
-                   compacted_topic_ ? ", compacted topic" : ""));
+                   compacted_topic_ ? ", compacted topic" : "",
+                   legacy_history_ ? " (history in magic 0)" : ""));
 }
 
 void simulation::refresh_truth() {
@@ -388,9 +410,13 @@ void simulation::fault() {
   } else if (kind < 7) {
     // An unclean election: the new leader's log ends at a random offset at or below the old
     // one's; later appends diverge from what was fetched.
-    const std::int64_t cut = rng_.between(std::max(l.log_start, l.end() - 30), l.end());
+    // Not into magic-0 history: its records carry no leader epoch, so no client can tell a
+    // position there diverged (Java and kgroup validate only positions with an epoch).
+    const std::int64_t lowest = legacy_history_ ? std::max(l.log_start, history_end_[tp]) : l.log_start;
+    const std::int64_t cut = rng_.between(std::max(lowest, l.end() - 30), std::max(lowest, l.end()));
     for (std::int64_t o = cut; o < l.end(); ++o) died_[l.entries[static_cast<std::size_t>(o)].id] = now_;
     l.entries.resize(static_cast<std::size_t>(cut));
+    history_end_[tp] = std::min(history_end_[tp], cut);  // what follows is written as record batches
     l.batch_starts.erase(l.batch_starts.lower_bound(cut), l.batch_starts.end());
     std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
     l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
@@ -796,11 +822,25 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
           }
           ++b;
         }
+        if (legacy_history_ && b <= history_end_[tp]) {
+          // A magic-0 gzip wrapper at the batch's last offset; its messages carry absolute offsets.
+          // A wrapper the cleaner emptied is gone (the next batch answers).
+          std::vector<protocol::legacy_message_input> msgs;
+          for (const auto& in : recs) msgs.push_back({o + *in.offset_delta, -1, std::nullopt, in.value});
+          protocol::legacy_encode_options lo;
+          lo.magic = 0;
+          lo.codec = protocol::compression::gzip;
+          lo.wrapper_offset = b - 1;
+          if (!msgs.empty() && protocol::encode_legacy_message_set(msgs, lo, buf))
+            fail("codec", "legacy message set does not encode");
+          o = b;
+          continue;
+        }
         protocol::batch_encode_options opts;
         opts.base_offset = o;
         opts.partition_leader_epoch = epoch;
         opts.last_offset_delta =
-            static_cast<std::int32_t>(b - 1 - o);  // kept when compaction removed the tail
+            static_cast<std::int32_t>(b - 1 - o);  // kept when the cleaner removed the tail
         if (protocol::encode_record_batch(recs, opts, buf)) fail("codec", "record batch does not encode");
         o = b;
       }

@@ -318,9 +318,11 @@ TEST_CASE("records: literal legacy magic-1 and magic-0 messages", "[records][leg
   // Our encoder produces the same bytes for the same messages.
   bytes enc;
   const legacy_message_input m1{42, 1234, view("k"), view("vv")};
-  REQUIRE_FALSE(encode_legacy_message_set({&m1, 1}, {1, compression::none, timestamp_type::create_time, -1}, enc));
+  REQUIRE_FALSE(encode_legacy_message_set(
+      {&m1, 1}, {1, compression::none, timestamp_type::create_time, -1, std::nullopt}, enc));
   const legacy_message_input m0{43, -1, std::nullopt, view("abc")};
-  REQUIRE_FALSE(encode_legacy_message_set({&m0, 1}, {0, compression::none, timestamp_type::create_time, -1}, enc));
+  REQUIRE_FALSE(encode_legacy_message_set(
+      {&m0, 1}, {0, compression::none, timestamp_type::create_time, -1, std::nullopt}, enc));
   CHECK(enc == data);
 }
 
@@ -615,6 +617,25 @@ TEST_CASE("records: a legacy wrapper's offset is its batch's last offset, or it 
     CHECK(d.batches[0].base_offset == 50);
     CHECK(d.batches[0].last_offset() == 60);
     CHECK(d.batches[0].record_count == 3);
+    REQUIRE(d.records.size() == 3);
+    CHECK(d.records[2].offset == 52);
+  }
+  SECTION(
+      "magic 0 from the encoder, its wrapper_offset past the last message (kgroup-sim's compacted history)") {
+    const bytes x = to_bytes("x");
+    std::vector<legacy_message_input> msgs;
+    for (std::int64_t o : {50, 51, 52}) msgs.push_back({o, -1, std::nullopt, byte_view(x)});
+    legacy_encode_options opts;
+    opts.magic = 0;
+    opts.codec = compression::gzip;
+    opts.wrapper_offset = 60;
+    bytes data;
+    REQUIRE_FALSE(encode_legacy_message_set(msgs, opts, data));
+    auto d = decode_all(data);
+    REQUIRE_FALSE(d.error);
+    REQUIRE(d.batches.size() == 1);
+    CHECK(d.batches[0].base_offset == 50);
+    CHECK(d.batches[0].last_offset() == 60);
     REQUIRE(d.records.size() == 3);
     CHECK(d.records[2].offset == 52);
   }
