@@ -91,14 +91,16 @@ struct args {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kgroup-sim [--group [--protocol classic|consumer]] [--seed S | --seeds N [--first "
-               "F|random]] [--time-budget SEC]\n"
+               "usage: kgroup-sim [--group [--protocol classic|consumer] [--static]] [--seed S | --seeds N "
+               "[--first F|random]] [--time-budget SEC]\n"
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
+               "--static: every classic group seed has static members (group.instance.id; else a third do)\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
                "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
                "         reset_keeps_queued;\n"
-               "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent;\n"
+               "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
+               "static_stale_join;\n"
                "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -137,6 +139,8 @@ int main(int argc, char** argv) {
       a.failure_exit = std::stoi(value());
     } else if (k == "--group") {
       a.group = true;
+    } else if (k == "--static") {
+      kgroup::sim::group_static = true;
     } else if (k == "--protocol") {
       const std::string v = value();
       if (v != "classic" && v != "consumer") {
@@ -162,7 +166,7 @@ int main(int argc, char** argv) {
       "seek_to_consumed",   "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
       "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
       "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
-      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken"};
+      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "static_stale_join"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
