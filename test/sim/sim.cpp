@@ -212,11 +212,15 @@ int main(int argc, char** argv) {
     }
     if (!r.ok) {
       failed_seed = seed;
+      // The replay line names the world too (--group, --protocol, --static, --mix-commits).
+      const std::string world =
+          std::string(a.group ? " --group" : "") + (a.consumer ? " --protocol consumer" : "") +
+          (kgroup::sim::group_static ? " --static" : "") + (kgroup::sim::mix_commits ? " --mix-commits" : "");
       std::printf(
-          "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim --seed %llu%s%s\n",
+          "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",
           static_cast<unsigned long long>(seed), mutant.empty() ? "" : ", mutant ", mutant.c_str(),
-          r.invariant.c_str(), r.message.c_str(), r.trace.c_str(), static_cast<unsigned long long>(seed),
-          mutant.empty() ? "" : " --mutant ", mutant.c_str());
+          r.invariant.c_str(), r.message.c_str(), r.trace.c_str(), world.c_str(),
+          static_cast<unsigned long long>(seed), mutant.empty() ? "" : " --mutant ", mutant.c_str());
       break;
     }
   }

@@ -9,7 +9,15 @@
 // rebalance timeout), Heartbeat, LeaveGroup, session expiry, OffsetCommit (accepted while Stable or
 // PreparingRebalance for the current generation, REBALANCE_IN_PROGRESS while CompletingRebalance)
 // and OffsetFetch; coordinator moves reload the group as last stored (at each SyncGroup of the
-// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile. The KIP-848 one is sim_group_consumer.cpp's.
+// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile. Static members (KIP-345; a third of the
+// seeds, every seed with --static) follow Kafka's GroupMetadataManager: a JoinGroup with a
+// group.instance.id needs no MEMBER_ID_REQUIRED round, one without a member id replaces the member
+// id the instance id had (Stable: no rebalance, the new id gets the old one's assignment, stored at
+// once; otherwise a rebalance), every request naming the instance id with another member id is
+// answered FENCED_INSTANCE_ID, a known member that joins again unchanged gets the current
+// generation back (Completing, or Stable and not the leader), and a static member that does not
+// rejoin stays in the generation until its session times out. The KIP-848 one is
+// sim_group_consumer.cpp's.
 //
 // Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
 // cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
@@ -20,10 +28,14 @@
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
 // commit_sync() of its positions, of explicit offsets retried after REBALANCE_IN_PROGRESS as
 // Java's documentation says, and inside the revoke callback), close(), crashes, process pauses
-// (both threads frozen, past the session timeout) and new members joining.
+// (both threads frozen, past the session timeout) and new members joining; and for static
+// members, a crash whose process restarts with the same group.instance.id, and a pause during
+// which a new process takes the instance id over (the paused one wakes as a zombie).
 //
 // Invariants, checked after every step:
-//   G1  classic: two members that are stable in the same generation own no partition in common.
+//   G1  classic: two members that are stable in the same generation own no partition in common
+//       (but two incarnations of one static member's process may: the coordinator fences all
+//       but one, and G2 holds for the fenced ones' commits).
 //       KIP-848 (epochs differ per member): the coordinator holds no partition for two members at
 //       once (assigned, or being revoked), and a member's core owns, while the coordinator knows
 //       it at its epoch (or the one before, whose answer may be on its way), only partitions the
@@ -32,13 +44,17 @@
 //       assigned it to (KIP-848: that holds it at the commit's member epoch);
 //   G3  a committed offset never moves back (there are no seeks here), and a member never
 //       commits past the position its application reached;
-//   G4  no membership core makes a transition its table refuses, or reports a fatal error;
+//   G4  no membership core makes a transition its table refuses, or reports a fatal error (but
+//       FENCED_INSTANCE_ID, for a member the coordinator did answer so: its application closes it,
+//       and its process starts again unless the one that took its instance id over runs);
 //   G5  a member leaves for max.poll.interval.ms only when its application spent that long
 //       outside poll() or inside one listener callback (time waiting inside poll() never counts);
 //   G6  after the faults stop, the group converges: one generation (group epoch, with the target
 //       assignment of that epoch), every member in it stable, every partition owned by exactly one
 //       member, read to its end by someone and committed there; and no offset of any partition
-//       was skipped (at-least-once across owners).
+//       was skipped (at-least-once across owners). One exception, Kafka's: a cooperative
+//       generation that holds a partition back for a revoking static member that a new process
+//       replaced without a rebalance leaves it unassigned (nobody rejoins for it).
 #include "sim_group.hpp"
 
 namespace kgroup::sim {
@@ -163,6 +179,11 @@ sim_member& simulation::add_member(int slot) {
 void simulation::crash(sim_member& m, const char* why) {
   note(fmt::format("FAULT {} {}", m.name, why));
   m.alive = false;
+}
+
+bool simulation::superseded(const sim_member& m) const {
+  return std::any_of(members_.begin(), members_.end(),
+                     [&](const auto& o) { return o->slot == m.slot && o->index > m.index; });
 }
 
 bool simulation::slot_alive(int slot, const sim_member* except) const {
@@ -1602,8 +1623,10 @@ run_result simulation::run() {
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");
-      if (live(members_) == 0 || std::none_of(members_.begin(), members_.end(), [](const auto& m) {
-            return m->alive && !m->closing && !m->close_requested;
+      // (A process whose slot started again after it is no member: its instance id went to the
+      // newer one, and it is fenced when it next asks.)
+      if (live(members_) == 0 || std::none_of(members_.begin(), members_.end(), [this](const auto& m) {
+            return m->alive && !m->closing && !m->close_requested && !m->fenced_fatal && !superseded(*m);
           }))
         add_member();
     });

@@ -307,6 +307,8 @@ class simulation {
   /// A new incarnation of `slot` at `when` (a restarted process, with its group.instance.id).
   void restart_slot(int slot, time_point when, const char* why);
   bool slot_alive(int slot, const sim_member* except) const;
+  /// A later incarnation of `m`'s process slot has started.
+  bool superseded(const sim_member& m) const;
   void static_fault(std::int64_t kind, sim_member& victim);
 
   // ---- the coordinator ----
