@@ -207,6 +207,19 @@ bool member::check_poll_timeout(time_point now) {
     actions_.emplace_back(send_leave_group{std::move(req)});
     in_flight_ = in_flight::leave;
     leave_sent_ = true;
+  } else if (opts_.group_instance_id && in_flight_ != in_flight::none && coord_.node()) {
+    // A static member sends no LeaveGroup: the request in flight belongs to the membership that
+    // just ended. A JoinGroup's answer would be taken for the rejoin after the next poll(),
+    // though its subscription still names the partitions that poll() reports lost (found by
+    // kgroup-sim --group --static: cooperative-sticky held them back for this member to revoke,
+    // and they stayed unassigned).
+#ifdef KGROUP_SIM_MUTANTS
+    if (!sim::mutant_enabled("static_stale_join"))
+#endif
+    {
+      actions_.emplace_back(abandon_requests{*coord_.node()});
+      in_flight_ = in_flight::none;
+    }
   }
   generation_ = -1;
   if (!opts_.group_instance_id) member_id_.clear();

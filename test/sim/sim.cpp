@@ -91,14 +91,16 @@ struct args {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kgroup-sim [--group [--protocol classic|consumer]] [--seed S | --seeds N [--first "
-               "F|random]] [--time-budget SEC]\n"
+               "usage: kgroup-sim [--group [--protocol classic|consumer] [--static]] [--seed S | --seeds N "
+               "[--first F|random]] [--time-budget SEC]\n"
                "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
                "[--verbose]\n"
+               "--static: every classic group seed has static members (group.instance.id; else a third do)\n"
                "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
                "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
                "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
-               "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent;\n"
+               "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
+               "static_stale_join;\n"
                "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -137,6 +139,8 @@ int main(int argc, char** argv) {
       a.failure_exit = std::stoi(value());
     } else if (k == "--group") {
       a.group = true;
+    } else if (k == "--static") {
+      kgroup::sim::group_static = true;
     } else if (k == "--protocol") {
       const std::string v = value();
       if (v != "classic" && v != "consumer") {
@@ -163,7 +167,7 @@ int main(int argc, char** argv) {
       "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
       "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
       "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "compacted_tail",
-      "legacy_wrapper_end"};
+      "legacy_wrapper_end", "static_stale_join"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
@@ -209,11 +213,15 @@ int main(int argc, char** argv) {
     }
     if (!r.ok) {
       failed_seed = seed;
+      // The replay line names the world too (--group, --protocol, --static, --mix-commits).
+      const std::string world =
+          std::string(a.group ? " --group" : "") + (a.consumer ? " --protocol consumer" : "") +
+          (kgroup::sim::group_static ? " --static" : "") + (kgroup::sim::mix_commits ? " --mix-commits" : "");
       std::printf(
-          "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim --seed %llu%s%s\n",
+          "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",
           static_cast<unsigned long long>(seed), mutant.empty() ? "" : ", mutant ", mutant.c_str(),
-          r.invariant.c_str(), r.message.c_str(), r.trace.c_str(), static_cast<unsigned long long>(seed),
-          mutant.empty() ? "" : " --mutant ", mutant.c_str());
+          r.invariant.c_str(), r.message.c_str(), r.trace.c_str(), world.c_str(),
+          static_cast<unsigned long long>(seed), mutant.empty() ? "" : " --mutant ", mutant.c_str());
       break;
     }
   }

@@ -9,7 +9,15 @@
 // rebalance timeout), Heartbeat, LeaveGroup, session expiry, OffsetCommit (accepted while Stable or
 // PreparingRebalance for the current generation, REBALANCE_IN_PROGRESS while CompletingRebalance)
 // and OffsetFetch; coordinator moves reload the group as last stored (at each SyncGroup of the
-// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile. The KIP-848 one is sim_group_consumer.cpp's.
+// leader) with COORDINATOR_LOAD_IN_PROGRESS meanwhile. Static members (KIP-345; a third of the
+// seeds, every seed with --static) follow Kafka's GroupMetadataManager: a JoinGroup with a
+// group.instance.id needs no MEMBER_ID_REQUIRED round, one without a member id replaces the member
+// id the instance id had (Stable: no rebalance, the new id gets the old one's assignment, stored at
+// once; otherwise a rebalance), every request naming the instance id with another member id is
+// answered FENCED_INSTANCE_ID, a known member that joins again unchanged gets the current
+// generation back (Completing, or Stable and not the leader), and a static member that does not
+// rejoin stays in the generation until its session times out. The KIP-848 one is
+// sim_group_consumer.cpp's.
 //
 // Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
 // cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
@@ -20,10 +28,14 @@
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
 // commit_sync() of its positions, of explicit offsets retried after REBALANCE_IN_PROGRESS as
 // Java's documentation says, and inside the revoke callback), close(), crashes, process pauses
-// (both threads frozen, past the session timeout) and new members joining.
+// (both threads frozen, past the session timeout) and new members joining; and for static
+// members, a crash whose process restarts with the same group.instance.id, and a pause during
+// which a new process takes the instance id over (the paused one wakes as a zombie).
 //
 // Invariants, checked after every step:
-//   G1  classic: two members that are stable in the same generation own no partition in common.
+//   G1  classic: two members that are stable in the same generation own no partition in common
+//       (but two incarnations of one static member's process may: the coordinator fences all
+//       but one, and G2 holds for the fenced ones' commits).
 //       KIP-848 (epochs differ per member): the coordinator holds no partition for two members at
 //       once (assigned, or being revoked), and a member's core owns, while the coordinator knows
 //       it at its epoch (or the one before, whose answer may be on its way), only partitions the
@@ -32,14 +44,22 @@
 //       assigned it to (KIP-848: that holds it at the commit's member epoch);
 //   G3  a committed offset never moves back (there are no seeks here), and a member never
 //       commits past the position its application reached;
-//   G4  no membership core makes a transition its table refuses, or reports a fatal error;
+//   G4  no membership core makes a transition its table refuses, or reports a fatal error (but
+//       FENCED_INSTANCE_ID, for a member the coordinator did answer so: its application closes it,
+//       and its process starts again unless the one that took its instance id over runs);
 //   G5  a member leaves for max.poll.interval.ms only when its application spent that long
 //       outside poll() or inside one listener callback (time waiting inside poll() never counts);
 //   G6  after the faults stop, the group converges: one generation (group epoch, with the target
 //       assignment of that epoch), every member in it stable, every partition owned by exactly one
 //       member, read to its end by someone and committed there; and no offset of any partition
-//       was skipped (at-least-once across owners).
+//       was skipped (at-least-once across owners). One exception, Kafka's: a cooperative
+//       generation that holds a partition back for a revoking static member that a new process
+//       replaced without a rebalance leaves it unassigned (nobody rejoins for it).
 #include "sim_group.hpp"
+
+namespace kgroup::sim {
+bool group_static = false;
+}  // namespace kgroup::sim
 
 namespace kgroup::sim::group_sim {
 
@@ -65,12 +85,23 @@ void simulation::setup() {
     setup_consumer();
   } else {
     setup_classic();
+    // Static members (KIP-345) in a third of the seeds (every seed with --static): every process
+    // slot has a group.instance.id, or each one by a coin's throw.
+    const auto pick = static_rng_.below(6);
+    if (group_static) {
+      static_mode_ = pick % 2 == 0 ? statics::all : statics::some;
+    } else if (pick < 2) {
+      static_mode_ = pick == 0 ? statics::all : statics::some;
+    }
   }
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
-      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms",
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
-      base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count()));
+      base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
+      static_mode_ == statics::all    ? ", static members"
+      : static_mode_ == statics::some ? ", some static members"
+                                      : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -99,25 +130,39 @@ void simulation::setup_classic() {
   }
 }
 
-sim_member& simulation::add_member() {
+sim_member& simulation::add_member(int slot) {
   auto m = std::make_unique<sim_member>();
   m->index = next_member_++;
-  m->name = fmt::format("m{}", m->index);
+  if (slot < 0) {
+    m->slot = m->index;
+    m->name = fmt::format("m{}", m->index);
+    if (static_mode_ == statics::all || (static_mode_ == statics::some && static_rng_.chance(0.5)))
+      m->instance_id = fmt::format("i{}", m->slot);
+  } else {
+    // A restarted process: the slot's group.instance.id, a fresh core (no member id).
+    m->slot = slot;
+    m->name = fmt::format("m{}.{}", slot, ++incarnations_[slot]);
+    for (const auto& other : members_)
+      if (other->slot == slot) m->instance_id = other->instance_id;
+  }
   if (consumer()) {
     auto opts = consumer_base_;
     // The driver's own member id (KIP-1082), used with ConsumerGroupHeartbeat v1.
     opts.member_id = fmt::format("{}-{:016x}", m->name, static_cast<std::uint64_t>(rng_.below(1ll << 62)));
     m->core = std::make_unique<core_box<kip848::consumer_member>>(std::move(opts));
   } else {
-    m->core = std::make_unique<core_box<group::member>>(base_);
+    auto opts = base_;
+    opts.group_instance_id = m->instance_id;
+    m->core = std::make_unique<core_box<group::member>>(std::move(opts));
   }
   m->max_poll_interval = base_.max_poll_interval;
   const auto mode = rng_.below(3);
   m->auto_commit = mode != 1;
   m->sync_commits = mode != 0;
   m->commit_in_revoke = rng_.chance(0.7);
-  note(fmt::format("{} starts: {}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
-                   m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : ""));
+  note(fmt::format("{} starts: {}{}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
+                   m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : "",
+                   m->instance_id ? " group.instance.id " + *m->instance_id : ""));
   auto& ref = *m;
   members_.push_back(std::move(m));
   std::vector<std::string> topics;
@@ -134,6 +179,44 @@ sim_member& simulation::add_member() {
 void simulation::crash(sim_member& m, const char* why) {
   note(fmt::format("FAULT {} {}", m.name, why));
   m.alive = false;
+}
+
+bool simulation::superseded(const sim_member& m) const {
+  return std::any_of(members_.begin(), members_.end(),
+                     [&](const auto& o) { return o->slot == m.slot && o->index > m.index; });
+}
+
+bool simulation::slot_alive(int slot, const sim_member* except) const {
+  return std::any_of(members_.begin(), members_.end(), [&](const auto& o) {
+    return o.get() != except && o->slot == slot && o->alive && !o->fenced_fatal;
+  });
+}
+
+void simulation::restart_slot(int slot, time_point when, const char* why) {
+  at(when, [this, slot, why] {
+    note(fmt::format("the process of slot {} starts again ({})", slot, why));
+    add_member(slot);
+  });
+}
+
+// The faults of static members (KIP-345): a process that crashes and restarts with its
+// group.instance.id (within the session timeout or after it), and a process presumed dead while
+// it is only paused, whose instance id a new process takes over: the old one, a zombie when it
+// wakes, must be fenced (FENCED_INSTANCE_ID, fatal for its core).
+void simulation::static_fault(std::int64_t kind, sim_member& victim) {
+  if (kind < 13) {
+    crash(victim, "crashes; its process restarts with the same group.instance.id");
+    restart_slot(victim.slot, now_ + milliseconds(rng_.between(100, base_.session_timeout.count() + 3000)),
+                 "after a crash");
+    return;
+  }
+  const auto d = milliseconds(rng_.between(3000, base_.session_timeout.count() + 4000));
+  victim.frozen_until = now_ + d;
+  note(
+      fmt::format("FAULT {} paused (both threads) for {} ms; presumed dead, its group.instance.id is started "
+                  "again meanwhile",
+                  victim.name, d.count()));
+  restart_slot(victim.slot, now_ + milliseconds(rng_.between(100, 1500)), "its old process is paused");
 }
 
 void simulation::produce() {
@@ -176,6 +259,9 @@ void simulation::fault() {
     victim->close_requested = true;
   } else if (kind < 11 && live(members_) < max_members_ + 1) {
     add_member();
+  } else if (kind >= 11 && kind < 14 && victim && victim->instance_id && !slot_alive(victim->slot, victim)) {
+    // (Kinds 11-19 do nothing in seeds without static members: their schedules stay as they were.)
+    static_fault(kind, *victim);
   }
   at(now_ + milliseconds(rng_.between(500, 5000)), [this] { fault(); });
 }
@@ -264,6 +350,10 @@ void simulation::remove_member(const std::string& id, const std::string& why) {
     r.error_code = code(kafka_errc::unknown_member_id);
     it->second.pending_sync(r);
   }
+  if (const auto& instance = it->second.instance_id) {
+    auto s = g_.statics.find(*instance);
+    if (s != g_.statics.end() && s->second == id) g_.statics.erase(s);
+  }
   g_.members.erase(it);
   if (g_.members.empty() && g_.state != gstate::preparing) {
     g_.state = gstate::empty;
@@ -284,13 +374,24 @@ void simulation::maybe_complete_join() {
 }
 
 void simulation::complete_join() {
-  // Members that did not rejoin in time are gone.
+  // Members that did not rejoin in time are gone; static ones stay (Kafka's completeGenericGroupJoin:
+  // only the session timeout removes them), in the generation, with their last subscription.
   std::vector<std::string> late;
   for (const auto& [id, cm] : g_.members)
-    if (!cm.pending_join) late.push_back(id);
+    if (!cm.pending_join && !cm.instance_id) late.push_back(id);
   for (const auto& id : late) {
     note(fmt::format("coordinator: {} did not rejoin within the rebalance timeout", id));
     g_.members.erase(id);
+  }
+  if (!g_.members.empty() && std::none_of(g_.members.begin(), g_.members.end(),
+                                          [](const auto& e) { return !!e.second.pending_join; })) {
+    // Only static members that did not rejoin are left: the join waits another rebalance timeout
+    // (until their session timeouts remove them or one rejoins), as Kafka's does.
+    milliseconds longest{0};
+    for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
+    rebalance_deadline_ = now_ + longest;
+    note("coordinator: no member rejoined; the rebalance waits another rebalance timeout");
+    return;
   }
   pending_ids_.clear();
   ++g_.generation;
@@ -302,7 +403,14 @@ void simulation::complete_join() {
     note(fmt::format("coordinator: generation {} is empty", g_.generation));
     return;
   }
-  if (!g_.members.count(g_.leader)) g_.leader = g_.members.begin()->first;
+  // The leader is a member that joined this round (Kafka's maybeElectNewJoinedLeader).
+  if (!g_.members.count(g_.leader) || !g_.members.at(g_.leader).pending_join) {
+    for (const auto& [id, cm] : g_.members) {
+      if (!cm.pending_join) continue;
+      g_.leader = id;
+      break;
+    }
+  }
   // Every member here offers the same one assignor.
   g_.protocol = g_.members.at(g_.leader).protocols.front().name;
   g_.state = gstate::completing;
@@ -311,17 +419,14 @@ void simulation::complete_join() {
   rebalance_deadline_ = now_ + longest;
   note(fmt::format("coordinator: generation {} with {} members, leader {}", g_.generation, g_.members.size(),
                    g_.leader));
-  std::vector<join_resp::join_group_response_member> list;
-  for (const auto& [id, cm] : g_.members) {
-    join_resp::join_group_response_member e;
-    e.member_id = id;
-    for (const auto& p : cm.protocols)
-      if (p.name == g_.protocol) e.metadata = p.metadata;
-    list.push_back(std::move(e));
-  }
+  const auto list = member_list();
   for (auto& [id, cm] : g_.members) {
     cm.awaiting_sync = true;
     cm.assignment.clear();
+    if (!cm.pending_join) {
+      cm.last_seen = now_;  // a static member that did not rejoin: its session timer restarts
+      continue;
+    }
     join_resp r;
     r.generation_id = g_.generation;
     r.protocol_type = "consumer";
@@ -335,7 +440,176 @@ void simulation::complete_join() {
   }
 }
 
+std::vector<join_resp::join_group_response_member> simulation::member_list() const {
+  std::vector<join_resp::join_group_response_member> list;
+  for (const auto& [id, cm] : g_.members) {
+    join_resp::join_group_response_member e;
+    e.member_id = id;
+    e.group_instance_id = cm.instance_id;
+    for (const auto& p : cm.protocols)
+      if (p.name == g_.protocol) e.metadata = p.metadata;
+    list.push_back(std::move(e));
+  }
+  return list;
+}
+
+join_resp simulation::current_generation(const std::string& id, bool with_members,
+                                         bool skip_assignment) const {
+  join_resp r;
+  r.generation_id = g_.generation;
+  r.protocol_type = "consumer";
+  r.protocol_name = g_.protocol;
+  r.leader = g_.leader;
+  r.member_id = id;
+  r.skip_assignment = skip_assignment;
+  if (with_members) r.members = member_list();
+  return r;
+}
+
+std::optional<std::int16_t> simulation::static_member_error(const std::optional<std::string>& instance,
+                                                            const std::string& member_id) const {
+  // Kafka's GenericGroup.validateMember: an instance id the group does not know is an unknown
+  // member; one it knows by another member id is fenced.
+  if (!instance) return std::nullopt;
+  const auto it = g_.statics.find(*instance);
+  if (it == g_.statics.end()) return code(kafka_errc::unknown_member_id);
+  if (it->second != member_id) return code(kafka_errc::fenced_instance_id);
+  return std::nullopt;
+}
+
+void simulation::handle_static_join(sim_member& m, join_req r, std::function<void(join_resp)> reply) {
+  const auto& instance = *r.group_instance_id;
+  auto update = [this, &r](coord_member& cm, std::function<void(join_resp)> f) {
+    cm.protocols = r.protocols;
+    cm.session = milliseconds(r.session_timeout_ms);
+    cm.rebalance = milliseconds(r.rebalance_timeout_ms);
+    cm.last_seen = now_;
+    if (cm.pending_join) {
+      join_resp stale;
+      stale.error_code = code(kafka_errc::rebalance_in_progress);
+      auto old = std::move(cm.pending_join);
+      old(stale);
+    }
+    cm.pending_join = std::move(f);
+  };
+  if (r.member_id.empty()) {
+    // No MEMBER_ID_REQUIRED round for a static member (KIP-345): its member id comes with the answer.
+    const auto id = fmt::format("{}-{}", m.name, next_member_id_++);
+    const auto known = g_.statics.find(instance);
+    if (known != g_.statics.end()) {
+      const auto old_id = known->second;
+      replace_static(m, instance, old_id, id, r, std::move(reply));
+      return;
+    }
+    coord_member cm;
+    cm.id = id;
+    cm.sim = m.index;
+    cm.instance_id = instance;
+    g_.statics[instance] = id;
+    note(fmt::format("coordinator: static member {} joins as {}", instance, id));
+    update(g_.members.emplace(id, std::move(cm)).first->second, std::move(reply));
+    if (g_.state != gstate::preparing) prepare_rebalance("JoinGroup from static member " + instance);
+    maybe_complete_join();
+    return;
+  }
+  if (auto err = static_member_error(r.group_instance_id, r.member_id)) {
+    join_resp out;
+    out.member_id = r.member_id;
+    out.error_code = *err;
+    reply(out);
+    return;
+  }
+  // Kafka's genericGroupJoinExistingMember: a member that joins again with what it joined with
+  // before gets the current generation back while the group completes it, and, if it is not the
+  // leader, while it is stable; anything else rebalances.
+  auto& cm = g_.members.at(r.member_id);
+  if (cm.protocols == r.protocols &&
+      (g_.state == gstate::completing || (g_.state == gstate::stable && g_.leader != r.member_id))) {
+    cm.last_seen = now_;
+    note(fmt::format("coordinator: {} joins again unchanged: generation {} without a rebalance", r.member_id,
+                     g_.generation));
+    reply(current_generation(r.member_id, g_.state == gstate::completing && g_.leader == r.member_id, false));
+    return;
+  }
+  update(cm, std::move(reply));
+  if (g_.state != gstate::preparing) prepare_rebalance("JoinGroup from " + r.member_id);
+  maybe_complete_join();
+}
+
+void simulation::replace_static(sim_member& m, const std::string& instance, const std::string& old_id,
+                                const std::string& new_id, const join_req& r,
+                                std::function<void(join_resp)> reply) {
+  // Kafka's replaceStaticMember: the old member id's requests held here are answered
+  // FENCED_INSTANCE_ID, and the new id takes its place (subscription, assignment, leadership).
+  auto node = g_.members.extract(old_id);
+  auto cm = std::move(node.mapped());
+  if (cm.pending_join) {
+    join_resp f;
+    f.member_id = old_id;
+    f.error_code = code(kafka_errc::fenced_instance_id);
+    auto fn = std::move(cm.pending_join);
+    cm.pending_join = nullptr;
+    fn(f);
+  }
+  if (cm.pending_sync) {
+    protocol::sync_group_response f;
+    f.error_code = code(kafka_errc::fenced_instance_id);
+    auto fn = std::move(cm.pending_sync);
+    cm.pending_sync = nullptr;
+    fn(f);
+  }
+  cm.id = new_id;
+  cm.sim = m.index;
+  cm.protocols = r.protocols;
+  cm.session = milliseconds(r.session_timeout_ms);
+  cm.rebalance = milliseconds(r.rebalance_timeout_ms);
+  cm.last_seen = now_;
+  if (g_.leader == old_id) g_.leader = new_id;
+  g_.statics[instance] = new_id;
+  note(fmt::format("coordinator: static member {} joins as {}, replacing {} ({})", instance, new_id, old_id,
+                   to_string(g_.state)));
+  auto& ref = g_.members.emplace(new_id, std::move(cm)).first->second;
+  switch (g_.state) {
+    case gstate::stable: {
+      // The group's protocol does not change (every member offers the one assignor): no
+      // rebalance. The replacement is stored before the answer; the new member id has the old
+      // one's assignment (SyncGroup returns it), the leader is told to skip the assignment
+      // (JoinGroup v9+). The old id's partitions are the new id's in this generation (G2).
+      auto a = assigned_.find({old_id, g_.generation});
+      if (a != assigned_.end()) {
+        assigned_[{new_id, g_.generation}] = a->second;
+        assigned_.erase(a);
+      }
+      store_group();
+      replaced_in_stable_.insert(g_.generation);
+      const bool leader = g_.leader == new_id;
+      reply(current_generation(new_id, leader, leader));
+      return;
+    }
+    case gstate::completing:
+      // The leader may have assigned the old id already: rebalance.
+      ref.pending_join = std::move(reply);
+      prepare_rebalance("static member " + instance + " replaced while completing");
+      maybe_complete_join();
+      return;
+    case gstate::preparing:
+      ref.pending_join = std::move(reply);
+      maybe_complete_join();
+      return;
+    case gstate::empty:
+      fail("coordinator", "an empty group knows static member " + instance);
+  }
+}
+
+void simulation::fenced_seen(sim_member& m, std::int16_t error_code) {
+  if (error_code == code(kafka_errc::fenced_instance_id)) m.fenced_answer = true;
+}
+
 void simulation::handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply) {
+  if (r.group_instance_id) {
+    handle_static_join(m, std::move(r), std::move(reply));
+    return;
+  }
   join_resp out;
   if (r.member_id.empty()) {
     // JoinGroup v4+: a new member first gets its id and joins again with it.
@@ -379,7 +653,9 @@ void simulation::handle_sync(sim_member&, protocol::sync_group_request r,
                              std::function<void(protocol::sync_group_response)> reply) {
   protocol::sync_group_response out;
   auto it = g_.members.find(r.member_id);
-  if (it == g_.members.end()) {
+  if (auto err = static_member_error(r.group_instance_id, r.member_id)) {
+    out.error_code = *err;
+  } else if (it == g_.members.end()) {
     out.error_code = code(kafka_errc::unknown_member_id);
   } else if (r.generation_id != g_.generation) {
     out.error_code = code(kafka_errc::illegal_generation);
@@ -430,7 +706,9 @@ void simulation::handle_sync(sim_member&, protocol::sync_group_request r,
 protocol::heartbeat_response simulation::handle_heartbeat(const protocol::heartbeat_request& r) {
   protocol::heartbeat_response out;
   auto it = g_.members.find(r.member_id);
-  if (it == g_.members.end()) {
+  if (auto err = static_member_error(r.group_instance_id, r.member_id)) {
+    out.error_code = *err;
+  } else if (it == g_.members.end()) {
     out.error_code = code(kafka_errc::unknown_member_id);
   } else if (r.generation_id != g_.generation) {
     out.error_code = code(kafka_errc::illegal_generation);
@@ -443,16 +721,19 @@ protocol::heartbeat_response simulation::handle_heartbeat(const protocol::heartb
 
 protocol::leave_group_response simulation::handle_leave(const protocol::leave_group_request& r) {
   protocol::leave_group_response out;
-  std::vector<std::string> ids;
-  if (!r.member_id.empty()) ids.push_back(r.member_id);
-  for (const auto& m : r.members) ids.push_back(m.member_id);
-  for (const auto& id : ids) {
+  // v3+ names member identities (member id and instance id; the core fills both forms).
+  std::vector<protocol::leave_group_request::member_identity> ids = r.members;
+  if (ids.empty() && !r.member_id.empty()) ids.push_back({r.member_id, std::nullopt, std::nullopt});
+  for (const auto& who : ids) {
     protocol::leave_group_response::member_response mr;
-    mr.member_id = id;
-    if (!g_.members.count(id)) {
+    mr.member_id = who.member_id;
+    mr.group_instance_id = who.group_instance_id;
+    if (auto err = static_member_error(who.group_instance_id, who.member_id)) {
+      mr.error_code = *err;
+    } else if (!g_.members.count(who.member_id)) {
       mr.error_code = code(kafka_errc::unknown_member_id);
     } else {
-      remove_member(id, "LeaveGroup");
+      remove_member(who.member_id, "LeaveGroup");
     }
     out.members.push_back(mr);
   }
@@ -465,6 +746,16 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
   auto it = g_.members.find(r.member_id);
   if (consumer()) {
     err = cg_commit_error(r);
+  } else if (r.group_instance_id && !(r.generation_id_or_member_epoch < 0 && g_.state == gstate::empty)) {
+    // Kafka's validateOffsetCommit for a static member: validateMember first (FENCED_INSTANCE_ID
+    // for a member id its instance id no longer has), then the generation.
+    if (auto e = static_member_error(r.group_instance_id, r.member_id)) {
+      err = *e;
+    } else if (r.generation_id_or_member_epoch != g_.generation) {
+      err = code(kafka_errc::illegal_generation);
+    } else if (g_.state == gstate::completing) {
+      err = code(kafka_errc::rebalance_in_progress);
+    }
   } else if (r.generation_id_or_member_epoch < 0 && r.member_id.empty()) {
     if (g_.state != gstate::empty) err = code(kafka_errc::unknown_member_id);
   } else if (it == g_.members.end()) {
@@ -668,6 +959,7 @@ void simulation::apply(sim_member& m, group::action& a) {
           [this](sim_member& mm, const join_resp& r) {
             note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
                              r.generation_id, r.leader));
+            fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).join_group_done(now_, r);
           });
     } else if constexpr (std::is_same_v<T, group::send_sync_group>) {
@@ -676,6 +968,7 @@ void simulation::apply(sim_member& m, group::action& a) {
           [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
           [this](sim_member& mm, const protocol::sync_group_response& r) {
             note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
+            fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).sync_group_done(now_, r);
           });
     } else if constexpr (std::is_same_v<T, group::send_heartbeat>) {
@@ -684,6 +977,7 @@ void simulation::apply(sim_member& m, group::action& a) {
           [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
           [this](sim_member& mm, const protocol::heartbeat_response& r) {
             if (r.error_code != 0) note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
+            fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).heartbeat_done(now_, r);
           });
     } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
@@ -692,6 +986,7 @@ void simulation::apply(sim_member& m, group::action& a) {
           m, "LeaveGroup", milliseconds(0),
           [this, r = act.request](auto respond) { respond(handle_leave(r)); },
           [this](sim_member& mm, const protocol::leave_group_response& r) {
+            for (const auto& mr : r.members) fenced_seen(mm, mr.error_code);
             core_of<group::member>(mm).leave_group_done(now_, r);
           });
     } else if constexpr (std::is_same_v<T, group::compute_assignment>) {
@@ -737,6 +1032,15 @@ void simulation::apply_shared(sim_member& m, group::assignment_changed& act) {
 }
 
 void simulation::apply_shared(sim_member& m, group::report_error& act) {
+  if (act.fatal && act.code == make_error_code(kafka_errc::fenced_instance_id) && m.fenced_answer) {
+    // G4's one exception (KIP-345): the coordinator knows this member's group.instance.id by
+    // another member id now (a new process took it over, or a coordinator that moved loaded an
+    // older one): the membership is over for good, and the application closes the consumer.
+    note(fmt::format("{}: fenced: {}; the application closes it", m.name, act.message));
+    m.fenced_fatal = true;
+    m.close_requested = true;
+    return;
+  }
   if (act.fatal)
     fail("G4 (no fatal error, no refused transition)", fmt::format("{}: {}", m.name, act.message));
   note(fmt::format("{}: error: {}", m.name, act.message));
@@ -877,6 +1181,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   auto answer = [this, &m, offsets, who, done, deadline, listener_seq,
                  gen = id.generation](protocol::offset_commit_response r) {
     const auto failure = data::read_commit_response(r);
+    if (failure) fenced_seen(m, failure->kafka_code);
     if (!failure) {
       m.auto_committer.committed(offsets);
       done(std::nullopt);
@@ -1170,7 +1475,13 @@ void simulation::close_member(sim_member& m) {
   // close(): the revoke runs on the application's thread (with its auto-commit and callback),
   // then LeaveGroup; close() waits for it up to its timeout.
   m.closing = true;
-  m.core->close(now_);
+  // A static member stays in the group on close() by default (KIP-345; Java's
+  // shouldSendLeaveGroupRequest); some applications ask it to leave (KIP-1092's LEAVE_GROUP).
+  auto op = group::close_membership::default_operation;
+  if (m.instance_id && !m.fenced_fatal && !consumer() && rng_.chance(0.3))
+    op = group::close_membership::leave_group;
+  if (op != group::close_membership::default_operation) note(fmt::format("{}: close(LEAVE_GROUP)", m.name));
+  m.core->close(now_, op);
   process(m);
   close_wait(m, now_ + milliseconds(30000));
 }
@@ -1180,6 +1491,10 @@ void simulation::close_wait(sim_member& m, time_point deadline) {
     if (m.left || now_ >= deadline) {
       note(fmt::format("{} closed{}", m.name, m.left ? "" : " (timed out)"));
       m.alive = false;
+      // A process that exits on FENCED_INSTANCE_ID is started again by its orchestrator, unless
+      // the process that took its instance id over is still running.
+      if (m.fenced_fatal && !slot_alive(m.slot, &m))
+        restart_slot(m.slot, now_ + milliseconds(rng_.between(500, 3000)), "after it was fenced");
       return;
     }
     at_member(m, now_ + milliseconds(10), [this, &m, deadline] { close_wait(m, deadline); });
@@ -1216,19 +1531,37 @@ void simulation::check_step() {
     cg_check_step();
     return;
   }
-  // G1: members stable in one generation own disjoint partitions.
-  std::map<std::int32_t, std::map<TopicPartition, std::string>> owners;
+  // G1: members stable in one generation own disjoint partitions. Two incarnations of one static
+  // member's process (the same group.instance.id) may both think they own a partition in one
+  // generation: the coordinator knows the instance id by one member id only and fences the other
+  // (G2: its commits are refused; it reports FENCED_INSTANCE_ID when it next asks).
+  std::map<std::int32_t, std::map<TopicPartition, const sim_member*>> owners;
   for (const auto& m : members_) {
     if (!m->alive || !m->core->stable()) continue;
     auto& gen = owners[m->core->generation()];
     for (const auto& tp : m->core->owned()) {
-      auto [it, inserted] = gen.emplace(tp, m->name);
+      auto [it, inserted] = gen.emplace(tp, m.get());
+      if (!inserted && m->instance_id && it->second->slot == m->slot) continue;
       if (!inserted)
         fail("G1 (one owner per partition and generation)",
-             fmt::format("{} and {} both own {} in generation {}", it->second, m->name, name(tp),
+             fmt::format("{} and {} both own {} in generation {}", it->second->name, m->name, name(tp),
                          m->core->generation()));
     }
   }
+}
+
+bool simulation::held_back_for_good(const TopicPartition& tp) const {
+  // A cooperative generation that assigns `tp` to nobody waits for the member that revokes it to
+  // join again. When a new process took that member's group.instance.id over while the group was
+  // Stable (no rebalance: KIP-345), the new incarnation never owned `tp`, revokes nothing and does
+  // not rejoin: the partition stays unassigned until something else rebalances the group (the
+  // same with Java's client; the coordinator's behaviour, not the member's).
+  if (consumer() || base_.protocol != RebalanceProtocol::cooperative || g_.state != gstate::stable ||
+      !replaced_in_stable_.count(g_.generation))
+    return false;
+  for (const auto& [key, parts] : assigned_)
+    if (key.second == g_.generation && parts.count(tp)) return false;
+  return true;
 }
 
 void simulation::check_end() {
@@ -1258,6 +1591,13 @@ void simulation::check_end() {
     }
   }
   for (const auto& [tp, end] : log_end_) {
+    if (!owner.count(tp) && held_back_for_good(tp)) {
+      note(fmt::format(
+          "{}: nobody owns {}: the generation holds it back for a cooperative hand-over whose revoking "
+          "static member was replaced without a rebalance (Kafka's protocol has no rebalance for it)",
+          where, name(tp)));
+      continue;
+    }
     if (!owner.count(tp)) fail("G6 (convergence)", fmt::format("{}: nobody owns {}", where, name(tp)));
     const auto& seen = processed_[tp];
     const auto gap = std::find(seen.begin(), seen.end(), false);
@@ -1283,8 +1623,10 @@ run_result simulation::run() {
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");
-      if (live(members_) == 0 || std::none_of(members_.begin(), members_.end(), [](const auto& m) {
-            return m->alive && !m->closing && !m->close_requested;
+      // (A process whose slot started again after it is no member: its instance id went to the
+      // newer one, and it is fenced when it next asks.)
+      if (live(members_) == 0 || std::none_of(members_.begin(), members_.end(), [this](const auto& m) {
+            return m->alive && !m->closing && !m->close_requested && !m->fenced_fatal && !superseded(*m);
           }))
         add_member();
     });

@@ -75,7 +75,8 @@ inline const char* to_string(gstate s) {
 
 struct coord_member {
   std::string id;
-  int sim = -1;  // which simulated member sent it (for the checks)
+  int sim = -1;                            // which simulated member sent it (for the checks)
+  std::optional<std::string> instance_id;  // group.instance.id of a static member (KIP-345)
   std::vector<join_req::join_group_request_protocol> protocols;
   milliseconds session{};
   milliseconds rebalance{};
@@ -92,6 +93,10 @@ struct group_state {
   std::string leader;
   std::string protocol;
   std::map<std::string, coord_member> members;
+  // KIP-345: each static member's group.instance.id and the member id it is known by now. A
+  // JoinGroup with the instance id and no member id replaces that member id (whose requests are
+  // answered FENCED_INSTANCE_ID from then on).
+  std::map<std::string, std::string> statics;
 };
 
 // ---- the KIP-848 coordinator (sim_group_consumer.cpp) -----------------------------------------------
@@ -145,7 +150,7 @@ class member_core {
   virtual void listener_started(time_point now, std::uint64_t seq) = 0;
   virtual void listener_done(time_point now, std::uint64_t seq) = 0;
   virtual void commit_failed(time_point now, std::int32_t generation, std::int16_t code) = 0;
-  virtual void close(time_point now) = 0;
+  virtual void close(time_point now, group::close_membership op) = 0;
   virtual void tick(time_point now) = 0;
   virtual void request_failed(time_point now, std::error_code ec) = 0;
   virtual void coordinator_failed(time_point now, std::error_code ec) = 0;
@@ -181,7 +186,7 @@ class core_box final : public member_core {
   void commit_failed(time_point now, std::int32_t generation, std::int16_t code) override {
     core.commit_failed(now, generation, code);
   }
-  void close(time_point now) override { core.close(now); }
+  void close(time_point now, group::close_membership op) override { core.close(now, op); }
   void tick(time_point now) override { core.tick(now); }
   void request_failed(time_point now, std::error_code ec) override { core.request_failed(now, ec); }
   void coordinator_failed(time_point now, std::error_code ec) override { core.coordinator_failed(now, ec); }
@@ -207,6 +212,12 @@ Core& core_of(sim_member& m);
 struct sim_member {
   int index = 0;
   std::string name;
+  // The process slot: a restart of a crashed (or presumed dead) process is a new sim_member of
+  // the same slot, with the same group.instance.id when the slot has one (static membership).
+  int slot = 0;
+  std::optional<std::string> instance_id;
+  bool fenced_answer = false;  // the coordinator answered one of its requests FENCED_INSTANCE_ID
+  bool fenced_fatal = false;   // its core reported that as fatal: the application closes it
   bool alive = true;
   bool closing = false;
   bool close_requested = false;  // the application calls close() after its current work
@@ -247,7 +258,7 @@ enum class group_protocol { classic, consumer };
 class simulation {
  public:
   simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
-      : rng_(seed), verbose_(verbose), protocol_(protocol) {}
+      : rng_(seed), static_rng_(seed ^ 0x5354415449430345ull), verbose_(verbose), protocol_(protocol) {}
   run_result run();
 
   // A member's background thread carries out its core's actions (core_box::apply_actions).
@@ -290,14 +301,32 @@ class simulation {
   void setup_classic();
   void produce();
   void fault();
-  sim_member& add_member();
+  /// A new member: in a new process slot, or (`slot` >= 0) a new incarnation of that slot.
+  sim_member& add_member(int slot = -1);
   void crash(sim_member& m, const char* why);
+  /// A new incarnation of `slot` at `when` (a restarted process, with its group.instance.id).
+  void restart_slot(int slot, time_point when, const char* why);
+  bool slot_alive(int slot, const sim_member* except) const;
+  /// A later incarnation of `m`'s process slot has started.
+  bool superseded(const sim_member& m) const;
+  void static_fault(std::int64_t kind, sim_member& victim);
 
   // ---- the coordinator ----
   void coordinator_tick();
   void classic_tick();
   std::optional<std::int16_t> not_serving(std::int32_t node) const;
   void handle_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
+  // KIP-345 (static members): the JoinGroup of a member with a group.instance.id, Kafka's
+  // validateMember for any request that names one, and the rejoin that replaces a member id.
+  void handle_static_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
+  std::optional<std::int16_t> static_member_error(const std::optional<std::string>& instance,
+                                                  const std::string& member_id) const;
+  void replace_static(sim_member& m, const std::string& instance, const std::string& old_id,
+                      const std::string& new_id, const join_req& r, std::function<void(join_resp)> reply);
+  /// The JoinGroup answer of the current generation, without a rebalance.
+  join_resp current_generation(const std::string& id, bool with_members, bool skip_assignment) const;
+  std::vector<join_resp::join_group_response_member> member_list() const;
+  void fenced_seen(sim_member& m, std::int16_t error_code);
   void handle_sync(sim_member& m, protocol::sync_group_request r,
                    std::function<void(protocol::sync_group_response)> reply);
   protocol::heartbeat_response handle_heartbeat(const protocol::heartbeat_request& r);
@@ -372,8 +401,14 @@ class simulation {
   void check_step();
   void check_poll_timeout(sim_member& m);
   void check_end();
+  bool held_back_for_good(const TopicPartition& tp) const;
 
   prng rng_;
+  // Whether (and which) members are static: drawn from a stream of its own, so that the seeds
+  // without static members keep the schedule they had before static membership was simulated.
+  prng static_rng_;
+  enum class statics { none, all, some } static_mode_ = statics::none;
+  std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;
   time_point start_{std::chrono::seconds(1000)};
@@ -405,6 +440,7 @@ class simulation {
   std::uint64_t next_member_id_ = 1;
   std::map<std::string, time_point> pending_ids_;  // MEMBER_ID_REQUIRED given, not joined yet
   std::uint64_t commits_accepted_ = 0;
+  std::set<std::int32_t> replaced_in_stable_;  // generations in which a static member was replaced
   std::uint64_t generations_ = 0;
 
   // The KIP-848 coordinator: the group as every change stores it (a move keeps it whole).

@@ -20,6 +20,9 @@ struct run_result {
 /// Both auto-commit and sync commits in every seed (else one of them per seed).
 extern bool mix_commits;
 
+/// Every seed of the classic group simulation has static members (else a third of them do).
+extern bool group_static;
+
 /// Runs seed `seed` to its end or its first failed invariant. Deterministic: the same seed (and
 /// mutant) gives the same events in the same order.
 run_result run_seed(std::uint64_t seed, bool verbose);

@@ -218,6 +218,45 @@ TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps
   CHECK(j.request.group_instance_id == "i1");
 }
 
+// Found by kgroup-sim --group --static (seed 1230, invariant G6). A static member's poll timeout
+// sends no LeaveGroup, so the JoinGroup it had in flight (a rebalance under way, its partitions
+// still owned) stayed in flight, and after the next poll() reported those partitions lost the
+// core took that JoinGroup's answer for the rejoin. The leader had assigned from the
+// subscription it carried, which still named the lost partitions: cooperative-sticky held them
+// back for this member to revoke, it owned nothing to revoke and never rejoined, and the
+// partitions stayed unassigned until some other rebalance. (A dynamic member's LeaveGroup
+// supersedes the JoinGroup; Java resets its state on the poll timeout and drops the answer.)
+// The poll timeout now abandons the request in flight, and the rejoin sends a JoinGroup that
+// owns nothing.
+TEST_CASE("member: a static member's poll timeout abandons its JoinGroup in flight; the rejoin owns nothing",
+          "[member][sim_finding]") {
+  harness h(make_options(RebalanceProtocol::cooperative, "i1"));
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);
+  expect_empty(a);
+  REQUIRE(h.snapshots->back().owned == t01);
+  // The coordinator holds the JoinGroup while the application stalls past max.poll.interval.ms.
+  const auto limit = h.m.last_poll() + 60000ms;
+  expect_empty(h.run_until(limit - 1ms, false));
+  a = h.to_deadline();
+  REQUIRE(h.now == limit);
+  CHECK(expect<abandon_requests>(a).node == 1);
+  CHECK_FALSE(expect<report_error>(a).fatal);
+  expect_empty(a);  // no LeaveGroup
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
+  a = h.poll();
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  expect_empty(a);
+  a = h.done(lost);
+  REQUIRE(last_owned(a).empty());
+  auto j = expect<send_join_group>(a);
+  expect_empty(a);
+  CHECK(j.request.member_id == "m1");
+  CHECK(j.request.group_instance_id == "i1");
+  CHECK(h.snapshots->back().owned.empty());
+}
+
 TEST_CASE("member: poll timeout while a listener runs: its continuation is dropped, the next poll rejoins",
           "[member]") {
   harness h(make_options(RebalanceProtocol::cooperative));
