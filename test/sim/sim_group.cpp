@@ -477,20 +477,26 @@ std::optional<std::int16_t> simulation::static_member_error(const std::optional<
   return std::nullopt;
 }
 
+// A member's JoinGroup is held: its protocols and timeouts recorded, and a JoinGroup it sent before
+// (whose answer was lost or timed out) answered REBALANCE_IN_PROGRESS and replaced.
+void simulation::hold_join(coord_member& cm, const join_req& r, std::function<void(join_resp)> reply) {
+  cm.protocols = r.protocols;
+  cm.session = milliseconds(r.session_timeout_ms);
+  cm.rebalance = milliseconds(r.rebalance_timeout_ms);
+  cm.last_seen = now_;
+  if (cm.pending_join) {
+    join_resp stale;
+    stale.error_code = code(kafka_errc::rebalance_in_progress);
+    auto f = std::move(cm.pending_join);
+    f(stale);
+  }
+  cm.pending_join = std::move(reply);
+}
+
 void simulation::handle_static_join(sim_member& m, join_req r, std::function<void(join_resp)> reply) {
   const auto& instance = *r.group_instance_id;
   auto update = [this, &r](coord_member& cm, std::function<void(join_resp)> f) {
-    cm.protocols = r.protocols;
-    cm.session = milliseconds(r.session_timeout_ms);
-    cm.rebalance = milliseconds(r.rebalance_timeout_ms);
-    cm.last_seen = now_;
-    if (cm.pending_join) {
-      join_resp stale;
-      stale.error_code = code(kafka_errc::rebalance_in_progress);
-      auto old = std::move(cm.pending_join);
-      old(stale);
-    }
-    cm.pending_join = std::move(f);
+    hold_join(cm, r, std::move(f));
   };
   if (r.member_id.empty()) {
     // No MEMBER_ID_REQUIRED round for a static member (KIP-345): its member id comes with the answer.
@@ -632,19 +638,7 @@ void simulation::handle_join(sim_member& m, join_req r, std::function<void(join_
     cm.sim = m.index;
     it = g_.members.emplace(r.member_id, std::move(cm)).first;
   }
-  auto& cm = it->second;
-  cm.protocols = r.protocols;
-  cm.session = milliseconds(r.session_timeout_ms);
-  cm.rebalance = milliseconds(r.rebalance_timeout_ms);
-  cm.last_seen = now_;
-  if (cm.pending_join) {
-    // A JoinGroup sent again replaces the one held (its answer was lost or timed out).
-    join_resp stale;
-    stale.error_code = code(kafka_errc::rebalance_in_progress);
-    auto f = std::move(cm.pending_join);
-    f(stale);
-  }
-  cm.pending_join = std::move(reply);
+  hold_join(it->second, r, std::move(reply));
   if (g_.state != gstate::preparing) prepare_rebalance("JoinGroup from " + r.member_id);
   maybe_complete_join();
 }

@@ -319,6 +319,7 @@ class simulation {
   // KIP-345 (static members): the JoinGroup of a member with a group.instance.id, Kafka's
   // validateMember for any request that names one, and the rejoin that replaces a member id.
   void handle_static_join(sim_member& m, join_req r, std::function<void(join_resp)> reply);
+  void hold_join(coord_member& cm, const join_req& r, std::function<void(join_resp)> reply);
   std::optional<std::int16_t> static_member_error(const std::optional<std::string>& instance,
                                                   const std::string& member_id) const;
   void replace_static(sim_member& m, const std::string& instance, const std::string& old_id,
