@@ -1425,8 +1425,6 @@ TEST_CASE("kgroup-consume --share: consumer-group keys are configuration errors 
   }
 }
 
-#endif  // KGROUP_CONSUME_PATH
-
 TEST_CASE("kgroup-consume over SASL_SSL with -X keys; a wrong password is an error event and exit code 1",
           "[cli][security]") {
   kgroup::test::mock_cluster mc(2);
@@ -1464,3 +1462,5 @@ TEST_CASE("kgroup-consume over SASL_SSL with -X keys; a wrong password is an err
   CHECK(p.stdout_text().find("not-the-password") == std::string::npos);
   CHECK(p.stderr_text().find("not-the-password") == std::string::npos);
 }
+
+#endif  // KGROUP_CONSUME_PATH
