@@ -67,10 +67,16 @@ struct KGROUP_EXPORT ShareConsumerMetrics {
   std::uint64_t acknowledged_release = 0;     ///< ... release (close() releases what is left)
   std::uint64_t acknowledged_reject = 0;      ///< ... reject
   std::uint64_t acknowledgements_failed = 0;  ///< records whose acknowledgement failed (callback errors)
-  std::uint64_t gaps_acknowledged = 0;        ///< acquired offsets without a record (compacted, markers)
-  std::uint64_t share_fetches = 0;            ///< ShareFetch requests sent
-  std::uint64_t share_acknowledges = 0;       ///< ShareAcknowledge requests sent
-  std::uint64_t session_resets = 0;           ///< share sessions that started over at epoch 0
+  /// Of acknowledgements_failed, the records whose acknowledgement came too late: the broker
+  /// answered kafka_errc::invalid_record_state, the record's acquisition lock had expired (the
+  /// member held it past acquisition_lock_timeout()) or the record had moved on (delivered to
+  /// another member, archived). Records released with a share session that ended are not counted
+  /// here (their error is the session's).
+  std::uint64_t acknowledgements_lock_expired = 0;
+  std::uint64_t gaps_acknowledged = 0;   ///< acquired offsets without a record (compacted, markers)
+  std::uint64_t share_fetches = 0;       ///< ShareFetch requests sent
+  std::uint64_t share_acknowledges = 0;  ///< ShareAcknowledge requests sent
+  std::uint64_t session_resets = 0;      ///< share sessions that started over at epoch 0
   std::map<std::int32_t, std::int32_t> session_epochs;  ///< per broker: the share session's next epoch
   std::uint64_t rebootstraps_total = 0;  ///< times it went back to bootstrap.servers (as a Consumer)
   std::string http_endpoint;             ///< "host:port" of observability.http.listen's endpoint; empty: off

@@ -193,7 +193,7 @@ class ShareConsumer::impl {
   std::uint64_t delivered_ = 0, redelivered_ = 0;
   std::map<std::int32_t, std::int32_t> epochs_;
   std::uint64_t fetches_ = 0, acknowledges_ = 0, resets_ = 0;
-  std::uint64_t failed_ = 0;
+  std::uint64_t failed_ = 0, lock_expired_ = 0;
 
   // User thread only.
   std::deque<detail::share_buffered_part> buffer_;
@@ -441,7 +441,7 @@ void ShareConsumer::impl::run_callback(std::vector<share::ack_outcome> outcomes,
   // calls, one per error, in the order the errors first appear: merged, the applied offsets would
   // read as failed.
   std::vector<std::pair<std::error_code, AcknowledgementResults>> by_error;
-  std::uint64_t failed = 0;
+  std::uint64_t failed = 0, lock_expired = 0;
   for (auto& o : outcomes) {
     const auto ec = public_error(o.error);
     auto it = std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == ec; });
@@ -450,10 +450,12 @@ void ShareConsumer::impl::run_callback(std::vector<share::ack_outcome> outcomes,
     r.offsets.insert(o.offsets.begin(), o.offsets.end());
     r.error = ec;
     if (ec) failed += o.offsets.size();
+    if (share::lock_expired(ec)) lock_expired += o.offsets.size();
   }
   {
     std::lock_guard lock(shared_.mutex);
     failed_ += failed;
+    lock_expired_ += lock_expired;
   }
   if (into) {
     // commit_sync()'s result has one entry per partition: the offsets of all outcomes, with an
@@ -718,6 +720,7 @@ ShareConsumerMetrics ShareConsumer::impl::metrics() const {
   m.acknowledged_release = tracker_.stats().released;
   m.acknowledged_reject = tracker_.stats().rejected;
   m.acknowledgements_failed = failed_;
+  m.acknowledgements_lock_expired = lock_expired_;
   m.gaps_acknowledged = tracker_.stats().gaps;
   m.share_fetches = fetches_;
   m.share_acknowledges = acknowledges_;

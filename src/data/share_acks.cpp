@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/log.hpp"
+#include "kgroup/error.hpp"
 
 namespace kgroup::data::share {
 
@@ -208,6 +209,10 @@ std::size_t ack_tracker::on_polled(const TopicPartition& tp, std::span<const std
   return ignored;
 }
 
+bool lock_expired(std::error_code ec) noexcept {
+  return ec == kafka_errc::invalid_record_state;
+}
+
 std::error_code ack_tracker::acknowledge(const TopicPartition& tp, std::int64_t offset, ack_type type) {
   const auto t = static_cast<std::int8_t>(type);
   if (!valid_ack_type(t) || type == ack_type::gap) return share_errc::invalid_ack_type;
@@ -400,6 +405,7 @@ std::int16_t ack_tracker::delivery_count(const TopicPartition& tp, std::int64_t 
 
 void ack_tracker::add_outcome(const TopicPartition& tp, std::int64_t offset, std::error_code ec) {
   if (ec) ++stats_.failed;
+  if (lock_expired(ec)) ++stats_.lock_expired;
   if (outcomes_.empty() || outcomes_.back().tp != tp || outcomes_.back().error != ec) {
     outcomes_.push_back(ack_outcome{tp, {}, ec});
   }

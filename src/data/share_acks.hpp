@@ -66,6 +66,12 @@ struct ack_outcome {
   std::error_code error;              // empty: applied by the broker
 };
 
+/// Whether an outcome's error says the acknowledgement came too late: the broker answered
+/// INVALID_RECORD_STATE, the record's acquisition lock had expired or the record had moved on
+/// (delivered to another member, archived). A session's end (the records released with it) is
+/// not one: those fail with the session's error.
+bool lock_expired(std::error_code ec) noexcept;
+
 /// share.acknowledgement.mode.
 enum class ack_mode { implicit_mode, explicit_mode };
 
@@ -152,10 +158,11 @@ class ack_tracker {
     std::uint64_t released = 0;
     std::uint64_t rejected = 0;
     std::uint64_t renewed = 0;
-    std::uint64_t redelivered = 0;  // acquired with a delivery count above 1
-    std::uint64_t failed = 0;       // record outcomes with an error
-    std::uint64_t lost = 0;         // delivered records lost to forget()
-    std::uint64_t malformed = 0;    // answers refused as malformed
+    std::uint64_t redelivered = 0;   // acquired with a delivery count above 1
+    std::uint64_t failed = 0;        // record outcomes with an error
+    std::uint64_t lock_expired = 0;  // of those, refused as too late (lock_expired(): INVALID_RECORD_STATE)
+    std::uint64_t lost = 0;          // delivered records lost to forget()
+    std::uint64_t malformed = 0;     // answers refused as malformed
   };
   const counters& stats() const noexcept { return stats_; }
 

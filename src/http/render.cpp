@@ -378,9 +378,10 @@ std::string render_status_json(const ConsumerMetrics& m) {
 // ---- a share member (ShareConsumerMetrics) ----
 // Its own kgroup_share_ series: a share member has no positions, lag, commits or rebalances, and
 // the Java client's share-fetch-metrics count what is below (records acquired and
-// acknowledged by type). ShareConsumerMetrics has no lock expiries: the broker does not tell a
-// member that its lock expired (the record just goes to another member; an acknowledgement
-// afterwards fails, counted in acknowledgements_failed).
+// acknowledged by type). The broker does not tell a member that its lock expired (the record
+// just goes to another member): what the member sees is an acknowledgement afterwards failing
+// with INVALID_RECORD_STATE, counted in acknowledgements_failed and, apart, in
+// acknowledgements_lock_expired.
 
 std::string render_share_prometheus(const ShareConsumerMetrics& m) {
   prometheus_writer p(m.client_id, m.group_id, m.member_id);
@@ -402,6 +403,10 @@ std::string render_share_prometheus(const ShareConsumerMetrics& m) {
   p.counter("kgroup_share_acknowledgements_failed_total",
             "Records whose acknowledgement failed (lock expired, session lost)",
             n(m.acknowledgements_failed));
+  p.counter("kgroup_share_acknowledgements_lock_expired_total",
+            "Of the failed acknowledgements, records acknowledged too late: lock expired or record moved "
+            "on (INVALID_RECORD_STATE)",
+            n(m.acknowledgements_lock_expired));
   p.counter("kgroup_share_gaps_acknowledged_total", "Acquired offsets without a record, acknowledged as gaps",
             n(m.gaps_acknowledged));
   p.counter("kgroup_share_fetch_requests_total", "ShareFetch requests sent", n(m.share_fetches));
@@ -442,6 +447,7 @@ std::string render_share_status_json(const ShareConsumerMetrics& m) {
                           {"acknowledged_release_total", m.acknowledged_release},
                           {"acknowledged_reject_total", m.acknowledged_reject},
                           {"acknowledgements_failed_total", m.acknowledgements_failed},
+                          {"acknowledgements_lock_expired_total", m.acknowledgements_lock_expired},
                           {"gaps_acknowledged_total", m.gaps_acknowledged},
                           {"share_fetch_requests_total", m.share_fetches},
                           {"share_acknowledge_requests_total", m.share_acknowledges},

@@ -799,6 +799,7 @@ kgroup::ShareConsumerMetrics fake_share_metrics() {
   m.acknowledged_release = 9;
   m.acknowledged_reject = 3;
   m.acknowledgements_failed = 2;
+  m.acknowledgements_lock_expired = 1;
   m.gaps_acknowledged = 1;
   m.share_fetches = 40;
   m.share_acknowledges = 5;
@@ -857,6 +858,7 @@ TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /s
           {"kgroup_share_records_acknowledged_total", {{"type", "release"}}, "counter", 9},
           {"kgroup_share_records_acknowledged_total", {{"type", "reject"}}, "counter", 3},
           {"kgroup_share_acknowledgements_failed_total", {}, "counter", 2},
+          {"kgroup_share_acknowledgements_lock_expired_total", {}, "counter", 1},
           {"kgroup_share_gaps_acknowledged_total", {}, "counter", 1},
           {"kgroup_share_fetch_requests_total", {}, "counter", 40},
           {"kgroup_share_acknowledge_requests_total", {}, "counter", 5},
@@ -895,6 +897,7 @@ TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /s
   CHECK(j["metrics"]["acknowledged_release_total"].num() == 9);
   CHECK(j["metrics"]["acknowledged_reject_total"].num() == 3);
   CHECK(j["metrics"]["acknowledgements_failed_total"].num() == 2);
+  CHECK(j["metrics"]["acknowledgements_lock_expired_total"].num() == 1);
   CHECK(j["metrics"]["session_resets_total"].num() == 1);
   CHECK(j["metrics"]["rebootstraps_total"].num() == 2);
   REQUIRE(j["session_epochs"].size() == 2);

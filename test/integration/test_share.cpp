@@ -623,6 +623,9 @@ TEST_CASE(
   REQUIRE(a_callback.count({"q", 0}) == 1);
   CHECK(a_callback[{"q", 0}].error == kgroup::kafka_errc::invalid_record_state);
   CHECK(a.metrics().acknowledgements_failed == held.size());
+  // Counted apart as too late (a subset of the failed).
+  CHECK(a.metrics().acknowledgements_lock_expired == held.size());
+  CHECK(a.metrics().acknowledgements_failed >= a.metrics().acknowledgements_lock_expired);
 
   // Nothing is lost: B's accepts settle every record, each once (the journal checks "once").
   poll_until(

@@ -175,6 +175,43 @@ TEST_CASE("share acks: outcome per offset", "[share_acks]") {
   CHECK(t.held(tp) == 1);  // 4, not acknowledged
   CHECK(t.held(tp1) == 0);
   CHECK(t.stats().failed == 2);
+  CHECK(t.stats().lock_expired == 2);
+}
+
+TEST_CASE("share acks: acknowledgements refused as too late are counted apart from other failures",
+          "[share_acks]") {
+  using kgroup::data::share::lock_expired;
+  CHECK(lock_expired(make_error_code(kafka_errc::invalid_record_state)));
+  CHECK_FALSE(lock_expired({}));
+  CHECK_FALSE(lock_expired(make_error_code(kafka_errc::share_session_not_found)));
+  CHECK_FALSE(lock_expired(make_error_code(kafka_errc::invalid_share_session_epoch)));
+  CHECK_FALSE(lock_expired(make_error_code(client_errc::illegal_state)));
+
+  ack_tracker t;
+  const TopicPartition tp2{"t", 2};
+  deliver(t, tp, 0, 2, {0, 1, 2});
+  deliver(t, tp1, 0, 1, {0, 1});
+  deliver(t, tp2, 0, 0, {0});
+  for (std::int64_t o : {0, 1, 2}) REQUIRE_FALSE(t.acknowledge(tp, o, ack_type::accept));
+  for (std::int64_t o : {0, 1}) REQUIRE_FALSE(t.acknowledge(tp1, o, ack_type::accept));
+  REQUIRE_FALSE(t.acknowledge(tp2, 0, ack_type::reject));
+  (void)t.take(tp);
+  (void)t.take(tp1);
+  (void)t.take(tp2);
+  t.complete(tp, make_error_code(kafka_errc::invalid_record_state));  // the lock had expired
+  t.complete(tp1, make_error_code(kafka_errc::invalid_request));      // failed otherwise
+  t.complete(tp2, {});                                                // applied
+  CHECK(t.take_outcomes().size() == 3);
+  CHECK(t.stats().failed == 5);
+  CHECK(t.stats().lock_expired == 3);
+
+  // Records released with their session fail with its error: not a lock expiry.
+  deliver(t, tp, 3, 4, {3, 4});
+  t.forget(tp, make_error_code(kafka_errc::share_session_not_found));
+  REQUIRE_FALSE(t.acknowledge(tp, 3, ack_type::accept));
+  CHECK(t.take_outcomes().size() == 1);
+  CHECK(t.stats().failed == 6);
+  CHECK(t.stats().lock_expired == 3);
 }
 
 TEST_CASE("share acks: implicit mode accepts the previous poll at the next", "[share_acks]") {
