@@ -88,8 +88,8 @@ struct KGROUP_EXPORT ShareConsumerMetrics {
 /// record must be acknowledged before the next poll(). As Java's KafkaShareConsumer.
 ///
 /// With observability.http.listen set, the member serves GET /metrics (Prometheus text) and
-/// GET /status (JSON) of metrics() there, as a Consumer does (docs/observability.md); there is no
-/// dashboard or /group for a share member.
+/// GET /status (JSON) of metrics() there, as a Consumer does, and at GET / a dashboard of them
+/// (docs/observability.md); there is no /group for a share member.
 ///
 /// Not thread-safe: call it from one thread, except wakeup() and metrics(). Errors are
 /// kgroup::Error; is_fatal() ones make it unusable (close it).

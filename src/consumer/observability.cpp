@@ -84,7 +84,7 @@ observability_endpoint::observability_endpoint(boost::asio::io_context& io, cons
               "observability.http.listen: this kgroup was built without the HTTP endpoint (KGROUP_HTTP=OFF)");
 #else
   auto so = server_options_of(config, listen);
-  so.dashboard = false;  // it draws a consumer's /status
+  so.dashboard = http::server_options::dashboard_page::share;
   http::pages pages{[snapshot] { return http::render_share_prometheus(snapshot()); },
                     [snapshot] { return http::render_share_status_json(snapshot()); }};
   server_ = std::make_unique<http::server>(io, std::move(so), std::move(pages));

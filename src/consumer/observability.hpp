@@ -34,7 +34,7 @@ class observability_endpoint {
                          std::shared_ptr<net::cluster> cluster, std::shared_ptr<fetch::fetcher> fetcher,
                          std::function<fetch::group_identity()> identity,
                          std::function<ConsumerMetrics()> snapshot);
-  /// A share member's endpoint: /metrics and /status of `snapshot` (no dashboard, no /group:
+  /// A share member's endpoint: /metrics, /status and the share dashboard of `snapshot` (no /group:
   /// the share group's view would need ShareGroupDescribe). Throws as the constructor above.
   observability_endpoint(boost::asio::io_context& io, const Config& config,
                          std::function<ShareConsumerMetrics()> snapshot);

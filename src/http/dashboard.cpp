@@ -129,26 +129,9 @@ select { font:inherit; font-size:12px; }
 @media (max-width: 800px) { main { grid-template-columns:1fr; } }
 )kgroup";
 
-// GET /dashboard.js
-constexpr std::string_view script = R"kgroup("use strict";
+// GET /dashboard.js begins with these helpers on both pages (a consumer's and a share member's).
+constexpr std::string_view common_script = R"kgroup("use strict";
 const SVGNS = "http://www.w3.org/2000/svg";
-const CAUSE_COLORS = { "member joined":"#2f6fde", "member left":"#8e5bd8", "group rebalancing":"#3a9fb0",
-  "poll timeout":"#d6453d", "session timeout":"#d6453d", "metadata change":"#d99a1e",
-  "subscription change":"#b0762f", "enforce_rebalance":"#5a6b85", "cooperative round":"#2e9e5b", "error":"#d6453d" };
-// KIP-848 (protocol "consumer"): a member reconciles to a target assignment at a member epoch;
-// the classic protocol rebalances to a generation. The page uses the words of the member's protocol.
-let WORDS = { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
-function setWords(protocol) {
-  WORDS = protocol === "consumer"
-    ? { rebalance: "reconciliation", Rebalances: "Reconciliations", generation: "epoch" }
-    : { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
-  $("rebalances-title").textContent = WORDS.Rebalances + " (newest first)";
-  $("generation-column").textContent = WORDS.generation;
-}
-const seen = new Map();  // start_ms -> rebalance: every one this page has seen
-const lastOwned = new Map(); // partition name -> last snapshot time it was owned
-let originMs = null, last = null;
-
 const $ = (id) => document.getElementById(id);
 const pname = (p) => p.topic + "-" + p.partition;
 function el(tag, attrs, text) {
@@ -177,6 +160,26 @@ const byPartition = (a, b) => {
   const ta = a.slice(0, i), tb = b.slice(0, j);
   return ta < tb ? -1 : ta > tb ? 1 : Number(a.slice(i + 1)) - Number(b.slice(j + 1));
 };
+)kgroup";
+
+// The consumer page's own script, after common_script.
+constexpr std::string_view script = R"kgroup(
+const CAUSE_COLORS = { "member joined":"#2f6fde", "member left":"#8e5bd8", "group rebalancing":"#3a9fb0",
+  "poll timeout":"#d6453d", "session timeout":"#d6453d", "metadata change":"#d99a1e",
+  "subscription change":"#b0762f", "enforce_rebalance":"#5a6b85", "cooperative round":"#2e9e5b", "error":"#d6453d" };
+// KIP-848 (protocol "consumer"): a member reconciles to a target assignment at a member epoch;
+// the classic protocol rebalances to a generation. The page uses the words of the member's protocol.
+let WORDS = { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
+function setWords(protocol) {
+  WORDS = protocol === "consumer"
+    ? { rebalance: "reconciliation", Rebalances: "Reconciliations", generation: "epoch" }
+    : { rebalance: "rebalance", Rebalances: "Rebalances", generation: "generation" };
+  $("rebalances-title").textContent = WORDS.Rebalances + " (newest first)";
+  $("generation-column").textContent = WORDS.generation;
+}
+const seen = new Map();  // start_ms -> rebalance: every one this page has seen
+const lastOwned = new Map(); // partition name -> last snapshot time it was owned
+let originMs = null, last = null;
 
 // Ownership intervals per partition, rebuilt from the rebalance history (revoked and lost end a
 // bar at the rebalance start, assigned starts one at its end) and the current assignment.
@@ -534,10 +537,224 @@ setInterval(refresh, 1000);
 pollGroup();
 )kgroup";
 
+// ---- a share member's page (ShareConsumer): GET / and GET /dashboard.js of its endpoint ----
+//
+// Stable hooks: every figure is `div.stat[data-stat="<key of /status's metrics>"]`; the rate chart
+// `svg#share-rates` draws one `g.rate-series[data-series="<name>"]` per counter with its name as
+// the legend's text; the acknowledgement mix is `svg#ack-mix` with one
+// `rect.ack-part[data-type="accept|release|reject|failed"]` per type seen; the assignment is
+// `tbody#share-partitions` and the share sessions `tbody#share-sessions` (a row per broker).
+
+constexpr std::string_view share_page = R"kgroup(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>kgroup share member</title>
+<link rel="stylesheet" href="dashboard.css">
+</head>
+<body>
+<header>
+  <h1>kgroup share · <span id="group">…</span></h1>
+  <div class="ident" id="ident"></div>
+  <div id="live">connecting</div>
+</header>
+<main>
+  <section class="card wide"><div class="stats" id="stats"></div></section>
+  <section class="card">
+    <div class="tl-head"><h2>Records per second</h2>
+      <label class="ident">window
+        <select id="window">
+          <option value="900000">15 min</option><option value="300000" selected>5 min</option>
+          <option value="60000">1 min</option>
+        </select></label></div>
+    <svg id="share-rates" width="100%" height="180" role="img" aria-label="records per second"></svg>
+  </section>
+  <section class="card">
+    <h2>Acknowledgements</h2>
+    <svg id="ack-mix" viewBox="0 0 240 60" width="100%" role="img" aria-label="acknowledgements by type"></svg>
+    <div id="ack-text" class="ident"></div>
+  </section>
+  <section class="card">
+    <h2>Assignment</h2>
+    <table><thead><tr><th>partition</th></tr></thead><tbody id="share-partitions"></tbody></table>
+  </section>
+  <section class="card">
+    <h2>Share sessions</h2>
+    <table><thead><tr><th>broker</th><th class="num">next epoch</th></tr></thead>
+      <tbody id="share-sessions"></tbody></table>
+  </section>
+</main>
+<script src="dashboard.js"></script>
+</body>
+</html>
+)kgroup";
+
+// The share page's own script, after common_script. The rates are the differences between two
+// /status answers over the browser's clock (a share member's /status has no timestamp); the page
+// keeps 15 minutes of them.
+constexpr std::string_view share_script = R"kgroup(
+const SERIES = [
+  ["delivered", "records_delivered_total", "#2f6fde"], ["redelivered", "records_redelivered_total", "#d99a1e"],
+  ["accepted", "acknowledged_accept_total", "#2e9e5b"], ["released", "acknowledged_release_total", "#8e5bd8"],
+  ["rejected", "acknowledged_reject_total", "#d6453d"], ["lock expired", "acknowledgements_lock_expired_total", "#b0762f"]];
+const ACK_TYPES = [["accept", "acknowledged_accept_total", "#2e9e5b"], ["release", "acknowledged_release_total", "#8e5bd8"],
+  ["reject", "acknowledged_reject_total", "#d6453d"], ["failed", "acknowledgements_failed_total", "#5a6b85"]];
+const samples = [];  // [browser time ms, metrics]
+let last = null;
+
+function drawStats(s) {
+  const m = s.metrics, stats = $("stats");
+  stats.replaceChildren();
+  const items = [
+    ["partitions", null, s.assigned_partitions], ["delivered", "records_delivered_total"],
+    ["redelivered", "records_redelivered_total"], ["accepted", "acknowledged_accept_total"],
+    ["released", "acknowledged_release_total"], ["rejected", "acknowledged_reject_total"],
+    ["acks failed", "acknowledgements_failed_total"], ["lock expired", "acknowledgements_lock_expired_total"],
+    ["gaps", "gaps_acknowledged_total"], ["ShareFetch", "share_fetch_requests_total"],
+    ["ShareAcknowledge", "share_acknowledge_requests_total"], ["session resets", "session_resets_total"],
+    ["rebootstraps", "rebootstraps_total"]];
+  for (const [label, key, value] of items) {
+    const d = h("div", undefined, "stat");
+    d.dataset.stat = key || "assigned_partitions";
+    d.appendChild(h("span", label));
+    d.appendChild(h("b", String(key ? fmtNum(m[key]) : value)));
+    stats.appendChild(d);
+  }
+}
+
+// Per series, one point per pair of consecutive samples: the counter's increase over the time between.
+function drawRates() {
+  const svg = $("share-rates");
+  const width = Math.max(svg.clientWidth || svg.parentNode.clientWidth || 600, 320), height = 180;
+  const now = samples.length ? samples[samples.length - 1][0] : Date.now();
+  const t0 = now - Number($("window").value);
+  const left = 44, right = width - 100, top = 10, bottom = height - 22;
+  const series = SERIES.map(([name, key, color]) => {
+    const pts = [];
+    for (let i = 1; i < samples.length; ++i) {
+      const [ta, a] = samples[i - 1], [tb, b] = samples[i];
+      if (tb < t0 || tb <= ta) continue;
+      pts.push([tb, Math.max(0, (b[key] - a[key]) * 1000 / (tb - ta))]);
+    }
+    return { name, color, pts };
+  });
+  const peak = Math.max(1, ...series.flatMap((s) => s.pts.map((p) => p[1])));
+  const x = (t) => left + (t - t0) / Math.max(1, now - t0) * (right - left);
+  const y = (v) => bottom - v / peak * (bottom - top);
+  svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+  svg.replaceChildren();
+  svg.appendChild(el("line", { class: "axis", x1: left, x2: right, y1: bottom, y2: bottom }));
+  svg.appendChild(el("line", { class: "axis", x1: left, x2: left, y1: top, y2: bottom }));
+  svg.appendChild(el("text", { class: "muted", x: left - 4, y: top + 8, "text-anchor": "end" }, fmtNum(peak, peak < 10 ? 1 : 0)));
+  svg.appendChild(el("text", { class: "muted", x: left - 4, y: bottom, "text-anchor": "end" }, "0"));
+  svg.appendChild(el("text", { class: "muted", x: left, y: height - 6 }, fmtTime(t0)));
+  svg.appendChild(el("text", { class: "muted", x: right, y: height - 6, "text-anchor": "end" }, fmtTime(now)));
+  series.forEach((s, i) => {
+    const g = el("g", { class: "rate-series", "data-series": s.name });
+    if (s.pts.length) {
+      g.appendChild(el("polyline", { fill: "none", stroke: s.color, "stroke-width": 1.8,
+                                     points: s.pts.map(([t, v]) => x(t).toFixed(1) + "," + y(v).toFixed(1)).join(" ") }));
+    }
+    const ly = top + 4 + i * 16, latest = s.pts.length ? s.pts[s.pts.length - 1][1] : 0;
+    g.appendChild(el("rect", { x: right + 8, y: ly, width: 10, height: 10, rx: 2, fill: s.color }));
+    const label = el("text", { x: right + 22, y: ly + 9 }, s.name);
+    label.appendChild(el("title", {}, s.name + ": " + fmtNum(latest, 1) + " records/s now"));
+    g.appendChild(label);
+    svg.appendChild(g);
+  });
+  if (samples.length < 2) {
+    svg.appendChild(el("text", { class: "muted", x: left + 8, y: top + 20 }, "gathering…"));
+  }
+}
+
+function drawAckMix(m) {
+  const svg = $("ack-mix");
+  svg.replaceChildren();
+  const parts = ACK_TYPES.map(([type, key, color]) => [type, m[key] || 0, color]);
+  const total = parts.reduce((a, p) => a + p[1], 0);
+  let x = 0;
+  for (const [type, n, color] of parts) {
+    if (!n) continue;
+    const w = 240 * n / total;
+    const r = el("rect", { class: "ack-part", "data-type": type, x, y: 8, width: Math.max(w, 1), height: 22, fill: color });
+    r.appendChild(el("title", {}, type + ": " + n + " (" + fmtNum(100 * n / total, 1) + "%)"));
+    svg.appendChild(r);
+    x += w;
+  }
+  if (!total) svg.appendChild(el("text", { class: "muted", x: 0, y: 24 }, "none yet"));
+  $("ack-text").textContent = parts.map(([type, n]) => type + " " + n).join(" · ");
+}
+
+function drawTables(s) {
+  const rows = (id, list, cells, empty) => {
+    const tb = $(id);
+    tb.replaceChildren();
+    for (const item of list) {
+      const tr = h("tr");
+      for (const [text, cls] of cells(item)) tr.appendChild(h("td", text, cls));
+      tb.appendChild(tr);
+    }
+    if (!list.length) { const tr = h("tr"); const td = h("td", empty, "empty"); td.colSpan = 2; tr.appendChild(td); tb.appendChild(tr); }
+  };
+  rows("share-partitions", s.assignment.map(pname).sort(byPartition), (n) => [[n]], "no partitions");
+  rows("share-sessions", s.session_epochs, (e) => [[String(e.broker)], [String(e.epoch), "num"]], "no share session yet");
+}
+
+function render(s) {
+  $("group").textContent = s.group || "(no group)";
+  document.title = "kgroup share · " + (s.group || s.client_id);
+  const ident = $("ident");
+  ident.replaceChildren();
+  for (const [k, v] of [["client", s.client_id], ["member", s.member_id || "–"], ["epoch", s.member_epoch], ["state", s.state]]) {
+    if (v === null || v === undefined || v === "") continue;
+    ident.appendChild(document.createTextNode(k + " "));
+    ident.appendChild(h("b", String(v)));
+    ident.appendChild(document.createTextNode("  "));
+  }
+  drawStats(s);
+  drawRates();
+  drawAckMix(s.metrics);
+  drawTables(s);
+}
+
+async function refresh() {
+  try {
+    const res = await fetch("status", { cache: "no-store" });
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    last = await res.json();
+    const now = Date.now();
+    samples.push([now, last.metrics]);
+    while (samples.length > 2 && samples[0][0] < now - 900000) samples.shift();
+    render(last);
+    $("live").textContent = "live · " + fmtTime(now);
+    $("live").className = "on";
+  } catch (e) {
+    $("live").textContent = "disconnected (" + e.message + ")";
+    $("live").className = "";
+  }
+}
+
+$("window").addEventListener("change", () => last && render(last));
+window.addEventListener("resize", () => last && render(last));
+refresh();
+setInterval(refresh, 1000);
+)kgroup";
+
 }  // namespace
 
 std::string_view dashboard_html() { return page; }
-std::string_view dashboard_script() { return script; }
+const std::string& dashboard_script() {
+  static const std::string whole = std::string(common_script) + std::string(script);
+  return whole;
+}
 std::string_view dashboard_style() { return style; }
+std::string_view share_dashboard_html() {
+  return share_page;
+}
+const std::string& share_dashboard_script() {
+  static const std::string whole = std::string(common_script) + std::string(share_script);
+  return whole;
+}
 
 }  // namespace kgroup::http

@@ -42,7 +42,14 @@ std::string render_group_json(const base::group_view& v);
 /// script dashboard_script() (GET /dashboard.js), which polls /status every second. Defined in
 /// dashboard.cpp.
 std::string_view dashboard_html();
-std::string_view dashboard_script();
+const std::string& dashboard_script();
 std::string_view dashboard_style();
+
+/// A share member's dashboard page (GET / of a ShareConsumer's endpoint): the same style, its own
+/// script (GET /dashboard.js), which polls the share member's /status every second and draws its
+/// figures, their rates over time, the acknowledgement mix, the assignment and the share session
+/// epoch per broker. Same rules (nothing external, nothing inline, text through textContent).
+std::string_view share_dashboard_html();
+const std::string& share_dashboard_script();
 
 }  // namespace kgroup::http

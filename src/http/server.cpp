@@ -291,6 +291,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
     auto res = std::make_shared<response>();
     res->version(version);
+    using page = server_options::dashboard_page;
+    const page dashboard = owner_->opts.dashboard;
     try {
       if (target == "/metrics") {
         res->result(bhttp::status::ok);
@@ -304,22 +306,22 @@ class connection : public std::enable_shared_from_this<connection> {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "application/json");
         res->body() = render_group_json(owner_->opts.group_view());
-      } else if (target == "/" && owner_->opts.dashboard) {
+      } else if (target == "/" && dashboard != page::none) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/html; charset=utf-8");
-        res->body() = std::string(dashboard_html());
-      } else if (target == "/dashboard.js" && owner_->opts.dashboard) {
+        res->body() = std::string(dashboard == page::share ? share_dashboard_html() : dashboard_html());
+      } else if (target == "/dashboard.js" && dashboard != page::none) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/javascript; charset=utf-8");
-        res->body() = std::string(dashboard_script());
-      } else if (target == "/dashboard.css" && owner_->opts.dashboard) {
+        res->body() = dashboard == page::share ? share_dashboard_script() : dashboard_script();
+      } else if (target == "/dashboard.css" && dashboard != page::none) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/css; charset=utf-8");
         res->body() = std::string(dashboard_style());
       } else {
         res->result(bhttp::status::not_found);
         res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
-        res->body() = !owner_->opts.dashboard   ? "not found; try /metrics or /status\n"
+        res->body() = dashboard == page::none   ? "not found; try /metrics or /status\n"
                       : owner_->opts.group_view ? "not found; try /, /metrics, /status or /group\n"
                                                 : "not found; try /, /metrics or /status\n";
       }

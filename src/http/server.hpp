@@ -57,9 +57,10 @@ struct server_options {
   /// so it must not wait for anything (the consumer hands out its cached view and marks it
   /// wanted). Empty: /group answers 404.
   std::function<base::group_view()> group_view;
-  /// GET / and its script and style. The dashboard draws a consumer's /status; a share member's
-  /// endpoint has none (those paths answer 404).
-  bool dashboard = true;
+  /// GET / and its script and style: the page that draws a consumer's /status, a share member's,
+  /// or none (those paths answer 404).
+  enum class dashboard_page { none, consumer, share };
+  dashboard_page dashboard = dashboard_page::consumer;
 };
 
 /// The documents of GET /metrics and GET /status, made on the server's thread once per request

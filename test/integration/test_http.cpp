@@ -148,6 +148,13 @@ class running_server {
     REQUIRE_FALSE(ec);
     thread_ = std::thread([this] { io_.run(); });
   }
+  // Any member's endpoint (a share member's): /metrics and /status are `documents`.
+  running_server(kgroup::http::server_options opts, kgroup::http::pages documents)
+      : server_(io_, std::move(opts), std::move(documents)) {
+    const auto ec = server_.start();
+    REQUIRE_FALSE(ec);
+    thread_ = std::thread([this] { io_.run(); });
+  }
   ~running_server() {
     asio::post(io_, [this] { server_.stop(); });
     guard_.reset();
@@ -812,29 +819,22 @@ kgroup::ShareConsumerMetrics fake_share_metrics() {
 
 }  // namespace
 
-TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /status, no dashboard",
+// A share member's endpoint as the ShareConsumer sets it up (observability.cpp): its pages and
+// its dashboard.
+kgroup::http::server_options share_options() {
+  auto so = test_options();
+  so.dashboard = kgroup::http::server_options::dashboard_page::share;
+  return so;
+}
+kgroup::http::pages share_pages(std::function<kgroup::ShareConsumerMetrics()> snapshot) {
+  return {[snapshot] { return kgroup::http::render_share_prometheus(snapshot()); },
+          [snapshot] { return kgroup::http::render_share_status_json(snapshot()); }};
+}
+
+TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /status, its own dashboard",
           "[http]") {
-  asio::io_context io;
-  auto guard = asio::make_work_guard(io);
   const auto m = fake_share_metrics();
-  kgroup::http::server_options so = test_options();
-  so.dashboard = false;
-  kgroup::http::server srv(io, so,
-                           kgroup::http::pages{[&] { return kgroup::http::render_share_prometheus(m); },
-                                               [&] { return kgroup::http::render_share_status_json(m); }});
-  REQUIRE_FALSE(srv.start());
-  std::thread t([&] { io.run(); });
-  struct stop_at_end {
-    asio::io_context& io;
-    kgroup::http::server& srv;
-    decltype(guard)& g;
-    std::thread& t;
-    ~stop_at_end() {
-      asio::post(io, [this] { srv.stop(); });
-      g.reset();
-      t.join();
-    }
-  } stopper{io, srv, guard, t};
+  running_server srv(share_options(), share_pages([&] { return m; }));
 
   client c(srv.endpoint());
   const auto res = c.get("/metrics");
@@ -904,13 +904,109 @@ TEST_CASE("http: a share member's endpoint serves its figures on /metrics and /s
   CHECK(j["session_epochs"][0]["broker"].num() == 1);
   CHECK(j["session_epochs"][0]["epoch"].num() == 17);
 
-  // The dashboard draws a consumer's /status: not served here.
+  // The share page, not the consumer's: its own hooks, the same style, nothing of a group view.
+  const auto page = c.get("/");
+  CHECK(page.result() == bhttp::status::ok);
+  CHECK(page[bhttp::field::content_type] == "text/html; charset=utf-8");
+  const auto script = c.get("/dashboard.js");
+  CHECK(script[bhttp::field::content_type] == "text/javascript; charset=utf-8");
+  const auto style = c.get("/dashboard.css");
+  CHECK(style.result() == bhttp::status::ok);
+  const std::string all = page.body() + script.body();
+  for (const char* hook :
+       {"share-rates", "ack-mix", "share-partitions", "share-sessions", "fetch(\"status\""}) {
+    INFO(hook);
+    CHECK(all.find(hook) != std::string::npos);
+  }
+  for (const char* consumer_only : {"poll-gauge", "group-map", "rebalance-marker", "fetch(\"group\""}) {
+    INFO(consumer_only);
+    CHECK(all.find(consumer_only) == std::string::npos);
+  }
+  CHECK(count_of(page.body(), "<script src=") == 1);
+  CHECK(count_of(page.body(), "<link") == 1);
+  // A share member has no group view.
+  const auto group = c.get("/group");
+  CHECK(group.result() == bhttp::status::not_found);
+  CHECK(group.body() == "not found; try /, /metrics or /status\n");
+}
+
+TEST_CASE("http: a share member's endpoint without a dashboard answers 404 on its paths", "[http]") {
+  auto so = share_options();
+  so.dashboard = kgroup::http::server_options::dashboard_page::none;
+  running_server srv(so, share_pages(fake_share_metrics));
+  client c(srv.endpoint());
   for (const char* path : {"/", "/dashboard.js", "/dashboard.css", "/group"}) {
     INFO(path);
     const auto r = c.get(path);
     CHECK(r.result() == bhttp::status::not_found);
     CHECK(r.body() == "not found; try /metrics or /status\n");
   }
+  CHECK(c.get("/status").result() == bhttp::status::ok);
+}
+
+TEST_CASE("http: a share member's dashboard in headless chromium draws its figures, rates, acks and sessions",
+          "[http][browser]") {
+  // Each /status answer delivers 50 more records (10 of them redelivered) and accepts 40, so the
+  // page sees rates; the names are hostile, so they must arrive as text, not markup.
+  std::atomic<int> calls{0};
+  auto snapshot = [&] {
+    auto m = fake_share_metrics();
+    const int n = calls++;
+    m.client_id = "<img src=x onerror=alert(1)>";
+    m.assignment = {{"jobs<b>", 0}, {"jobs<b>", 2}};
+    m.records_delivered += 50u * static_cast<unsigned>(n);
+    m.records_redelivered += 10u * static_cast<unsigned>(n);
+    m.acknowledged_accept += 40u * static_cast<unsigned>(n);
+    return m;
+  };
+  running_server srv(share_options(), share_pages(snapshot));
+  std::string dom;
+  try {
+    dom = kgroup::test::dump_dom("http://" + srv.endpoint() + "/");
+  } catch (const std::exception& e) {
+    FAIL(e.what());
+  }
+  INFO(dom.substr(0, 6000));
+  REQUIRE(calls.load() >= 3);  // the page kept polling /status
+  CHECK(dom.find(">jobs-app</span>") != std::string::npos);
+  // Every figure, by its /status key; the counters that do not move keep their values.
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"assigned_partitions", "2"},
+                                                        {"acknowledged_release_total", "9"},
+                                                        {"acknowledged_reject_total", "3"},
+                                                        {"acknowledgements_failed_total", "2"},
+                                                        {"acknowledgements_lock_expired_total", "1"},
+                                                        {"session_resets_total", "1"},
+                                                        {"rebootstraps_total", "2"},
+                                                        {"share_fetch_requests_total", "40"}}) {
+    INFO(key);
+    CHECK(element_contains(dom, "<div class=\"stat\" data-stat=\"" + key + "\"", "<b>" + value + "</b>",
+                           "</div>"));
+  }
+  CHECK(dom.find("data-stat=\"records_delivered_total\"") != std::string::npos);
+  // A rate series per counter, with its legend; the moving ones drew a line.
+  for (const char* series :
+       {"delivered", "redelivered", "accepted", "released", "rejected", "lock expired"}) {
+    INFO(series);
+    CHECK(element_contains(dom, std::string("<g class=\"rate-series\" data-series=\"") + series + "\"",
+                           std::string(">") + series + "<"));
+  }
+  CHECK(element_contains(dom, "<g class=\"rate-series\" data-series=\"delivered\"", "<polyline"));
+  CHECK(dom.find(">gathering…</text>") == std::string::npos);
+  // The acknowledgement mix: a part per type with acknowledgements.
+  for (const char* type : {"accept", "release", "reject", "failed"}) {
+    INFO(type);
+    CHECK(dom.find(std::string("class=\"ack-part\" data-type=\"") + type + "\"") != std::string::npos);
+  }
+  // The assignment and the share sessions, in order.
+  CHECK(element_contains(dom, "<tbody id=\"share-partitions\">", "<td>jobs&lt;b&gt;-0</td>", "</tbody>"));
+  CHECK(element_contains(dom, "<tbody id=\"share-partitions\">", "<td>jobs&lt;b&gt;-2</td>", "</tbody>"));
+  CHECK(element_contains(dom, "<tbody id=\"share-sessions\">", "<td class=\"num\">17</td>", "</tbody>"));
+  CHECK(element_contains(dom, "<tbody id=\"share-sessions\">", "<td class=\"num\">2</td>", "</tbody>"));
+  // Hostile names are text.
+  CHECK(dom.find("<img src=x") == std::string::npos);
+  CHECK(dom.find("&lt;img src=x onerror=alert(1)&gt;") != std::string::npos);
+  CHECK(dom.find("<b>jobs") == std::string::npos);
 }
 
 // librdkafka 2.15.1's mock ([share]: the share@2.15 entries).
