@@ -1083,6 +1083,20 @@ TEST_CASE("http: a live share member serves its acknowledgements and session epo
   CHECK(j["metrics"]["acknowledged_reject_total"].num() == 3);
   REQUIRE(j["session_epochs"].size() == 1);
   CHECK(j["session_epochs"][0]["broker"].num() == 1);
+
+  // Its dashboard, drawn in headless chromium from the live /status.
+  std::string dom;
+  try {
+    dom = kgroup::test::dump_dom("http://" + ep + "/", 90s, 2500);
+  } catch (const std::exception& e) {
+    FAIL(e.what());
+  }
+  INFO(dom.substr(0, 4000));
+  CHECK(dom.find(">g-share-http</span>") != std::string::npos);
+  CHECK(element_contains(dom, "<div class=\"stat\" data-stat=\"acknowledged_reject_total\"", "<b>3</b>",
+                         "</div>"));
+  CHECK(element_contains(dom, "<tbody id=\"share-partitions\">", "<td>jobs-0</td>", "</tbody>"));
+  CHECK(element_contains(dom, "<tbody id=\"share-sessions\">", "<td>1</td>", "</tbody>"));
   c.close(10s);
 }
 
