@@ -398,9 +398,11 @@ TEST_CASE("share: three members work one queue; every record is delivered and ac
   for (int i = 0; i < 3; ++i) {
     members.push_back(std::make_unique<ShareConsumer>(share_config(mc, "three")));
     members.back()->subscribe({"q"});
-    threads.emplace_back([&, i] {
+    // The member itself, not members[i]: the next push_back may move the vector's elements while
+    // this thread reads them (a race TSan found).
+    threads.emplace_back([&, m = members.back().get(), i] {
       const std::string name = "m" + std::to_string(i);
-      while (running) j.delivered(name, members[i]->poll(100ms));
+      while (running) j.delivered(name, m->poll(100ms));
     });
     std::this_thread::sleep_for(700ms);  // joins a heartbeat interval apart (M4)
   }
