@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -74,6 +75,27 @@ inline boost::json::string json_text(std::string_view s) {
     }
   }
   return out;
+}
+
+/// True when `s` is printable ASCII without '"' or '\\': valid UTF-8 that JSON takes verbatim
+/// (what Boost.JSON's serializer would write unchanged between the quotes). Eight bytes at a time:
+/// a word has a byte below n when (w - n*ones) & ~w & highs is not zero (n <= 128), a zero byte
+/// (one equal to c, after w ^ c*ones) when the same holds for n = 1.
+inline bool plain_json_text(std::string_view s) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101ULL;
+  constexpr std::uint64_t highs = 0x8080808080808080ULL;
+  const auto below = [](std::uint64_t w, std::uint64_t n) { return (w - n * ones) & ~w & highs; };
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if ((w & highs) | below(w, 0x20) | below(w ^ ('"' * ones), 1) | below(w ^ ('\\' * ones), 1)) return false;
+  }
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+  }
+  return true;
 }
 
 /// Appends `s` (valid UTF-8) as a JSON string literal, escaped by `sr` (one per document).

@@ -403,10 +403,9 @@ void connection::start_read() {
           return;
         }
         // The buffer grows with the bytes that actually arrive (from 1 MiB, doubling): a broker
-        // that announces a huge frame and sends nothing costs no huge allocation.
-        auto frame = std::make_shared<protocol::bytes>();
-        frame->resize(std::min<std::size_t>(size, initial_frame_buffer));
-        self->read_body(std::move(frame), size, 0);
+        // that announces a huge frame and sends nothing costs no huge allocation. Large frames
+        // reuse the buffers of earlier ones (frame_pool.hpp).
+        self->read_body(self->frames_->acquire(size, initial_frame_buffer), size, 0);
       });
 }
 

@@ -37,6 +37,7 @@
 #include "net/api_versions.hpp"
 #include "net/connection_core.hpp"
 #include "net/connection_setup.hpp"
+#include "net/frame_pool.hpp"
 #include "net/security.hpp"
 #include "protocol/answer_check.hpp"
 #include "protocol/headers.hpp"
@@ -218,6 +219,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::deque<std::shared_ptr<protocol::bytes>> write_queue_;
   bool writing_ = false;
   std::uint8_t size_buf_[4] = {};
+  std::shared_ptr<frame_pool> frames_ = std::make_shared<frame_pool>();  // response buffers, reused
   std::error_code fatal_ec_;
   std::string fatal_message_;
 };

@@ -48,7 +48,11 @@
 // fprintf, both with stdout on /dev/null. Per codec and program, the median of --runs runs of:
 //   cli=kgroup-consume|librdkafka-print codec=C records=N wall_s=W cpu_s_per_million=C peak_rss_mb=M
 // wall_s is from spawn to exit and so includes the mock's 3 s first-join delay and the close;
-// CPU is the whole process's (wait4's rusage), peak RSS its VmHWM polled every 20 ms.
+// CPU is the whole process's (wait4's rusage), peak RSS its VmHWM polled every 20 ms. When kcat
+// is found (--kcat PATH, or `kcat` on PATH; Debian's kcat 1.7.1 on librdkafka 2.0.2) it runs as a
+// third program, a group member printing JSON records the same way (`kcat -b .. -G GROUP -J -c N
+// -q -X auto.offset.reset=earliest -X enable.auto.commit=false TOPIC`: key, value, headers,
+// timestamp), and the summary compares kgroup-consume with it (issue 37's goal: at most x0.5).
 //
 // --idle SECONDS compares idle members instead (issue 37): per client, a member with the
 // library's defaults alone in a group on a topic of --partitions (12 unless given) empty
@@ -58,7 +62,7 @@
 //
 // Usage: kgroup-bench-consume [--quick] [--cli] [--idle SECONDS] [--records N] [--partitions N] [--runs N]
 //                             [--codec none|lz4] [--client kgroup|librdkafka]
-//                             [--placement child|in-process] [--kgroup-consume PATH]
+//                             [--placement child|in-process] [--kgroup-consume PATH] [--kcat PATH]
 //   --quick    one run of 60,000 records, kgroup only (the ctest smoke test).
 // Exit status 1 if a run did not read every record exactly once within its time limit.
 #include <fcntl.h>
@@ -88,6 +92,7 @@
 #include <thread>
 #include <vector>
 
+#include "find_program.hpp"
 #include "kgroup/config.hpp"
 #include "kgroup/consumer.hpp"
 #include "mock_cluster.hpp"
@@ -570,6 +575,7 @@ struct options {
   std::vector<std::string> clients = {"kgroup", "librdkafka"};
   std::vector<std::string> placements = {"child", "in-process"};
   std::string kgroup_consume;
+  std::string kcat;  // --cli: kcat's path; empty: looked for on PATH
   // --child
   std::string child_mode;
   run_spec spec;
@@ -579,7 +585,7 @@ struct options {
   std::fprintf(stderr,
                "kgroup-bench-consume: %s\nusage: kgroup-bench-consume [--quick] [--cli] [--records N] "
                "[--partitions N] [--runs N] [--codec none|lz4] [--client kgroup|librdkafka] "
-               "[--placement child|in-process] [--kgroup-consume PATH] [--idle SECONDS]\n",
+               "[--placement child|in-process] [--kgroup-consume PATH] [--kcat PATH] [--idle SECONDS]\n",
                why.c_str());
   std::exit(2);
 }
@@ -631,6 +637,8 @@ options parse(int argc, char** argv) {
       if (o.placements[0] != "child" && o.placements[0] != "in-process") usage("--placement: child or in-process");
     } else if (a == "--kgroup-consume") {
       o.kgroup_consume = value();
+    } else if (a == "--kcat") {
+      o.kcat = value();
     } else if (a == "--idle") {
       o.idle_seconds = static_cast<int>(number());
     } else if (a == "--child") {
@@ -780,7 +788,15 @@ int cli_main(const options& o, kgroup::test::mock_cluster& mc) {
   const std::string exe = self_exe();
   bool all_ok = true;
   std::map<std::string, std::map<std::string, std::array<double, 3>>> medians;
-  const std::vector<std::string> programs = {"kgroup-consume", "librdkafka-print"};
+  std::vector<std::string> programs = {"kgroup-consume", "librdkafka-print"};
+  const std::string kcat = o.kcat.empty() ? kgroup::test::find_on_path("kcat") : o.kcat;
+  if (!kcat.empty() && access(kcat.c_str(), X_OK) == 0) {
+    programs.push_back("kcat");
+  } else {
+    std::fprintf(
+        stderr,
+        "# kcat not found (apt-get install kcat, or --kcat PATH): compared with librdkafka-print only\n");
+  }
   for (const auto& codec : o.codecs) {
     for (const auto& program : programs) {
       std::vector<double> walls, cpus, rss;
@@ -793,6 +809,21 @@ int cli_main(const options& o, kgroup::test::mock_cluster& mc) {
         if (program == "kgroup-consume") {
           args = {o.kgroup_consume, "-b", spec.bootstrap, "-g", spec.group, "--commit", "none",
                   "--max-messages", std::to_string(spec.records), spec.topic};
+        } else if (program == "kcat") {
+          args = {kcat,
+                  "-b",
+                  spec.bootstrap,
+                  "-G",
+                  spec.group,
+                  "-J",
+                  "-q",
+                  "-c",
+                  std::to_string(spec.records),
+                  "-X",
+                  "auto.offset.reset=earliest",
+                  "-X",
+                  "enable.auto.commit=false",
+                  spec.topic};
         } else {
           args = child_args(exe, "librdkafka-print", spec);
         }
@@ -817,10 +848,14 @@ int cli_main(const options& o, kgroup::test::mock_cluster& mc) {
   }
   for (const auto& [codec, by] : medians) {
     const auto& k = by.at("kgroup-consume");
-    const auto& l = by.at("librdkafka-print");
-    std::printf("# codec=%s kgroup-consume/librdkafka-print: wall x%.2f, cpu per record x%.2f (goal <= 0.5), "
-                "peak rss x%.2f (goal <= 1)\n",
-                codec.c_str(), l[0] > 0 ? k[0] / l[0] : 0, l[1] > 0 ? k[1] / l[1] : 0, l[2] > 0 ? k[2] / l[2] : 0);
+    for (const auto& [other, l] : by) {
+      if (other == "kgroup-consume") continue;
+      std::printf(
+          "# codec=%s kgroup-consume/%s: wall x%.2f, cpu per record x%.2f (goal <= 0.5), "
+          "peak rss x%.2f (goal <= 1)\n",
+          codec.c_str(), other.c_str(), l[0] > 0 ? k[0] / l[0] : 0, l[1] > 0 ? k[1] / l[1] : 0,
+          l[2] > 0 ? k[2] / l[2] : 0);
+    }
   }
   return all_ok ? 0 : 1;
 }

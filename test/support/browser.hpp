@@ -23,6 +23,8 @@
 #include <system_error>
 #include <vector>
 
+#include "find_program.hpp"
+
 extern char** environ;
 
 namespace kgroup::test {
@@ -31,17 +33,8 @@ namespace kgroup::test {
 /// Empty when none is found.
 inline std::string find_chromium() {
   if (const char* env = std::getenv("KGROUP_CHROMIUM"); env != nullptr && *env != '\0') return env;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
   for (const char* name : {"chromium", "chromium-browser"}) {
-    std::size_t start = 0;
-    while (start <= dirs.size()) {
-      const auto end = std::min(dirs.find(':', start), dirs.size());
-      const std::string dir = dirs.substr(start, end - start);
-      const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      start = end + 1;
-    }
+    if (auto found = find_on_path(name); !found.empty()) return found;
   }
   return {};
 }
