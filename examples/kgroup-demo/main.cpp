@@ -28,14 +28,18 @@
 // side (--protocol eager vs cooperative), not against real Kafka. --protocol consumer tells the
 // story with KIP-848 members (librdkafka 2.15's mock only), then again with the classic protocol
 // (cooperative-sticky) on a fresh cluster, and compares the steps in a table at the end.
+// --share tells a share group's story instead (KIP-932, librdkafka 2.15's mock only: a queue
+// worked by three ShareConsumer members, one stalls past the acquisition lock, one is killed;
+// share_story.cpp).
 //
 // Exit status 0 when the story ran as scripted (every step settled with every partition owned by a
 // live member, no partition owned by two live members at once, every produced record consumed,
 // every record's key the one produced at its offset); 1 otherwise, with the reason.
 //
 // The parts: parent.hpp (settings and helpers), timeline.hpp (the members' reports merged),
-// processes.hpp (member processes, the producer), story.cpp (the steps and their reports), this
-// file (options, the cluster and its fronts); member.cpp is the member process's side.
+// processes.hpp (member processes, the producer), story.cpp (the steps and their reports),
+// share_story.cpp (the share story, its cluster and its verdict), this file (options, the
+// cluster and its fronts); member.cpp is the member process's side.
 #include <signal.h>
 
 #include <algorithm>
