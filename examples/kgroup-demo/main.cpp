@@ -379,7 +379,12 @@ int main(int argc, char** argv) {
   if (!failures.empty()) {
     std::fprintf(stderr, "\nkgroup-demo: the story did not run as scripted:\n");
     for (const auto& f : failures) std::fprintf(stderr, "  - %s\n", f.c_str());
-    std::fprintf(stderr, "member logs: %s\n", log_dir.c_str());
+    std::error_code ec;
+    if (std::filesystem::is_empty(log_dir, ec) && !ec) {
+      std::filesystem::remove(log_dir, ec);  // no member started (e.g. the wrong librdkafka)
+    } else {
+      std::fprintf(stderr, "member logs: %s\n", log_dir.c_str());
+    }
     return 1;
   }
   std::error_code ec;
