@@ -21,6 +21,19 @@
 //   X <ns>                                          closed cleanly, about to exit
 //
 // <partitions> is a comma-separated list of partition numbers of the demo topic, or '-'.
+//
+// A share-group member (--share, a kgroup::ShareConsumer in implicit mode: the share story,
+// share_story.cpp) sends I, E and X lines as above, and:
+//   R <ns> <bad> <p>:<offset>:<count>,...           poll() returned these records (delivery counts);
+//                                                   bad = records whose key was not the one produced there
+//   K <ns> <partition> <offsets> <code> <text>      an acknowledgement outcome (the commit callback):
+//                                                   <offsets> as "a-b,c"; code 0 = applied, else the
+//                                                   Kafka error code (or -1 for another error) and its text
+//   M <ns> <epoch> <delivered> <redelivered> <accepted> <released> <failed> <lock_expired> <state>
+//                                                   ShareConsumer::metrics(), every 250 ms
+//   P <ns> begin <ms> <last_poll_ns>                the scripted stall starts; its last poll() returned at
+//   P <ns> end <ms>                                 <last_poll_ns>, and it polls no more until end
+//
 // The parent writes commands to the member's stdin: "stall <ms>" and "leave". EOF on stdin
 // (the parent is gone) also makes the member leave.
 #pragma once
@@ -36,6 +49,7 @@ namespace demo {
 using steady = std::chrono::steady_clock;
 
 inline constexpr const char* topic_name = "orders";
+inline constexpr const char* share_topic_name = "jobs";  // the share story's queue
 
 inline std::int64_t to_ns(steady::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -84,7 +98,12 @@ struct member_options {
   int heartbeat_interval_ms = 500;
   int max_poll_interval_ms = 8000;
   std::vector<std::pair<std::string, std::string>> settings;  // more consumer keys (security)
+  bool share = false;  // a share-group member (kgroup::ShareConsumer): --share
 };
+
+/// A share member's pretend work per record (it sleeps this long for each record a poll()
+/// returned), so three members take the story's minute to work through the queue.
+inline constexpr std::chrono::milliseconds share_work_per_record{25};
 
 /// The member process's main loop (see the line protocol above). Returns the exit status.
 int run_member(const member_options& options);

@@ -28,14 +28,18 @@
 // side (--protocol eager vs cooperative), not against real Kafka. --protocol consumer tells the
 // story with KIP-848 members (librdkafka 2.15's mock only), then again with the classic protocol
 // (cooperative-sticky) on a fresh cluster, and compares the steps in a table at the end.
+// --share tells a share group's story instead (KIP-932, librdkafka 2.15's mock only: a queue
+// worked by three ShareConsumer members, one stalls past the acquisition lock, one is killed;
+// share_story.cpp).
 //
 // Exit status 0 when the story ran as scripted (every step settled with every partition owned by a
 // live member, no partition owned by two live members at once, every produced record consumed,
 // every record's key the one produced at its offset); 1 otherwise, with the reason.
 //
 // The parts: parent.hpp (settings and helpers), timeline.hpp (the members' reports merged),
-// processes.hpp (member processes, the producer), story.cpp (the steps and their reports), this
-// file (options, the cluster and its fronts); member.cpp is the member process's side.
+// processes.hpp (member processes, the producer), story.cpp (the steps and their reports),
+// share_story.cpp (the share story, its cluster and its verdict), this file (options, the
+// cluster and its fronts); member.cpp is the member process's side.
 #include <signal.h>
 
 #include <algorithm>
@@ -74,6 +78,7 @@ void on_sigint(int) { demo::g_interrupted = 1; }
 void usage(std::FILE* to) {
   std::fputs(
       "usage: kgroup-demo [--protocol cooperative|eager|consumer] [--serve] [--rate N]\n"
+      "       kgroup-demo --share [--serve]\n"
       "  Starts a mock Kafka cluster (librdkafka's: 3 brokers, topic 'orders' with 12 partitions, a\n"
       "  producer writing N records/s, default 400) and tells a consumer group's story with kgroup\n"
       "  members: three join, a fourth joins, one leaves cleanly, one is killed, one stalls past\n"
@@ -86,7 +91,12 @@ void usage(std::FILE* to) {
       "  --security-protocol SSL|SASL_PLAINTEXT|SASL_SSL\n"
       "              members reach the cluster through a TLS/SASL front (test/support/secure_front.hpp)\n"
       "              with a CA generated at start-up and the user demo / demo-secret\n"
-      "  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER (default SCRAM-SHA-256)\n",
+      "  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER (default SCRAM-SHA-256)\n"
+      "  --share     a share group's story instead (KIP-932, queues; needs librdkafka 2.15's mock, see\n"
+      "              .ci/demo): a queue of records worked by three kgroup::ShareConsumer members with a\n"
+      "              short acquisition lock; one stalls past the lock and its records go to the others\n"
+      "              with delivery count 2, one is killed; then every record must have been accepted.\n"
+      "              Not with the options above but --serve\n",
       to);
 }
 
@@ -100,11 +110,12 @@ void parse_timeouts(const std::string& text, demo::member_options& o) {
 }
 
 // The hidden member mode's options (processes.hpp writes them): --member NAME --bootstrap B
-// --group G --strategy S --timeouts A,B,C [--set KEY=VALUE]...
+// --group G --strategy S --timeouts A,B,C [--share] [--set KEY=VALUE]...
 demo::member_options parse_member_options(int argc, char** argv) {
-  enum : int { member = 256, bootstrap, group, strategy, timeouts, set };
+  enum : int { member = 256, bootstrap, group, strategy, timeouts, set, share };
   static const ::option table[] = {
       {"member", required_argument, nullptr, member},
+      {"share", no_argument, nullptr, share},
       {"bootstrap", required_argument, nullptr, bootstrap},
       {"group", required_argument, nullptr, group},
       {"strategy", required_argument, nullptr, strategy},
@@ -130,6 +141,9 @@ demo::member_options parse_member_options(int argc, char** argv) {
       case timeouts:
         parse_timeouts(value, o);
         break;
+      case share:
+        o.share = true;
+        break;
       case set: {
         const auto eq = value.find('=');
         if (eq == std::string::npos || eq == 0) {
@@ -146,7 +160,7 @@ demo::member_options parse_member_options(int argc, char** argv) {
 
 // Returns nothing when --help was given.
 std::optional<demo::options> parse_options(int argc, char** argv) {
-  enum : int { protocol = 256, no_compare, serve, security_protocol, sasl_mechanism, rate };
+  enum : int { protocol = 256, no_compare, serve, security_protocol, sasl_mechanism, rate, share };
   static const ::option table[] = {
       {"help", no_argument, nullptr, 'h'},
       {"protocol", required_argument, nullptr, protocol},
@@ -155,15 +169,25 @@ std::optional<demo::options> parse_options(int argc, char** argv) {
       {"security-protocol", required_argument, nullptr, security_protocol},
       {"sasl-mechanism", required_argument, nullptr, sasl_mechanism},
       {"rate", required_argument, nullptr, rate},
+      {"share", no_argument, nullptr, share},
       {nullptr, 0, nullptr, 0},
   };
   demo::options opt;
   bool help = false;
+  std::vector<std::string> group_only;  // the consumer-group story's options given, by name
   kgroup::examples::read_long_options(argc, argv, "h", table, [&](int code, const std::string& value) {
+    if (code != 'h' && code != share && code != serve) {
+      for (const auto* o = table; o->name != nullptr; ++o) {
+        if (o->val == code) group_only.push_back(std::string("--") + o->name);
+      }
+    }
     switch (code) {
       case 'h':
         help = true;
         return false;
+      case share:
+        opt.share = true;
+        break;
       case protocol:
         opt.protocol = kgroup::examples::one_of("--protocol", value, {"eager", "cooperative", "consumer"});
         break;
@@ -194,6 +218,14 @@ std::optional<demo::options> parse_options(int argc, char** argv) {
     return true;
   });
   if (help) return std::nullopt;
+  // The share story has no rebalance protocol to pick, no producer rate (its queue is written
+  // before the members start: the mock drops every share session when a connection closes) and
+  // no security front.
+  if (opt.share && !group_only.empty()) {
+    throw std::invalid_argument(
+        "--share cannot be combined with " + group_only.front() +
+        " (the share story has no rebalance protocol, producer rate or security front)");
+  }
   return opt;
 }
 
@@ -329,7 +361,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> failures;
   std::vector<demo::step_result> steps;
-  failures = run_story(opt, log_dir, &steps);
+  failures = opt.share ? demo::tell_share_story(opt, log_dir) : run_story(opt, log_dir, &steps);
   // --protocol consumer: the same story with the classic protocol afterwards, and the two compared.
   if (opt.protocol == "consumer" && opt.compare && failures.empty() && !opt.serve && !demo::g_interrupted) {
     fmt::print("\n==== The same story with group.protocol=classic (cooperative-sticky), for comparison\n\n");
@@ -347,7 +379,12 @@ int main(int argc, char** argv) {
   if (!failures.empty()) {
     std::fprintf(stderr, "\nkgroup-demo: the story did not run as scripted:\n");
     for (const auto& f : failures) std::fprintf(stderr, "  - %s\n", f.c_str());
-    std::fprintf(stderr, "member logs: %s\n", log_dir.c_str());
+    std::error_code ec;
+    if (std::filesystem::is_empty(log_dir, ec) && !ec) {
+      std::filesystem::remove(log_dir, ec);  // no member started (e.g. the wrong librdkafka)
+    } else {
+      std::fprintf(stderr, "member logs: %s\n", log_dir.c_str());
+    }
     return 1;
   }
   std::error_code ec;

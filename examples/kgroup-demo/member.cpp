@@ -1,5 +1,5 @@
-// kgroup-demo, member side: one kgroup Consumer in its own process, reporting to the parent
-// (line protocol in demo.hpp).
+// kgroup-demo, member side: one kgroup Consumer (or, with --share, one kgroup::ShareConsumer) in
+// its own process, reporting to the parent (line protocol in demo.hpp).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,8 +22,10 @@
 
 #include "demo.hpp"
 #include "kgroup/consumer.hpp"
+#include "kgroup/error.hpp"
 #include "kgroup/log.hpp"
 #include "kgroup/metrics.hpp"
+#include "kgroup/share_consumer.hpp"
 #include "mock_cluster.hpp"
 
 namespace demo {
@@ -70,6 +72,18 @@ class reporting_listener : public kgroup::ConsumerRebalanceListener {
  private:
   const kgroup::Consumer* consumer_;
 };
+
+// Closes `consumer` (a Consumer or a ShareConsumer), reports an error (E) or the clean close (X).
+template <class AnyConsumer>
+int close_and_report(AnyConsumer& consumer) {
+  try {
+    consumer.close(std::chrono::seconds(10));
+  } catch (const std::exception& e) {
+    emit(fmt::format("E {} close: {}", now_ns(), e.what()));
+  }
+  emit(fmt::format("X {}", now_ns()));
+  return 0;
+}
 
 // Reads the parent's commands from stdin without blocking the poll loop.
 class command_reader {
@@ -215,13 +229,95 @@ int run(const member_options& o) {
     }
   }
 
-  try {
-    consumer.close(std::chrono::seconds(10));
-  } catch (const std::exception& e) {
-    emit(fmt::format("E {} close: {}", now_ns(), e.what()));
+  return close_and_report(consumer);
+}
+
+// "3-7,9": ascending offsets as runs.
+std::string offset_runs(const std::set<std::int64_t>& offsets) {
+  std::string out;
+  for (auto it = offsets.begin(); it != offsets.end();) {
+    const std::int64_t first = *it;
+    std::int64_t last = first;
+    for (++it; it != offsets.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ',';
+    out += first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
   }
-  emit(fmt::format("X {}", now_ns()));
-  return 0;
+  return out.empty() ? "-" : out;
+}
+
+// The share story's member: a ShareConsumer in implicit mode (each poll() accepts what the last
+// one returned), working share_work_per_record on each record it gets.
+int run_share(const member_options& o) {
+  kgroup::Config config{
+      {"bootstrap.servers", o.bootstrap},
+      {"group.id", o.group},
+      {"client.id", o.name},
+      {"observability.http.listen", "127.0.0.1:0"},
+  };
+  for (const auto& [key, value] : o.settings) config.set(key, value);
+  config.set_log_sink(kgroup::make_stderr_log_sink(kgroup::LogLevel::info, o.name));
+  kgroup::ShareConsumer consumer(config);
+  // Every acknowledgement outcome, applied or not, to the parent: it checks that each record
+  // was accepted once and that every other delivery of it is explained.
+  consumer.set_acknowledgement_commit_callback([](const kgroup::AcknowledgementResults& results) {
+    for (const auto& [tp, r] : results) {
+      emit(fmt::format("K {} {} {} {}", now_ns(), tp.partition, offset_runs(r.offsets),
+                       kgroup::error_name(r.error)));
+    }
+  });
+  consumer.subscribe({share_topic_name});
+
+  std::string member_id = "?";
+  command_reader commands;
+  auto last_status = steady::time_point{};
+  int stall_ms = 0;  // asked for: starts after the next poll() that returns records
+  std::string list;
+  while (!g_leave) {
+    const std::string cmd = commands.next();
+    if (cmd == "leave") break;
+    if (cmd.rfind("stall ", 0) == 0) stall_ms = std::atoi(cmd.c_str() + 6);
+
+    try {
+      const kgroup::ConsumerRecords records = consumer.poll(100ms);
+      const auto polled = steady::now();
+      if (!records.empty()) {
+        std::int64_t bad = 0;
+        list.clear();
+        for (const auto& r : records) {
+          if (!r.key || *r.key != kgroup::test::record_key(share_topic_name, r.partition, r.offset)) ++bad;
+          if (!list.empty()) list += ',';
+          list += fmt::format("{}:{}:{}", r.partition, r.offset, r.delivery_count.value_or(-1));
+        }
+        emit(fmt::format("R {} {} {}", to_ns(polled), bad, list));
+        if (stall_ms > 0) {
+          // The scripted stall, holding these records: no poll(), so they are neither processed
+          // nor accepted; the process, its background thread (heartbeats) and its connection stay.
+          emit(fmt::format("P {} begin {} {}", now_ns(), stall_ms, to_ns(polled)));
+          std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+          emit(fmt::format("P {} end {}", now_ns(), stall_ms));
+          stall_ms = 0;
+        } else {
+          std::this_thread::sleep_for(share_work_per_record * static_cast<int>(records.size()));
+        }
+      }
+    } catch (const std::exception& e) {
+      emit(fmt::format("E {} poll: {}", now_ns(), e.what()));
+    }
+
+    if (steady::now() - last_status >= 250ms) {
+      last_status = steady::now();
+      const kgroup::ShareConsumerMetrics m = consumer.metrics();
+      if (word(m.member_id) != member_id) {
+        member_id = word(m.member_id);
+        emit(fmt::format("I {} {} {}", now_ns(), member_id, word(m.http_endpoint)));
+      }
+      emit(fmt::format("M {} {} {} {} {} {} {} {} {}", now_ns(), m.member_epoch, m.records_delivered,
+                       m.records_redelivered, m.acknowledged_accept, m.acknowledged_release,
+                       m.acknowledgements_failed, m.acknowledgements_lock_expired, word(m.state)));
+    }
+  }
+
+  return close_and_report(consumer);
 }
 
 }  // namespace
@@ -236,7 +332,7 @@ int run_member(const member_options& options) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the whole process group; the parent decides
   try {
-    return run(options);
+    return options.share ? run_share(options) : run(options);
   } catch (const std::exception& e) {
     emit(fmt::format("E {} {}", now_ns(), e.what()));
     std::fprintf(stderr, "%s: %s\n", options.name.c_str(), e.what());

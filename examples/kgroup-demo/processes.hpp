@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -36,7 +38,7 @@ inline std::string self_exe() {
 
 class member_process {
  public:
-  member_process(const member_options& o, const std::string& log_path, story_state& state)
+  member_process(const member_options& o, const std::string& log_path, member_reports& state)
       : name_(o.name), state_(state) {
     int out[2], in[2];
     // Close-on-exec, so no other member inherits these ends (EOF must mean this member is gone).
@@ -64,6 +66,7 @@ class member_process {
                                   "--timeouts",
                                   fmt::format("{},{},{}", o.session_timeout_ms, o.heartbeat_interval_ms,
                                               o.max_poll_interval_ms)};
+    if (o.share) args.emplace_back("--share");
     for (const auto& [key, value] : o.settings) {
       args.push_back("--set");
       args.push_back(key + "=" + value);
@@ -124,7 +127,6 @@ class member_process {
     reaped_ = true;
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
     if (reader_.joinable()) reader_.join();
-    state_.exited(name_);
     return status_;
   }
 
@@ -145,13 +147,13 @@ class member_process {
     }
     std::free(line);
     std::fclose(f);
-    if (!killed_by_story_ && !state_.member(name_).closed_cleanly) {
+    if (!killed_by_story_ && !state_.closed_cleanly(name_)) {
       state_.note(steady::now(), name_ + "'s process ended without closing its consumer (it crashed or was killed)");
     }
   }
 
   std::string name_;
-  story_state& state_;
+  member_reports& state_;
   pid_t pid_ = -1;
   int to_child_ = -1;
   bool reaped_ = false;
@@ -159,6 +161,29 @@ class member_process {
   int status_ = 0;
   std::thread reader_;
 };
+
+/// The member process named `name` (a story's own; it exists).
+inline member_process& find_member(const std::vector<std::unique_ptr<member_process>>& members,
+                                   const std::string& name) {
+  for (const auto& p : members) {
+    if (p->name() == name) return *p;
+  }
+  throw std::logic_error("no member " + name);
+}
+
+/// --serve: prints `intro` and where each running member serves (`where(name)`), then waits
+/// until SIGINT or SIGTERM.
+inline void serve_members(const std::vector<std::unique_ptr<member_process>>& members,
+                          const std::string& intro,
+                          const std::function<std::string(const std::string& name)>& where) {
+  fmt::print("\n{}\n", intro);
+  for (const auto& p : members) {
+    if (p->running()) fmt::print("  {} {}\n", p->name(), where(p->name()));
+  }
+  std::fflush(stdout);
+  while (!g_interrupted) std::this_thread::sleep_for(100ms);
+  fmt::print("\n");
+}
 
 // ---- the producer ----------------------------------------------------------------------------
 

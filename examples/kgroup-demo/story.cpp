@@ -219,16 +219,12 @@ class story {
 
   /// With --serve: keeps the surviving members (and their dashboards) running until Ctrl-C.
   void serve() {
-    fmt::print("\nServing until Ctrl-C (the producer is stopped; the members keep polling):\n");
-    for (const auto& p : members_) {
-      if (!p->running()) continue;
-      const auto m = state_.member(p->name());
-      fmt::print("  {} dashboard: {}\n", p->name(),
-                 m.http_endpoint.empty() ? "(not available)" : "http://" + m.http_endpoint + "/");
-    }
-    std::fflush(stdout);
-    while (!g_interrupted) std::this_thread::sleep_for(100ms);
-    fmt::print("\n");
+    serve_members(members_, "Serving until Ctrl-C (the producer is stopped; the members keep polling):",
+                  [this](const std::string& name) {
+                    const auto m = state_.member(name);
+                    return "dashboard: " + (m.http_endpoint.empty() ? std::string("(not available)")
+                                                                    : "http://" + m.http_endpoint + "/");
+                  });
   }
 
   /// Closes the members still running (clean leave) and reaps them.
@@ -263,12 +259,7 @@ class story {
     return alive.front();
   }
 
-  member_process& find(const std::string& name) {
-    for (auto& p : members_) {
-      if (p->name() == name) return *p;
-    }
-    throw std::logic_error("no member " + name);
-  }
+  member_process& find(const std::string& name) { return find_member(members_, name); }
 
   void check_owns(const std::string& who, const std::string& name) {
     if (!failures_.empty()) return;

@@ -35,7 +35,6 @@ struct member_info {
   bool killed = false;
   bool stalled = false;       // inside its scripted stall (partitions not consumed)
   bool closed_cleanly = false;
-  bool exited = false;
   std::string fate;
   std::set<std::int32_t> owned;
   steady::time_point last_ownership_event{};
@@ -65,22 +64,46 @@ struct partition_info {
   std::vector<std::uint16_t> seen;  // times each offset was consumed, index = offset
 };
 
-class story_state {
+// What member_process (processes.hpp) feeds with a member's lines, and the journal both stories
+// print: the consumer group's story_state below and the share group's share_state (share_story.cpp).
+class member_reports {
  public:
-  explicit story_state(steady::time_point t0) : t0_(t0), parts_(partition_count) {}
+  explicit member_reports(steady::time_point t0) : t0_(t0) {}
+  virtual ~member_reports() = default;
+  member_reports(const member_reports&) = delete;
+  member_reports& operator=(const member_reports&) = delete;
 
   steady::time_point t0() const { return t0_; }
 
-  /// KIP-848 (group.protocol=consumer): the words change (a reconciliation to a member epoch, not a
-  /// rebalance to a generation; no group leader; a leave heartbeat, not LeaveGroup).
-  void set_kip848(bool on) { kip848_ = on; }
-  const char* rebalance_word() const { return kip848_ ? "reconciliation" : "rebalance"; }
-  const char* generation_word() const { return kip848_ ? "epoch" : "generation"; }
-
-  void add_member(const std::string& name) {
+  /// One line from member `name` (see demo.hpp): the tags every member sends (E, X) here, then
+  /// every tag but E to the story's on_report_locked(), under the lock.
+  void on_line(const std::string& name, const std::string& line) {
+    std::istringstream in(line);
+    std::string tag;
+    long long ns = 0;
+    in >> tag >> ns;
+    if (!in) return;
+    const auto at = from_ns(ns);
     std::lock_guard lock(mutex_);
-    members_[name];
-    order_.push_back(name);
+    if (tag == "E") {
+      std::string rest;
+      std::getline(in, rest);
+      errors_.push_back(name + ":" + rest);
+      note_locked(at, fmt::format("{} error:{}", name, rest));
+      return;
+    }
+    if (tag == "X") closed_.insert(name);
+    on_report_locked(name, tag, at, in);
+  }
+  /// The member reported closing its consumer (its X line).
+  bool closed_cleanly(const std::string& name) const {
+    std::lock_guard lock(mutex_);
+    return closed_.count(name) > 0;
+  }
+  /// The errors members reported (E lines), "name: text".
+  std::vector<std::string> errors() const {
+    std::lock_guard lock(mutex_);
+    return errors_;
   }
 
   // A line of text for the timeline, at `at`.
@@ -113,15 +136,40 @@ class story_state {
     std::fflush(stdout);
   }
 
-  /// One line from member `name` (see demo.hpp).
-  void on_line(const std::string& name, const std::string& line) {
-    std::istringstream in(line);
-    std::string tag;
-    long long ns = 0;
-    in >> tag >> ns;
-    if (!in) return;
-    const auto at = from_ns(ns);
+ protected:
+  /// A line of member `name` with `tag`, sent at `at`; `in` is at the tag's fields.
+  virtual void on_report_locked(const std::string& name, const std::string& tag, steady::time_point at,
+                                std::istringstream& in) = 0;
+  void note_locked(steady::time_point at, std::string text) { journal_.emplace_back(at, std::move(text)); }
+
+  mutable std::mutex mutex_;  // guards this class's and the derived class's fields
+  const steady::time_point t0_;
+
+ private:
+  std::vector<std::pair<steady::time_point, std::string>> journal_;
+  std::vector<std::string> errors_;
+  std::set<std::string> closed_;
+};
+
+class story_state : public member_reports {
+ public:
+  explicit story_state(steady::time_point t0) : member_reports(t0), parts_(partition_count) {}
+
+  /// KIP-848 (group.protocol=consumer): the words change (a reconciliation to a member epoch, not a
+  /// rebalance to a generation; no group leader; a leave heartbeat, not LeaveGroup).
+  void set_kip848(bool on) { kip848_ = on; }
+  const char* rebalance_word() const { return kip848_ ? "reconciliation" : "rebalance"; }
+  const char* generation_word() const { return kip848_ ? "epoch" : "generation"; }
+
+  void add_member(const std::string& name) {
     std::lock_guard lock(mutex_);
+    members_[name];
+    order_.push_back(name);
+  }
+
+ protected:
+  void on_report_locked(const std::string& name, const std::string& tag, steady::time_point at,
+                        std::istringstream& in) override {
     member_info& m = members_[name];
     if (tag == "A") {
       std::int32_t gen = -1;
@@ -203,11 +251,6 @@ class story_state {
         ++m.stall_ends;
         note_locked(at, fmt::format("{} calls poll() again after {:.1f} s", name, ms / 1000.0));
       }
-    } else if (tag == "E") {
-      std::string rest;
-      std::getline(in, rest);
-      errors_.push_back(name + ":" + rest);
-      note_locked(at, fmt::format("{} error:{}", name, rest));
     } else if (tag == "X") {
       m.closed_cleanly = true;
       note_locked(at, fmt::format("{} closed its consumer ({} sent)", name,
@@ -215,6 +258,7 @@ class story_state {
     }
   }
 
+ public:
   void set_max_poll_ms(int ms) { max_poll_ms_ = ms; }
 
   /// The member was SIGKILLed at `at`: its partitions stop being consumed now.
@@ -228,10 +272,6 @@ class story_state {
   void set_fate(const std::string& name, std::string fate) {
     std::lock_guard lock(mutex_);
     members_[name].fate = std::move(fate);
-  }
-  void exited(const std::string& name) {
-    std::lock_guard lock(mutex_);
-    members_[name].exited = true;
   }
 
   /// Every partition is owned by exactly one member of `alive` that consumes it, their shares
@@ -427,10 +467,6 @@ class story_state {
     std::lock_guard lock(mutex_);
     return overlaps_;
   }
-  std::vector<std::string> errors() const {
-    std::lock_guard lock(mutex_);
-    return errors_;
-  }
   std::vector<std::string> member_names() const {
     std::lock_guard lock(mutex_);
     return order_;
@@ -441,8 +477,6 @@ class story_state {
   }
 
  private:
-  void note_locked(steady::time_point at, std::string text) { journal_.emplace_back(at, std::move(text)); }
-
   void start_pause_locked(std::int32_t p, const std::string& by, const char* why, steady::time_point at) {
     auto& part = parts_[static_cast<std::size_t>(p)];
     if (part.paused_since) return;  // already paused (e.g. stalled, then lost): the first cause counts
@@ -484,16 +518,12 @@ class story_state {
     start_pause_locked(p, name, why, at);
   }
 
-  mutable std::mutex mutex_;
-  const steady::time_point t0_;
-  std::vector<std::pair<steady::time_point, std::string>> journal_;
   std::map<std::string, member_info> members_;
   std::vector<std::string> order_;
   std::vector<partition_info> parts_;
   std::vector<pause_record> pauses_;
   std::size_t pauses_reported_ = 0;
   std::vector<std::string> overlaps_;
-  std::vector<std::string> errors_;
   std::int64_t bad_records_ = 0;
   std::int64_t stray_records_ = 0;
   std::size_t ownership_events_ = 0;
