@@ -20,20 +20,38 @@ namespace kgroup::http {
 
 namespace {
 
-constexpr std::string_view page = R"kgroup(<!doctype html>
+// Both pages (a consumer's, a share member's) begin with page_head(title, heading) and end with
+// page_foot: the same head, header line and script.
+std::string page_head(std::string_view title, std::string_view heading) {
+  std::string out = R"kgroup(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>kgroup consumer</title>
+<title>)kgroup";
+  out += title;
+  out += R"kgroup(</title>
 <link rel="stylesheet" href="dashboard.css">
 </head>
 <body>
 <header>
-  <h1>kgroup · <span id="group">…</span></h1>
+  <h1>)kgroup";
+  out += heading;
+  out += R"kgroup( · <span id="group">…</span></h1>
   <div class="ident" id="ident"></div>
   <div id="live">connecting</div>
-</header>
+)kgroup";
+  return out;
+}
+
+constexpr std::string_view page_foot = R"kgroup(</main>
+<script src="dashboard.js"></script>
+</body>
+</html>
+)kgroup";
+
+// The consumer page's body, between page_head and page_foot.
+constexpr std::string_view page = R"kgroup(</header>
 <main>
   <section class="card wide"><div class="stats" id="stats"></div></section>
   <section class="card wide" id="group-card">
@@ -68,10 +86,6 @@ constexpr std::string_view page = R"kgroup(<!doctype html>
       <th class="num">duration</th><th>revoked</th><th>assigned</th><th>lost</th></tr></thead>
       <tbody id="rebalances"></tbody></table>
   </section>
-</main>
-<script src="dashboard.js"></script>
-</body>
-</html>
 )kgroup";
 
 // GET /dashboard.css
@@ -545,20 +559,8 @@ pollGroup();
 // `rect.ack-part[data-type="accept|release|reject|failed"]` per type seen; the assignment is
 // `tbody#share-partitions` and the share sessions `tbody#share-sessions` (a row per broker).
 
-constexpr std::string_view share_page = R"kgroup(<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>kgroup share member</title>
-<link rel="stylesheet" href="dashboard.css">
-</head>
-<body>
-<header>
-  <h1>kgroup share · <span id="group">…</span></h1>
-  <div class="ident" id="ident"></div>
-  <div id="live">connecting</div>
-</header>
+// The share page's body, between page_head and page_foot.
+constexpr std::string_view share_page = R"kgroup(</header>
 <main>
   <section class="card wide"><div class="stats" id="stats"></div></section>
   <section class="card">
@@ -584,10 +586,6 @@ constexpr std::string_view share_page = R"kgroup(<!doctype html>
     <table><thead><tr><th>broker</th><th class="num">next epoch</th></tr></thead>
       <tbody id="share-sessions"></tbody></table>
   </section>
-</main>
-<script src="dashboard.js"></script>
-</body>
-</html>
 )kgroup";
 
 // The share page's own script, after common_script. The rates are the differences between two
@@ -743,14 +741,20 @@ setInterval(refresh, 1000);
 
 }  // namespace
 
-std::string_view dashboard_html() { return page; }
+const std::string& dashboard_html() {
+  static const std::string whole =
+      page_head("kgroup consumer", "kgroup") + std::string(page) + std::string(page_foot);
+  return whole;
+}
 const std::string& dashboard_script() {
   static const std::string whole = std::string(common_script) + std::string(script);
   return whole;
 }
 std::string_view dashboard_style() { return style; }
-std::string_view share_dashboard_html() {
-  return share_page;
+const std::string& share_dashboard_html() {
+  static const std::string whole =
+      page_head("kgroup share member", "kgroup share") + std::string(share_page) + std::string(page_foot);
+  return whole;
 }
 const std::string& share_dashboard_script() {
   static const std::string whole = std::string(common_script) + std::string(share_script);

@@ -41,7 +41,7 @@ std::string render_group_json(const base::group_view& v);
 /// Content-Security-Policy allows it): its style is dashboard_style() (GET /dashboard.css), its
 /// script dashboard_script() (GET /dashboard.js), which polls /status every second. Defined in
 /// dashboard.cpp.
-std::string_view dashboard_html();
+const std::string& dashboard_html();
 const std::string& dashboard_script();
 std::string_view dashboard_style();
 
@@ -49,7 +49,7 @@ std::string_view dashboard_style();
 /// script (GET /dashboard.js), which polls the share member's /status every second and draws its
 /// figures, their rates over time, the acknowledgement mix, the assignment and the share session
 /// epoch per broker. Same rules (nothing external, nothing inline, text through textContent).
-std::string_view share_dashboard_html();
+const std::string& share_dashboard_html();
 const std::string& share_dashboard_script();
 
 }  // namespace kgroup::http

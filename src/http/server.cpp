@@ -309,7 +309,7 @@ class connection : public std::enable_shared_from_this<connection> {
       } else if (target == "/" && dashboard != page::none) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/html; charset=utf-8");
-        res->body() = std::string(dashboard == page::share ? share_dashboard_html() : dashboard_html());
+        res->body() = dashboard == page::share ? share_dashboard_html() : dashboard_html();
       } else if (target == "/dashboard.js" && dashboard != page::none) {
         res->result(bhttp::status::ok);
         res->set(bhttp::field::content_type, "text/javascript; charset=utf-8");
