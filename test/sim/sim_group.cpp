@@ -275,26 +275,29 @@ std::optional<std::int16_t> simulation::not_serving(std::int32_t node) const {
   return std::nullopt;
 }
 
+void simulation::answer_held(coord_member& cm, kafka_errc error, const std::string& member_id) {
+  if (cm.pending_join) {
+    join_resp r;
+    r.member_id = member_id;
+    r.error_code = code(error);
+    auto f = std::move(cm.pending_join);
+    cm.pending_join = nullptr;
+    f(r);
+  }
+  if (cm.pending_sync) {
+    protocol::sync_group_response r;
+    r.error_code = code(error);
+    auto f = std::move(cm.pending_sync);
+    cm.pending_sync = nullptr;
+    f(r);
+  }
+}
+
 void simulation::move_coordinator() {
   // The old coordinator answers what it holds with NOT_COORDINATOR; the new one loads the group as
   // last stored (members' timers start again), and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile.
   // (A KIP-848 coordinator holds no request: every heartbeat is answered at once.)
-  for (auto& [id, cm] : g_.members) {
-    if (cm.pending_join) {
-      join_resp r;
-      r.error_code = code(kafka_errc::not_coordinator);
-      auto f = std::move(cm.pending_join);
-      cm.pending_join = nullptr;
-      f(r);
-    }
-    if (cm.pending_sync) {
-      protocol::sync_group_response r;
-      r.error_code = code(kafka_errc::not_coordinator);
-      auto f = std::move(cm.pending_sync);
-      cm.pending_sync = nullptr;
-      f(r);
-    }
-  }
+  for (auto& [id, cm] : g_.members) answer_held(cm, kafka_errc::not_coordinator, "");
   std::int32_t next = coord_node_;
   while (next == coord_node_) next = static_cast<std::int32_t>(rng_.between(1, brokers_));
   coord_node_ = next;
@@ -340,16 +343,7 @@ void simulation::remove_member(const std::string& id, const std::string& why) {
   auto it = g_.members.find(id);
   if (it == g_.members.end()) return;
   note(fmt::format("coordinator: removes {} ({})", id, why));
-  if (it->second.pending_join) {
-    join_resp r;
-    r.error_code = code(kafka_errc::unknown_member_id);
-    it->second.pending_join(r);
-  }
-  if (it->second.pending_sync) {
-    protocol::sync_group_response r;
-    r.error_code = code(kafka_errc::unknown_member_id);
-    it->second.pending_sync(r);
-  }
+  answer_held(it->second, kafka_errc::unknown_member_id, "");
   if (const auto& instance = it->second.instance_id) {
     auto s = g_.statics.find(*instance);
     if (s != g_.statics.end() && s->second == id) g_.statics.erase(s);
@@ -549,21 +543,7 @@ void simulation::replace_static(sim_member& m, const std::string& instance, cons
   // FENCED_INSTANCE_ID, and the new id takes its place (subscription, assignment, leadership).
   auto node = g_.members.extract(old_id);
   auto cm = std::move(node.mapped());
-  if (cm.pending_join) {
-    join_resp f;
-    f.member_id = old_id;
-    f.error_code = code(kafka_errc::fenced_instance_id);
-    auto fn = std::move(cm.pending_join);
-    cm.pending_join = nullptr;
-    fn(f);
-  }
-  if (cm.pending_sync) {
-    protocol::sync_group_response f;
-    f.error_code = code(kafka_errc::fenced_instance_id);
-    auto fn = std::move(cm.pending_sync);
-    cm.pending_sync = nullptr;
-    fn(f);
-  }
+  answer_held(cm, kafka_errc::fenced_instance_id, old_id);
   cm.id = new_id;
   cm.sim = m.index;
   cm.protocols = r.protocols;

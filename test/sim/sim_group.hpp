@@ -340,6 +340,9 @@ class simulation {
   void store_group() { stored_ = g_; }
   bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
   void move_coordinator();
+  /// Answers `cm`'s held JoinGroup and SyncGroup with `error` (the JoinGroup answer naming
+  /// `member_id`): a coordinator move, or a static member's id replaced.
+  void answer_held(coord_member& cm, kafka_errc error, const std::string& member_id);
 
   // ---- the KIP-848 coordinator (sim_group_consumer.cpp) ----
   void setup_consumer();
