@@ -59,6 +59,7 @@
 
 namespace kgroup::sim {
 bool group_static = false;
+bool group_unsubscribe = false;
 }  // namespace kgroup::sim
 
 namespace kgroup::sim::group_sim {
@@ -94,14 +95,18 @@ void simulation::setup() {
       static_mode_ = pick == 0 ? statics::all : statics::some;
     }
   }
+  // Applications that unsubscribe() and subscribe() again: a third of the seeds (every seed with
+  // --unsubscribe).
+  unsubscribes_ = group_unsubscribe || unsub_rng_.below(3) == 0;
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
-      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}",
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
-                                      : ""));
+                                      : "",
+      unsubscribes_ ? ", applications unsubscribe" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -1029,7 +1034,7 @@ void simulation::apply_shared(sim_member& m, group::cancel_listener& act) {
 }
 
 void simulation::apply_shared(sim_member& m, group::left_group&) {
-  m.left = true;
+  ++m.left_count;
   m.shared.push(detail::left_event{});
 }
 
@@ -1208,8 +1213,15 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
 
 data::group_identity simulation::identity(const sim_member& m) const {
   data::group_identity id;
-  static_cast<group::standing&>(id) = m.core->standing();
   id.group_mode = true;
+  if (!m.subscribed) {
+    // fetch::commit_identity outside a subscription: nobody's commit, to the coordinator the
+    // standalone lookup finds.
+    id.coordinator = coord_node_;
+    id.stable = true;
+    return id;
+  }
+  static_cast<group::standing&>(id) = m.core->standing();
   id.subscribed = true;
   return id;
 }
@@ -1384,6 +1396,10 @@ void simulation::after_work(sim_member& m) {
     close_member(m);
     return;
   }
+  if (unsubscribes_ && fault_phase() && !m.fenced_fatal && unsub_rng_.chance(0.005)) {
+    unsubscribe_member(m);
+    return;
+  }
   auto next = [this, &m] {
     if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
   };
@@ -1455,15 +1471,17 @@ void simulation::close_member(sim_member& m) {
   if (m.instance_id && !m.fenced_fatal && !consumer() && rng_.chance(0.3))
     op = group::close_membership::leave_group;
   if (op != group::close_membership::default_operation) note(fmt::format("{}: close(LEAVE_GROUP)", m.name));
+  const auto left_before = m.left_count;
   m.core->close(now_, op);
   process(m);
-  close_wait(m, now_ + milliseconds(30000));
+  close_wait(m, left_before, now_ + milliseconds(30000));
 }
 
-void simulation::close_wait(sim_member& m, time_point deadline) {
-  run_events(m, [this, &m, deadline] {
-    if (m.left || now_ >= deadline) {
-      note(fmt::format("{} closed{}", m.name, m.left ? "" : " (timed out)"));
+void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point deadline) {
+  run_events(m, [this, &m, left_before, deadline] {
+    const bool left = m.left_count > left_before;
+    if (left || now_ >= deadline) {
+      note(fmt::format("{} closed{}", m.name, left ? "" : " (timed out)"));
       m.alive = false;
       // A process that exits on FENCED_INSTANCE_ID is started again by its orchestrator, unless
       // the process that took its instance id over is still running.
@@ -1471,8 +1489,66 @@ void simulation::close_wait(sim_member& m, time_point deadline) {
         restart_slot(m.slot, now_ + milliseconds(rng_.between(500, 3000)), "after it was fenced");
       return;
     }
-    at_member(m, now_ + milliseconds(10), [this, &m, deadline] { close_wait(m, deadline); });
+    at_member(m, now_ + milliseconds(10),
+              [this, &m, left_before, deadline] { close_wait(m, left_before, deadline); });
   });
+}
+
+void simulation::unsubscribe_member(sim_member& m) {
+  note(fmt::format("{}: the application calls unsubscribe()", m.name));
+  m.unsubscribing = true;
+  const auto left_before = m.left_count;
+  if (m.core->unsubscribed()) {
+    // driver_base::unsubscribe(): nothing to leave; the waiting user thread is still told.
+    ++m.left_count;
+    m.shared.push(detail::left_event{});
+  } else {
+    m.core->unsubscribe(now_);
+    process(m);
+  }
+  // It waits up to default.api.timeout.ms, running the listener calls meanwhile.
+  unsubscribe_wait(m, left_before, now_ + milliseconds(60000));
+}
+
+void simulation::unsubscribe_wait(sim_member& m, std::uint64_t left_before, time_point deadline) {
+  run_events(m, [this, &m, left_before, deadline] {
+    const bool left = m.left_count > left_before;
+    if (!left && now_ < deadline) {
+      at_member(m, now_ + milliseconds(10),
+                [this, &m, left_before, deadline] { unsubscribe_wait(m, left_before, deadline); });
+      return;
+    }
+    // Consumer::impl::unsubscribe(): out of the subscription once the leave is done.
+    m.subscribed = false;
+    m.unsubscribing = false;
+    m.unsubscribed = true;
+    m.clock_from = now_;
+    // subscribe() again a while later; before the quiet phase at the latest, so that every
+    // member that has not closed is in the group the faults leave behind.
+    auto when = now_ + milliseconds(unsub_rng_.between(0, 5000));
+    if (fault_phase()) when = std::min(when, quiet_at_);
+    if (!fault_phase()) when = now_;
+    note(fmt::format("{}: unsubscribe() returns{}; subscribe() at {:.0f} ms", m.name,
+                     left ? "" : " (timed out)", ms(when)));
+    at_member(m, when, [this, &m] { resubscribe(m); });
+  });
+}
+
+void simulation::resubscribe(sim_member& m) {
+  m.unsubscribed = false;
+  if (m.close_requested) {
+    note(fmt::format("{}: the application calls close() (unsubscribed)", m.name));
+    close_member(m);
+    return;
+  }
+  note(fmt::format("{}: the application calls subscribe() again", m.name));
+  m.subscribed = true;  // check_can_subscribe()
+  std::vector<std::string> topics;
+  for (const auto& [t, n] : topics_) topics.push_back(t);
+  m.clock_from = now_;
+  m.core->subscribe(now_, topics);
+  process(m);
+  at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
 }
 
 // ---- checks ---------------------------------------------------------------------------------------------
