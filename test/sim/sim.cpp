@@ -104,7 +104,7 @@ void usage() {
       "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
       "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
       "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
-      "static_stale_join;\n"
+      "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable;\n"
       "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -168,12 +168,27 @@ int main(int argc, char** argv) {
       a.verbose ? (std::getenv("KGROUP_SIM_DEBUG") ? kgroup::LogLevel::debug : kgroup::LogLevel::info)
                 : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
-  const std::set<std::string> known{
-      "seek_to_consumed",   "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
-      "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
-      "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
-      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "compacted_tail",
-      "legacy_wrapper_end", "static_stale_join"};
+  const std::set<std::string> known{"seek_to_consumed",
+                                    "truncation_at_prefetch",
+                                    "resume_during_validation",
+                                    "read_old_chain",
+                                    "commit_behind_sync",
+                                    "commit_behind_explicit",
+                                    "revoke_commit_behind",
+                                    "resume_past_divergence",
+                                    "reset_keeps_queued",
+                                    "commit_not_owned",
+                                    "no_late_cancel",
+                                    "poll_time_counts",
+                                    "stale_leave_sent",
+                                    "assign_unreported",
+                                    "stale_answer_taken",
+                                    "compacted_tail",
+                                    "legacy_wrapper_end",
+                                    "static_stale_join",
+                                    "unsubscribe_stranger_commit",
+                                    "gone_commit_retriable",
+                                    "static_unsubscribe_stale_join"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;

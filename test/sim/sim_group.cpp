@@ -27,7 +27,10 @@
 // The application of each member is a seeded actor: poll() with short or long timeouts, work
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
 // commit_sync() of its positions, of explicit offsets retried after REBALANCE_IN_PROGRESS as
-// Java's documentation says, and inside the revoke callback), close(), crashes, process pauses
+// Java's documentation says, and inside the revoke callback), close(), unsubscribe() and
+// subscribe() again (a third of the seeds; the revoke, or the loss of a membership that is gone,
+// runs inside unsubscribe() with its commits, and the facade stays subscribed until the leave is
+// done), crashes, process pauses
 // (both threads frozen, past the session timeout) and new members joining; and for static
 // members, a crash whose process restarts with the same group.instance.id, and a pause during
 // which a new process takes the instance id over (the paused one wakes as a zombie).
@@ -54,8 +57,14 @@
 //       member, read to its end by someone and committed there; and no offset of any partition
 //       was skipped (at-least-once across owners). One exception, Kafka's: a cooperative
 //       generation that holds a partition back for a revoking static member that a new process
-//       replaced without a rebalance leaves it unassigned (nobody rejoins for it).
+//       replaced without a rebalance leaves it unassigned (nobody rejoins for it). A member
+//       that unsubscribed subscribes again before the faults stop.
+//   G7  a member's commits carry its membership: no commit as nobody's (generation -1, no member
+//       id: outside a subscription) from a process the coordinator holds as a member (such a
+//       commit is refused, and its offsets are lost).
 #include "sim_group.hpp"
+
+#include "base/sim_mutants.hpp"
 
 namespace kgroup::sim {
 bool group_static = false;
@@ -744,6 +753,15 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
   } else if (g_.state == gstate::completing) {
     err = code(kafka_errc::rebalance_in_progress);
   }
+  // G7: a member's commits carry its membership. A commit as nobody's (generation -1, no member id)
+  // from a process the coordinator holds as a member is refused (UNKNOWN_MEMBER_ID), and its
+  // offsets are lost: the next owner reads the records again.
+  if (r.generation_id_or_member_epoch < 0 && r.member_id.empty() && holds_process(m))
+    fail("G7 (a member's commits carry its membership)",
+         fmt::format(
+             "{} commits as nobody's (generation -1, no member id) while the coordinator holds it as a "
+             "member",
+             m.name));
   protocol::offset_commit_response out;
   for (const auto& t : r.topics) {
     protocol::offset_commit_response::offset_commit_response_topic rt;
@@ -777,6 +795,14 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
                    r.generation_id_or_member_epoch, err));
   if (it != g_.members.end() && err == 0) it->second.last_seen = now_;
   return out;
+}
+
+bool simulation::holds_process(const sim_member& m) const {
+  if (consumer())
+    return std::any_of(cg_.members.begin(), cg_.members.end(),
+                       [&](const auto& e) { return e.second.sim == m.index; });
+  return std::any_of(g_.members.begin(), g_.members.end(),
+                     [&](const auto& e) { return e.second.sim == m.index; });
 }
 
 bool simulation::owns_for_commit(const std::string& member, std::int32_t generation,
@@ -1497,6 +1523,10 @@ void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point
 void simulation::unsubscribe_member(sim_member& m) {
   note(fmt::format("{}: the application calls unsubscribe()", m.name));
   m.unsubscribing = true;
+  // The mutant puts back issue 13's item 3 (fixed in 01fea93): unsubscribe() left the subscription
+  // before the leave, so the auto-commit before the revoke and the callback's commits went out as
+  // nobody's (G7). The facade's order is mirrored here, not run.
+  if (mutant_enabled("unsubscribe_stranger_commit")) m.subscribed = false;
   const auto left_before = m.left_count;
   if (m.core->unsubscribed()) {
     // driver_base::unsubscribe(): nothing to leave; the waiting user thread is still told.

@@ -353,6 +353,8 @@ class simulation {
   void remove_member(const std::string& id, const std::string& why);
   void store_group() { stored_ = g_; }
   bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
+  /// The coordinator has a member that process `m` joined as.
+  bool holds_process(const sim_member& m) const;
   void move_coordinator();
   /// Answers `cm`'s held JoinGroup and SyncGroup with `error` (the JoinGroup answer naming
   /// `member_id`): a coordinator move, or a static member's id replaced.
