@@ -48,7 +48,10 @@ std::optional<commit_error> refuse_commit(const group_identity& who, const commi
     // error, leaving) fails the commit for good. Were it retriable, an application would poll()
     // and commit the same offsets again with the next membership's identity, which the
     // coordinator accepts, though the partitions may have a new owner.
-    if (auto gone = membership_gone(who)) return gone;
+#ifdef KGROUP_SIM_MUTANTS
+    if (!sim::mutant_enabled("gone_commit_retriable"))  // issue 30, item 6, put back
+#endif
+      if (auto gone = membership_gone(who)) return gone;
     if (who.generation < 0) {
       // Not a member of a generation yet: a commit would go out with generation -1, which a
       // broker accepts as a "simple" commit when the group is empty. Refused here, as Java does.

@@ -45,6 +45,7 @@ void member::subscribe(time_point now, std::vector<std::string> topics) {
   if (!poll_.started()) poll_.restart(now);
   if (state_ == classic_state::unsubscribed) {
     poll_.restart(now);
+    abandon_stale_request();
     transition(classic_state::joining, "subscribed");
     rejoin_reason_ = "subscribed";
     rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
@@ -441,11 +442,26 @@ void member::finish_leave(time_point now) {
   actions_.emplace_back(left_group{});
   if (!closing_ && !topics_.empty()) {
     // subscribe() was called while the leave was under way: join again with the new topics.
+    abandon_stale_request();
     rejoin_reason_ = "subscribed";
     rebalance_begins(now, RebalanceCause::member_joined, "this member subscribed");
     transition(classic_state::joining, "subscribed while leaving");
     pump(now);
   }
+}
+
+void member::abandon_stale_request() {
+  // A leave without LeaveGroup (a static member's unsubscribe(), Java's DEFAULT operation) left
+  // the request in flight to the membership that ended; a JoinGroup's answer would be taken for
+  // this join, though its subscription still names the partitions the leave revoked (found by
+  // kgroup-sim --group --static --unsubscribe: cooperative-sticky held one back for this member
+  // to revoke, and it stayed unassigned). As after a static member's poll timeout.
+  if (in_flight_ == in_flight::none || !coord_.node()) return;
+#ifdef KGROUP_SIM_MUTANTS
+  if (sim::mutant_enabled("static_unsubscribe_stale_join")) return;
+#endif
+  actions_.emplace_back(abandon_requests{*coord_.node()});
+  in_flight_ = in_flight::none;
 }
 
 void member::disown(const partition_set& parts) { set_owned(minus(owned_, parts)); }

@@ -236,6 +236,9 @@ class member : public member_skeleton {
   std::string who() const { return "member '" + member_id_ + "'"; }
   void requests_dropped() noexcept { in_flight_ = in_flight::none; }
   void disown(const partition_set& parts);
+  /// Joining again after a leave: a request still in flight to the membership that ended (no
+  /// LeaveGroup superseded it) is abandoned, so its answer is not taken for this join.
+  void abandon_stale_request();
   partition_set named(const partition_set& parts) const { return parts; }
   bool poll_interval_applies() const noexcept;
   void after_listener(time_point now, then next);

@@ -90,18 +90,22 @@ struct args {
 };
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: kgroup-sim [--group [--protocol classic|consumer] [--static]] [--seed S | --seeds N "
-               "[--first F|random]] [--time-budget SEC]\n"
-               "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
-               "[--verbose]\n"
-               "--static: every classic group seed has static members (group.instance.id; else a third do)\n"
-               "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
-               "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
-               "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
-               "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
-               "static_stale_join;\n"
-               "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
+  std::fprintf(
+      stderr,
+      "usage: kgroup-sim [--group [--protocol classic|consumer] [--static] [--unsubscribe]] [--seed S | "
+      "--seeds N "
+      "[--first F|random]] [--time-budget SEC]\n"
+      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
+      "[--verbose]\n"
+      "--static: every classic group seed has static members (group.instance.id; else a third do)\n"
+      "--unsubscribe: every group seed's applications unsubscribe() and subscribe() again now and then "
+      "(else a third do)\n"
+      "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
+      "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
+      "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
+      "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
+      "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable;\n"
+      "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
 }  // namespace
@@ -141,6 +145,8 @@ int main(int argc, char** argv) {
       a.group = true;
     } else if (k == "--static") {
       kgroup::sim::group_static = true;
+    } else if (k == "--unsubscribe") {
+      kgroup::sim::group_unsubscribe = true;
     } else if (k == "--protocol") {
       const std::string v = value();
       if (v != "classic" && v != "consumer") {
@@ -162,12 +168,27 @@ int main(int argc, char** argv) {
       a.verbose ? (std::getenv("KGROUP_SIM_DEBUG") ? kgroup::LogLevel::debug : kgroup::LogLevel::info)
                 : kgroup::LogLevel::error));
   const auto& mutant = kgroup::sim::active_mutant;
-  const std::set<std::string> known{
-      "seek_to_consumed",   "truncation_at_prefetch", "resume_during_validation", "read_old_chain",
-      "commit_behind_sync", "commit_behind_explicit", "revoke_commit_behind",     "resume_past_divergence",
-      "reset_keeps_queued", "commit_not_owned",       "no_late_cancel",           "poll_time_counts",
-      "stale_leave_sent",   "assign_unreported",      "stale_answer_taken",       "compacted_tail",
-      "legacy_wrapper_end", "static_stale_join"};
+  const std::set<std::string> known{"seek_to_consumed",
+                                    "truncation_at_prefetch",
+                                    "resume_during_validation",
+                                    "read_old_chain",
+                                    "commit_behind_sync",
+                                    "commit_behind_explicit",
+                                    "revoke_commit_behind",
+                                    "resume_past_divergence",
+                                    "reset_keeps_queued",
+                                    "commit_not_owned",
+                                    "no_late_cancel",
+                                    "poll_time_counts",
+                                    "stale_leave_sent",
+                                    "assign_unreported",
+                                    "stale_answer_taken",
+                                    "compacted_tail",
+                                    "legacy_wrapper_end",
+                                    "static_stale_join",
+                                    "unsubscribe_stranger_commit",
+                                    "gone_commit_retriable",
+                                    "static_unsubscribe_stale_join"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
@@ -214,9 +235,11 @@ int main(int argc, char** argv) {
     if (!r.ok) {
       failed_seed = seed;
       // The replay line names the world too (--group, --protocol, --static, --mix-commits).
-      const std::string world =
-          std::string(a.group ? " --group" : "") + (a.consumer ? " --protocol consumer" : "") +
-          (kgroup::sim::group_static ? " --static" : "") + (kgroup::sim::mix_commits ? " --mix-commits" : "");
+      const std::string world = std::string(a.group ? " --group" : "") +
+                                (a.consumer ? " --protocol consumer" : "") +
+                                (kgroup::sim::group_static ? " --static" : "") +
+                                (kgroup::sim::group_unsubscribe ? " --unsubscribe" : "") +
+                                (kgroup::sim::mix_commits ? " --mix-commits" : "");
       std::printf(
           "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",
           static_cast<unsigned long long>(seed), mutant.empty() ? "" : ", mutant ", mutant.c_str(),

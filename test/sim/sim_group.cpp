@@ -27,7 +27,10 @@
 // The application of each member is a seeded actor: poll() with short or long timeouts, work
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
 // commit_sync() of its positions, of explicit offsets retried after REBALANCE_IN_PROGRESS as
-// Java's documentation says, and inside the revoke callback), close(), crashes, process pauses
+// Java's documentation says, and inside the revoke callback), close(), unsubscribe() and
+// subscribe() again (a third of the seeds; the revoke, or the loss of a membership that is gone,
+// runs inside unsubscribe() with its commits, and the facade stays subscribed until the leave is
+// done), crashes, process pauses
 // (both threads frozen, past the session timeout) and new members joining; and for static
 // members, a crash whose process restarts with the same group.instance.id, and a pause during
 // which a new process takes the instance id over (the paused one wakes as a zombie).
@@ -54,11 +57,18 @@
 //       member, read to its end by someone and committed there; and no offset of any partition
 //       was skipped (at-least-once across owners). One exception, Kafka's: a cooperative
 //       generation that holds a partition back for a revoking static member that a new process
-//       replaced without a rebalance leaves it unassigned (nobody rejoins for it).
+//       replaced without a rebalance leaves it unassigned (nobody rejoins for it). A member
+//       that unsubscribed subscribes again before the faults stop.
+//   G7  a member's commits carry its membership: no commit as nobody's (generation -1, no member
+//       id: outside a subscription) from a process the coordinator holds as a member (such a
+//       commit is refused, and its offsets are lost).
 #include "sim_group.hpp"
+
+#include "base/sim_mutants.hpp"
 
 namespace kgroup::sim {
 bool group_static = false;
+bool group_unsubscribe = false;
 }  // namespace kgroup::sim
 
 namespace kgroup::sim::group_sim {
@@ -94,14 +104,18 @@ void simulation::setup() {
       static_mode_ = pick == 0 ? statics::all : statics::some;
     }
   }
+  // Applications that unsubscribe() and subscribe() again: a third of the seeds (every seed with
+  // --unsubscribe).
+  unsubscribes_ = group_unsubscribe || unsub_rng_.below(3) == 0;
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
-      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}",
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
-                                      : ""));
+                                      : "",
+      unsubscribes_ ? ", applications unsubscribe" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -275,26 +289,29 @@ std::optional<std::int16_t> simulation::not_serving(std::int32_t node) const {
   return std::nullopt;
 }
 
+void simulation::answer_held(coord_member& cm, kafka_errc error, const std::string& member_id) {
+  if (cm.pending_join) {
+    join_resp r;
+    r.member_id = member_id;
+    r.error_code = code(error);
+    auto f = std::move(cm.pending_join);
+    cm.pending_join = nullptr;
+    f(r);
+  }
+  if (cm.pending_sync) {
+    protocol::sync_group_response r;
+    r.error_code = code(error);
+    auto f = std::move(cm.pending_sync);
+    cm.pending_sync = nullptr;
+    f(r);
+  }
+}
+
 void simulation::move_coordinator() {
   // The old coordinator answers what it holds with NOT_COORDINATOR; the new one loads the group as
   // last stored (members' timers start again), and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile.
   // (A KIP-848 coordinator holds no request: every heartbeat is answered at once.)
-  for (auto& [id, cm] : g_.members) {
-    if (cm.pending_join) {
-      join_resp r;
-      r.error_code = code(kafka_errc::not_coordinator);
-      auto f = std::move(cm.pending_join);
-      cm.pending_join = nullptr;
-      f(r);
-    }
-    if (cm.pending_sync) {
-      protocol::sync_group_response r;
-      r.error_code = code(kafka_errc::not_coordinator);
-      auto f = std::move(cm.pending_sync);
-      cm.pending_sync = nullptr;
-      f(r);
-    }
-  }
+  for (auto& [id, cm] : g_.members) answer_held(cm, kafka_errc::not_coordinator, "");
   std::int32_t next = coord_node_;
   while (next == coord_node_) next = static_cast<std::int32_t>(rng_.between(1, brokers_));
   coord_node_ = next;
@@ -340,16 +357,7 @@ void simulation::remove_member(const std::string& id, const std::string& why) {
   auto it = g_.members.find(id);
   if (it == g_.members.end()) return;
   note(fmt::format("coordinator: removes {} ({})", id, why));
-  if (it->second.pending_join) {
-    join_resp r;
-    r.error_code = code(kafka_errc::unknown_member_id);
-    it->second.pending_join(r);
-  }
-  if (it->second.pending_sync) {
-    protocol::sync_group_response r;
-    r.error_code = code(kafka_errc::unknown_member_id);
-    it->second.pending_sync(r);
-  }
+  answer_held(it->second, kafka_errc::unknown_member_id, "");
   if (const auto& instance = it->second.instance_id) {
     auto s = g_.statics.find(*instance);
     if (s != g_.statics.end() && s->second == id) g_.statics.erase(s);
@@ -549,21 +557,7 @@ void simulation::replace_static(sim_member& m, const std::string& instance, cons
   // FENCED_INSTANCE_ID, and the new id takes its place (subscription, assignment, leadership).
   auto node = g_.members.extract(old_id);
   auto cm = std::move(node.mapped());
-  if (cm.pending_join) {
-    join_resp f;
-    f.member_id = old_id;
-    f.error_code = code(kafka_errc::fenced_instance_id);
-    auto fn = std::move(cm.pending_join);
-    cm.pending_join = nullptr;
-    fn(f);
-  }
-  if (cm.pending_sync) {
-    protocol::sync_group_response f;
-    f.error_code = code(kafka_errc::fenced_instance_id);
-    auto fn = std::move(cm.pending_sync);
-    cm.pending_sync = nullptr;
-    fn(f);
-  }
+  answer_held(cm, kafka_errc::fenced_instance_id, old_id);
   cm.id = new_id;
   cm.sim = m.index;
   cm.protocols = r.protocols;
@@ -759,6 +753,15 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
   } else if (g_.state == gstate::completing) {
     err = code(kafka_errc::rebalance_in_progress);
   }
+  // G7: a member's commits carry its membership. A commit as nobody's (generation -1, no member id)
+  // from a process the coordinator holds as a member is refused (UNKNOWN_MEMBER_ID), and its
+  // offsets are lost: the next owner reads the records again.
+  if (r.generation_id_or_member_epoch < 0 && r.member_id.empty() && holds_process(m))
+    fail("G7 (a member's commits carry its membership)",
+         fmt::format(
+             "{} commits as nobody's (generation -1, no member id) while the coordinator holds it as a "
+             "member",
+             m.name));
   protocol::offset_commit_response out;
   for (const auto& t : r.topics) {
     protocol::offset_commit_response::offset_commit_response_topic rt;
@@ -792,6 +795,14 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
                    r.generation_id_or_member_epoch, err));
   if (it != g_.members.end() && err == 0) it->second.last_seen = now_;
   return out;
+}
+
+bool simulation::holds_process(const sim_member& m) const {
+  if (consumer())
+    return std::any_of(cg_.members.begin(), cg_.members.end(),
+                       [&](const auto& e) { return e.second.sim == m.index; });
+  return std::any_of(g_.members.begin(), g_.members.end(),
+                     [&](const auto& e) { return e.second.sim == m.index; });
 }
 
 bool simulation::owns_for_commit(const std::string& member, std::int32_t generation,
@@ -1049,7 +1060,7 @@ void simulation::apply_shared(sim_member& m, group::cancel_listener& act) {
 }
 
 void simulation::apply_shared(sim_member& m, group::left_group&) {
-  m.left = true;
+  ++m.left_count;
   m.shared.push(detail::left_event{});
 }
 
@@ -1228,8 +1239,15 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
 
 data::group_identity simulation::identity(const sim_member& m) const {
   data::group_identity id;
-  static_cast<group::standing&>(id) = m.core->standing();
   id.group_mode = true;
+  if (!m.subscribed) {
+    // fetch::commit_identity outside a subscription: nobody's commit, to the coordinator the
+    // standalone lookup finds.
+    id.coordinator = coord_node_;
+    id.stable = true;
+    return id;
+  }
+  static_cast<group::standing&>(id) = m.core->standing();
   id.subscribed = true;
   return id;
 }
@@ -1404,6 +1422,10 @@ void simulation::after_work(sim_member& m) {
     close_member(m);
     return;
   }
+  if (unsubscribes_ && fault_phase() && !m.fenced_fatal && unsub_rng_.chance(0.005)) {
+    unsubscribe_member(m);
+    return;
+  }
   auto next = [this, &m] {
     if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
   };
@@ -1475,15 +1497,17 @@ void simulation::close_member(sim_member& m) {
   if (m.instance_id && !m.fenced_fatal && !consumer() && rng_.chance(0.3))
     op = group::close_membership::leave_group;
   if (op != group::close_membership::default_operation) note(fmt::format("{}: close(LEAVE_GROUP)", m.name));
+  const auto left_before = m.left_count;
   m.core->close(now_, op);
   process(m);
-  close_wait(m, now_ + milliseconds(30000));
+  close_wait(m, left_before, now_ + milliseconds(30000));
 }
 
-void simulation::close_wait(sim_member& m, time_point deadline) {
-  run_events(m, [this, &m, deadline] {
-    if (m.left || now_ >= deadline) {
-      note(fmt::format("{} closed{}", m.name, m.left ? "" : " (timed out)"));
+void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point deadline) {
+  run_events(m, [this, &m, left_before, deadline] {
+    const bool left = m.left_count > left_before;
+    if (left || now_ >= deadline) {
+      note(fmt::format("{} closed{}", m.name, left ? "" : " (timed out)"));
       m.alive = false;
       // A process that exits on FENCED_INSTANCE_ID is started again by its orchestrator, unless
       // the process that took its instance id over is still running.
@@ -1491,8 +1515,70 @@ void simulation::close_wait(sim_member& m, time_point deadline) {
         restart_slot(m.slot, now_ + milliseconds(rng_.between(500, 3000)), "after it was fenced");
       return;
     }
-    at_member(m, now_ + milliseconds(10), [this, &m, deadline] { close_wait(m, deadline); });
+    at_member(m, now_ + milliseconds(10),
+              [this, &m, left_before, deadline] { close_wait(m, left_before, deadline); });
   });
+}
+
+void simulation::unsubscribe_member(sim_member& m) {
+  note(fmt::format("{}: the application calls unsubscribe()", m.name));
+  m.unsubscribing = true;
+  // The mutant puts back issue 13's item 3 (fixed in 01fea93): unsubscribe() left the subscription
+  // before the leave, so the auto-commit before the revoke and the callback's commits went out as
+  // nobody's (G7). The facade's order is mirrored here, not run.
+  if (mutant_enabled("unsubscribe_stranger_commit")) m.subscribed = false;
+  const auto left_before = m.left_count;
+  if (m.core->unsubscribed()) {
+    // driver_base::unsubscribe(): nothing to leave; the waiting user thread is still told.
+    ++m.left_count;
+    m.shared.push(detail::left_event{});
+  } else {
+    m.core->unsubscribe(now_);
+    process(m);
+  }
+  // It waits up to default.api.timeout.ms, running the listener calls meanwhile.
+  unsubscribe_wait(m, left_before, now_ + milliseconds(60000));
+}
+
+void simulation::unsubscribe_wait(sim_member& m, std::uint64_t left_before, time_point deadline) {
+  run_events(m, [this, &m, left_before, deadline] {
+    const bool left = m.left_count > left_before;
+    if (!left && now_ < deadline) {
+      at_member(m, now_ + milliseconds(10),
+                [this, &m, left_before, deadline] { unsubscribe_wait(m, left_before, deadline); });
+      return;
+    }
+    // Consumer::impl::unsubscribe(): out of the subscription once the leave is done.
+    m.subscribed = false;
+    m.unsubscribing = false;
+    m.unsubscribed = true;
+    m.clock_from = now_;
+    // subscribe() again a while later; before the quiet phase at the latest, so that every
+    // member that has not closed is in the group the faults leave behind.
+    auto when = now_ + milliseconds(unsub_rng_.between(0, 5000));
+    if (fault_phase()) when = std::min(when, quiet_at_);
+    if (!fault_phase()) when = now_;
+    note(fmt::format("{}: unsubscribe() returns{}; subscribe() at {:.0f} ms", m.name,
+                     left ? "" : " (timed out)", ms(when)));
+    at_member(m, when, [this, &m] { resubscribe(m); });
+  });
+}
+
+void simulation::resubscribe(sim_member& m) {
+  m.unsubscribed = false;
+  if (m.close_requested) {
+    note(fmt::format("{}: the application calls close() (unsubscribed)", m.name));
+    close_member(m);
+    return;
+  }
+  note(fmt::format("{}: the application calls subscribe() again", m.name));
+  m.subscribed = true;  // check_can_subscribe()
+  std::vector<std::string> topics;
+  for (const auto& [t, n] : topics_) topics.push_back(t);
+  m.clock_from = now_;
+  m.core->subscribe(now_, topics);
+  process(m);
+  at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
 }
 
 // ---- checks ---------------------------------------------------------------------------------------------

@@ -145,6 +145,9 @@ class member_core {
  public:
   virtual ~member_core() = default;
   virtual void subscribe(time_point now, std::vector<std::string> topics) = 0;
+  virtual void unsubscribe(time_point now) = 0;
+  /// In the core's `unsubscribed` state (driver_base::unsubscribe() then has nothing to leave).
+  virtual bool unsubscribed() const = 0;
   virtual void poll_called(time_point now) = 0;
   virtual void poll_returned(time_point now) = 0;
   virtual void listener_started(time_point now, std::uint64_t seq) = 0;
@@ -179,6 +182,8 @@ class core_box final : public member_core {
   void subscribe(time_point now, std::vector<std::string> topics) override {
     core.subscribe(now, std::move(topics));
   }
+  void unsubscribe(time_point now) override { core.unsubscribe(now); }
+  bool unsubscribed() const override { return core.state() == decltype(core.state())::unsubscribed; }
   void poll_called(time_point now) override { core.poll_called(now); }
   void poll_returned(time_point now) override { core.poll_returned(now); }
   void listener_started(time_point now, std::uint64_t seq) override { core.listener_started(now, seq); }
@@ -221,7 +226,7 @@ struct sim_member {
   bool alive = true;
   bool closing = false;
   bool close_requested = false;  // the application calls close() after its current work
-  bool left = false;
+  std::uint64_t left_count = 0;  // left_group actions (shared_state::left_count)
   time_point frozen_until{};
   std::unique_ptr<member_core> core;
   detail::shared_state shared;
@@ -237,6 +242,11 @@ struct sim_member {
   time_point last_send{};  // the coordinator connection is FIFO
   time_point last_answer{};
   // The application (user thread).
+  // The facade's commit identity (fetch::commit_identity's mode): subscribed from subscribe()
+  // until unsubscribe() returns; outside, commits go out as nobody's (generation -1, no member id).
+  bool subscribed = true;
+  bool unsubscribing = false;  // inside unsubscribe()
+  bool unsubscribed = false;   // unsubscribe() returned; subscribe() comes later
   bool auto_commit = false;
   bool sync_commits = false;
   bool commit_in_revoke = false;
@@ -258,7 +268,11 @@ enum class group_protocol { classic, consumer };
 class simulation {
  public:
   simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
-      : rng_(seed), static_rng_(seed ^ 0x5354415449430345ull), verbose_(verbose), protocol_(protocol) {}
+      : rng_(seed),
+        static_rng_(seed ^ 0x5354415449430345ull),
+        unsub_rng_(seed ^ 0x554e535542534352ull),
+        verbose_(verbose),
+        protocol_(protocol) {}
   run_result run();
 
   // A member's background thread carries out its core's actions (core_box::apply_actions).
@@ -339,7 +353,12 @@ class simulation {
   void remove_member(const std::string& id, const std::string& why);
   void store_group() { stored_ = g_; }
   bool owns_for_commit(const std::string& member, std::int32_t generation, const TopicPartition& tp) const;
+  /// The coordinator has a member that process `m` joined as.
+  bool holds_process(const sim_member& m) const;
   void move_coordinator();
+  /// Answers `cm`'s held JoinGroup and SyncGroup with `error` (the JoinGroup answer naming
+  /// `member_id`): a coordinator move, or a static member's id replaced.
+  void answer_held(coord_member& cm, kafka_errc error, const std::string& member_id);
 
   // ---- the KIP-848 coordinator (sim_group_consumer.cpp) ----
   void setup_consumer();
@@ -396,7 +415,13 @@ class simulation {
   void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
                    std::function<void()> then);
   void close_member(sim_member& m);
-  void close_wait(sim_member& m, time_point deadline);
+  // unsubscribe() (Consumer::impl::unsubscribe: the revoke, or the loss of a membership that is
+  // gone, runs inside it, then the leave; the facade stays subscribed until it is done), and
+  // subscribe() again a while later.
+  void unsubscribe_member(sim_member& m);
+  void unsubscribe_wait(sim_member& m, std::uint64_t left_before, time_point deadline);
+  void resubscribe(sim_member& m);
+  void close_wait(sim_member& m, std::uint64_t left_before, time_point deadline);
 
   // ---- checks ----
   void check_step();
@@ -409,6 +434,10 @@ class simulation {
   // without static members keep the schedule they had before static membership was simulated.
   prng static_rng_;
   enum class statics { none, all, some } static_mode_ = statics::none;
+  // Whether applications unsubscribe() (and subscribe() again), and when: a stream of its own too,
+  // so the seeds without it keep their schedules.
+  prng unsub_rng_;
+  bool unsubscribes_ = false;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;

@@ -22,6 +22,8 @@ extern bool mix_commits;
 
 /// Every seed of the classic group simulation has static members (else a third of them do).
 extern bool group_static;
+/// Every group seed's applications unsubscribe() and subscribe() again now and then (else a third do).
+extern bool group_unsubscribe;
 
 /// Runs seed `seed` to its end or its first failed invariant. Deterministic: the same seed (and
 /// mutant) gives the same events in the same order.

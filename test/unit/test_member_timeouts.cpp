@@ -218,6 +218,17 @@ TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps
   CHECK(j.request.group_instance_id == "i1");
 }
 
+// A stable member owning t01 (h: cooperative, static) rejoins, a rebalance under way: the
+// coordinator holds its JoinGroup, which names t01 as owned.
+namespace {
+void hold_rejoin(harness& h) {
+  h.make_stable(t01);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);
+  expect_empty(a);
+}
+}  // namespace
+
 // Found by kgroup-sim --group --static (seed 1230, invariant G6). A static member's poll timeout
 // sends no LeaveGroup, so the JoinGroup it had in flight (a rebalance under way, its partitions
 // still owned) stayed in flight, and after the next poll() reported those partitions lost the
@@ -231,15 +242,12 @@ TEST_CASE("member: poll timeout of a static member sends no LeaveGroup and keeps
 TEST_CASE("member: a static member's poll timeout abandons its JoinGroup in flight; the rejoin owns nothing",
           "[member][sim_finding]") {
   harness h(make_options(RebalanceProtocol::cooperative, "i1"));
-  h.make_stable(t01);
-  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
-  expect<send_join_group>(a);
-  expect_empty(a);
+  hold_rejoin(h);
   REQUIRE(h.snapshots->back().owned == t01);
   // The coordinator holds the JoinGroup while the application stalls past max.poll.interval.ms.
   const auto limit = h.m.last_poll() + 60000ms;
   expect_empty(h.run_until(limit - 1ms, false));
-  a = h.to_deadline();
+  auto a = h.to_deadline();
   REQUIRE(h.now == limit);
   CHECK(expect<abandon_requests>(a).node == 1);
   CHECK_FALSE(expect<report_error>(a).fatal);
@@ -321,6 +329,42 @@ TEST_CASE("member: unsubscribe revokes, then leaves; subscribing again rejoins",
   CHECK(j.request.member_id.empty());
   a = h.join(join_ok("m2", 7, "leader", "range"));
   expect<send_sync_group>(a);
+}
+
+// Found by kgroup-sim --group --static --unsubscribe (seed 3965, invariant G6), the poll timeout's
+// finding above again, through unsubscribe(): a static member's unsubscribe() sends no LeaveGroup
+// (Java's DEFAULT operation), so the JoinGroup it had in flight (a rebalance under way, its
+// partitions still owned) stayed in flight after the leave; the next subscribe() sent no JoinGroup
+// of its own and took that one's answer. The leader had assigned from the subscription it
+// carried, which still named the partitions the unsubscribe() had revoked: cooperative-sticky held
+// one back for this member to revoke, it owned nothing to revoke and never rejoined, and the
+// partition stayed unassigned. Joining again after a leave now abandons the request in flight.
+TEST_CASE(
+    "member: a static member's unsubscribe() abandons its JoinGroup in flight; subscribe() joins owning "
+    "nothing",
+    "[member][sim_finding]") {
+  harness h(make_options(RebalanceProtocol::cooperative, "i1"));
+  hold_rejoin(h);
+  // The coordinator holds the JoinGroup; the application unsubscribes meanwhile.
+  h.m.unsubscribe(h.now);
+  auto a = h.take();
+  auto r = expect_listener(a, listener_kind::revoked, t01);
+  expect_empty(a);
+  a = h.done(r);
+  REQUIRE(expect<assignment_changed>(a).owned.empty());
+  expect<left_group>(a);
+  expect_empty(a);  // no LeaveGroup: a static member stays until its session timeout
+  REQUIRE(h.m.state() == classic_state::unsubscribed);
+
+  // subscribe() joins at once with a JoinGroup of its own, abandoning the one in flight (whose
+  // answer would otherwise be taken for this join).
+  a = h.subscribe({"t"});
+  CHECK(expect<abandon_requests>(a).node == 1);
+  auto j = expect<send_join_group>(a);
+  expect_empty(a);
+  CHECK(j.request.member_id == "m1");
+  CHECK(j.request.group_instance_id == "i1");
+  CHECK(h.snapshots->back().owned.empty());
 }
 
 TEST_CASE("member: close of a dynamic member revokes, sends LeaveGroup, then left_group", "[member]") {
