@@ -264,9 +264,10 @@ bool share_fetcher::forget_deferred(node_state& n, const partition_ids& wanted) 
     send_acknowledge(n, waiting, false);
     return true;
   }
-  logger()->debug("share fetch: broker {}: {} partition(s) that left the assignment wait for acknowledgements; "
-                  "no ShareFetch until then",
-                  n.session.node(), deferred.size());
+  logger()->debug(
+      "share fetch: broker {}: {} partition(s) that left the assignment wait for acknowledgements; "
+      "no ShareFetch until then",
+      n.session.node(), deferred.size());
   // Acknowledgements made outside poll() (explicit mode) do not wake the fetcher: look again
   // after the retry backoff, and at the latest when the first lock runs out.
   arm(std::min(earliest, now + opts_.retry_backoff));

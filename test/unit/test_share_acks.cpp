@@ -326,7 +326,7 @@ TEST_CASE("share acks: a partition leaving the assignment drops only what was no
   REQUIRE_FALSE(t.on_acquired(tp, ranges{{6, 7, 1}}, offsets{6, 7}).error);  // buffered, not polled
   REQUIRE_FALSE(t.acknowledge(tp, 0, ack_type::accept));
   CHECK(t.take(tp) == std::vector<ack_batch>{{0, 0, {A}}, {4, 4, {G}}});  // 0 and GAP 4 in flight
-  REQUIRE_FALSE(t.acknowledge(tp, 1, ack_type::release));                  // pending
+  REQUIRE_FALSE(t.acknowledge(tp, 1, ack_type::release));                 // pending
   CHECK(t.unresolved(tp));
 
   CHECK(t.drop_undelivered(tp) == 2);  // 6 and 7
