@@ -605,6 +605,13 @@ TEST_CASE("share acks and session: every acknowledgement ends in exactly one out
           break;
         }
         case 3:
+          if (pick(3) == 0) {
+            // The partition leaves the assignment (and comes back): what was not handed out is
+            // dropped, the rest keeps its state and still gets its outcome.
+            const auto& p = tps[static_cast<std::size_t>(pick(2))];
+            t.drop_undelivered(p);
+            buffer.erase(p);
+          }
           break;
       }
       collect();
