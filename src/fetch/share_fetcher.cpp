@@ -246,8 +246,7 @@ bool share_fetcher::forget_deferred(node_state& n, const partition_ids& wanted) 
       continue;
     }
     if (now - since >= bound) {
-      overdue.insert(tp);
-      left_at_.erase(tp);
+      overdue.insert(tp);  // its entry stays until it is assigned again: overdue it remains
       logger()->info(
           "share fetch: {}-{} left the assignment {} ms ago with records still unacknowledged; broker {}'s "
           "session forgets it now (their locks have expired)",
