@@ -263,6 +263,14 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
     std::lock_guard lock(shared_.mutex);
     return std::any_of(tps.begin(), tps.end(), [&](const auto& tp) { return tracker_.has_pending(tp); });
   };
+  hooks.unresolved = [this](const std::set<TopicPartition>& tps) {
+    std::set<TopicPartition> out;
+    std::lock_guard lock(shared_.mutex);
+    for (const auto& tp : tps) {
+      if (tracker_.unresolved(tp)) out.insert(tp);
+    }
+    return out;
+  };
   hooks.on_answer = [this](std::int32_t node, const share::share_session::answer_result& r,
                            std::shared_ptr<const void> keep) { return on_answer(node, r, std::move(keep)); };
   hooks.on_refused = [this](const std::vector<std::pair<TopicPartition, std::error_code>>& refused) {
@@ -279,11 +287,14 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
   dopts.hooks.on_assignment_changed = [f = fetcher_, this](const group::share::share_assignment& owned) {
     share::partition_ids ids(owned.begin(), owned.end());
     {
-      // What the member no longer owns: its records are gone with the assignment.
+      // What the member no longer owns: the records not yet handed out are dropped (with the
+      // buffered copies: the generation moves on); those the application has keep their state,
+      // so its acknowledgements still reach the leader, and the fetcher's session forgets the
+      // partition only after them (Java's KafkaShareConsumer does the same).
       std::lock_guard lock(shared_.mutex);
       for (const auto& tp : assigned_) {
         if (!ids.count(tp)) {
-          tracker_.forget(tp, make_error_code(kafka_errc::share_session_not_found));
+          tracker_.drop_undelivered(tp);
           ++generation_[tp];
         }
       }

@@ -366,6 +366,28 @@ void ack_tracker::forget(const TopicPartition& tp, std::error_code why) {
   if (ps.empty()) parts_.erase(p);
 }
 
+std::size_t ack_tracker::drop_undelivered(const TopicPartition& tp) {
+  auto p = parts_.find(tp);
+  if (p == parts_.end()) return 0;
+  auto& ps = p->second;
+  const auto before = ps.records.size();
+  std::erase_if(ps.records, [](const auto& e) { return e.second.st == state::acquired; });
+  const auto dropped = before - ps.records.size();
+  if (ps.empty()) parts_.erase(p);
+  return dropped;
+}
+
+bool ack_tracker::unresolved(const TopicPartition& tp) const {
+  auto p = parts_.find(tp);
+  if (p == parts_.end()) return false;
+  const auto& ps = p->second;
+  if (!ps.gaps.empty() || !ps.gaps_taken.empty()) return true;
+  return std::any_of(ps.records.begin(), ps.records.end(), [](const auto& e) {
+    return e.second.st == state::delivered || e.second.st == state::pending ||
+           e.second.st == state::in_flight;
+  });
+}
+
 void ack_tracker::release_all() {
   for (auto p = parts_.begin(); p != parts_.end();) {
     auto& ps = p->second;

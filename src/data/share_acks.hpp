@@ -34,6 +34,11 @@
 // - forget(): what the broker released with a session keeps its application-visible trace:
 //   delivered records become lost (their acknowledgement fails with the session's error, in
 //   the callback, as Java fails them), pending and in-flight acknowledgements fail now with it.
+// - drop_undelivered(): a partition leaving the assignment loses only what the application was
+//   not given yet; what it was given keeps its state, so its acknowledgements still go to the
+//   partition's leader and get the broker's outcome (Java's KafkaShareConsumer does the same).
+//   The fetcher keeps the partition in its session until unresolved() says nothing of it is
+//   left to acknowledge (docs/DESIGN.md, "A partition that leaves the assignment").
 #pragma once
 
 #include <cstdint>
@@ -135,6 +140,19 @@ class ack_tracker {
   /// acquired records vanish (the facade drops what it buffered of `tp`), delivered ones become
   /// lost with `why`, pending and in-flight acknowledgements get `why` as outcome, GAPs vanish.
   void forget(const TopicPartition& tp, std::error_code why);
+
+  /// The partition left the assignment, its session still holds it: records acquired but not
+  /// yet returned by poll vanish (the facade drops what it buffered of `tp`; the broker releases
+  /// them when the session forgets the partition, or their locks expire). Delivered, pending and
+  /// in-flight records and GAPs keep their state: their acknowledgements are still sent and get
+  /// real outcomes. Returns how many records were dropped.
+  std::size_t drop_undelivered(const TopicPartition& tp);
+
+  /// Whether `tp` still has records the application was given and whose acknowledgement has no
+  /// outcome yet (delivered, pending, in flight), or GAPs not yet answered: while it has, its
+  /// session should not forget it (the broker would release those records). Lost records do not
+  /// count (their session is gone already).
+  bool unresolved(const TopicPartition& tp) const;
 
   /// close(): every acquired or delivered record becomes RELEASE (in implicit mode too: the last
   /// poll's records are released, not accepted, as Java and librdkafka do); lost ones get their

@@ -129,6 +129,27 @@ share_session::build_result share_session::build_fetch(protocol::share_fetch_req
   return out;
 }
 
+std::vector<TopicPartition> share_session::leaving(const partition_ids& wanted) const {
+  std::vector<TopicPartition> out;
+  if (epoch_ == 0) return out;
+  for (const auto& [tp, id] : partitions_) {
+    auto now = wanted.find(tp);
+    if (now == wanted.end() || now->second != id) out.push_back(tp);
+  }
+  return out;
+}
+
+std::vector<TopicPartition> share_session::deferred_forgets(const partition_ids& wanted,
+                                                            const std::set<TopicPartition>& unresolved,
+                                                            const std::set<TopicPartition>& overdue) const {
+  std::vector<TopicPartition> out;
+  if (busy()) return out;
+  for (const auto& tp : leaving(wanted)) {
+    if (unresolved.count(tp) && !overdue.count(tp)) out.push_back(tp);
+  }
+  return out;
+}
+
 share_session::build_result share_session::build_acknowledge(protocol::share_acknowledge_request& req,
                                                              std::int16_t version, const fetch_params& p,
                                                              const ack_map& acks, bool close) {

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -105,6 +106,21 @@ class share_session {
   /// broker holds `wanted`, and the request is outstanding.
   build_result build_fetch(protocol::share_fetch_request& req, std::int16_t version, const fetch_params& p,
                            const partition_ids& wanted, const ack_map& acks);
+
+  /// The partitions a ShareFetch for `wanted` would forget (`forgotten_topics_data`): in the
+  /// session and not wanted, or wanted under another topic id. Empty at epoch 0 (a new session
+  /// forgets nothing). The broker releases what the member still holds of a forgotten partition,
+  /// so the fetcher sends the acknowledgements of such a partition first (deferred_forgets()).
+  std::vector<TopicPartition> leaving(const partition_ids& wanted) const;
+
+  /// Of the partitions a ShareFetch for `wanted` would forget, those whose records the
+  /// application still holds unacknowledged or whose acknowledgements have no answer yet
+  /// (`unresolved`, the tracker's view): while any is left, the fetcher sends no ShareFetch here
+  /// (it sends their acknowledgements with ShareAcknowledge), unless `overdue` names them (their
+  /// acquisition locks have expired anyway, or the consumer closes). Busy or at epoch 0: empty.
+  std::vector<TopicPartition> deferred_forgets(const partition_ids& wanted,
+                                               const std::set<TopicPartition>& unresolved,
+                                               const std::set<TopicPartition>& overdue = {}) const;
 
   /// Writes a ShareAcknowledge at `version` (1-2) carrying `acks`; with `close`, epoch -1: the
   /// broker applies them, releases everything else this member holds there and ends the session

@@ -10,6 +10,10 @@ namespace kgroup::fetch {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+// The acquisition lock when no answer has told it yet (the broker's default,
+// group.share.record.lock.duration.ms).
+constexpr std::chrono::milliseconds default_lock_timeout{30000};
 using data::share::ack_map;
 using data::share::partition_ids;
 using data::share::share_session;
@@ -50,6 +54,11 @@ void share_fetcher::set_assignment(partition_ids assignment) {
   // (epoch -1, with what is acknowledged), so the broker releases their records at once rather
   // than at their locks' expiry. Fetching opens new sessions when partitions come back.
   const bool left = assignment.empty() && !assignment_.empty();
+  const auto now = clock::now();
+  for (const auto& [tp, id] : assignment_) {
+    if (!assignment.count(tp)) left_at_.emplace(tp, now);
+  }
+  for (const auto& [tp, id] : assignment) left_at_.erase(tp);
   assignment_ = std::move(assignment);
   if (left) {
     for (auto& [id, n] : nodes_) n->close = true;
@@ -211,10 +220,57 @@ void share_fetcher::pump(node_state& n) {
       send_acknowledge(n, elsewhere, false);
       return;
     }
+    if (forget_deferred(n, wanted)) return;
     send_fetch(n, wanted);
   } else if (acks_waiting) {
     send_acknowledge(n, here, false);
   }
+}
+
+bool share_fetcher::forget_deferred(node_state& n, const partition_ids& wanted) {
+  if (!hooks_.unresolved) return false;
+  const auto leaving = n.session.leaving(wanted);
+  if (leaving.empty()) return false;
+  const auto unresolved = hooks_.unresolved(std::set<TopicPartition>(leaving.begin(), leaving.end()));
+  // Bounded by the acquisition lock: once it would have expired, the broker has released the
+  // records anyway (their late acknowledgements then fail with INVALID_RECORD_STATE, a real
+  // outcome), so waiting longer only stalls the leader's other partitions.
+  const auto bound = lock_timeout_.value_or(default_lock_timeout);
+  const auto now = clock::now();
+  std::set<TopicPartition> overdue;
+  auto earliest = clock::time_point::max();
+  for (const auto& tp : leaving) {
+    auto since = left_at_.try_emplace(tp, now).first->second;
+    if (!unresolved.count(tp)) {
+      left_at_.erase(tp);  // forgotten by this ShareFetch
+      continue;
+    }
+    if (now - since >= bound) {
+      overdue.insert(tp);  // its entry stays until it is assigned again: overdue it remains
+      logger()->info(
+          "share fetch: {}-{} left the assignment {} ms ago with records still unacknowledged; broker {}'s "
+          "session forgets it now (their locks have expired)",
+          tp.topic, tp.partition, std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count(),
+          n.session.node());
+    } else {
+      earliest = std::min(earliest, since + bound);
+    }
+  }
+  const auto deferred = n.session.deferred_forgets(wanted, unresolved, overdue);
+  if (deferred.empty()) return false;
+  const std::set<TopicPartition> waiting(deferred.begin(), deferred.end());
+  if (hooks_.has_acks && hooks_.has_acks(waiting)) {
+    send_acknowledge(n, waiting, false);
+    return true;
+  }
+  logger()->debug(
+      "share fetch: broker {}: {} partition(s) that left the assignment wait for acknowledgements; "
+      "no ShareFetch until then",
+      n.session.node(), deferred.size());
+  // Acknowledgements made outside poll() (explicit mode) do not wake the fetcher: look again
+  // after the retry backoff, and at the latest when the first lock runs out.
+  arm(std::min(earliest, now + opts_.retry_backoff));
+  return true;
 }
 
 void share_fetcher::send_fetch(node_state& n, const partition_ids& wanted) {

@@ -61,6 +61,10 @@ struct share_fetch_hooks {
   std::function<bool(std::int32_t node, const data::share::share_session::answer_result&,
                      std::shared_ptr<const void> frame)>
       on_answer;
+  /// Of `tps` (partitions a ShareFetch would forget), those the application still holds records
+  /// of that have no acknowledgement outcome yet (the tracker's unresolved()): the session keeps
+  /// them until then, so their acknowledgements reach the broker before it releases them.
+  std::function<std::set<TopicPartition>(const std::set<TopicPartition>& tps)> unresolved;
   /// Acknowledgements that could not go out (refused by the session), with their error.
   std::function<void(const std::vector<std::pair<TopicPartition, std::error_code>>&)> on_refused;
   /// A fatal problem (no broker speaks ShareFetch): raised from poll().
@@ -117,6 +121,10 @@ class share_fetcher : public std::enable_shared_from_this<share_fetcher> {
   void pump();
   void pump(node_state& n);
   data::share::partition_ids wanted_from(std::int32_t node) const;
+  /// Whether the ShareFetch for `wanted` must wait: it would forget a partition whose records the
+  /// application still holds unacknowledged (or whose acknowledgements are unanswered), and that
+  /// partition left the assignment less than an acquisition lock ago. Arms the timer for then.
+  bool forget_deferred(node_state& n, const data::share::partition_ids& wanted);
   void send_fetch(node_state& n, const data::share::partition_ids& wanted);
   void send_acknowledge(node_state& n, const std::set<TopicPartition>& tps, bool close);
   void with_topic_ids(data::share::ack_map& acks) const;
@@ -138,6 +146,8 @@ class share_fetcher : public std::enable_shared_from_this<share_fetcher> {
   data::share::partition_ids assignment_;
   data::share::partition_ids ids_;                 // every partition's topic id seen
   std::map<TopicPartition, std::int32_t> source_;  // where each partition's records came from
+  // Partitions that left the assignment and are still in a session, with when they left.
+  std::map<TopicPartition, std::chrono::steady_clock::time_point> left_at_;
   std::optional<std::chrono::milliseconds> lock_timeout_;
   bool armed_ = false;
   std::chrono::steady_clock::time_point armed_at_{};

@@ -638,6 +638,95 @@ TEST_CASE(
   a.close();
 }
 
+// Issue 34: a partition that leaves a member's assignment while the application holds records of
+// it. As Java's KafkaShareConsumer does, the member's acknowledgements of those records still go
+// to the leader and apply (its session forgets the partition only after them), so the new owner
+// gets only what was never delivered, each record once. Before, the member forgot the partition
+// at once: the accepts failed with SHARE_SESSION_NOT_FOUND and the records went to B again.
+TEST_CASE(
+    "share: a partition moves away while its records are held: their acknowledgements still apply, "
+    "the new owner gets each other record once",
+    "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mc.create_topic("q", 1);
+  mc.create_topic("idle", 1);
+  mc.produce("q", 50);
+  share_journal j;
+  ShareConsumer b(share_config(mc, "move"));
+  b.set_acknowledgement_commit_callback(to_journal(j));
+  b.subscribe({"idle"});
+  REQUIRE(eventually(
+      [&] {
+        b.poll(10ms);
+        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
+      },
+      20s));
+  std::this_thread::sleep_for(700ms);  // a heartbeat interval apart (M4)
+  ShareConsumer a(
+      share_config(mc, "move").set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
+  std::vector<kgroup::AcknowledgementResults> a_callback;
+  a.set_acknowledgement_commit_callback(
+      [&](const kgroup::AcknowledgementResults& r) { a_callback.push_back(r); });
+  a.subscribe({"q"});
+  kgroup::ConsumerRecords held;
+  REQUIRE(eventually(
+      [&] {
+        held = a.poll(100ms);
+        j.delivered("a", held);
+        b.poll(10ms);
+        return !held.empty();
+      },
+      20s, 1ms));
+  REQUIRE(held.size() <= 10);
+  std::vector<std::string> ids;
+  REQUIRE(eventually(
+      [&] {
+        ids = mc.share_group_member_ids("move");
+        b.poll(10ms);
+        return ids.size() == 2;
+      },
+      20s));
+  const auto a_id = a.metrics().member_id;
+  const auto b_id = b.metrics().member_id;
+  // q-0 moves from A (which keeps idle-0, so it stays in the group) to B.
+  REQUIRE(mc.share_group_assign("move", {{a_id, {{"idle", 0}}}, {b_id, {{"q", 0}}}}));
+  // A does not poll (explicit mode refuses while the records are unacknowledged): its
+  // membership runs on its background thread. B reads what A never had meanwhile.
+  REQUIRE(eventually(
+      [&] {
+        j.delivered("b", b.poll(50ms));
+        return a.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
+      },
+      20s));
+  for (int i = 0; i < 5; ++i) j.delivered("b", b.poll(50ms));
+
+  // A accepts what it holds: applied by the broker, in the result and in the callback.
+  for (const auto& r : held) a.acknowledge(r);
+  const auto results = a.commit_sync(10s);
+  REQUIRE(results.count({"q", 0}) == 1);
+  CHECK_FALSE(results.at({"q", 0}).error);
+  CHECK(results.at({"q", 0}).offsets.size() == held.size());
+  j.outcome(results, AcknowledgeType::accept);
+  REQUIRE(a_callback.size() == 1);
+  CHECK_FALSE(a_callback[0].at({"q", 0}).error);
+  CHECK(a.metrics().acknowledgements_failed == 0);
+  a.poll(10ms);  // A fetches again: its session forgets q-0 now (nothing of it is left)
+
+  // B gets every other record, once; every record is accepted exactly once (the journal checks
+  // "once" at each delivery and outcome).
+  const auto all = all_records(1, 50);
+  poll_until(
+      b, "b", j, [&] { return j.done() == all; }, 30s, [&](const auto&) { a.poll(10ms); });
+  CHECK(j.done() == all);
+  CHECK(j.deliveries() == 50);
+  std::set<record_id> held_ids;
+  for (const auto& r : held) held_ids.insert({r.partition, r.offset});
+  for (const auto& id : held_ids) CHECK_FALSE(j.of("b").count(id));
+  b.close();
+  a.close();
+}
+
 namespace {
 
 // One implicit-mode member reads 60 records of one partition, 10 per poll, its callback giving

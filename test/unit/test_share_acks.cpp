@@ -316,6 +316,71 @@ TEST_CASE("share acks: forgetting a partition (session reset, lost assignment)",
   CHECK(t.held(tp) == 0);
 }
 
+TEST_CASE("share acks: a partition leaving the assignment drops only what was not handed out",
+          "[share_acks]") {
+  // Java's KafkaShareConsumer: the records of a revoked partition already returned by poll() keep
+  // their state and their acknowledgements still go to the leader with real outcomes; only the
+  // records not yet returned are dropped.
+  ack_tracker t;
+  deliver(t, tp, 0, 5, {0, 1, 2, 3, 5});                                     // GAP 4
+  REQUIRE_FALSE(t.on_acquired(tp, ranges{{6, 7, 1}}, offsets{6, 7}).error);  // buffered, not polled
+  REQUIRE_FALSE(t.acknowledge(tp, 0, ack_type::accept));
+  CHECK(t.take(tp) == std::vector<ack_batch>{{0, 0, {A}}, {4, 4, {G}}});  // 0 and GAP 4 in flight
+  REQUIRE_FALSE(t.acknowledge(tp, 1, ack_type::release));                 // pending
+  CHECK(t.unresolved(tp));
+
+  CHECK(t.drop_undelivered(tp) == 2);  // 6 and 7
+  CHECK(t.take_outcomes().empty());    // nothing failed
+  CHECK(t.held(tp) == 5);              // 0 in flight, 1 pending, 2, 3, 5 delivered
+  CHECK(t.stats().lost == 0);
+  CHECK(t.acknowledge(tp, 6, ack_type::accept) == share_errc::not_acquired);
+  CHECK(t.unresolved(tp));
+
+  // The in-flight answer applies; the rest is acknowledged as usual and sent.
+  t.complete(tp, {});
+  auto out = t.take_outcomes();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].offsets == offsets{0});
+  CHECK_FALSE(out[0].error);
+  CHECK(t.acknowledge(tp, 2, ack_type::reject) == std::error_code{});
+  CHECK(t.begin_poll(ack_mode::implicit_mode).empty());  // 3 and 5 accepted
+  CHECK(t.take(tp) == std::vector<ack_batch>{{1, 3, {R, J, A}}, {5, 5, {A}}});
+  CHECK(t.unresolved(tp));  // in flight
+  const auto expired = make_error_code(kafka_errc::invalid_record_state);
+  t.complete(tp, expired);
+  out = t.take_outcomes();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].offsets == offsets{1, 2, 3, 5});
+  CHECK(out[0].error == expired);  // the broker's answer, not a session error made up here
+  CHECK_FALSE(t.unresolved(tp));
+  CHECK(t.held(tp) == 0);
+}
+
+TEST_CASE("share acks: unresolved() counts what the application was given, not the buffer or the lost",
+          "[share_acks]") {
+  ack_tracker t;
+  CHECK_FALSE(t.unresolved(tp));
+  REQUIRE_FALSE(t.on_acquired(tp, ranges{{0, 1, 1}}, offsets{0, 1}).error);  // buffered only
+  CHECK_FALSE(t.unresolved(tp));
+  REQUIRE(t.on_polled(tp, offsets{0}) == 0);
+  CHECK(t.unresolved(tp));  // 0 delivered
+  CHECK(t.drop_undelivered(tp) == 1);
+  CHECK(t.unresolved(tp));
+  t.forget(tp, make_error_code(kafka_errc::share_session_not_found));
+  CHECK_FALSE(t.unresolved(tp));  // lost: its session is gone, nothing to wait for
+  CHECK(t.drop_undelivered(tp1) == 0);
+
+  // A GAP alone (an acquired offset without a record) is an acknowledgement to send.
+  REQUIRE_FALSE(t.on_acquired(tp1, ranges{{0, 2, 1}}, offsets{1}).error);
+  CHECK(t.drop_undelivered(tp1) == 1);
+  CHECK(t.unresolved(tp1));
+  CHECK(t.take(tp1) == std::vector<ack_batch>{{0, 0, {G}}, {2, 2, {G}}});
+  CHECK(t.unresolved(tp1));
+  t.complete(tp1, {});
+  CHECK_FALSE(t.unresolved(tp1));
+  CHECK(t.take_outcomes().empty());  // GAPs have no outcome
+}
+
 TEST_CASE("share acks: a lost record acquired again is a new delivery", "[share_acks]") {
   ack_tracker t;
   deliver(t, tp, 0, 0, {0});
@@ -540,6 +605,13 @@ TEST_CASE("share acks and session: every acknowledgement ends in exactly one out
           break;
         }
         case 3:
+          if (pick(3) == 0) {
+            // The partition leaves the assignment (and comes back): what was not handed out is
+            // dropped, the rest keeps its state and still gets its outcome.
+            const auto& p = tps[static_cast<std::size_t>(pick(2))];
+            t.drop_undelivered(p);
+            buffer.erase(p);
+          }
           break;
       }
       collect();

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "data/share_acks.hpp"
 #include "data/share_session.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
@@ -457,4 +458,72 @@ TEST_CASE("share session: ShareAcknowledge, and closing with epoch -1", "[share_
     REQUIRE(res.acks.size() == 1);
     CHECK(res.acks[0].second == kafka_errc::invalid_share_session_epoch);
   }
+}
+
+TEST_CASE("share session: a partition leaving the assignment is forgotten only after its acknowledgements",
+          "[share_session]") {
+  // The fetcher's order at one broker when a0 leaves the assignment while the application holds
+  // records of it: leaving() names it, deferred_forgets() keeps the ShareFetch back while the
+  // tracker has records of it without an outcome, a ShareAcknowledge carries them, and only then
+  // does a ShareFetch forget a0 (the broker releases what is still acquired there).
+  using kgroup::data::share::ack_mode;
+  using kgroup::data::share::ack_tracker;
+  using kgroup::data::share::ack_type;
+  using kgroup::data::share::acquired_range;
+
+  share_session s;
+  ack_tracker t;
+  open(s, ids({a0, a1}));
+  const std::vector<acquired_range> r{{0, 3, 1}};
+  REQUIRE_FALSE(t.on_acquired(a0, r, std::vector<std::int64_t>{0, 1, 2, 3}).error);
+  REQUIRE(t.on_polled(a0, std::vector<std::int64_t>{0, 1}) == 0);  // 2, 3 still buffered
+
+  // a0 leaves: the buffer is dropped, the records handed out stay.
+  CHECK(t.drop_undelivered(a0) == 2);
+  const auto wanted = ids({a1});
+  CHECK(s.leaving(wanted) == std::vector<TopicPartition>{a0});
+  auto unresolved = [&] {
+    std::set<TopicPartition> out;
+    for (const auto& tp : s.leaving(wanted))
+      if (t.unresolved(tp)) out.insert(tp);
+    return out;
+  };
+  CHECK(s.deferred_forgets(wanted, unresolved()) == std::vector<TopicPartition>{a0});
+  // Past the bound (the locks expired, or closing) the forget goes ahead.
+  CHECK(s.deferred_forgets(wanted, unresolved(), {a0}).empty());
+
+  // The next poll accepts them (implicit mode); they go by ShareAcknowledge, not by the fetch.
+  CHECK(t.begin_poll(ack_mode::implicit_mode).empty());
+  ack_map acks;
+  acks[a0].topic_id = id_a;
+  acks[a0].batches = t.take(a0);
+  REQUIRE(acks[a0].batches == std::vector<ack_batch>{{0, 1, {1}}});
+  CHECK(s.deferred_forgets(wanted, unresolved()) == std::vector<TopicPartition>{a0});  // in flight
+  share_acknowledge_request ack_req;
+  REQUIRE_FALSE(s.build_acknowledge(ack_req, 1, params(), acks).error);
+  CHECK(s.deferred_forgets(wanted, unresolved()).empty());  // busy: nothing to decide now
+  share_acknowledge_response ack_resp;
+  ack_resp.responses.emplace_back().topic_id = id_a;
+  ack_resp.responses.back().partitions.emplace_back().partition_index = 0;
+  auto res = s.on_acknowledge_answer(ack_resp);
+  REQUIRE_FALSE(res.error);
+  REQUIRE(res.acks.size() == 1);
+  t.complete(a0, res.acks[0].second);
+  auto outcomes = t.take_outcomes();
+  REQUIRE(outcomes.size() == 1);
+  CHECK(outcomes[0].offsets == std::vector<std::int64_t>{0, 1});
+  CHECK_FALSE(outcomes[0].error);  // applied by the broker, not failed with a session error
+
+  // Nothing of a0 is left: the ShareFetch may forget it now.
+  CHECK(s.deferred_forgets(wanted, unresolved()).empty());
+  share_fetch_request req;
+  REQUIRE_FALSE(s.build_fetch(req, 1, params(), wanted, {}).error);
+  CHECK(forgotten(req) == set_of({a0}));
+  REQUIRE_FALSE(s.on_fetch_answer(fetch_answer({})).error);
+  CHECK(s.leaving(wanted).empty());
+
+  // A new session (epoch 0) forgets nothing, whatever is wanted.
+  share_session fresh;
+  CHECK(fresh.leaving({}).empty());
+  CHECK(fresh.deferred_forgets({}, {a0}).empty());
 }
