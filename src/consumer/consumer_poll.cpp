@@ -12,13 +12,18 @@ ConsumerRecords Consumer::impl::poll(std::chrono::milliseconds timeout) {
   {
     std::lock_guard lock(shared_.mutex);
     shared_.metrics.last_poll = started;
+    shared_.poll_began(started);
   }
   // However poll() ends (records, timeout, an exception), max.poll.interval.ms runs from then.
+  // Written to the poll board, not posted: the background thread reads it before its membership
+  // core judges anything (driver_base::sync_poll()).
   struct returned_guard {
     impl* self;
     ~returned_guard() {
-      self->last_poll_return_ = clock::now();
-      self->post([d = self->driver_] { d->poll_returned(); });
+      const auto now = clock::now();
+      self->last_poll_return_ = now;
+      std::lock_guard lock(self->shared_.mutex);
+      self->shared_.poll_ended(now);
     }
   } guard{this};
   ConsumerRecords out = poll_records(deadline_after(timeout, started));
@@ -34,30 +39,27 @@ bool Consumer::impl::may_have_left_group() {
 
 ConsumerRecords Consumer::impl::poll_records(clock::time_point deadline) {
   reader_.publish_returned();
-  const std::uint64_t seq = ++poll_seq_;
-  post([d = driver_, s = &shared_, seq] {
-    d->poll_called();
-    // Everything poll_called() queued (the loss after a poll timeout) is in `events` now.
-    bool awaited;
-    {
-      std::lock_guard lock(s->mutex);
-      s->poll_acked = seq;
-      awaited = s->poll_ack_awaited;
-    }
-    // Only a poll() waiting for this wakes up: otherwise the user thread, asleep until records
-    // come, would be woken for nothing at every poll() (an idle member's CPU, issue 37).
-    if (awaited) s->cv.notify_all();
-  });
   // After a poll timeout the partitions are lost before any record is returned (a loss the
-  // application has not seen would otherwise be skipped): wait until the background thread has
-  // queued the loss (at least a second: the round trip is fast, poll(0) must not skip it), then
-  // run it below. Only then, so that a busy poll loop does not pay a thread round trip per call.
+  // application has not seen would otherwise be skipped): tell the background thread at once
+  // (it rejoins), wait until it has queued the loss (at least a second: the round trip is fast,
+  // poll(0) must not skip it), then run it below. Only then: otherwise the call is on the poll
+  // board (poll() above), and a busy poll loop pays no thread round trip per call (issue 37).
+  // may_have_left_group() is asked after the board was written, so a timeout judged before the
+  // core saw this call is one this test sees too.
   if (may_have_left_group()) {
+    const std::uint64_t seq = ++poll_seq_;
+    post([d = driver_, s = &shared_, seq] {
+      d->poll_called();
+      // Everything poll_called() queued (the loss after a poll timeout) is in `events` now.
+      {
+        std::lock_guard lock(s->mutex);
+        s->poll_acked = seq;
+      }
+      s->cv.notify_all();
+    });
     std::unique_lock lock(shared_.mutex);
-    shared_.poll_ack_awaited = true;
     const bool acked = shared_.cv.wait_until(lock, std::max(deadline, clock::now() + std::chrono::seconds(1)),
                                              [&] { return shared_.poll_acked >= seq; });
-    shared_.poll_ack_awaited = false;
     if (!acked) return ConsumerRecords{};
   }
   for (;;) {

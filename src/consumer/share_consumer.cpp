@@ -591,11 +591,19 @@ ConsumerRecords ShareConsumer::impl::poll(std::chrono::milliseconds timeout) {
   }
   acknowledge_previous_poll();
   return_nodes();
+  // The call and the return go on the poll board the driver reads before its core judges
+  // max.poll.interval.ms (driver_base::sync_poll()); the call is also posted, since after a poll
+  // timeout it rejoins at once.
+  {
+    std::lock_guard lock(shared_.mutex);
+    shared_.poll_began(clock::now());
+  }
   post([d = driver_] { d->poll_called(); });
   struct returned {
     impl* self;
     ~returned() {
-      self->post([d = self->driver_] { d->poll_returned(); });
+      std::lock_guard lock(self->shared_.mutex);
+      self->shared_.poll_ended(clock::now());
     }
   } on_return{this};
   std::vector<share::ack_outcome> outcomes;

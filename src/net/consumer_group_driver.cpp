@@ -44,13 +44,13 @@ consumer_group_driver::consumer_group_driver(asio::io_context& io, std::shared_p
 }
 
 void consumer_group_driver::subscribe(std::vector<std::string> topics) {
-  member_.subscribe(clock::now(), std::move(topics));
+  core().subscribe(clock::now(), std::move(topics));
   cluster_->start_periodic_refresh();
   process();
 }
 
 void consumer_group_driver::subscribe_pattern(std::string broker_pattern) {
-  member_.subscribe_regex(clock::now(), std::move(broker_pattern));
+  core().subscribe_regex(clock::now(), std::move(broker_pattern));
   cluster_->start_periodic_refresh();
   process();
 }

@@ -1,6 +1,6 @@
 // What the membership drivers share (classic net/group_driver, KIP-848
 // net/consumer_group_driver, share groups net/share_group_driver): the user calls every core
-// takes alike (unsubscribe, close, poll called/returned, shutdown), the loop that drains a core's
+// takes alike (unsubscribe, close, the poll board, shutdown), the loop that drains a core's
 // actions and arms its timer, FindCoordinator, the requests to the coordinator, the snapshot for
 // the user thread, and the actions the cores emit alike (a listener call and its cancellation, an
 // error, the end of a leave, a changed assignment). Each driver adds its own core's actions
@@ -58,19 +58,17 @@ class driver_base {
       signal_left();  // nothing to leave; the waiting user thread is still told it is done
       return;
     }
-    member_.unsubscribe(clock::now());
+    core().unsubscribe(clock::now());
     process();
   }
   void close() {
-    member_.close(clock::now());
+    core().close(clock::now());
     process();
   }
+  /// poll() was called after it may have left the group (a poll timeout): the core hears of it
+  /// now (a rejoin), not at its next event. The user thread wrote the call to the poll board.
   void poll_called() {
-    member_.poll_called(clock::now());
-    process();
-  }
-  void poll_returned() {
-    member_.poll_returned(clock::now());
+    sync_poll();
     process();
   }
   /// Stops (see stop()) and stops watching metadata.
@@ -86,6 +84,31 @@ class driver_base {
   driver_base(boost::asio::io_context& io, detail::shared_state& shared, membership_hooks hooks,
               CoreArgs&&... core_args)
       : shared_(shared), hooks_(std::move(hooks)), member_(std::forward<CoreArgs>(core_args)...), timer_(io) {}
+
+  /// The core, told first what poll() did since it last heard (sync_poll()). Every event goes to
+  /// the core through this; reads may use member_.
+  Core& core() {
+    sync_poll();
+    return member_;
+  }
+
+  /// Gives the core the poll() calls and returns the user thread wrote to the poll board since
+  /// the last look (issue 37: poll() no longer posts to this thread; the core's max.poll.interval.ms
+  /// judgement must not see a stale clock, so this runs before every event reaches it). Only the
+  /// latest call and return matter to its clock; a call also rejoins after a poll timeout.
+  void sync_poll() {
+    const auto version = shared_.poll_version.load(std::memory_order_acquire);
+    if (version == poll_version_seen_) return;
+    detail::poll_board board;
+    {
+      std::lock_guard lock(shared_.mutex);
+      board = shared_.poll;
+      poll_version_seen_ = shared_.poll_version.load(std::memory_order_relaxed);
+    }
+    if (board.calls != poll_seen_.calls) member_.poll_called(board.called);
+    if (board.returns != poll_seen_.returns && !board.in_poll()) member_.poll_returned(board.returned);
+    poll_seen_ = board;
+  }
 
   /// Carries out the core's actions until it has none (applying one can feed it again, e.g. an
   /// inline listener), then publishes the snapshot and re-arms the timer.
@@ -134,7 +157,7 @@ class driver_base {
     auto node = member_.coordinator();
     auto conn = node ? derived().cluster_->broker(*node, channel::group) : nullptr;
     if (!conn) {
-      member_.request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+      core().request_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
       return;
     }
     if (s == supersede::earlier) abandon_requests();
@@ -144,9 +167,9 @@ class driver_base {
             std::error_code ec, const typename Request::response_type& r, const response_frame&) {
           if (self->stopped_ || epoch != self->request_epoch_) return;
           if (ec) {
-            self->member_.request_failed(clock::now(), ec);
+            self->core().request_failed(clock::now(), ec);
           } else {
-            deliver(self->member_, r);
+            deliver(self->core(), r);
           }
           self->process();
         },
@@ -186,7 +209,7 @@ class driver_base {
                        [self = derived().shared_from_this(), found](std::error_code ec, std::int32_t node) {
                          if (self->stopped_) return;
                          if (ec) {
-                           self->member_.coordinator_failed(clock::now(), ec);
+                           self->core().coordinator_failed(clock::now(), ec);
                            self->process();
                            return;
                          }
@@ -204,7 +227,7 @@ class driver_base {
       publish_snapshot();
       if (hooks_.run_listener_inline) {
         hooks_.run_listener_inline(call);
-        member_.listener_done(clock::now(), call.seq);
+        core().listener_done(clock::now(), call.seq);
       } else {
         shared_.push(std::move(call));
       }
@@ -243,12 +266,27 @@ class driver_base {
   bool stopped_ = false;
   // Bumped by abandon_requests(): answers to coordinator requests sent before it are ignored.
   std::uint64_t request_epoch_ = 0;
+  // The poll board as the core last heard it (sync_poll()), and when to look again while the
+  // application is inside poll() (its return is not posted: see arm_timer()).
+  std::uint64_t poll_version_seen_ = 0;
+  detail::poll_board poll_seen_;
+  clock::time_point poll_recheck_{};
 
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
 
   void arm_timer() {
     auto when = member_.next_deadline();
+    // Inside poll() the core's poll clock does not run, and the return that starts it again is
+    // not posted: look at the board again within 80% of max.poll.interval.ms of the call (a
+    // longer poll() is looked at again as often), so a member that returns and then stops
+    // polling is still warned and leaves on time.
+    if (poll_seen_.in_poll()) {
+      const auto now = clock::now();
+      const auto every = member_.options().max_poll_interval * 8 / 10;
+      if (poll_recheck_ <= now) poll_recheck_ = std::max(poll_seen_.called + every, now + every);
+      if (!when || poll_recheck_ < *when) when = poll_recheck_;
+    }
     if (!when) {
       timer_.cancel();
       return;
@@ -256,7 +294,7 @@ class driver_base {
     timer_.expires_at(*when);
     timer_.async_wait([self = derived().shared_from_this()](const boost::system::error_code& ec) {
       if (ec || self->stopped_) return;
-      self->member_.tick(clock::now());
+      self->core().tick(clock::now());
       self->process();
     });
   }
@@ -282,28 +320,27 @@ class membership_driver_base : public driver_base<Derived, Core>, public members
 
   void unsubscribe() override { base::unsubscribe(); }
   void close(group::close_membership op) override {
-    this->member_.close(std::chrono::steady_clock::now(), op);
+    this->core().close(std::chrono::steady_clock::now(), op);
     this->process();
   }
   void poll_called() override { base::poll_called(); }
-  void poll_returned() override { base::poll_returned(); }
   void shutdown() override { base::shutdown(); }
   void listener_done(std::uint64_t seq) override {
-    this->member_.listener_done(clock::now(), seq);
+    this->core().listener_done(clock::now(), seq);
     this->process();
   }
   void commit_failed(std::int32_t generation, std::int16_t code) override {
     if (this->stopped_) return;
-    this->member_.commit_failed(clock::now(), generation, code);
+    this->core().commit_failed(clock::now(), generation, code);
     this->process();
   }
   void enforce_rebalance(std::string reason) override {
-    this->member_.enforce_rebalance(clock::now(), std::move(reason));
+    this->core().enforce_rebalance(clock::now(), std::move(reason));
     this->process();
   }
   void listener_started(std::uint64_t seq) override {
     if (this->stopped_) return;
-    this->member_.listener_started(clock::now(), seq);
+    this->core().listener_started(clock::now(), seq);
     this->process();  // the poll timer may run again (a callback inside poll())
   }
   group::standing standing() const override { return this->member_.standing(); }

@@ -19,13 +19,13 @@ group_driver::group_driver(asio::io_context& io, std::shared_ptr<cluster> c, gro
 }
 
 void group_driver::subscribe(std::vector<std::string> topics) {
-  member_.subscribe(clock::now(), std::move(topics));
+  core().subscribe(clock::now(), std::move(topics));
   cluster_->start_periodic_refresh();
   process();
 }
 
 void group_driver::subscribe_pattern(std::regex pattern) {
-  member_.subscribe_pattern(clock::now(), std::move(pattern));
+  core().subscribe_pattern(clock::now(), std::move(pattern));
   cluster_->start_periodic_refresh();
   // The core matches the current metadata now, and again on every refresh (on_metadata).
   cluster_->refresh_metadata(std::nullopt, opts_.request_timeout, [](std::error_code) {});
@@ -33,7 +33,7 @@ void group_driver::subscribe_pattern(std::regex pattern) {
 }
 
 void group_driver::on_coordinator(std::int32_t node) {
-  member_.coordinator_found(clock::now(), node);
+  core().coordinator_found(clock::now(), node);
   process();
 }
 
@@ -88,7 +88,7 @@ void group_driver::do_compute_assignment(group::compute_assignment job) {
             cm.topics.push_back(std::move(tm));
           }
         }
-        self->member_.assignment_metadata(clock::now(), job.generation, ec, cm);
+        self->core().assignment_metadata(clock::now(), job.generation, ec, cm);
         self->process();
       });
 }
@@ -99,7 +99,7 @@ void group_driver::on_metadata() {
   std::vector<group::topic_summary> topics;
   topics.reserve(md.topics.size());
   for (const auto& [name, t] : md.topics) topics.push_back({name, t.is_internal, t.error_code, t.partitions.size()});
-  member_.metadata_updated(clock::now(), topics);
+  core().metadata_updated(clock::now(), topics);
   process();
 }
 

@@ -30,7 +30,7 @@ struct heartbeat_driver_parts {
   static void on_coordinator(Derived& d, std::int32_t node) {
     auto conn = d.cluster_->broker(node, channel::group);
     if (!conn) {
-      d.member_.coordinator_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
+      d.core().coordinator_failed(clock::now(), make_error_code(client_errc::coordinator_not_found));
       d.process();
       return;
     }
@@ -38,11 +38,11 @@ struct heartbeat_driver_parts {
       if (self->stopped_) return;
       const auto now = clock::now();
       if (ec) {
-        self->member_.coordinator_failed(now, ec);
+        self->core().coordinator_failed(now, ec);
       } else {
-        self->member_.coordinator_found(now, node,
-                                        conn->versions().common(Heartbeat::api_key, Heartbeat::lowest_version,
-                                                                Heartbeat::highest_version));
+        self->core().coordinator_found(now, node,
+                                       conn->versions().common(Heartbeat::api_key, Heartbeat::lowest_version,
+                                                               Heartbeat::highest_version));
       }
       self->process();
     });
@@ -69,7 +69,7 @@ struct heartbeat_driver_parts {
                                    if (ec) {
                                      logger()->debug("{} '{}': metadata for topic ids failed: {}", kind,
                                                      self->opts_.member.group_id, ec.message());
-                                     self->member_.topic_names_resolved(clock::now(), {});
+                                     self->core().topic_names_resolved(clock::now(), {});
                                      self->process();
                                      return;
                                    }
@@ -84,7 +84,7 @@ struct heartbeat_driver_parts {
     for (const auto& [name, t] : d.cluster_->metadata().topics) {
       if (!t.topic_id.is_zero() && t.error_code == 0) names.emplace_back(t.topic_id, name);
     }
-    d.member_.topic_names_resolved(clock::now(), names);
+    d.core().topic_names_resolved(clock::now(), names);
     d.process();
   }
 };

@@ -21,8 +21,9 @@ class membership_driver {
   virtual void unsubscribe() = 0;
   /// Leaves as `op` says (KIP-1092), then signals left.
   virtual void close(group::close_membership op) = 0;
+  /// poll() began after it may have left the group: the core reads the poll board now (it
+  /// rejoins). Other calls and returns are only written to the board (driver_base::sync_poll()).
   virtual void poll_called() = 0;
-  virtual void poll_returned() = 0;
   /// An OffsetCommit sent with `generation` (the member epoch with KIP-848) failed with `code`.
   virtual void commit_failed(std::int32_t generation, std::int16_t code) = 0;
   virtual void listener_done(std::uint64_t seq) = 0;

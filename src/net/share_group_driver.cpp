@@ -28,7 +28,7 @@ share_group_driver::share_group_driver(asio::io_context& io, std::shared_ptr<clu
 }
 
 void share_group_driver::subscribe(std::vector<std::string> topics) {
-  member_.subscribe(clock::now(), std::move(topics));
+  core().subscribe(clock::now(), std::move(topics));
   cluster_->start_periodic_refresh();
   process();
 }

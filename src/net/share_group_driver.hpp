@@ -60,13 +60,14 @@ class share_group_driver : public driver_base<share_group_driver, group::share::
   /// Subscribes (joins, or tells the coordinator the new list at once); an empty list is
   /// unsubscribe(). Starts the periodic metadata refresh.
   void subscribe(std::vector<std::string> topics);
-  // unsubscribe(), close(), poll_called(), poll_returned(), shutdown(): driver_base's.
+  // unsubscribe(), close(), poll_called(), shutdown(): driver_base's.
   //   unsubscribe(): drops the assignment (hook with an empty set) and leaves (epoch -1);
   //     left_event when done (at once when not subscribed).
   //   close(): the same, then the core is closed; left_event when done. Call after the share
   //     sessions' final ShareAcknowledge (epoch -1), which needs no membership.
-  //   poll_called() / poll_returned(): max.poll.interval.ms runs between poll_returned() and the
-  //     next poll_called(); a member late to poll leaves, and poll_called() rejoins.
+  //   poll_called(): reads the poll board (shared_state::poll_began()/poll_ended(), which the
+  //     driver also reads before any other event reaches the core); max.poll.interval.ms runs
+  //     between a return and the next call; a member late to poll leaves, and the call rejoins.
   //   shutdown(): nothing reaches the core afterwards (the thread is about to stop).
 
   /// The member id this client made (ShareFetch and ShareAcknowledge carry it). Fixed for the

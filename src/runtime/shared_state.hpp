@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -143,6 +144,17 @@ struct metrics_state {
   std::optional<std::chrono::steady_clock::time_point> last_poll;
 };
 
+/// What poll() did, as the user thread last wrote it (under the shared mutex): the membership
+/// driver reads it before it gives its core any event (driver_base::sync_poll()), so poll() posts
+/// nothing to the background thread in the common case (issue 37: a thread wakeup per call).
+struct poll_board {
+  std::uint64_t calls = 0;    // poll() calls begun
+  std::uint64_t returns = 0;  // of them, returned (by records, timeout or exception)
+  std::chrono::steady_clock::time_point called{};
+  std::chrono::steady_clock::time_point returned{};
+  bool in_poll() const noexcept { return calls != returns; }
+};
+
 struct shared_state {
   std::mutex mutex;
   std::condition_variable cv;
@@ -160,7 +172,8 @@ struct shared_state {
   std::uint64_t left_count = 0;      // bumped on every left_group action
   bool woken = false;                // wakeup() was called and not yet consumed by poll()
   std::uint64_t poll_acked = 0;      // the last poll() (by number) the background thread handled
-  bool poll_ack_awaited = false;     // poll() waits for poll_acked (after a possible poll timeout)
+  poll_board poll;                   // user thread writes (under the mutex), then bumps poll_version
+  std::atomic<std::uint64_t> poll_version{0};  // the driver locks to read `poll` only when it moved
   std::deque<fetched_data> fetched;  // data path: background -> user
   std::size_t buffered_bytes = 0;    // bytes in `fetched` plus the one the user is reading
   // Positions (next offset) after the records of every poll() but the latest, for auto-commit on
@@ -175,6 +188,18 @@ struct shared_state {
   // of them the core cancelled anyway (background thread writes; the user thread settles them).
   std::set<std::uint64_t> started_listeners;
   std::set<std::uint64_t> late_cancels;
+
+  /// The user thread, holding `mutex`: poll() begins / returns at `now`.
+  void poll_began(std::chrono::steady_clock::time_point now) {
+    ++poll.calls;
+    poll.called = now;
+    poll_version.fetch_add(1, std::memory_order_release);
+  }
+  void poll_ended(std::chrono::steady_clock::time_point now) {
+    poll.returns = poll.calls;
+    poll.returned = now;
+    poll_version.fetch_add(1, std::memory_order_release);
+  }
 
   void push(user_event e) {
     {

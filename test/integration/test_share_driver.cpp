@@ -62,6 +62,15 @@ struct share_member_rig {
     driver->shutdown();
     cluster->close();
   }
+  /// The application is inside poll() from now on (its max.poll.interval.ms clock stops), as
+  /// ShareConsumer::poll() tells the driver: on the poll board, then poll_called().
+  void in_poll() {
+    {
+      std::lock_guard lock(shared.mutex);
+      shared.poll_began(std::chrono::steady_clock::now());
+    }
+    driver->poll_called();
+  }
   std::uint64_t left_count() {
     std::lock_guard lock(shared.mutex);
     return shared.left_count;
@@ -105,7 +114,7 @@ TEST_CASE(
   const std::string id_a = a.driver->member_id();
 
   a.driver->subscribe({"q"});
-  a.driver->poll_called();
+  a.in_poll();
   REQUIRE(run_until(
       io, [&] { return a.owned.size() == 4; }, 30s));
   // Every partition of q with q's topic id as metadata knows it.
@@ -119,7 +128,7 @@ TEST_CASE(
 
   // A second member: the mock's automatic assignment gives each partition to one member.
   b.driver->subscribe({"q"});
-  b.driver->poll_called();
+  b.in_poll();
   REQUIRE(run_until(
       io,
       [&] {
