@@ -171,6 +171,8 @@ class ShareConsumer::impl {
   Config config_;
   share::ack_mode mode_ = share::ack_mode::implicit_mode;
   std::size_t max_poll_records_ = 500;
+  std::chrono::milliseconds max_poll_interval_{300000};
+  std::optional<clock::time_point> last_poll_return_;  // user thread
   std::chrono::milliseconds default_timeout_{60000};
   data::share_read_options read_opts_;
   asio::io_context io_;
@@ -226,6 +228,7 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
   mode_ = config_.get("share.acknowledgement.mode") == "explicit" ? share::ack_mode::explicit_mode
                                                                   : share::ack_mode::implicit_mode;
   max_poll_records_ = plan.max_poll_records;
+  max_poll_interval_ = plan.max_poll_interval;
   default_timeout_ = plan.default_timeout;
   read_opts_.verify_crc = plan.cursor.verify_crc;
   read_opts_.max_batch_bytes = plan.cursor.max_batch_bytes;
@@ -592,18 +595,25 @@ ConsumerRecords ShareConsumer::impl::poll(std::chrono::milliseconds timeout) {
   acknowledge_previous_poll();
   return_nodes();
   // The call and the return go on the poll board the driver reads before its core judges
-  // max.poll.interval.ms (driver_base::sync_poll()); the call is also posted, since after a poll
-  // timeout it rejoins at once.
+  // max.poll.interval.ms (driver_base::sync_poll()). The call is also posted when the member may
+  // have left on a poll timeout (the first poll() too), so that it rejoins at once; otherwise
+  // an idle member's poll() wakes nothing (issue 37).
+  bool may_have_left;
   {
+    const auto now = clock::now();
     std::lock_guard lock(shared_.mutex);
-    shared_.poll_began(clock::now());
+    shared_.poll_began(now);
+    may_have_left = !last_poll_return_ || now - *last_poll_return_ >= max_poll_interval_ ||
+                    shared_.state == "poll_timed_out";
   }
-  post([d = driver_] { d->poll_called(); });
+  if (may_have_left) post([d = driver_] { d->poll_called(); });
   struct returned {
     impl* self;
     ~returned() {
+      const auto now = clock::now();
+      self->last_poll_return_ = now;
       std::lock_guard lock(self->shared_.mutex);
-      self->shared_.poll_ended(clock::now());
+      self->shared_.poll_ended(now);
     }
   } on_return{this};
   std::vector<share::ack_outcome> outcomes;
