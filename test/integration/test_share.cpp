@@ -218,6 +218,52 @@ kgroup::AcknowledgementCommitCallback to_journal(share_journal& j) {
   return [&j](const kgroup::AcknowledgementResults& r) { j.outcome(r, AcknowledgeType::accept); };
 }
 
+// The two-member setup of the cases where A holds records B is to get: B joins alone on the
+// topic "idle" (and is assigned it), then a heartbeat interval later (the mock fences joins
+// closer than that, M4) the caller makes A.
+void b_alone_on_idle(ShareConsumer& b) {
+  b.subscribe({"idle"});
+  REQUIRE(eventually(
+      [&] {
+        b.poll(10ms);
+        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
+      },
+      20s));
+  std::this_thread::sleep_for(700ms);
+}
+
+// A subscribes to "q" and polls until it holds records (B polls meanwhile); both are then in the
+// mock's group.
+struct two_members {
+  std::string a_id, b_id;
+  std::chrono::steady_clock::time_point a_last_poll;  // when A's poll() that returned `held` did
+};
+two_members a_holds(mock_cluster& mc, const std::string& group, ShareConsumer& a, ShareConsumer& b,
+                    share_journal& j, kgroup::ConsumerRecords& held) {
+  a.subscribe({"q"});
+  REQUIRE(eventually(
+      [&] {
+        held = a.poll(100ms);
+        j.delivered("a", held);
+        b.poll(10ms);
+        return !held.empty();
+      },
+      20s, 1ms));
+  const auto a_last_poll = std::chrono::steady_clock::now();
+  std::vector<std::string> ids;
+  REQUIRE(eventually(
+      [&] {
+        ids = mc.share_group_member_ids(group);
+        b.poll(10ms);
+        return ids.size() == 2;
+      },
+      20s));
+  const auto a_id = a.metrics().member_id;
+  const auto b_id = b.metrics().member_id;
+  REQUIRE(std::set<std::string>(ids.begin(), ids.end()) == std::set<std::string>{a_id, b_id});
+  return {a_id, b_id, a_last_poll};
+}
+
 }  // namespace
 
 TEST_CASE("share: one member, implicit acknowledgement: every record once, then nothing", "[share]") {
@@ -568,14 +614,7 @@ TEST_CASE(
   share_journal j;
   ShareConsumer b(share_config(mc, "stall"));
   b.set_acknowledgement_commit_callback(to_journal(j));
-  b.subscribe({"idle"});
-  REQUIRE(eventually(
-      [&] {
-        b.poll(10ms);
-        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
-      },
-      20s));
-  std::this_thread::sleep_for(700ms);  // a heartbeat interval apart (M4)
+  b_alone_on_idle(b);
   const auto a_joined = std::chrono::steady_clock::now();
   ShareConsumer a(
       share_config(mc, "stall").set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
@@ -586,30 +625,11 @@ TEST_CASE(
       if (res.error) a_callback[tp].error = res.error;
     }
   });
-  a.subscribe({"q"});
   kgroup::ConsumerRecords held;
-  REQUIRE(eventually(
-      [&] {
-        held = a.poll(100ms);
-        j.delivered("a", held);
-        b.poll(10ms);
-        return !held.empty();
-      },
-      20s, 1ms));
+  const auto [a_id, b_id, a_last_poll] = a_holds(mc, "stall", a, b, j, held);
   std::set<record_id> held_ids;
   for (const auto& r : held) held_ids.insert({r.partition, r.offset});
   // A stalls from here on (no poll, no acknowledgement); B shares its partition.
-  std::vector<std::string> ids;
-  REQUIRE(eventually(
-      [&] {
-        ids = mc.share_group_member_ids("stall");
-        b.poll(10ms);
-        return ids.size() == 2;
-      },
-      20s));
-  const auto a_id = a.metrics().member_id;
-  const auto b_id = b.metrics().member_id;
-  REQUIRE(std::set<std::string>(ids.begin(), ids.end()) == std::set<std::string>{a_id, b_id});
   REQUIRE(mc.share_group_assign("stall", {{a_id, {{"q", 0}}}, {b_id, {{"idle", 0}, {"q", 0}}}}));
   std::optional<std::chrono::steady_clock::time_point> b_got_held;
   poll_until(
@@ -671,40 +691,15 @@ TEST_CASE(
   share_journal j;
   ShareConsumer b(share_config(mc, "move"));
   b.set_acknowledgement_commit_callback(to_journal(j));
-  b.subscribe({"idle"});
-  REQUIRE(eventually(
-      [&] {
-        b.poll(10ms);
-        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
-      },
-      20s));
-  std::this_thread::sleep_for(700ms);  // a heartbeat interval apart (M4)
+  b_alone_on_idle(b);
   ShareConsumer a(
       share_config(mc, "move").set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
   std::vector<kgroup::AcknowledgementResults> a_callback;
   a.set_acknowledgement_commit_callback(
       [&](const kgroup::AcknowledgementResults& r) { a_callback.push_back(r); });
-  a.subscribe({"q"});
   kgroup::ConsumerRecords held;
-  REQUIRE(eventually(
-      [&] {
-        held = a.poll(100ms);
-        j.delivered("a", held);
-        b.poll(10ms);
-        return !held.empty();
-      },
-      20s, 1ms));
+  const auto [a_id, b_id, a_last_poll] = a_holds(mc, "move", a, b, j, held);
   REQUIRE(held.size() <= 10);
-  std::vector<std::string> ids;
-  REQUIRE(eventually(
-      [&] {
-        ids = mc.share_group_member_ids("move");
-        b.poll(10ms);
-        return ids.size() == 2;
-      },
-      20s));
-  const auto a_id = a.metrics().member_id;
-  const auto b_id = b.metrics().member_id;
   // q-0 moves from A (which keeps idle-0, so it stays in the group) to B.
   REQUIRE(mc.share_group_assign("move", {{a_id, {{"idle", 0}}}, {b_id, {{"q", 0}}}}));
   // A does not poll (explicit mode refuses while the records are unacknowledged): its
@@ -942,41 +937,16 @@ TEST_CASE(
   share_journal j;
   ShareConsumer b(share_config(mc, "gone"));
   b.set_acknowledgement_commit_callback(to_journal(j));
-  b.subscribe({"idle"});
-  REQUIRE(eventually(
-      [&] {
-        b.poll(10ms);
-        return b.assignment() == std::set<kgroup::TopicPartition>{{"idle", 0}};
-      },
-      20s));
-  std::this_thread::sleep_for(700ms);  // a heartbeat interval apart (M4)
+  b_alone_on_idle(b);
   ShareConsumer a(share_config(mc, "gone")
                       .set("share.acknowledgement.mode", "explicit")
                       .set("max.poll.records", "10")
                       .set("max.poll.interval.ms", "3000"));
-  a.subscribe({"q"});
   kgroup::ConsumerRecords held;
-  REQUIRE(eventually(
-      [&] {
-        held = a.poll(100ms);
-        j.delivered("a", held);
-        b.poll(10ms);
-        return !held.empty();
-      },
-      20s, 1ms));
-  const auto a_stopped = std::chrono::steady_clock::now();
+  const auto [a_id, b_id, a_stopped] = a_holds(mc, "gone", a, b, j, held);
   std::set<record_id> held_ids;
   for (const auto& r : held) held_ids.insert({r.partition, r.offset});
-  std::vector<std::string> ids;
-  REQUIRE(eventually(
-      [&] {
-        ids = mc.share_group_member_ids("gone");
-        b.poll(10ms);
-        return ids.size() == 2;
-      },
-      20s));
-  REQUIRE(mc.share_group_assign(
-      "gone", {{a.metrics().member_id, {{"q", 0}}}, {b.metrics().member_id, {{"idle", 0}, {"q", 0}}}}));
+  REQUIRE(mc.share_group_assign("gone", {{a_id, {{"q", 0}}}, {b_id, {{"idle", 0}, {"q", 0}}}}));
   const std::string a_before = figures(a);
   poll_until(
       b, "b", j, [&] { return j.of("b").size() == 50; }, 25s, [](const auto&) {});
