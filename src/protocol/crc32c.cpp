@@ -14,6 +14,10 @@ namespace {
 
 constexpr std::uint32_t castagnoli_reflected = 0x82F63B78u;
 
+// Where the CPU can fold (update_fold512 below), inputs shorter than this take the crc32
+// instruction instead (update_hardware); docs/DESIGN.md (issue 37) has the measurement.
+constexpr std::size_t fold_threshold = 256;
+
 // table[k][b] is the CRC contribution of byte b followed by k zero bytes: slicing-by-8 folds
 // eight input bytes per step with eight independent lookups.
 using crc_tables = std::array<std::array<std::uint32_t, 256>, 8>;
@@ -190,10 +194,6 @@ constexpr fold_constants fold_256 = fold_by(256);
 constexpr fold_constants fold_384 = fold_by(384);
 constexpr fold_constants fold_512 = fold_by(512);
 constexpr fold_constants fold_2048 = fold_by(2048);
-
-// Inputs shorter than this take the crc32 instruction (update_hardware); docs/DESIGN.md (issue
-// 37) has the measurement.
-constexpr std::size_t fold_threshold = 256;
 
 // Every function of the fold path carries the same target, so that they inline into one another
 // with VEX/EVEX encodings throughout (no mix with legacy SSE encodings while zmm state is live).
