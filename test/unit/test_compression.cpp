@@ -95,6 +95,90 @@ TEST_CASE("crc32c: portable and dispatched paths agree, extend composes", "[comp
   }
 }
 
+namespace {
+
+// Every path this CPU can run, portable first.
+std::vector<detail::crc32c_path> supported_paths() {
+  std::vector<detail::crc32c_path> paths;
+  for (auto p : {detail::crc32c_path::portable, detail::crc32c_path::sse42, detail::crc32c_path::fold512}) {
+    if (detail::crc32c_path_supported(p)) paths.push_back(p);
+  }
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("crc32c: every path agrees with the portable one at every length 0..2048",
+          "[compression][crc32c]") {
+  INFO("selected path " << static_cast<int>(detail::crc32c_selected_path()));
+  std::mt19937_64 rng(37);
+  bytes buf(2048 + 64);
+  for (auto& b : buf) b = static_cast<std::uint8_t>(rng());
+  for (auto path : supported_paths()) {
+    CHECK(detail::crc32c_extend_along(path, 0, to_bytes("123456789")) == 0xE3069283u);
+    for (std::size_t len = 0; len <= 2048; ++len) {
+      // A random alignment and a random finished CRC to extend (from zero for every 8th length).
+      const std::size_t off = rng() % 64;
+      const auto crc = len % 8 == 0 ? 0u : static_cast<std::uint32_t>(rng());
+      const auto s = std::span<const std::uint8_t>(buf).subspan(off, len);
+      INFO("path " << static_cast<int>(path) << " length " << len << " offset " << off << " crc " << crc);
+      REQUIRE(detail::crc32c_extend_along(path, crc, s) == detail::crc32c_extend_portable(crc, s));
+    }
+  }
+}
+
+TEST_CASE("crc32c: every path agrees on large inputs and composes with extend", "[compression][crc32c]") {
+  std::mt19937_64 rng(38);
+  bytes buf(3 * 65536 + 64);
+  for (auto& b : buf) b = static_cast<std::uint8_t>(rng());
+  const std::span<const std::uint8_t> all(buf);
+  for (auto path : supported_paths()) {
+    for (std::size_t len : {65536u + 1u, 65536u + 13u, 65536u + 255u, 2 * 65536u + 77u, 3 * 65536u + 63u}) {
+      const std::size_t off = rng() % 64;
+      const auto crc = static_cast<std::uint32_t>(rng());
+      const auto s = all.subspan(off, len);
+      INFO("path " << static_cast<int>(path) << " length " << len << " offset " << off << " crc " << crc);
+      const auto expected = detail::crc32c_extend_portable(crc, s);
+      REQUIRE(detail::crc32c_extend_along(path, crc, s) == expected);
+      // Split anywhere: the first part's CRC extended by the rest is the whole's.
+      const std::size_t split = rng() % len;
+      REQUIRE(detail::crc32c_extend_along(path, detail::crc32c_extend_along(path, crc, s.first(split)),
+                                          s.subspan(split)) == expected);
+    }
+  }
+  // Long runs of zeros and of ones (no all-zero lane may vanish from the fold).
+  for (std::uint8_t fill : {std::uint8_t{0x00}, std::uint8_t{0xFF}}) {
+    const bytes same(65536 + 5, fill);
+    for (auto path : supported_paths()) {
+      REQUIRE(detail::crc32c_extend_along(path, 0x12345678u, same) ==
+              detail::crc32c_extend_portable(0x12345678u, same));
+    }
+  }
+}
+
+TEST_CASE("crc32c: the dispatch takes the folding path where the CPU has it", "[compression][crc32c]") {
+  CHECK(detail::crc32c_path_supported(detail::crc32c_path::portable));
+  CHECK(detail::crc32c_path_supported(detail::crc32c_selected_path()));
+  CHECK(detail::crc32c_fold_threshold() == 256u);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  const bool sse42 = __builtin_cpu_supports("sse4.2");
+  const bool fold = sse42 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul");
+  INFO("sse4.2 " << sse42 << ", avx512f+avx512vl+vpclmulqdq+pclmul " << fold);
+  if (fold) {
+    CHECK(detail::crc32c_selected_path() == detail::crc32c_path::fold512);
+  } else if (sse42) {
+    CHECK(detail::crc32c_selected_path() == detail::crc32c_path::sse42);
+  } else {
+    CHECK(detail::crc32c_selected_path() == detail::crc32c_path::portable);
+  }
+  CHECK(detail::crc32c_hardware_available() == sse42);
+#else
+  CHECK(detail::crc32c_selected_path() == detail::crc32c_path::portable);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // Round trips
 
