@@ -49,6 +49,20 @@ inline std::int16_t code(kafka_errc e) {
 inline std::string name(const TopicPartition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
 }
+// Whether two sets have an element in common (without building their intersection).
+inline bool intersect(const partition_set& a, const partition_set& b) {
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    if (*i < *j)
+      ++i;
+    else if (*j < *i)
+      ++j;
+    else
+      return true;
+  }
+  return false;
+}
 template <class Parts>
 std::string names(const Parts& parts) {
   std::string out;
@@ -161,7 +175,10 @@ class member_core {
   virtual std::optional<std::int32_t> coordinator() const = 0;
   virtual group::standing standing() const = 0;
   virtual partition_set owned() const = 0;
-  virtual std::string member_id() const = 0;
+  /// owned() without a copy (for the checks after every step): the classic core's own set, or
+  /// KIP-848's names of its ids, computed again only when the ids change (owned_cache below).
+  virtual const partition_set& owned_ref() = 0;
+  virtual const std::string& member_id() const = 0;
   /// The generation (classic) or member epoch (KIP-848).
   virtual std::int32_t generation() const = 0;
   virtual bool stable() const = 0;
@@ -170,6 +187,19 @@ class member_core {
   virtual std::uint64_t invalid_transitions() const = 0;
   /// Takes the core's actions and carries each out (simulation::apply); false when it had none.
   virtual bool apply_actions(simulation& sim, sim_member& m) = 0;
+};
+
+// KIP-848's core keeps its partitions by topic id and names them on each owned() call. Its names
+// are only ever added (a name learnt is never replaced or forgotten), so the names of one set of
+// ids stay what they were once every id had one: owned_ref() keeps them while the ids stay the
+// same, and names again when one had none (a placeholder) or the ids changed.
+template <class Core>
+struct owned_cache {};
+template <>
+struct owned_cache<kip848::consumer_member> {
+  group::id_assignment ids;
+  partition_set names;
+  bool valid = false;
 };
 
 template <class Core>
@@ -199,13 +229,29 @@ class core_box final : public member_core {
   std::optional<std::int32_t> coordinator() const override { return core.coordinator(); }
   group::standing standing() const override { return core.standing(); }
   partition_set owned() const override { return core.owned(); }
-  std::string member_id() const override { return core.member_id(); }
+  const partition_set& owned_ref() override {
+    if constexpr (std::is_reference_v<decltype(core.owned())>) {
+      return core.owned();
+    } else {
+      if (!cache_.valid || cache_.ids != core.owned_ids()) {
+        cache_.ids = core.owned_ids();
+        cache_.names = core.owned();
+        cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(),
+                                    [](const TopicPartition& tp) { return tp.topic.starts_with("<topic id "); });
+      }
+      return cache_.names;
+    }
+  }
+  const std::string& member_id() const override { return core.member_id(); }
   std::int32_t generation() const override { return core.generation(); }
   bool stable() const override { return core.state() == decltype(core.state())::stable; }
   bool poll_timed_out() const override { return core.state() == decltype(core.state())::poll_timed_out; }
   std::string state_name() const override { return to_string(core.state()); }
   std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
   bool apply_actions(simulation& sim, sim_member& m) override;
+
+ private:
+  owned_cache<Core> cache_;
 };
 
 // The real core of member `m`, known to run `Core`.
@@ -284,7 +330,7 @@ class simulation {
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
   void note(std::string what) {
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
-    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 60) trace_.pop_front();
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
@@ -425,6 +471,8 @@ class simulation {
 
   // ---- checks ----
   void check_step();
+  /// Whether cg_check_step() may find something (a quick look, without copies; false: it would not).
+  bool cg_check_step_suspect();
   void check_poll_timeout(sim_member& m);
   void check_end();
   bool held_back_for_good(const TopicPartition& tp) const;
@@ -445,7 +493,8 @@ class simulation {
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
   event_queue<std::function<void()>> queue_{now_};
-  std::deque<std::string> trace_;
+  std::deque<trace_line> trace_;  // the last 60 events
+  std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
   std::int32_t brokers_ = 3;

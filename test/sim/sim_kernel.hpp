@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kgroup::sim {
 
@@ -30,30 +30,49 @@ struct prng {
   bool chance(double p) { return static_cast<double>(gen() >> 11) * 0x1.0p-53 < p; }
 };
 
+// One line of a seed's trace (the last events a failure prints): its time and text, formatted
+// together only when printed.
+struct trace_line {
+  std::chrono::steady_clock::time_point at;
+  std::string what;
+};
+
 // The events of a simulation in time order, ties in the order scheduled (so a seed replays the
 // same run). The clock is the simulation's own: next() moves it to the event it returns, and an
-// event scheduled in the past runs now.
+// event scheduled in the past runs now. A binary heap on (time, sequence number): the keys are
+// unique, so the order is the one a sorted map of them gives, without a node per event.
 template <class Event>
 class event_queue {
  public:
   using time_point = std::chrono::steady_clock::time_point;
   explicit event_queue(time_point& clock) : now_(clock) {}
   void at(time_point when, Event e) {
-    events_.emplace(std::make_pair(std::max(when, now_), seq_++), std::move(e));
+    events_.push_back(entry{std::max(when, now_), seq_++, std::move(e)});
+    std::push_heap(events_.begin(), events_.end(), later);
   }
   bool empty() const { return events_.empty(); }
   Event next() {
-    auto it = events_.begin();
-    now_ = it->first.first;
-    Event e = std::move(it->second);
-    events_.erase(it);
-    return e;
+    std::pop_heap(events_.begin(), events_.end(), later);
+    entry& e = events_.back();
+    now_ = e.when;
+    Event out = std::move(e.event);
+    events_.pop_back();
+    return out;
   }
 
  private:
+  struct entry {
+    time_point when;
+    std::uint64_t seq;
+    Event event;
+  };
+  // The heap's top is the earliest (time, sequence number).
+  static bool later(const entry& a, const entry& b) {
+    return a.when != b.when ? a.when > b.when : a.seq > b.seq;
+  }
   time_point& now_;
   std::uint64_t seq_ = 0;
-  std::map<std::pair<time_point, std::uint64_t>, Event> events_;
+  std::vector<entry> events_;
 };
 
 }  // namespace kgroup::sim

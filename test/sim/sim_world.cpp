@@ -163,19 +163,24 @@ class simulation : public detail::fetcher_port {
  private:
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  std::string line(const trace_line& t) const { return fmt::format("{:10.3f} ms  {}", ms(t.at), t.what); }
   void note(std::string what) {
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
-    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
     // Per partition too: a stall shows in the partition's own last events, not the last overall.
-    for (const auto& [tp, l] : logs_) {
-      // (Fetch requests and appends left out: they crowd out what the application saw.)
-      if (trace_.back().find(name(tp)) == std::string::npos || what.starts_with("bg: fetch from") ||
-          what.starts_with("produce"))
-        continue;
-      auto& t = part_trace_[tp];
-      t.push_back(trace_.back());
-      if (t.size() > 25) t.pop_front();
+    // (Fetch requests and appends left out: they crowd out what the application saw.)
+    if (!what.starts_with("bg: fetch from") && !what.starts_with("produce")) {
+      if (part_names_.size() != logs_.size()) {
+        part_names_.clear();
+        for (const auto& [tp, l] : logs_) part_names_.emplace_back(tp, name(tp));
+      }
+      for (const auto& [tp, n] : part_names_) {
+        if (what.find(n) == std::string::npos) continue;
+        auto& t = part_trace_[tp];
+        t.push_back({now_, what});
+        if (t.size() > 25) t.pop_front();
+      }
     }
+    trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 40) trace_.pop_front();
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
@@ -247,8 +252,9 @@ class simulation : public detail::fetcher_port {
   time_point quiet_at_, produce_until_, end_at_;
   event_queue<std::pair<std::string, std::function<void()>>> queue_{now_};
   time_point last_post_ = start_;
-  std::deque<std::string> trace_;
-  std::map<TopicPartition, std::deque<std::string>> part_trace_;
+  std::deque<trace_line> trace_;
+  std::map<TopicPartition, std::deque<trace_line>> part_trace_;
+  std::vector<std::pair<TopicPartition, std::string>> part_names_;  // logs_'s keys and name()s
 
   // World.
   std::int32_t brokers_ = 1;
@@ -1121,7 +1127,7 @@ void simulation::check_end() {
     if (!pos || pos->offset != l.end() || exp == expected_.end() ||
         (exp->second != l.end() && !compacted_between(tp, exp->second, l.end()))) {
       std::string events;
-      for (const auto& line : part_trace_[tp]) events += "\n" + line;
+      for (const auto& t : part_trace_[tp]) events += "\n" + line(t);
       fail("6 (liveness)",
            fmt::format("{}: {} ms after the last fault the application's position is {} (reader {}), the log "
                        "ends at {} (start {}); fetch state {}, fetch position {}. The last events of {}:{}",
@@ -1168,7 +1174,7 @@ run_result simulation::run() {
     out.invariant = v.invariant;
     out.message = v.message;
   }
-  for (const auto& line : trace_) out.trace += line + "\n";
+  for (const auto& t : trace_) out.trace += line(t) + "\n";
   out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count();
   return out;
 }
