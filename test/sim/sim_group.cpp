@@ -1377,7 +1377,8 @@ void simulation::poll_body(sim_member& m) {
     m.fetched_pos.erase(f);
   }
   std::int64_t budget = rng_.between(1, 50);
-  std::vector<std::string> got;
+  bool any = false;
+  std::vector<std::string> got;  // shown with --verbose
   for (const auto& tp : m.app_owned) {
     auto p = m.pos.find(tp);
     if (p == m.pos.end() || budget <= 0) continue;
@@ -1385,11 +1386,12 @@ void simulation::poll_body(sim_member& m) {
     if (n <= 0) continue;
     auto& seen = processed_[tp];
     for (std::int64_t o = p->second; o < p->second + n; ++o) seen[static_cast<std::size_t>(o)] = true;
-    got.push_back(fmt::format("{}[{}, {})", name(tp), p->second, p->second + n));
+    any = true;
+    if (verbose_) got.push_back(fmt::format("{}[{}, {})", name(tp), p->second, p->second + n));
     p->second += n;
     budget -= n;
   }
-  if (!got.empty()) {
+  if (any) {
     if (verbose_) note(fmt::format("{}: poll returns {}", m.name, fmt::join(got, " ")));
     poll_return(m);
     return;

@@ -49,19 +49,42 @@ inline std::int16_t code(kafka_errc e) {
 inline std::string name(const TopicPartition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
 }
+// TopicPartition's order (the topic's bytes as unsigned, a prefix first, then the partition),
+// inline: the checks after every step compare short topic names many times.
+inline int compare(const TopicPartition& a, const TopicPartition& b) {
+  const std::size_t n = std::min(a.topic.size(), b.topic.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto x = static_cast<unsigned char>(a.topic[k]);
+    const auto y = static_cast<unsigned char>(b.topic[k]);
+    if (x != y) return x < y ? -1 : 1;
+  }
+  if (a.topic.size() != b.topic.size()) return a.topic.size() < b.topic.size() ? -1 : 1;
+  return a.partition == b.partition ? 0 : a.partition < b.partition ? -1 : 1;
+}
 // Whether two sets have an element in common (without building their intersection).
 inline bool intersect(const partition_set& a, const partition_set& b) {
   auto i = a.begin();
   auto j = b.begin();
   while (i != a.end() && j != b.end()) {
-    if (*i < *j)
+    const int c = compare(*i, *j);
+    if (c == 0) return true;
+    if (c < 0)
       ++i;
-    else if (*j < *i)
-      ++j;
     else
-      return true;
+      ++j;
   }
   return false;
+}
+// Whether every element of `a` is in `b` or in `c`.
+inline bool within(const partition_set& a, const partition_set& b, const partition_set& c) {
+  auto j = b.begin();
+  auto k = c.begin();
+  for (const auto& x : a) {
+    while (j != b.end() && compare(*j, x) < 0) ++j;
+    while (k != c.end() && compare(*k, x) < 0) ++k;
+    if ((j == b.end() || compare(*j, x) != 0) && (k == c.end() || compare(*k, x) != 0)) return false;
+  }
+  return true;
 }
 template <class Parts>
 std::string names(const Parts& parts) {

@@ -368,9 +368,7 @@ bool simulation::cg_check_step_suspect() {
     if (it == cg_.members.end() || epoch <= 0 ||
         (epoch != it->second.epoch && epoch != it->second.previous_epoch))
       continue;
-    for (const auto& tp : m->core->owned_ref()) {
-      if (!it->second.assigned.count(tp) && !it->second.revoking.count(tp)) return true;
-    }
+    if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
   }
   return false;
 }
