@@ -85,6 +85,8 @@ void simulation::setup() {
   topics_["a"] = static_cast<std::int32_t>(rng_.between(1, 6));
   if (rng_.chance(0.5)) topics_["b"] = static_cast<std::int32_t>(rng_.between(1, 3));
   for (const auto& [t, n] : topics_) {
+    topic_slots_.emplace_back(t, static_cast<std::int32_t>(holder_.size()));
+    holder_.resize(holder_.size() + static_cast<std::size_t>(n));
     for (std::int32_t p = 0; p < n; ++p) {
       log_end_[{t, p}] = rng_.below(30);
       processed_[{t, p}].assign(static_cast<std::size_t>(log_end_[{t, p}]), false);
@@ -877,7 +879,7 @@ void simulation::process(sim_member& m) {
   const auto t =
       now_ + std::chrono::ceil<milliseconds>(std::max(*when - now_, group::clock::duration::zero()));
   at_member(m, t, [this, &m, seq] {
-    if (seq != m.timer_seq) return;
+    if (seq != m.timer_seq) return nothing_changed();
     m.timer_at.reset();
     m.core->tick(now_);
     process(m);
@@ -905,8 +907,10 @@ void simulation::send(sim_member& m, const char* what, milliseconds timeout, Han
     check_poll_timeout(m);
   };
   if (timeout.count() == 0) timeout = base_.request_timeout;
-  at_member(m, now_ + timeout,
-            [fail_request] { fail_request(make_error_code(client_errc::request_timed_out)); });
+  at_member(m, now_ + timeout, [this, &m, epoch, done, fail_request] {
+    if (*done || epoch != m.request_epoch) return nothing_changed();  // answered (or abandoned)
+    fail_request(make_error_code(client_errc::request_timed_out));
+  });
   const bool reset = fault_phase() && rng_.chance(0.02);
   const bool reaches = !reset || rng_.chance(0.5);
   m.last_send = std::max(now_ + latency(), m.last_send);
@@ -919,7 +923,7 @@ void simulation::send(sim_member& m, const char* what, milliseconds timeout, Han
     if (reset) return;  // the connection is gone: the answer is lost
     m.last_answer = std::max(now_ + latency(), m.last_answer);
     at_member(m, m.last_answer, [this, &m, epoch, done, deliver, r] {
-      if (*done || epoch != m.request_epoch) return;
+      if (*done || epoch != m.request_epoch) return nothing_changed();
       *done = true;
       deliver(m, r);
       process(m);
@@ -1367,7 +1371,7 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
   }
 }
 
-void simulation::poll_body(sim_member& m) {
+bool simulation::poll_body(sim_member& m) {
   // Positions the background found (the position events of the real reader).
   for (const auto& tp : m.app_owned) {
     if (m.pos.count(tp)) continue;
@@ -1394,15 +1398,22 @@ void simulation::poll_body(sim_member& m) {
   if (any) {
     if (verbose_) note(fmt::format("{}: poll returns {}", m.name, fmt::join(got, " ")));
     poll_return(m);
-    return;
+    return true;
   }
   if (now_ >= m.poll_deadline) {
     poll_return(m);
-    return;
+    return true;
   }
   // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
-  at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))),
-            [this, &m] { run_events(m, [this, &m] { poll_body(m); }); });
+  at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
+    // A look that finds no event and no data and waits on changes only the application's side
+    // (positions, the queue): nothing the checks after each step read.
+    const bool no_events = m.shared.events.empty();
+    run_events(m, [this, &m, no_events] {
+      if (!poll_body(m) && no_events) nothing_changed();
+    });
+  });
+  return false;
 }
 
 void simulation::poll_return(sim_member& m) {
@@ -1729,8 +1740,9 @@ run_result simulation::run() {
       ended = true;
     });
     while (!ended && !queue_.empty()) {
+      idle_ = false;
       queue_.next()();
-      check_step();
+      if (!idle_) check_step();
     }
   } catch (const violation& v) {
     out.ok = false;

@@ -364,14 +364,18 @@ class simulation {
   // An event of member `m`: dropped once it crashed, held while its process is paused.
   void at_member(sim_member& m, time_point when, std::function<void()> f) {
     at(when, [this, &m, f = std::move(f)]() mutable {
-      if (!m.alive) return;
+      if (!m.alive) return nothing_changed();
       if (now_ < m.frozen_until) {
         at_member(m, m.frozen_until, std::move(f));
-        return;
+        return nothing_changed();
       }
       f();
     });
   }
+  // Said by an event that returns at once, having changed nothing the checks after each step
+  // read (a dropped or held event, a timer or timeout already overtaken): their verdict is the
+  // last step's, so they are not run again (run()).
+  void nothing_changed() { idle_ = true; }
   bool fault_phase() const { return now_ < quiet_at_; }
   milliseconds latency() {
     std::int64_t d = rng_.between(1, 10);
@@ -478,7 +482,8 @@ class simulation {
   void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
   void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
   void ownership_changed(sim_member& m, const detail::listener_call& call);
-  void poll_body(sim_member& m);
+  /// The part of poll() that takes records, or waits for them: true when poll() returned.
+  bool poll_body(sim_member& m);
   void poll_return(sim_member& m);
   void after_work(sim_member& m);
   void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
@@ -517,7 +522,23 @@ class simulation {
   time_point quiet_at_, produce_until_, end_at_;
   event_queue<std::function<void()>> queue_{now_};
   std::deque<trace_line> trace_;  // the last 60 events
+  bool idle_ = false;             // the current event changed nothing (nothing_changed())
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
+  // The world's partitions numbered (topics_ in order, then partitions): the first slot of each
+  // topic, and cg_check_step_suspect()'s holder of each slot (reused).
+  std::vector<std::pair<std::string, std::int32_t>> topic_slots_;
+  std::vector<int> holder_;
+  /// `tp`'s slot, or -1 when it is no partition of the world.
+  int partition_slot(const TopicPartition& tp) const {
+    for (std::size_t t = 0; t < topic_slots_.size(); ++t) {
+      const auto& [topic, first] = topic_slots_[t];
+      if (topic.size() != tp.topic.size() || !std::equal(topic.begin(), topic.end(), tp.topic.begin()))
+        continue;
+      const auto end = t + 1 < topic_slots_.size() ? topic_slots_[t + 1].second : static_cast<std::int32_t>(holder_.size());
+      return tp.partition >= 0 && first + tp.partition < end ? first + tp.partition : -1;
+    }
+    return -1;
+  }
 
   // World.
   std::int32_t brokers_ = 3;
