@@ -85,8 +85,6 @@ void simulation::setup() {
   topics_["a"] = static_cast<std::int32_t>(rng_.between(1, 6));
   if (rng_.chance(0.5)) topics_["b"] = static_cast<std::int32_t>(rng_.between(1, 3));
   for (const auto& [t, n] : topics_) {
-    topic_slots_.emplace_back(t, static_cast<std::int32_t>(holder_.size()));
-    holder_.resize(holder_.size() + static_cast<std::size_t>(n));
     for (std::int32_t p = 0; p < n; ++p) {
       log_end_[{t, p}] = rng_.below(30);
       processed_[{t, p}].assign(static_cast<std::size_t>(log_end_[{t, p}]), false);

@@ -524,21 +524,6 @@ class simulation {
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
-  // The world's partitions numbered (topics_ in order, then partitions): the first slot of each
-  // topic, and cg_check_step_suspect()'s holder of each slot (reused).
-  std::vector<std::pair<std::string, std::int32_t>> topic_slots_;
-  std::vector<int> holder_;
-  /// `tp`'s slot, or -1 when it is no partition of the world.
-  int partition_slot(const TopicPartition& tp) const {
-    for (std::size_t t = 0; t < topic_slots_.size(); ++t) {
-      const auto& [topic, first] = topic_slots_[t];
-      if (topic.size() != tp.topic.size() || !std::equal(topic.begin(), topic.end(), tp.topic.begin()))
-        continue;
-      const auto end = t + 1 < topic_slots_.size() ? topic_slots_[t + 1].second : static_cast<std::int32_t>(holder_.size());
-      return tp.partition >= 0 && first + tp.partition < end ? first + tp.partition : -1;
-    }
-    return -1;
-  }
 
   // World.
   std::int32_t brokers_ = 3;

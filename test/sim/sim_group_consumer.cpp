@@ -350,29 +350,23 @@ bool simulation::cg_holds(const std::string& member, const TopicPartition& tp) c
 // ---- checks ---------------------------------------------------------------------------------------------
 
 bool simulation::cg_check_step_suspect() {
-  // G1's first half: two members' held partitions (assigned or revoking) in common. Each
-  // partition of the world has a slot (partition_slot); a partition without one is suspect.
-  std::fill(holder_.begin(), holder_.end(), 0);
-  int k = 0;
-  for (const auto& [id, cm] : cg_.members) {
-    ++k;
-    for (const auto* parts : {&cm.assigned, &cm.revoking}) {
-      for (const auto& tp : *parts) {
-        const auto slot = partition_slot(tp);
-        if (slot < 0 || (holder_[static_cast<std::size_t>(slot)] != 0 && holder_[static_cast<std::size_t>(slot)] != k))
-          return true;
-        holder_[static_cast<std::size_t>(slot)] = k;
-      }
+  // G1's first half: two members' held partitions (assigned or revoking) in common.
+  for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
+    for (auto b = std::next(a); b != cg_.members.end(); ++b) {
+      const auto& x = a->second;
+      const auto& y = b->second;
+      if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
+          intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
+        return true;
     }
   }
   // Its second half: a core owns what the coordinator does not count as held by it.
   for (const auto& m : members_) {
     if (!m->alive) continue;
-    const auto it = cg_.members.find(m->core->member_id());
     const auto epoch = m->core->generation();
-    if (it == cg_.members.end() || epoch <= 0 ||
-        (epoch != it->second.epoch && epoch != it->second.previous_epoch))
-      continue;
+    if (epoch <= 0) continue;
+    const auto it = cg_.members.find(m->core->member_id());
+    if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch)) continue;
     if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
   }
   return false;
