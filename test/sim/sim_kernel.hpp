@@ -39,40 +39,50 @@ struct trace_line {
 
 // The events of a simulation in time order, ties in the order scheduled (so a seed replays the
 // same run). The clock is the simulation's own: next() moves it to the event it returns, and an
-// event scheduled in the past runs now. A binary heap on (time, sequence number): the keys are
-// unique, so the order is the one a sorted map of them gives, without a node per event.
+// event scheduled in the past runs now. A binary heap of (time, sequence number, slot): the keys
+// are unique, so the order is the one a sorted map of them gives; the events stay in their slots
+// (reused), so the heap moves small keys only.
 template <class Event>
 class event_queue {
  public:
   using time_point = std::chrono::steady_clock::time_point;
   explicit event_queue(time_point& clock) : now_(clock) {}
   void at(time_point when, Event e) {
-    events_.push_back(entry{std::max(when, now_), seq_++, std::move(e)});
-    std::push_heap(events_.begin(), events_.end(), later);
+    std::uint32_t slot;
+    if (free_.empty()) {
+      slot = static_cast<std::uint32_t>(slots_.size());
+      slots_.push_back(std::move(e));
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+      slots_[slot] = std::move(e);
+    }
+    heap_.push_back(key{std::max(when, now_), seq_++, slot});
+    std::push_heap(heap_.begin(), heap_.end(), later);
   }
-  bool empty() const { return events_.empty(); }
+  bool empty() const { return heap_.empty(); }
   Event next() {
-    std::pop_heap(events_.begin(), events_.end(), later);
-    entry& e = events_.back();
-    now_ = e.when;
-    Event out = std::move(e.event);
-    events_.pop_back();
-    return out;
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const key k = heap_.back();
+    heap_.pop_back();
+    now_ = k.when;
+    free_.push_back(k.slot);
+    return std::move(slots_[k.slot]);
   }
 
  private:
-  struct entry {
+  struct key {
     time_point when;
     std::uint64_t seq;
-    Event event;
+    std::uint32_t slot;
   };
   // The heap's top is the earliest (time, sequence number).
-  static bool later(const entry& a, const entry& b) {
-    return a.when != b.when ? a.when > b.when : a.seq > b.seq;
-  }
+  static bool later(const key& a, const key& b) { return a.when != b.when ? a.when > b.when : a.seq > b.seq; }
   time_point& now_;
   std::uint64_t seq_ = 0;
-  std::vector<entry> events_;
+  std::vector<key> heap_;
+  std::vector<Event> slots_;
+  std::vector<std::uint32_t> free_;
 };
 
 }  // namespace kgroup::sim
