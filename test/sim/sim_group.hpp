@@ -259,8 +259,9 @@ class core_box final : public member_core {
       if (!cache_.valid || cache_.ids != core.owned_ids()) {
         cache_.ids = core.owned_ids();
         cache_.names = core.owned();
-        cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(),
-                                    [](const TopicPartition& tp) { return tp.topic.starts_with("<topic id "); });
+        cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(), [](const TopicPartition& tp) {
+          return tp.topic.starts_with("<topic id ");
+        });
       }
       return cache_.names;
     }

@@ -366,7 +366,8 @@ bool simulation::cg_check_step_suspect() {
     const auto epoch = m->core->generation();
     if (epoch <= 0) continue;
     const auto it = cg_.members.find(m->core->member_id());
-    if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch)) continue;
+    if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch))
+      continue;
     if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
   }
   return false;

@@ -1002,13 +1002,14 @@ void simulation::check_record(const ConsumerRecord& r) {
     // (std::stoll's answer, and its exception, for a value that is not all digits.)
     const auto& v = *r.value;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
-    if (ec != std::errc{} || end != v.data() + v.size() || v.empty() || v[0] == '-') id = std::stoll(std::string(v));
+    if (ec != std::errc{} || end != v.data() + v.size() || v.empty() || v[0] == '-')
+      id = std::stoll(std::string(v));
   }
   const auto* w = appended_at(id);
   if (w == nullptr || w->first != tp || w->second != r.offset)
-    fail("1 (offsets)",
-         fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
-                     w == nullptr ? std::string("nowhere") : fmt::format("{} offset {}", name(w->first), w->second)));
+    fail("1 (offsets)", fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
+                                    w == nullptr ? std::string("nowhere")
+                                                 : fmt::format("{} offset {}", name(w->first), w->second)));
   const auto exp = expected_.find(tp);
   if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
