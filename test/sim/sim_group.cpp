@@ -1370,21 +1370,31 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
 }
 
 bool simulation::poll_body(sim_member& m) {
+  // (The owned partitions, the positions and the logs' ends are walked side by side: all three
+  // are in TopicPartition's order.)
   // Positions the background found (the position events of the real reader).
+  auto walk = [](auto& map, auto& it, const TopicPartition& tp) {
+    while (it != map.end() && compare(it->first, tp) < 0) ++it;
+    return it != map.end() && compare(it->first, tp) == 0;
+  };
+  auto p = m.pos.begin();
   for (const auto& tp : m.app_owned) {
-    if (m.pos.count(tp)) continue;
-    auto f = m.fetched_pos.find(tp);
-    if (f == m.fetched_pos.end()) continue;
-    m.pos[tp] = f->second;
-    m.fetched_pos.erase(f);
+    if (!m.fetched_pos.empty() && !walk(m.pos, p, tp)) {
+      auto f = m.fetched_pos.find(tp);
+      if (f == m.fetched_pos.end()) continue;
+      p = m.pos.emplace_hint(p, tp, f->second);
+      m.fetched_pos.erase(f);
+    }
   }
   std::int64_t budget = rng_.between(1, 50);
   bool any = false;
   std::vector<std::string> got;  // shown with --verbose
+  p = m.pos.begin();
+  auto e = log_end_.begin();
   for (const auto& tp : m.app_owned) {
-    auto p = m.pos.find(tp);
-    if (p == m.pos.end() || budget <= 0) continue;
-    const auto n = std::min(budget, log_end_[tp] - p->second);
+    if (!walk(m.pos, p, tp) || budget <= 0) continue;
+    const std::int64_t end = walk(log_end_, e, tp) ? e->second : log_end_[tp];
+    const auto n = std::min(budget, end - p->second);
     if (n <= 0) continue;
     auto& seen = processed_[tp];
     for (std::int64_t o = p->second; o < p->second + n; ++o) seen[static_cast<std::size_t>(o)] = true;
@@ -1739,7 +1749,8 @@ run_result simulation::run() {
     });
     while (!ended && !queue_.empty()) {
       idle_ = false;
-      queue_.next()();
+      auto e = queue_.next();
+      run_event(e);
       if (!idle_) check_step();
     }
   } catch (const violation& v) {

@@ -337,6 +337,11 @@ enum class group_protocol { classic, consumer };
 
 class simulation {
  public:
+  // An event: of a member (at_member), or of the world (nullptr).
+  struct event {
+    sim_member* member = nullptr;
+    std::function<void()> f;
+  };
   simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
       : rng_(seed),
         static_rng_(seed ^ 0x5354415449430345ull),
@@ -361,17 +366,21 @@ class simulation {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::function<void()> f) { queue_.at(when, std::move(f)); }
-  // An event of member `m`: dropped once it crashed, held while its process is paused.
+  void at(time_point when, std::function<void()> f) { queue_.at(when, event{nullptr, std::move(f)}); }
+  // An event of member `m`: dropped once it crashed, held while its process is paused (run_event).
   void at_member(sim_member& m, time_point when, std::function<void()> f) {
-    at(when, [this, &m, f = std::move(f)]() mutable {
+    queue_.at(when, event{&m, std::move(f)});
+  }
+  void run_event(event& e) {
+    if (e.member != nullptr) {
+      sim_member& m = *e.member;
       if (!m.alive) return nothing_changed();
       if (now_ < m.frozen_until) {
-        at_member(m, m.frozen_until, std::move(f));
+        at_member(m, m.frozen_until, std::move(e.f));
         return nothing_changed();
       }
-      f();
-    });
+    }
+    e.f();
   }
   // Said by an event that returns at once, having changed nothing the checks after each step
   // read (a dropped or held event, a timer or timeout already overtaken): their verdict is the
@@ -521,7 +530,7 @@ class simulation {
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  event_queue<std::function<void()>> queue_{now_};
+  event_queue<event> queue_{now_};
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
