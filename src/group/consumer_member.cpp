@@ -119,6 +119,14 @@ id_assignment consumer_member::resolved(const id_assignment& a, std::vector<topi
   return out;
 }
 
+std::vector<topic_id> consumer_member::unknown_ids(const id_assignment& a) const {
+  std::vector<topic_id> unknown;
+  for (const auto& [id, parts] : a) {
+    if (!names_.contains(id)) unknown.push_back(id);
+  }
+  return unknown;
+}
+
 group::standing consumer_member::standing() const {
   group::standing st{.generation = epoch_,
                      .member_id = member_id_,
@@ -376,9 +384,8 @@ std::optional<time_point> consumer_member::next_deadline() const {
     if (!heartbeat_due(time_point{})) consider(std::max(next_heartbeat_at_, backoff_until_));
   }
   if (target_ && heartbeating() && names_retry_at_ != time_point{}) {
-    std::vector<topic_id> unknown;
-    (void)resolved(*target_, &unknown);
-    if (!unknown.empty()) consider(names_retry_at_);
+    const auto named = [&](const auto& e) { return names_.contains(e.first); };
+    if (!std::all_of(target_->begin(), target_->end(), named)) consider(names_retry_at_);
   }
   return t;
 }

@@ -232,6 +232,9 @@ class consumer_member : public consumer_member_skeleton {
   void backoff(time_point now);
   /// The part of `a` whose topic names are known, and the ids that are not.
   id_assignment resolved(const id_assignment& a, std::vector<topic_id>* unknown) const;
+  /// The ids of `a` whose topic names are not known, in `a`'s order (resolved()'s `unknown`,
+  /// without the copy of the rest).
+  std::vector<topic_id> unknown_ids(const id_assignment& a) const;
   /// The reconciliation's detail: the target's epoch, size, and what moves.
   std::string target_detail() const;
   partition_set names_of(const id_assignment& a) const;

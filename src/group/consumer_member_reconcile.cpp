@@ -181,8 +181,7 @@ void consumer_member::begin_join(time_point now, RebalanceCause cause, const std
 
 void consumer_member::maybe_request_names(time_point now) {
   if (!target_) return;
-  std::vector<topic_id> unknown;
-  (void)resolved(*target_, &unknown);
+  const std::vector<topic_id> unknown = unknown_ids(*target_);
   if (unknown.empty()) return;
   // Ask for ids not asked yet at once; ask again for the ones metadata did not know after a
   // backoff (the topic may be too new for the broker the driver asked).

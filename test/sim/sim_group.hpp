@@ -49,6 +49,43 @@ inline std::int16_t code(kafka_errc e) {
 inline std::string name(const TopicPartition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
 }
+// TopicPartition's order (the topic's bytes as unsigned, a prefix first, then the partition),
+// inline: the checks after every step compare short topic names many times.
+inline int compare(const TopicPartition& a, const TopicPartition& b) {
+  const std::size_t n = std::min(a.topic.size(), b.topic.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto x = static_cast<unsigned char>(a.topic[k]);
+    const auto y = static_cast<unsigned char>(b.topic[k]);
+    if (x != y) return x < y ? -1 : 1;
+  }
+  if (a.topic.size() != b.topic.size()) return a.topic.size() < b.topic.size() ? -1 : 1;
+  return a.partition == b.partition ? 0 : a.partition < b.partition ? -1 : 1;
+}
+// Whether two sets have an element in common (without building their intersection).
+inline bool intersect(const partition_set& a, const partition_set& b) {
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    const int c = compare(*i, *j);
+    if (c == 0) return true;
+    if (c < 0)
+      ++i;
+    else
+      ++j;
+  }
+  return false;
+}
+// Whether every element of `a` is in `b` or in `c`.
+inline bool within(const partition_set& a, const partition_set& b, const partition_set& c) {
+  auto j = b.begin();
+  auto k = c.begin();
+  for (const auto& x : a) {
+    while (j != b.end() && compare(*j, x) < 0) ++j;
+    while (k != c.end() && compare(*k, x) < 0) ++k;
+    if ((j == b.end() || compare(*j, x) != 0) && (k == c.end() || compare(*k, x) != 0)) return false;
+  }
+  return true;
+}
 template <class Parts>
 std::string names(const Parts& parts) {
   std::string out;
@@ -161,7 +198,10 @@ class member_core {
   virtual std::optional<std::int32_t> coordinator() const = 0;
   virtual group::standing standing() const = 0;
   virtual partition_set owned() const = 0;
-  virtual std::string member_id() const = 0;
+  /// owned() without a copy (for the checks after every step): the classic core's own set, or
+  /// KIP-848's names of its ids, computed again only when the ids change (owned_cache below).
+  virtual const partition_set& owned_ref() = 0;
+  virtual const std::string& member_id() const = 0;
   /// The generation (classic) or member epoch (KIP-848).
   virtual std::int32_t generation() const = 0;
   virtual bool stable() const = 0;
@@ -170,6 +210,19 @@ class member_core {
   virtual std::uint64_t invalid_transitions() const = 0;
   /// Takes the core's actions and carries each out (simulation::apply); false when it had none.
   virtual bool apply_actions(simulation& sim, sim_member& m) = 0;
+};
+
+// KIP-848's core keeps its partitions by topic id and names them on each owned() call. Its names
+// are only ever added (a name learnt is never replaced or forgotten), so the names of one set of
+// ids stay what they were once every id had one: owned_ref() keeps them while the ids stay the
+// same, and names again when one had none (a placeholder) or the ids changed.
+template <class Core>
+struct owned_cache {};
+template <>
+struct owned_cache<kip848::consumer_member> {
+  group::id_assignment ids;
+  partition_set names;
+  bool valid = false;
 };
 
 template <class Core>
@@ -199,13 +252,30 @@ class core_box final : public member_core {
   std::optional<std::int32_t> coordinator() const override { return core.coordinator(); }
   group::standing standing() const override { return core.standing(); }
   partition_set owned() const override { return core.owned(); }
-  std::string member_id() const override { return core.member_id(); }
+  const partition_set& owned_ref() override {
+    if constexpr (std::is_reference_v<decltype(core.owned())>) {
+      return core.owned();
+    } else {
+      if (!cache_.valid || cache_.ids != core.owned_ids()) {
+        cache_.ids = core.owned_ids();
+        cache_.names = core.owned();
+        cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(), [](const TopicPartition& tp) {
+          return tp.topic.starts_with("<topic id ");
+        });
+      }
+      return cache_.names;
+    }
+  }
+  const std::string& member_id() const override { return core.member_id(); }
   std::int32_t generation() const override { return core.generation(); }
   bool stable() const override { return core.state() == decltype(core.state())::stable; }
   bool poll_timed_out() const override { return core.state() == decltype(core.state())::poll_timed_out; }
   std::string state_name() const override { return to_string(core.state()); }
   std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
   bool apply_actions(simulation& sim, sim_member& m) override;
+
+ private:
+  owned_cache<Core> cache_;
 };
 
 // The real core of member `m`, known to run `Core`.
@@ -267,6 +337,11 @@ enum class group_protocol { classic, consumer };
 
 class simulation {
  public:
+  // An event: of a member (at_member), or of the world (nullptr).
+  struct event {
+    sim_member* member = nullptr;
+    std::function<void()> f;
+  };
   simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
       : rng_(seed),
         static_rng_(seed ^ 0x5354415449430345ull),
@@ -284,25 +359,33 @@ class simulation {
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
   void note(std::string what) {
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
-    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
+    trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 60) trace_.pop_front();
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::function<void()> f) { queue_.at(when, std::move(f)); }
-  // An event of member `m`: dropped once it crashed, held while its process is paused.
+  void at(time_point when, std::function<void()> f) { queue_.at(when, event{nullptr, std::move(f)}); }
+  // An event of member `m`: dropped once it crashed, held while its process is paused (run_event).
   void at_member(sim_member& m, time_point when, std::function<void()> f) {
-    at(when, [this, &m, f = std::move(f)]() mutable {
-      if (!m.alive) return;
-      if (now_ < m.frozen_until) {
-        at_member(m, m.frozen_until, std::move(f));
-        return;
-      }
-      f();
-    });
+    queue_.at(when, event{&m, std::move(f)});
   }
+  void run_event(event& e) {
+    if (e.member != nullptr) {
+      sim_member& m = *e.member;
+      if (!m.alive) return nothing_changed();
+      if (now_ < m.frozen_until) {
+        at_member(m, m.frozen_until, std::move(e.f));
+        return nothing_changed();
+      }
+    }
+    e.f();
+  }
+  // Said by an event that returns at once, having changed nothing the checks after each step
+  // read (a dropped or held event, a timer or timeout already overtaken): their verdict is the
+  // last step's, so they are not run again (run()).
+  void nothing_changed() { idle_ = true; }
   bool fault_phase() const { return now_ < quiet_at_; }
   milliseconds latency() {
     std::int64_t d = rng_.between(1, 10);
@@ -409,7 +492,8 @@ class simulation {
   void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
   void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
   void ownership_changed(sim_member& m, const detail::listener_call& call);
-  void poll_body(sim_member& m);
+  /// The part of poll() that takes records, or waits for them: true when poll() returned.
+  bool poll_body(sim_member& m);
   void poll_return(sim_member& m);
   void after_work(sim_member& m);
   void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
@@ -425,6 +509,8 @@ class simulation {
 
   // ---- checks ----
   void check_step();
+  /// Whether cg_check_step() may find something (a quick look, without copies; false: it would not).
+  bool cg_check_step_suspect();
   void check_poll_timeout(sim_member& m);
   void check_end();
   bool held_back_for_good(const TopicPartition& tp) const;
@@ -444,8 +530,10 @@ class simulation {
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  event_queue<std::function<void()>> queue_{now_};
-  std::deque<std::string> trace_;
+  event_queue<event> queue_{now_};
+  std::deque<trace_line> trace_;  // the last 60 events
+  bool idle_ = false;             // the current event changed nothing (nothing_changed())
+  std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
   std::int32_t brokers_ = 3;

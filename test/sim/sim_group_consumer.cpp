@@ -349,7 +349,34 @@ bool simulation::cg_holds(const std::string& member, const TopicPartition& tp) c
 
 // ---- checks ---------------------------------------------------------------------------------------------
 
+bool simulation::cg_check_step_suspect() {
+  // G1's first half: two members' held partitions (assigned or revoking) in common.
+  for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
+    for (auto b = std::next(a); b != cg_.members.end(); ++b) {
+      const auto& x = a->second;
+      const auto& y = b->second;
+      if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
+          intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
+        return true;
+    }
+  }
+  // Its second half: a core owns what the coordinator does not count as held by it.
+  for (const auto& m : members_) {
+    if (!m->alive) continue;
+    const auto epoch = m->core->generation();
+    if (epoch <= 0) continue;
+    const auto it = cg_.members.find(m->core->member_id());
+    if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch))
+      continue;
+    if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
+  }
+  return false;
+}
+
 void simulation::cg_check_step() {
+  // The full check (with the maps and sets its messages name) only when the quick look suspects
+  // something; it decides.
+  if (!cg_check_step_suspect()) return;
   // G1: the coordinator gives no partition to two members at once (assigned or still revoking)...
   std::map<TopicPartition, std::string> holder;
   for (const auto& [id, cm] : cg_.members) {

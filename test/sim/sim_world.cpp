@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -67,6 +68,14 @@ struct partition_log {
   std::map<std::int32_t, std::int64_t> epoch_start;  // the leader epoch cache: epoch -> first offset
   std::set<std::int64_t> batch_starts;               // each produced batch's base offset
   detail::epoch_offset committed;                    // the group's committed offset (-1: none)
+  // Every record ever appended at each offset (branches diverge after unclean elections), by
+  // offset: ids_at[o] holds the ids appended at o, oldest first (empty: none yet).
+  std::vector<std::vector<std::int64_t>> ids_at;
+  void appended_at(std::int64_t offset, std::int64_t id) {
+    const auto o = static_cast<std::size_t>(offset);
+    if (ids_at.size() <= o) ids_at.resize(o + 1);
+    ids_at[o].push_back(id);
+  }
 
   std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
   // The epoch of the record at `offset` (or the latest, at the end).
@@ -163,19 +172,24 @@ class simulation : public detail::fetcher_port {
  private:
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  std::string line(const trace_line& t) const { return fmt::format("{:10.3f} ms  {}", ms(t.at), t.what); }
   void note(std::string what) {
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
-    trace_.push_back(fmt::format("{:10.3f} ms  {}", ms(now_), what));
     // Per partition too: a stall shows in the partition's own last events, not the last overall.
-    for (const auto& [tp, l] : logs_) {
-      // (Fetch requests and appends left out: they crowd out what the application saw.)
-      if (trace_.back().find(name(tp)) == std::string::npos || what.starts_with("bg: fetch from") ||
-          what.starts_with("produce"))
-        continue;
-      auto& t = part_trace_[tp];
-      t.push_back(trace_.back());
-      if (t.size() > 25) t.pop_front();
+    // (Fetch requests and appends left out: they crowd out what the application saw.)
+    if (!what.starts_with("bg: fetch from") && !what.starts_with("produce")) {
+      if (part_names_.size() != logs_.size()) {
+        part_names_.clear();
+        for (const auto& [tp, l] : logs_) part_names_.emplace_back(tp, name(tp));
+      }
+      for (const auto& [tp, n] : part_names_) {
+        if (what.find(n) == std::string::npos) continue;
+        auto& t = part_trace_[tp];
+        t.push_back({now_, what});
+        if (t.size() > 25) t.pop_front();
+      }
     }
+    trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 40) trace_.pop_front();
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
@@ -247,19 +261,24 @@ class simulation : public detail::fetcher_port {
   time_point quiet_at_, produce_until_, end_at_;
   event_queue<std::pair<std::string, std::function<void()>>> queue_{now_};
   time_point last_post_ = start_;
-  std::deque<std::string> trace_;
-  std::map<TopicPartition, std::deque<std::string>> part_trace_;
+  std::deque<trace_line> trace_;
+  std::map<TopicPartition, std::deque<trace_line>> part_trace_;
+  std::vector<std::pair<TopicPartition, std::string>> part_names_;  // logs_'s keys and name()s
 
   // World.
   std::int32_t brokers_ = 1;
   std::map<TopicPartition, partition_log> logs_;
   data::cluster_metadata truth_;
   std::int64_t next_id_ = 1;
-  std::map<std::int64_t, std::pair<TopicPartition, std::int64_t>> appended_at_;  // id -> where
+  // Where each record was appended: appended_at_[id - 1] (ids are given out from 1, in order).
+  std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
+  const std::pair<TopicPartition, std::int64_t>* appended_at(std::int64_t id) const {
+    return id >= 1 && static_cast<std::uint64_t>(id) <= appended_at_.size()
+               ? &appended_at_[static_cast<std::size_t>(id - 1)]
+               : nullptr;
+  }
   std::map<std::int64_t, time_point> died_;  // id -> when an unclean election truncated it
-  // Every record ever appended at each offset (branches diverge after unclean elections), and the
-  // ones the cleaner removed.
-  std::map<TopicPartition, std::map<std::int64_t, std::vector<std::int64_t>>> ids_at_;
+  // The records the cleaner removed (partition_log::ids_at has every record ever appended).
   std::set<std::int64_t> compacted_ids_;
 
   // Client: the background side.
@@ -329,8 +348,9 @@ void simulation::setup() {
     const auto n = rng_.below(40);
     for (std::int64_t o = 0; o < n; ++o) {
       l.entries.push_back({next_id_, 0});
-      ids_at_[tp][o].push_back(next_id_);
-      appended_at_[next_id_++] = {tp, o};
+      l.appended_at(o, next_id_);
+      appended_at_.emplace_back(tp, o);
+      ++next_id_;
     }
     history_end_[tp] = n;
     if (compacted_topic_ && n > 1) {
@@ -387,8 +407,8 @@ void simulation::produce() {
   const auto n = rng_.between(1, 8);
   l.batch_starts.insert(l.end());
   for (std::int64_t i = 0; i < n; ++i) {
-    ids_at_[tp][l.end()].push_back(next_id_);
-    appended_at_[next_id_] = {tp, l.end()};
+    l.appended_at(l.end(), next_id_);
+    appended_at_.emplace_back(tp, l.end());
     l.entries.push_back({next_id_++, l.epoch});
   }
   note(fmt::format("produce {} records to {}, end {}", n, name(tp), l.end()));
@@ -482,12 +502,11 @@ bool simulation::compacted_between(const TopicPartition& tp, std::int64_t from, 
 bool simulation::compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to,
                                   std::int64_t id) const {
   if (from >= to || from < 0) return false;
-  const auto& at = ids_at_.at(tp);
+  const auto& at = logs_.at(tp).ids_at;
   for (std::int64_t o = from; o < to; ++o) {
-    const auto ids = at.find(o);
-    if (ids == at.end()) return false;
+    if (static_cast<std::size_t>(o) >= at.size() || at[static_cast<std::size_t>(o)].empty()) return false;
     std::int64_t branch = -1;
-    for (const auto i : ids->second) {
+    for (const auto i : at[static_cast<std::size_t>(o)]) {
       if (i < id) branch = std::max(branch, i);
     }
     if (branch < 0 || !compacted_ids_.count(branch)) return false;
@@ -978,14 +997,19 @@ void simulation::check_record(const ConsumerRecord& r) {
   const TopicPartition tp{std::string(r.topic), r.partition};
   ++returned_count_;
   if (verbose_) note(fmt::format("app: record {}@{} epoch {}", name(tp), r.offset, r.leader_epoch));
-  const std::int64_t id = r.value ? std::stoll(std::string(*r.value)) : -1;
-  const auto w = appended_at_.find(id);
-  if (w == appended_at_.end() || w->second.first != tp || w->second.second != r.offset)
-    fail("1 (offsets)",
-         fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
-                     w == appended_at_.end()
-                         ? std::string("nowhere")
-                         : fmt::format("{} offset {}", name(w->second.first), w->second.second)));
+  std::int64_t id = -1;
+  if (r.value) {
+    // (std::stoll's answer, and its exception, for a value that is not all digits.)
+    const auto& v = *r.value;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+    if (ec != std::errc{} || end != v.data() + v.size() || v.empty() || v[0] == '-')
+      id = std::stoll(std::string(v));
+  }
+  const auto* w = appended_at(id);
+  if (w == nullptr || w->first != tp || w->second != r.offset)
+    fail("1 (offsets)", fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
+                                    w == nullptr ? std::string("nowhere")
+                                                 : fmt::format("{} offset {}", name(w->first), w->second)));
   const auto exp = expected_.find(tp);
   if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
@@ -1121,7 +1145,7 @@ void simulation::check_end() {
     if (!pos || pos->offset != l.end() || exp == expected_.end() ||
         (exp->second != l.end() && !compacted_between(tp, exp->second, l.end()))) {
       std::string events;
-      for (const auto& line : part_trace_[tp]) events += "\n" + line;
+      for (const auto& t : part_trace_[tp]) events += "\n" + line(t);
       fail("6 (liveness)",
            fmt::format("{}: {} ms after the last fault the application's position is {} (reader {}), the log "
                        "ends at {} (start {}); fetch state {}, fetch position {}. The last events of {}:{}",
@@ -1168,7 +1192,7 @@ run_result simulation::run() {
     out.invariant = v.invariant;
     out.message = v.message;
   }
-  for (const auto& line : trace_) out.trace += line + "\n";
+  for (const auto& t : trace_) out.trace += line(t) + "\n";
   out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count();
   return out;
 }
