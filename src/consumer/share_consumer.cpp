@@ -287,24 +287,31 @@ ShareConsumer::impl::impl(const Config& config) : config_(config) {
     shared_.push(detail::fatal_error{ec, std::move(what)});
   };
   fetcher_ = std::make_shared<fetch::share_fetcher>(io_, cluster_, std::move(fo), std::move(hooks));
-  dopts.hooks.on_assignment_changed = [f = fetcher_, this](const group::share::share_assignment& owned) {
+  dopts.hooks.on_assignment_changed = [f = fetcher_, this](const group::share::share_assignment& owned,
+                                                           bool rejoining) {
     share::partition_ids ids(owned.begin(), owned.end());
     {
       // What the member no longer owns: the records not yet handed out are dropped (with the
       // buffered copies: the generation moves on); those the application has keep their state,
       // so its acknowledgements still reach the leader, and the fetcher's session forgets the
-      // partition only after them (Java's KafkaShareConsumer does the same).
+      // partition only after them (Java's KafkaShareConsumer does the same). After a fence the
+      // sessions stay (the member rejoins at once): what was not handed out is released by
+      // acknowledgement instead, or the kept session would hold it until its lock expired.
       std::lock_guard lock(shared_.mutex);
       for (const auto& tp : assigned_) {
         if (!ids.count(tp)) {
-          tracker_.drop_undelivered(tp);
+          if (rejoining) {
+            tracker_.release_undelivered(tp);
+          } else {
+            tracker_.drop_undelivered(tp);
+          }
           ++generation_[tp];
         }
       }
       assigned_.clear();
       for (const auto& [tp, id] : ids) assigned_.insert(tp);
     }
-    f->set_assignment(std::move(ids));
+    f->set_assignment(std::move(ids), rejoining);
   };
   driver_ = std::make_shared<net::share_group_driver>(io_, cluster_, std::move(dopts), shared_);
   fetcher_->set_member_id(driver_->member_id());

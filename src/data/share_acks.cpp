@@ -321,7 +321,7 @@ void ack_tracker::complete(const TopicPartition& tp, std::error_code ec) {
       ++it;
       continue;
     }
-    add_outcome(tp, it->first, ec);
+    if (!it->second.silent) add_outcome(tp, it->first, ec);
     if (!ec && it->second.type == ack_type::renew) {
       // Still acquired, with a fresh lock: the application acknowledges it again.
       it->second.st = state::delivered;
@@ -351,7 +351,7 @@ void ack_tracker::forget(const TopicPartition& tp, std::error_code why) {
         break;
       case state::pending:
       case state::in_flight:
-        add_outcome(tp, it->first, why);
+        if (!it->second.silent) add_outcome(tp, it->first, why);
         it = ps.records.erase(it);
         continue;
       case state::lost:
@@ -375,6 +375,21 @@ std::size_t ack_tracker::drop_undelivered(const TopicPartition& tp) {
   const auto dropped = before - ps.records.size();
   if (ps.empty()) parts_.erase(p);
   return dropped;
+}
+
+std::size_t ack_tracker::release_undelivered(const TopicPartition& tp) {
+  auto p = parts_.find(tp);
+  if (p == parts_.end()) return 0;
+  std::size_t released = 0;
+  for (auto& [offset, r] : p->second.records) {
+    if (r.st != state::acquired) continue;
+    r.st = state::pending;
+    r.type = ack_type::release;
+    r.silent = true;
+    count_ack(ack_type::release);
+    ++released;
+  }
+  return released;
 }
 
 bool ack_tracker::unresolved(const TopicPartition& tp) const {

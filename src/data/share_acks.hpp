@@ -148,6 +148,13 @@ class ack_tracker {
   /// real outcomes. Returns how many records were dropped.
   std::size_t drop_undelivered(const TopicPartition& tp);
 
+  /// The member was fenced and rejoins; its session keeps `tp`: records acquired but not yet
+  /// returned by poll become RELEASE acknowledgements to send (the facade drops its buffered
+  /// copies), so the broker hands them on now instead of at their locks' expiry. The application
+  /// never saw them, so their outcomes do not reach the callback. Delivered, pending and in-flight
+  /// records keep their state. Returns how many records were released.
+  std::size_t release_undelivered(const TopicPartition& tp);
+
   /// Whether `tp` still has records the application was given and whose acknowledgement has no
   /// outcome yet (delivered, pending, in flight), or GAPs not yet answered: while it has, its
   /// session should not forget it (the broker would release those records). Lost records do not
@@ -190,6 +197,7 @@ class ack_tracker {
     std::int16_t delivery_count = 0;
     state st = state::acquired;
     ack_type type = ack_type::accept;  // pending, in_flight
+    bool silent = false;               // released by the member itself, never delivered: no outcome
   };
   struct partition_state {
     std::map<std::int64_t, held_record> records;

@@ -48,12 +48,13 @@ share_fetcher::share_fetcher(boost::asio::io_context& io, std::shared_ptr<net::c
                              share_fetcher_options opts, share_fetch_hooks hooks)
     : io_(io), cluster_(std::move(cluster)), opts_(std::move(opts)), hooks_(std::move(hooks)), timer_(io) {}
 
-void share_fetcher::set_assignment(partition_ids assignment) {
+void share_fetcher::set_assignment(partition_ids assignment, bool rejoining) {
   remember_ids(assignment);
-  // The member left the group (a poll timeout, unsubscribe(), a fence): its sessions close
+  // The member left the group (a poll timeout, unsubscribe(), a fatal error): its sessions close
   // (epoch -1, with what is acknowledged), so the broker releases their records at once rather
-  // than at their locks' expiry. Fetching opens new sessions when partitions come back.
-  const bool left = assignment.empty() && !assignment_.empty();
+  // than at their locks' expiry. Fetching opens new sessions when partitions come back. A fence
+  // is not a leave: the member rejoins with the same id at once, and its sessions stay.
+  const bool left = !rejoining && assignment.empty() && !assignment_.empty();
   const auto now = clock::now();
   for (const auto& [tp, id] : assignment_) {
     if (!assignment.count(tp)) left_at_.emplace(tp, now);

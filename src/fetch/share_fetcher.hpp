@@ -78,8 +78,11 @@ class share_fetcher : public std::enable_shared_from_this<share_fetcher> {
 
   /// The member id the group driver made (ShareFetch names the member).
   void set_member_id(std::string id) { opts_.params.member_id = std::move(id); }
-  /// The partitions the group gives this member, with their topic ids.
-  void set_assignment(data::share::partition_ids assignment);
+  /// The partitions the group gives this member, with their topic ids. An assignment that
+  /// becomes empty closes the sessions (the member left: the broker releases what they hold at
+  /// once), unless `rejoining` (a fence: the member comes back at once with the same id, and its
+  /// sessions and the records the application holds stay, as Java's do).
+  void set_assignment(data::share::partition_ids assignment, bool rejoining = false);
   /// Topic ids of partitions once assigned (acknowledgements of a partition no longer assigned
   /// still name its topic by id).
   void remember_ids(const data::share::partition_ids& ids) {

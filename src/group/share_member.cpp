@@ -505,7 +505,7 @@ void share_member::apply_target(time_point now) {
   }
 }
 
-void share_member::set_owned(time_point now, id_assignment owned) {
+void share_member::set_owned(time_point now, id_assignment owned, bool rejoining) {
   (void)now;
   owned = normalized_assignment(std::move(owned));
   if (owned == owned_) return;
@@ -513,7 +513,7 @@ void share_member::set_owned(time_point now, id_assignment owned) {
   stats_.listener_called(listener_kind::revoked, names_.named(minus(owned_, owned)));
   stats_.listener_called(listener_kind::assigned, names_.named(minus(owned, owned_)));
   owned_ = std::move(owned);
-  actions_.emplace_back(share_assignment_changed{owned_partitions()});
+  actions_.emplace_back(share_assignment_changed{owned_partitions(), rejoining});
 }
 
 void share_member::fence(time_point now, const std::string& why) {
@@ -526,7 +526,7 @@ void share_member::fence(time_point now, const std::string& why) {
   epoch_ = join_epoch;
   known_ = false;
   target_.reset();
-  set_owned(now, {});
+  set_owned(now, {}, /*rejoining=*/true);
   if (!refused_join) removed_ = true;
   transition(s::fenced, why);
   // Refused while joining: again after a backoff, not in a tight loop. Otherwise at once.

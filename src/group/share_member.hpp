@@ -82,6 +82,10 @@ struct need_topic_names {
 /// other cores' group::assignment_changed it carries the topic ids.
 struct share_assignment_changed {
   share_assignment owned;
+  /// Emptied by a fence: the member rejoins at once with the same member id, so its share
+  /// sessions (the leaders', not the coordinator's) stay and so do the records the application
+  /// holds, as Java's member keeps them. False for every other change, leaving included.
+  bool rejoining = false;
 };
 
 using action = std::variant<find_coordinator, send_share_group_heartbeat, need_topic_names,
@@ -179,7 +183,7 @@ class share_member : public share_member_skeleton {
   void send_leave(time_point now);
   void begin_join(time_point now, RebalanceCause cause, const std::string& why);
   void apply_target(time_point now);
-  void set_owned(time_point now, id_assignment owned);
+  void set_owned(time_point now, id_assignment owned, bool rejoining = false);
   void fence(time_point now, const std::string& why);
   void finish_leave(time_point now);
   bool check_poll_timeout(time_point now);

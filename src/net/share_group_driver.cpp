@@ -58,7 +58,7 @@ void share_group_driver::apply(sh::action& a) {
       resolve_names();
     } else if constexpr (std::is_same_v<T, sh::share_assignment_changed>) {
       // The snapshot is published after this batch (process()).
-      if (opts_.hooks.on_assignment_changed) opts_.hooks.on_assignment_changed(act.owned);
+      if (opts_.hooks.on_assignment_changed) opts_.hooks.on_assignment_changed(act.owned, act.rejoining);
     }
   });
 }

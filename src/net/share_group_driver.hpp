@@ -30,10 +30,11 @@ namespace kgroup::net {
 struct share_membership_hooks {
   /// The owned set changed (the share fetcher starts or stops fetching): every partition the
   /// member owns now, with its topic id (ShareFetch and ShareAcknowledge name topics by id); empty
-  /// after a fence, a poll timeout, a fatal error, unsubscribe() and close(). Called on the
-  /// background thread, in order, before the snapshot in shared_state (owned, by name) is
+  /// after a fence, a poll timeout, a fatal error, unsubscribe() and close(); `rejoining` is true
+  /// only after a fence (the member rejoins at once: its share sessions should stay). Called on
+  /// the background thread, in order, before the snapshot in shared_state (owned, by name) is
   /// published. Several members may own the same partition.
-  std::function<void(const group::share::share_assignment&)> on_assignment_changed;
+  std::function<void(const group::share::share_assignment&, bool rejoining)> on_assignment_changed;
 };
 
 struct share_group_driver_options {

@@ -23,6 +23,7 @@
 
 #include "group_harness.hpp"
 #include "kgroup/share_consumer.hpp"
+#include "log_capture.hpp"
 #include "mock_cluster.hpp"
 #include "rdkafka_share.hpp"
 #include "test_config.hpp"
@@ -837,6 +838,67 @@ TEST_CASE(
         mc.push_request_errors(76, {code, code});
       },
       j);
+}
+
+// A fenced member rejoins at once with the same member id: its share sessions and the records
+// the application holds stay (as Java's member keeps them), so its acknowledgements of them still
+// apply. Found on CI (session 25): the mock's manual assignment fences one member (M4), and a
+// fenced A closed its sessions, so the broker released the records it held and its accepts
+// failed with SHARE_SESSION_NOT_FOUND. Here the fence is injected (FENCED_MEMBER_EPOCH on a
+// heartbeat) while the member holds a poll's records.
+TEST_CASE("share: a fenced member keeps the records it holds; its acknowledgements still apply", "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mc.create_topic("q", 1);
+  mc.produce("q", 30);
+  kgroup::test::log_capture log;
+  share_journal j;
+  ShareConsumer c(share_config(mc, "fenced-keeps")
+                      .set("share.acknowledgement.mode", "explicit")
+                      .set("max.poll.records", "10"));
+  std::vector<kgroup::AcknowledgementResults> calls;
+  c.set_acknowledgement_commit_callback([&](const kgroup::AcknowledgementResults& r) { calls.push_back(r); });
+  c.subscribe({"q"});
+  kgroup::ConsumerRecords held;
+  REQUIRE(eventually(
+      [&] {
+        held = c.poll(100ms);
+        j.delivered("c", held);
+        return !held.empty();
+      },
+      20s, 1ms));
+  // The next heartbeat is refused: fenced, the member rejoins with epoch 0 and gets q-0 again.
+  mc.push_request_errors(76, {110});
+  REQUIRE(eventually(
+      [&] {
+        return log.has(kgroup::LogLevel::warn, {"fenced", "FENCED_MEMBER_EPOCH"});
+      },
+      10s));
+  REQUIRE(eventually(
+      [&] {
+        const auto m = c.metrics();
+        return m.state == "stable" && m.assignment == std::set<kgroup::TopicPartition>{{"q", 0}};
+      },
+      10s));
+  for (const auto& r : held) c.acknowledge(r);
+  const auto results = c.commit_sync(10s);
+  REQUIRE(results.count({"q", 0}) == 1);
+  CHECK_FALSE(results.at({"q", 0}).error);
+  CHECK(results.at({"q", 0}).offsets.size() == held.size());
+  j.outcome(results, AcknowledgeType::accept);
+  CHECK(c.metrics().acknowledgements_failed == 0);
+  // The rest, each record once: none of the held ones again (their accepts applied), and none
+  // of the others twice unless the member released it itself (fetched, not handed out, at the
+  // fence: released with count + 1, which the journal allows).
+  poll_until(
+      c, "c", j, [&] { return j.done().size() == 30; }, 20s,
+      [&](const kgroup::ConsumerRecords& records) {
+        for (const auto& r : records) c.acknowledge(r);
+        if (!records.empty()) j.outcome(c.commit_sync(10s), AcknowledgeType::accept);
+      });
+  CHECK(j.done() == all_records(1, 30));
+  for (const auto& r : held) CHECK(j.count_of({r.partition, r.offset}) == 1);
+  c.close();
 }
 
 // Found by the injected-error tests: outcomes of one partition with different errors (an accept

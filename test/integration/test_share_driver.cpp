@@ -52,7 +52,7 @@ struct share_member_rig {
     o.member.group_id = group;
     o.member.retry_backoff = 50ms;
     o.request_timeout = 5000ms;
-    o.hooks.on_assignment_changed = [this](const kgroup::group::share::share_assignment& a) {
+    o.hooks.on_assignment_changed = [this](const kgroup::group::share::share_assignment& a, bool) {
       owned = a;
       ++changes;
     };

@@ -356,6 +356,38 @@ TEST_CASE("share acks: a partition leaving the assignment drops only what was no
   CHECK(t.held(tp) == 0);
 }
 
+TEST_CASE("share acks: after a fence, what was not handed out is released by acknowledgement, silently",
+          "[share_acks]") {
+  // The member rejoins and its session stays: records fetched but not yet returned by poll() go
+  // back to the broker as RELEASE (else the kept session would hold them until their locks
+  // expire); the application never saw them, so no outcome reaches the callback. What it was
+  // given keeps its state and its acknowledgements their outcomes.
+  ack_tracker t;
+  deliver(t, tp, 0, 2, {0, 1, 2});
+  REQUIRE_FALSE(t.on_acquired(tp, ranges{{3, 5, 1}}, offsets{3, 4, 5}).error);  // buffered, not polled
+  CHECK(t.release_undelivered(tp) == 3);
+  CHECK(t.release_undelivered(tp1) == 0);
+  REQUIRE_FALSE(t.acknowledge(tp, 0, ack_type::accept));
+  REQUIRE_FALSE(t.acknowledge(tp, 2, ack_type::reject));
+  CHECK(t.take(tp) == std::vector<ack_batch>{{0, 0, {A}}, {2, 5, {J, R, R, R}}});
+  t.complete(tp, {});
+  auto out = t.take_outcomes();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].offsets == offsets{0, 2});  // the released ones are not told
+  CHECK_FALSE(out[0].error);
+  CHECK(t.stats().released >= 3);
+  CHECK(t.held(tp) == 1);  // 1, delivered and not yet acknowledged
+  // A session lost before the answer: the silent releases are not told either.
+  deliver(t, tp1, 0, 0, {0});
+  REQUIRE_FALSE(t.on_acquired(tp1, ranges{{1, 1, 1}}, offsets{1}).error);
+  CHECK(t.release_undelivered(tp1) == 1);
+  REQUIRE_FALSE(t.acknowledge(tp1, 0, ack_type::accept));
+  t.forget(tp1, make_error_code(kafka_errc::share_session_not_found));
+  out = t.take_outcomes();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].offsets == offsets{0});
+}
+
 TEST_CASE("share acks: unresolved() counts what the application was given, not the buffer or the lost",
           "[share_acks]") {
   ack_tracker t;

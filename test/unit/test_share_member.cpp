@@ -445,6 +445,7 @@ TEST_CASE("share: fenced -> assignment dropped, rejoin at once with epoch 0 and 
     auto a = h.next_heartbeat(err(code));
     auto changed = expect<share_assignment_changed>(a);
     CHECK(changed.owned.empty());
+    CHECK(changed.rejoining);  // the share sessions stay (Java): not a leave
     auto join = expect<send_share_group_heartbeat>(a);
     expect_empty(a);
     CHECK(join.full);
@@ -462,6 +463,7 @@ TEST_CASE("share: fenced -> assignment dropped, rejoin at once with epoch 0 and 
     changed = expect<share_assignment_changed>(a);
     expect_empty(a);
     CHECK(changed.owned == owned_of({{"t", 1, T}}));
+    CHECK_FALSE(changed.rejoining);
     CHECK(h.m.state() == st::stable);
     CHECK(h.m.epoch() == 6);
     CHECK(h.m.member_id() == "client-uuid-1");
