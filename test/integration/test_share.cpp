@@ -680,13 +680,12 @@ TEST_CASE(
 // to the leader and apply (its session forgets the partition only after them), so the new owner
 // gets only what was never delivered, each record once. Before, the member forgot the partition
 // at once: the accepts failed with SHARE_SESSION_NOT_FOUND and the records went to B again.
-// [no-asan] (session 25): fails when the mock's fence after the manual assignment (M4) hits A
-// rather than B: a fenced member closes its sessions (DESIGN.md; the fix is on branch
-// share-fence-keeps). Sanitizer runs do not rerun failures; the normal ctest does.
+// It failed once on CI when the mock's fence after the manual assignment (M4) hit A rather than
+// B: a fenced member closed its sessions. Since session 26 a fenced member keeps them.
 TEST_CASE(
     "share: a partition moves away while its records are held: their acknowledgements still apply, "
     "the new owner gets each other record once",
-    "[share][no-asan]") {
+    "[share]") {
   mock_cluster mc(1);
   if (!needs_share_groups(mc)) return;
   mc.create_topic("q", 1);
@@ -988,13 +987,12 @@ TEST_CASE("share: a leader move while a member reads: it follows the leader, eve
 // session stayed open, holding the records, and librdkafka 2.15.1's mock does not release a
 // leaving member's records, so B got them only at the lock's expiry. Now a member that leaves
 // closes its share sessions (ShareAcknowledge epoch -1), which works on the mock and on Kafka.
-// [no-asan] (session 25, until the cause is fixed): under ASan's slowness this case failed on two
-// of three CI runs with B stuck after its own fence (stable, assigned q-0, nine fetches in 27 s,
-// session reset, nothing delivered: the figures below); a library bug left open in DESIGN.md.
-// It still runs in the normal ctest (rerun once) and under TSan.
+// Under ASan this case failed on two of three CI runs in session 25 with B stuck after its own
+// fence (stable, assigned q-0, nine fetches in 27 s, its session reset, nothing delivered: the
+// figures below); since session 26 a fenced member keeps its sessions instead of closing them.
 TEST_CASE(
     "share: a member that stops polling leaves after max.poll.interval.ms; its records go on with count 2",
-    "[share][no-asan]") {
+    "[share]") {
   mock_cluster mc(1);
   if (!needs_share_groups(mc)) return;
   mock_cluster::share_group_settings lock;
