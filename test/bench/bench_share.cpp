@@ -144,7 +144,8 @@ bool throughput(const options& o, const std::string& client, int members, int ru
   std::atomic<int> errors{0};
   const double cpu0 = cpu_seconds();
   const auto t0 = steady::now();
-  steady::time_point last{};
+  steady::time_point first{}, last{};
+  std::int64_t at_first = 0;  // records seen when the first poll with records returned
   std::vector<std::thread> threads;
   std::vector<std::unique_ptr<member>> ms;
   for (int i = 0; i < members; ++i) {
@@ -159,6 +160,10 @@ bool throughput(const options& o, const std::string& client, int members, int ru
             if (!seen.insert({d.partition, d.offset}).second) ++duplicates;
           }
           last = steady::now();
+          if (first == steady::time_point{}) {
+            first = last;
+            at_first = static_cast<std::int64_t>(seen.size());
+          }
           if (static_cast<std::int64_t>(seen.size()) >= o.records) running = false;
         }
       } catch (const std::exception& e) {
@@ -181,11 +186,17 @@ bool throughput(const options& o, const std::string& client, int members, int ru
   }
   const double secs =
       std::chrono::duration<double>((last == steady::time_point{} ? steady::now() : last) - t0).count();
+  // The join and the first fetch take a good part of a run: the time to the first record and the
+  // rate after it are printed apart.
+  const double first_s =
+      first == steady::time_point{} ? 0.0 : std::chrono::duration<double>(first - t0).count();
+  const double after_s = secs - first_s;
+  const double after_rate = after_s > 0 ? static_cast<double>(static_cast<std::int64_t>(got) - at_first) / after_s : 0.0;
   std::printf(
-      "client=%s members=%d records=%zu seconds=%.2f records_per_s=%.0f cpu_s=%.3f cpu_us_per_record=%.2f "
-      "duplicates=%llu\n",
-      client.c_str(), members, got, secs, got / secs, cpu, got ? cpu * 1e6 / static_cast<double>(got) : 0.0,
-      static_cast<unsigned long long>(duplicates));
+      "client=%s members=%d records=%zu seconds=%.2f records_per_s=%.0f first_record_s=%.3f "
+      "records_per_s_after_first=%.0f cpu_s=%.3f cpu_us_per_record=%.2f duplicates=%llu\n",
+      client.c_str(), members, got, secs, got / secs, first_s, after_rate, cpu,
+      got ? cpu * 1e6 / static_cast<double>(got) : 0.0, static_cast<unsigned long long>(duplicates));
   std::fflush(stdout);
   for (auto& mb : ms) mb->close();
   return errors == 0 && static_cast<std::int64_t>(got) == o.records;

@@ -449,6 +449,73 @@ TEST_CASE("share: close() in implicit mode releases the last poll's records to t
   b.close();
 }
 
+// Issue 34, close() in explicit mode: the acknowledgements made go out with the close and their
+// outcomes reach the callback inside close(); the records given and not acknowledged are
+// released (docs/share-groups.md, as Java and librdkafka do; their outcome reaches the callback
+// too), so the next member gets them with count 2, and never the accepted or rejected ones.
+TEST_CASE("share: close() in explicit mode applies what was acknowledged and releases the rest", "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mc.create_topic("q", 1);
+  mc.produce("q", 20);
+  share_journal j;
+  kgroup::ConsumerRecords held;
+  std::set<record_id> acknowledged, left, answered;
+  std::size_t callbacks = 0, failed = 0;
+  {
+    ShareConsumer a(share_config(mc, "close-explicit")
+                        .set("share.acknowledgement.mode", "explicit")
+                        .set("max.poll.records", "10"));
+    a.set_acknowledgement_commit_callback([&](const kgroup::AcknowledgementResults& r) {
+      ++callbacks;
+      for (const auto& [tp, res] : r) {
+        if (res.error) ++failed;
+        for (auto o : res.offsets) answered.insert({tp.partition, o});
+      }
+    });
+    a.subscribe({"q"});
+    REQUIRE(eventually(
+        [&] {
+          held = a.poll(100ms);
+          j.delivered("a", held);
+          return held.size() >= 4;
+        },
+        20s, 1ms));
+    // The first half accepted, one rejected, the rest not acknowledged.
+    std::size_t i = 0;
+    for (const auto& r : held) {
+      if (i < held.size() / 2) {
+        a.acknowledge(r, AcknowledgeType::accept);
+        acknowledged.insert({r.partition, r.offset});
+      } else if (i == held.size() / 2) {
+        a.acknowledge(r, AcknowledgeType::reject);
+        acknowledged.insert({r.partition, r.offset});
+      } else {
+        left.insert({r.partition, r.offset});
+      }
+      ++i;
+    }
+    REQUIRE_FALSE(left.empty());
+    a.close();
+  }
+  CHECK(callbacks >= 1);
+  CHECK(failed == 0);
+  // Inside close(): the accepts and the reject applied, and the releases of the rest.
+  std::set<record_id> expected = acknowledged;
+  expected.insert(left.begin(), left.end());
+  CHECK(answered == expected);
+  for (const auto& id : acknowledged) j.settled(id);
+  ShareConsumer b(share_config(mc, "close-explicit"));
+  b.subscribe({"q"});
+  poll_until(
+      b, "b", j, [&] { return j.seen().size() == 20 && j.of("b").size() == 20 - acknowledged.size(); }, 30s,
+      [](const auto&) {});
+  for (const auto& id : left) CHECK(j.count_of(id) == 2);
+  for (const auto& id : acknowledged) CHECK(j.of("b").count(id) == 0);
+  CHECK(j.seen() == all_records(1, 20));
+  b.close();
+}
+
 // unsubscribe() drops the records fetched and not yet handed out (the sessions' close releases
 // them); the leaders they came from must be fetched from again after subscribe(). Two leaders
 // answer two records each before the first poll(), which takes three (max.poll.records), so one
@@ -862,9 +929,9 @@ TEST_CASE("share: injected ShareAcknowledge errors: the member recovers, every r
       j);
 }
 
-// ShareGroupHeartbeat (76) errors: fenced or unknown, the member drops its assignment (its
-// records' acknowledgements fail) and rejoins with the same id; the coordinator unavailable, it
-// finds it again. Either way it reads on.
+// ShareGroupHeartbeat (76) errors: fenced or unknown, the member rejoins with the same id and
+// keeps its share sessions (the records it was given stay acknowledgeable); the coordinator
+// unavailable, it finds it again. Either way it reads on.
 TEST_CASE(
     "share: injected ShareGroupHeartbeat errors: the member rejoins, every record accepted exactly once",
     "[share]") {
