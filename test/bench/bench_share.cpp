@@ -191,7 +191,8 @@ bool throughput(const options& o, const std::string& client, int members, int ru
   const double first_s =
       first == steady::time_point{} ? 0.0 : std::chrono::duration<double>(first - t0).count();
   const double after_s = secs - first_s;
-  const double after_rate = after_s > 0 ? static_cast<double>(static_cast<std::int64_t>(got) - at_first) / after_s : 0.0;
+  const double after_rate =
+      after_s > 0 ? static_cast<double>(static_cast<std::int64_t>(got) - at_first) / after_s : 0.0;
   std::printf(
       "client=%s members=%d records=%zu seconds=%.2f records_per_s=%.0f first_record_s=%.3f "
       "records_per_s_after_first=%.0f cpu_s=%.3f cpu_us_per_record=%.2f duplicates=%llu\n",
