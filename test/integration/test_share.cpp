@@ -651,6 +651,81 @@ TEST_CASE(
   r->close();
 }
 
+// Issue 34, a mixed group in explicit mode: what the kgroup member releases reaches the
+// librdkafka member with count + 1. The librdkafka member starts first, on a topic of its own
+// (its start closes its bootstrap connection, and on the mock that wipes every share session of
+// the broker, M1); the kgroup member then takes records of q, and both are given q-0 by hand
+// (M3). kgroup releases by commit_sync() (ShareAcknowledge) and does not poll again, so its
+// fetcher, which fetches only once the application has taken an answer, does not take the records
+// back first. (The other direction is not tested: on the 2.15.1 mock librdkafka's background
+// fetcher takes back what its application released before another member fetches; DESIGN.md.)
+// No journal: records fetched and dropped unseen by either client come back with a count the
+// application never saw the one before of.
+TEST_CASE("share: a kgroup member's releases reach a librdkafka member of its group with count + 1",
+          "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  REQUIRE(kgroup::test::rdkafka_share().load());
+  mc.create_topic("q", 1);
+  mc.create_topic("idle", 1);
+  mc.produce("q", 20);
+  const std::string group = "mixed-release";
+  kgroup::test::rdkafka_share_member r(mc, group, "idle");
+  std::map<record_id, std::vector<std::int16_t>> r_got;  // librdkafka's deliveries' counts
+  const auto poll_r = [&](auto until, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!until() && std::chrono::steady_clock::now() < deadline) {
+      for (const auto& d : r.poll(50ms)) r_got[{d.partition, d.offset}].push_back(d.count);
+    }
+  };
+  poll_r([&] { return mc.share_group_member_ids(group).size() == 1; }, 20s);
+  REQUIRE(mc.share_group_member_ids(group).size() == 1);
+  poll_r([] { return false; }, 1500ms);  // its start settles (the bootstrap connection closes)
+  ShareConsumer k(
+      share_config(mc, group).set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
+  k.subscribe({"q"});
+  kgroup::ConsumerRecords held;
+  poll_r(
+      [&] {
+        held = k.poll(50ms);
+        return !held.empty();
+      },
+      20s);
+  REQUIRE_FALSE(held.empty());
+  std::vector<std::string> ids = mc.share_group_member_ids(group);
+  REQUIRE(ids.size() == 2);
+  const auto k_id = k.metrics().member_id;
+  const auto r_id = ids[0] == k_id ? ids[1] : ids[0];
+  REQUIRE(mc.share_group_assign(group, {{k_id, {{"q", 0}}}, {r_id, {{"q", 0}, {"idle", 0}}}}));
+  // librdkafka reads the rest of q; none of what kgroup holds.
+  std::set<record_id> held_ids;
+  for (const auto& rec : held) held_ids.insert({rec.partition, rec.offset});
+  poll_r([&] { return r_got.size() + held_ids.size() >= 20; }, 30s);
+  for (const auto& id : held_ids) CHECK(r_got.count(id) == 0);
+  CHECK(r_got.size() + held_ids.size() == 20);
+  // kgroup releases all it holds; librdkafka gets each again, with kgroup's count + 1.
+  for (const auto& rec : held) k.acknowledge(rec, AcknowledgeType::release);
+  const auto results = k.commit_sync(10s);
+  REQUIRE(results.count({"q", 0}) == 1);
+  CHECK_FALSE(results.at({"q", 0}).error);
+  CHECK(results.at({"q", 0}).offsets.size() == held.size());
+  poll_r(
+      [&] {
+        return std::all_of(held_ids.begin(), held_ids.end(),
+                           [&](const auto& id) { return r_got.count(id) > 0; });
+      },
+      30s);
+  for (const auto& rec : held) {
+    INFO("offset " << rec.offset);
+    const auto it = r_got.find({rec.partition, rec.offset});
+    REQUIRE(it != r_got.end());
+    CHECK(it->second ==
+          std::vector<std::int16_t>{static_cast<std::int16_t>(rec.delivery_count.value_or(0) + 1)});
+  }
+  r.close();
+  k.close();
+}
+
 // On librdkafka 2.0.2's mock, which has no share-group APIs ([share-any]: the first cluster).
 TEST_CASE("share: a broker without share groups is a clear fatal error", "[share-any]") {
   mock_cluster mc(1);
