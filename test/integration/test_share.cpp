@@ -726,6 +726,69 @@ TEST_CASE("share: a kgroup member's releases reach a librdkafka member of its gr
   k.close();
 }
 
+// The other direction: what a librdkafka member in explicit mode releases reaches the kgroup
+// member with count + 1. kgroup starts first on a topic of its own (librdkafka's start wipes the
+// broker's sessions, M1), librdkafka alone on q takes a batch, both are given q-0 by hand (M3),
+// and librdkafka releases its batch (commit_sync) and polls no more.
+TEST_CASE("share: a librdkafka member's releases reach a kgroup member of its group with count + 1",
+          "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  REQUIRE(kgroup::test::rdkafka_share().load());
+  mc.create_topic("q", 1);
+  mc.create_topic("idle", 1);
+  mc.produce("q", 20);
+  const std::string group = "mixed-release-back";
+  ShareConsumer k(share_config(mc, group));
+  b_alone_on_idle(k);
+  std::map<record_id, std::vector<std::int16_t>> k_got;  // kgroup's deliveries' counts
+  const auto poll_k = [&](auto until, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!until() && std::chrono::steady_clock::now() < deadline) {
+      for (const auto& rec : k.poll(50ms)) k_got[{rec.partition, rec.offset}].push_back(*rec.delivery_count);
+    }
+  };
+  kgroup::test::rdkafka_share_member r(mc, group, "q", /*explicit_mode=*/true);
+  std::vector<std::string> ids;
+  poll_k(
+      [&] {
+        ids = mc.share_group_member_ids(group);
+        return ids.size() == 2;
+      },
+      20s);
+  REQUIRE(ids.size() == 2);
+  poll_k([] { return false; }, 1500ms);  // librdkafka's start settles
+  // librdkafka takes a batch of q and holds it.
+  std::vector<kgroup::test::rdkafka_delivery> batch;
+  bool committed = false;
+  const auto k_id = k.metrics().member_id;
+  const auto r_id = ids[0] == k_id ? ids[1] : ids[0];
+  REQUIRE(mc.share_group_assign(group, {{k_id, {{"q", 0}, {"idle", 0}}}, {r_id, {{"q", 0}}}}));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (batch.empty() && std::chrono::steady_clock::now() < deadline) {
+    batch = r.poll_and_release(100ms, committed);
+    poll_k([] { return false; }, 10ms);
+  }
+  REQUIRE_FALSE(batch.empty());
+  CHECK(committed);
+  // kgroup gets each released record with librdkafka's count + 1.
+  poll_k(
+      [&] {
+        return std::all_of(batch.begin(), batch.end(), [&](const auto& d) {
+          return k_got.count({d.partition, d.offset}) > 0;
+        });
+      },
+      30s);
+  for (const auto& d : batch) {
+    INFO("offset " << d.offset << " count " << d.count);
+    const auto it = k_got.find({d.partition, d.offset});
+    REQUIRE(it != k_got.end());
+    CHECK(it->second == std::vector<std::int16_t>{static_cast<std::int16_t>(d.count + 1)});
+  }
+  r.close();
+  k.close();
+}
+
 // On librdkafka 2.0.2's mock, which has no share-group APIs ([share-any]: the first cluster).
 TEST_CASE("share: a broker without share groups is a clear fatal error", "[share-any]") {
   mock_cluster mc(1);

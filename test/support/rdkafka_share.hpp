@@ -32,6 +32,9 @@ struct rdkafka_share_api {
   rd_kafka_error_t* (*destroy)(rd_share*) = nullptr;
   std::int16_t (*delivery_count)(const rd_kafka_message_t*) = nullptr;
   rd_kafka_error_t* (*acknowledge)(rd_share*, const rd_kafka_message_t*) = nullptr;
+  // rd_kafka_share_AcknowledgeType_t: 1 accept, 2 release, 3 reject.
+  rd_kafka_error_t* (*acknowledge_type)(rd_share*, const rd_kafka_message_t*, int) = nullptr;
+  rd_kafka_error_t* (*commit_sync)(rd_share*, int, rd_kafka_topic_partition_list_t**) = nullptr;
 
   /// Whether the loaded librdkafka has a share consumer (2.15.1: yes; 2.0.2: no).
   bool load() {
@@ -46,8 +49,10 @@ struct rdkafka_share_api {
     destroy = reinterpret_cast<decltype(destroy)>(sym("rd_kafka_share_destroy"));
     delivery_count = reinterpret_cast<decltype(delivery_count)>(sym("rd_kafka_message_delivery_count"));
     acknowledge = reinterpret_cast<decltype(acknowledge)>(sym("rd_kafka_share_acknowledge"));
+    acknowledge_type = reinterpret_cast<decltype(acknowledge_type)>(sym("rd_kafka_share_acknowledge_type"));
+    commit_sync = reinterpret_cast<decltype(commit_sync)>(sym("rd_kafka_share_commit_sync"));
     return consumer_new && subscribe && poll && count && get && destroy_messages && close && destroy &&
-           delivery_count && acknowledge;
+           delivery_count && acknowledge && acknowledge_type && commit_sync;
   }
 };
 
@@ -104,6 +109,41 @@ class rdkafka_share_member {
       out.push_back({m->partition, m->offset, rd.delivery_count(m)});
     }
     rd.destroy_messages(batch);
+    return out;
+  }
+  /// Explicit mode: one rd_kafka_share_poll(), every record of it released
+  /// (rd_kafka_share_acknowledge_type RELEASE), then rd_kafka_share_commit_sync(). Returns the
+  /// released records; false in `committed` when the commit reported an error.
+  std::vector<rdkafka_delivery> poll_and_release(std::chrono::milliseconds timeout, bool& committed) {
+    auto& rd = rdkafka_share();
+    std::vector<rdkafka_delivery> out;
+    committed = true;
+    rd_messages* batch = nullptr;
+    drop(rd.poll(h_, static_cast<int>(timeout.count()), &batch));
+    if (!batch) return out;
+    for (size_t i = 0; i < rd.count(batch); ++i) {
+      const auto* m = rd.get(batch, i);
+      if (m->err) continue;
+      if (auto* e = rd.acknowledge_type(h_, m, 2)) {
+        committed = false;
+        rd_kafka_error_destroy(e);
+        continue;
+      }
+      out.push_back({m->partition, m->offset, rd.delivery_count(m)});
+    }
+    rd.destroy_messages(batch);
+    if (out.empty()) return out;
+    rd_kafka_topic_partition_list_t* parts = nullptr;
+    if (auto* e = rd.commit_sync(h_, 10000, &parts)) {
+      committed = false;
+      rd_kafka_error_destroy(e);
+    }
+    if (parts) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        if (parts->elems[i].err) committed = false;
+      }
+      rd_kafka_topic_partition_list_destroy(parts);
+    }
     return out;
   }
   void close() {
