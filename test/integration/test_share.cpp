@@ -69,6 +69,10 @@ class share_journal {
         // M2: the broker kept the record acquired by this member after its acknowledgement failed
         // at the top level without ending the session, and re-sends it with the same count.
         ++same_count_after_failure_;
+      } else if (n == 0 && r.count > 1 && unseen_allowed_) {
+        // Acquired before and released without reaching an application: a member's buffered
+        // answer when the mock wiped its session (M1: another client's connection closed).
+        ++first_seen_late_;
       } else {
         CHECK(r.count == n + 1);  // counts go 1, 2, 3 ...
       }
@@ -139,6 +143,16 @@ class share_journal {
       CHECK(get(succeeded_, id) + get(failed_, id) == get(delivered_, id));
     }
   }
+  // Tests where M1 can wipe a session while a member holds an answer its application has not
+  // seen: a record's first delivery may then carry a count above 1.
+  void allow_unseen_acquisitions() {
+    std::lock_guard lock(m_);
+    unseen_allowed_ = true;
+  }
+  std::size_t first_seen_late() const {
+    std::lock_guard lock(m_);
+    return first_seen_late_;
+  }
   std::size_t same_count_after_failure() const {
     std::lock_guard lock(m_);
     return same_count_after_failure_;
@@ -159,6 +173,8 @@ class share_journal {
   std::map<record_id, int> delivered_, succeeded_, failed_;
   std::set<record_id> failed_since_delivery_;
   std::size_t same_count_after_failure_ = 0;
+  bool unseen_allowed_ = false;
+  std::size_t first_seen_late_ = 0;
   std::set<record_id> done_;
   std::map<std::string, std::set<record_id>> by_member_;
   std::size_t deliveries_ = 0;
@@ -594,6 +610,10 @@ TEST_CASE(
   mc.create_topic("q", 6);
   mc.produce("q", 6000);
   share_journal j;
+  // The second member's start can close a connection to the broker (librdkafka closes its
+  // bootstrap one), which on the mock wipes the first member's session (M1): what it had fetched
+  // and not yet handed out comes to someone with count 2 (failed so once under TSan, session 26).
+  j.allow_unseen_acquisitions();
   const bool kgroup_first = GENERATE(true, false);
   std::unique_ptr<ShareConsumer> k;
   std::unique_ptr<kgroup::test::rdkafka_share_member> r;
@@ -636,7 +656,8 @@ TEST_CASE(
   std::this_thread::sleep_for(500ms);
   running = false;
   for (auto& t : threads) t.join();
-  INFO((kgroup_first ? "kgroup" : "librdkafka") << " joined first");
+  INFO((kgroup_first ? "kgroup" : "librdkafka")
+       << " joined first; first deliveries with count 2 or more: " << j.first_seen_late());
   CHECK(first_read);
   CHECK(all_read);
   CHECK(j.seen() == all_records(6, 1000));
