@@ -701,7 +701,7 @@ TEST_CASE("share: a kgroup member's releases reach a librdkafka member of its gr
   };
   poll_r([&] { return mc.share_group_member_ids(group).size() == 1; }, 20s);
   REQUIRE(mc.share_group_member_ids(group).size() == 1);
-  poll_r([] { return false; }, 1500ms);  // its start settles (the bootstrap connection closes)
+  poll_r([] { return false; }, 3s);  // its start settles (the bootstrap connection closes)
   ShareConsumer k(
       share_config(mc, group).set("share.acknowledgement.mode", "explicit").set("max.poll.records", "10"));
   k.subscribe({"q"});
@@ -749,8 +749,9 @@ TEST_CASE("share: a kgroup member's releases reach a librdkafka member of its gr
 
 // The other direction: what a librdkafka member in explicit mode releases reaches the kgroup
 // member with count + 1. kgroup starts first on a topic of its own (librdkafka's start wipes the
-// broker's sessions, M1), librdkafka alone on q takes a batch, both are given q-0 by hand (M3),
-// and librdkafka releases its batch (commit_sync) and polls no more.
+// broker's sessions, M1), librdkafka alone on q takes a batch and holds it, both are then given
+// q-0 by hand (M3) and kgroup reads the rest, and librdkafka releases its batch (commit_sync) and
+// polls no more.
 TEST_CASE("share: a librdkafka member's releases reach a kgroup member of its group with count + 1",
           "[share]") {
   mock_cluster mc(1);
@@ -778,21 +779,32 @@ TEST_CASE("share: a librdkafka member's releases reach a kgroup member of its gr
       },
       20s);
   REQUIRE(ids.size() == 2);
-  poll_k([] { return false; }, 1500ms);  // librdkafka's start settles
-  // librdkafka takes a batch of q and holds it.
+  poll_k([] { return false; }, 3s);  // librdkafka's start settles (its bootstrap connection closes)
+  // librdkafka, alone on q, takes a batch and holds it.
   std::vector<kgroup::test::rdkafka_delivery> batch;
-  bool committed = false;
-  const auto k_id = k.metrics().member_id;
-  const auto r_id = ids[0] == k_id ? ids[1] : ids[0];
-  REQUIRE(mc.share_group_assign(group, {{k_id, {{"q", 0}, {"idle", 0}}}, {r_id, {{"q", 0}}}}));
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (batch.empty() && std::chrono::steady_clock::now() < deadline) {
-    batch = r.poll_and_release(100ms, committed);
+    batch = r.poll_hold(100ms);
     poll_k([] { return false; }, 10ms);
   }
   REQUIRE_FALSE(batch.empty());
-  CHECK(committed);
-  // kgroup gets each released record with librdkafka's count + 1.
+  for (const auto& d : batch) CHECK(k_got.count({d.partition, d.offset}) == 0);
+  // Both on q-0: kgroup reads what librdkafka does not hold.
+  const auto k_id = k.metrics().member_id;
+  const auto r_id = ids[0] == k_id ? ids[1] : ids[0];
+  REQUIRE(mc.share_group_assign(group, {{k_id, {{"q", 0}, {"idle", 0}}}, {r_id, {{"q", 0}}}}));
+  poll_k([&] { return k_got.size() + batch.size() >= 20; }, 20s);
+  CHECK(k_got.size() + batch.size() == 20);
+  for (const auto& d : batch) CHECK(k_got.count({d.partition, d.offset}) == 0);
+  // librdkafka releases its batch; kgroup gets each record with librdkafka's count + 1.
+  // Under TSan's timing librdkafka's session was sometimes gone by then (the commit answers
+  // SHARE_SESSION_NOT_FOUND; the mock wipes sessions on a connection's close, M1, and on an epoch
+  // mismatch, M6): its records were then released with the session, which gives them the same
+  // count + 1, so the check below still holds. Any other problem fails.
+  const auto problems = r.release_held();
+  INFO("librdkafka's release: " << (problems.empty() ? "applied" : problems));
+  CHECK((problems.empty() || problems.find("share session was not found") != std::string::npos));
+  if (!problems.empty()) WARN("librdkafka's session was gone at its release: " << problems);
   poll_k(
       [&] {
         return std::all_of(batch.begin(), batch.end(), [&](const auto& d) {

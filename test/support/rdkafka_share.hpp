@@ -111,44 +111,64 @@ class rdkafka_share_member {
     rd.destroy_messages(batch);
     return out;
   }
-  /// Explicit mode: one rd_kafka_share_poll(), every record of it released
-  /// (rd_kafka_share_acknowledge_type RELEASE), then rd_kafka_share_commit_sync(). Returns the
-  /// released records; false in `committed` when the commit reported an error.
-  std::vector<rdkafka_delivery> poll_and_release(std::chrono::milliseconds timeout, bool& committed) {
+  /// Explicit mode: one rd_kafka_share_poll() whose records the caller holds (unacknowledged)
+  /// until release_held(). Returns them.
+  std::vector<rdkafka_delivery> poll_hold(std::chrono::milliseconds timeout) {
     auto& rd = rdkafka_share();
     std::vector<rdkafka_delivery> out;
-    committed = true;
-    rd_messages* batch = nullptr;
-    drop(rd.poll(h_, static_cast<int>(timeout.count()), &batch));
-    if (!batch) return out;
-    for (size_t i = 0; i < rd.count(batch); ++i) {
-      const auto* m = rd.get(batch, i);
+    if (held_) return out;
+    drop(rd.poll(h_, static_cast<int>(timeout.count()), &held_));
+    if (!held_) return out;
+    for (size_t i = 0; i < rd.count(held_); ++i) {
+      const auto* m = rd.get(held_, i);
+      if (!m->err) out.push_back({m->partition, m->offset, rd.delivery_count(m)});
+    }
+    if (out.empty()) {
+      rd.destroy_messages(held_);
+      held_ = nullptr;
+    }
+    return out;
+  }
+  /// Releases every record poll_hold() returned (rd_kafka_share_acknowledge_type RELEASE), then
+  /// rd_kafka_share_commit_sync(). Returns what went wrong ("" when every step and partition
+  /// reported no error).
+  std::string release_held() {
+    auto& rd = rdkafka_share();
+    if (!held_) return "nothing held";
+    std::string problems;
+    for (size_t i = 0; i < rd.count(held_); ++i) {
+      const auto* m = rd.get(held_, i);
       if (m->err) continue;
       if (auto* e = rd.acknowledge_type(h_, m, 2)) {
-        committed = false;
+        problems += std::string("acknowledge_type: ") + rd_kafka_error_string(e) + "; ";
         rd_kafka_error_destroy(e);
-        continue;
       }
-      out.push_back({m->partition, m->offset, rd.delivery_count(m)});
     }
-    rd.destroy_messages(batch);
-    if (out.empty()) return out;
+    rd.destroy_messages(held_);
+    held_ = nullptr;
     rd_kafka_topic_partition_list_t* parts = nullptr;
     if (auto* e = rd.commit_sync(h_, 10000, &parts)) {
-      committed = false;
+      problems += std::string("commit_sync: ") + rd_kafka_error_string(e) + "; ";
       rd_kafka_error_destroy(e);
     }
     if (parts) {
       for (int i = 0; i < parts->cnt; ++i) {
-        if (parts->elems[i].err) committed = false;
+        if (parts->elems[i].err) {
+          problems += std::string("partition ") + std::to_string(parts->elems[i].partition) + ": " +
+                      rd_kafka_err2str(parts->elems[i].err) + "; ";
+        }
       }
       rd_kafka_topic_partition_list_destroy(parts);
     }
-    return out;
+    return problems;
   }
   void close() {
     if (!h_) return;
     auto& rd = rdkafka_share();
+    if (held_) {
+      rd.destroy_messages(held_);
+      held_ = nullptr;
+    }
     drop(rd.close(h_));
     drop(rd.destroy(h_));
     h_ = nullptr;
@@ -159,6 +179,7 @@ class rdkafka_share_member {
     if (e) rd_kafka_error_destroy(e);
   }
   rd_share* h_ = nullptr;
+  rd_messages* held_ = nullptr;  // poll_hold()'s records, until release_held()
 };
 
 }  // namespace kgroup::test
