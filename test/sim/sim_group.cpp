@@ -95,14 +95,14 @@ void simulation::setup() {
     setup_consumer();
   } else {
     setup_classic();
-    // Static members (KIP-345) in a third of the seeds (every seed with --static): every process
-    // slot has a group.instance.id, or each one by a coin's throw.
-    const auto pick = static_rng_.below(6);
-    if (group_static) {
-      static_mode_ = pick % 2 == 0 ? statics::all : statics::some;
-    } else if (pick < 2) {
-      static_mode_ = pick == 0 ? statics::all : statics::some;
-    }
+  }
+  // Static members (KIP-345; KIP-848's instance ids) in a third of the seeds (every seed with
+  // --static): every process slot has a group.instance.id, or each one by a coin's throw.
+  const auto pick = static_rng_.below(6);
+  if (group_static) {
+    static_mode_ = pick % 2 == 0 ? statics::all : statics::some;
+  } else if (pick < 2) {
+    static_mode_ = pick == 0 ? statics::all : statics::some;
   }
   // Applications that unsubscribe() and subscribe() again: a third of the seeds (every seed with
   // --unsubscribe).
@@ -163,6 +163,7 @@ sim_member& simulation::add_member(int slot) {
     auto opts = consumer_base_;
     // The driver's own member id (KIP-1082), used with ConsumerGroupHeartbeat v1.
     opts.member_id = fmt::format("{}-{:016x}", m->name, static_cast<std::uint64_t>(rng_.below(1ll << 62)));
+    opts.group_instance_id = m->instance_id;
     m->core = std::make_unique<core_box<kip848::consumer_member>>(std::move(opts));
   } else {
     auto opts = base_;
@@ -206,6 +207,12 @@ bool simulation::slot_alive(int slot, const sim_member* except) const {
   });
 }
 
+bool simulation::slot_running(int slot, const sim_member* except) const {
+  return std::any_of(members_.begin(), members_.end(), [&](const auto& o) {
+    return o.get() != except && o->slot == slot && o->alive && !o->fenced_fatal && now_ >= o->frozen_until;
+  });
+}
+
 void simulation::restart_slot(int slot, time_point when, const char* why) {
   at(when, [this, slot, why] {
     note(fmt::format("the process of slot {} starts again ({})", slot, why));
@@ -218,6 +225,17 @@ void simulation::restart_slot(int slot, time_point when, const char* why) {
 // it is only paused, whose instance id a new process takes over: the old one, a zombie when it
 // wakes, must be fenced (FENCED_INSTANCE_ID, fatal for its core).
 void simulation::static_fault(std::int64_t kind, sim_member& victim) {
+  if (consumer() && kind == 12) {
+    // KIP-848: a rolling bounce. close() leaves with epoch -2 (the coordinator keeps the
+    // assignment for the instance id), and the new process takes it over.
+    note(
+        fmt::format("FAULT {} is bounced: close(), then its process starts again with the same "
+                    "group.instance.id",
+                    victim.name));
+    victim.close_requested = true;
+    victim.restart_after_close = true;
+    return;
+  }
   if (kind < 13) {
     crash(victim, "crashes; its process restarts with the same group.instance.id");
     restart_slot(victim.slot, now_ + milliseconds(rng_.between(100, base_.session_timeout.count() + 3000)),
@@ -1039,10 +1057,15 @@ void simulation::apply_shared(sim_member& m, group::assignment_changed& act) {
 }
 
 void simulation::apply_shared(sim_member& m, group::report_error& act) {
-  if (act.fatal && act.code == make_error_code(kafka_errc::fenced_instance_id) && m.fenced_answer) {
+  if (act.fatal && m.fenced_answer &&
+      (act.code == make_error_code(kafka_errc::fenced_instance_id) ||
+       (consumer() && act.code == make_error_code(kafka_errc::unreleased_instance_id)))) {
     // G4's one exception (KIP-345): the coordinator knows this member's group.instance.id by
     // another member id now (a new process took it over, or a coordinator that moved loaded an
     // older one): the membership is over for good, and the application closes the consumer.
+    // KIP-848: or a join found the instance id still held by a member that did not leave with
+    // epoch -2 (a crashed or paused process, until its session times out): UNRELEASED_INSTANCE_ID,
+    // fatal as in Java's client; the orchestrator starts the process again later.
     note(fmt::format("{}: fenced: {}; the application closes it", m.name, act.message));
     m.fenced_fatal = true;
     m.close_requested = true;
@@ -1515,7 +1538,7 @@ void simulation::close_member(sim_member& m) {
   // A static member stays in the group on close() by default (KIP-345; Java's
   // shouldSendLeaveGroupRequest); some applications ask it to leave (KIP-1092's LEAVE_GROUP).
   auto op = group::close_membership::default_operation;
-  if (m.instance_id && !m.fenced_fatal && !consumer() && rng_.chance(0.3))
+  if (m.instance_id && !m.fenced_fatal && !m.restart_after_close && rng_.chance(0.3))
     op = group::close_membership::leave_group;
   if (op != group::close_membership::default_operation) note(fmt::format("{}: close(LEAVE_GROUP)", m.name));
   const auto left_before = m.left_count;
@@ -1532,8 +1555,13 @@ void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point
       m.alive = false;
       // A process that exits on FENCED_INSTANCE_ID is started again by its orchestrator, unless
       // the process that took its instance id over is still running.
-      if (m.fenced_fatal && !slot_alive(m.slot, &m))
+      // KIP-848: a process refused with UNRELEASED_INSTANCE_ID because its instance id is still
+      // held by an older incarnation that is only paused (presumed dead) is started again too,
+      // until that one's session times out (or it wakes).
+      if (m.fenced_fatal && (consumer() ? !slot_running(m.slot, &m) : !slot_alive(m.slot, &m)))
         restart_slot(m.slot, now_ + milliseconds(rng_.between(500, 3000)), "after it was fenced");
+      else if (m.restart_after_close && !slot_alive(m.slot, &m))
+        restart_slot(m.slot, now_ + milliseconds(rng_.between(50, 3000)), "a rolling bounce");
       return;
     }
     at_member(m, now_ + milliseconds(10),

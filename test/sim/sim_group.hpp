@@ -152,7 +152,8 @@ const char* to_string(cg_state s);
 
 struct cg_member {
   std::string id;
-  int sim = -1;  // which simulated member it is (for the checks)
+  int sim = -1;                            // which simulated member it is (for the checks)
+  std::optional<std::string> instance_id;  // group.instance.id of a static member
   std::int32_t epoch = 0;
   std::int32_t previous_epoch = 0;
   std::int32_t target_epoch = 0;  // the target assignment epoch it reconciles toward
@@ -170,6 +171,10 @@ struct consumer_group {
   std::int32_t assignment_epoch = 0;  // the epoch of the target assignment
   std::map<std::string, partition_set> target;
   std::map<std::string, cg_member> members;
+  // Static members: each group.instance.id and the member id that has it now. A member that left
+  // with epoch -2 keeps its instance id (and its assignment) until its session times out or a join
+  // with the instance id replaces it.
+  std::map<std::string, std::string> statics;
 };
 
 class simulation;
@@ -291,8 +296,9 @@ struct sim_member {
   // the same slot, with the same group.instance.id when the slot has one (static membership).
   int slot = 0;
   std::optional<std::string> instance_id;
-  bool fenced_answer = false;  // the coordinator answered one of its requests FENCED_INSTANCE_ID
-  bool fenced_fatal = false;   // its core reported that as fatal: the application closes it
+  bool fenced_answer = false;        // the coordinator answered one of its requests FENCED_INSTANCE_ID
+  bool fenced_fatal = false;         // its core reported that as fatal: the application closes it
+  bool restart_after_close = false;  // a rolling bounce: the process starts again once it closed
   bool alive = true;
   bool closing = false;
   bool close_requested = false;  // the application calls close() after its current work
@@ -404,6 +410,8 @@ class simulation {
   /// A new incarnation of `slot` at `when` (a restarted process, with its group.instance.id).
   void restart_slot(int slot, time_point when, const char* why);
   bool slot_alive(int slot, const sim_member* except) const;
+  /// slot_alive(), and not paused (an orchestrator presumes a paused process dead).
+  bool slot_running(int slot, const sim_member* except) const;
   /// A later incarnation of `m`'s process slot has started.
   bool superseded(const sim_member& m) const;
   void static_fault(std::int64_t kind, sim_member& victim);
@@ -446,7 +454,11 @@ class simulation {
   // ---- the KIP-848 coordinator (sim_group_consumer.cpp) ----
   void setup_consumer();
   cg_response cg_heartbeat(sim_member& m, const cg_request& r, std::int16_t version);
-  cg_response cg_leave(const cg_request& r);
+  cg_response cg_leave(sim_member& m, const cg_request& r);
+  /// KIP-848's static-member rules for a heartbeat with an instance id (Kafka's
+  /// getOrMaybeSubscribeStaticConsumerGroupMember): an error code, or 0 (a join may have replaced
+  /// a member that left with epoch -2 by `id`).
+  std::int16_t cg_static(sim_member& m, const cg_request& r, const std::string& id, std::string& why);
   void cg_compute_target();
   void cg_reconcile(cg_member& cm, const std::optional<partition_set>& owned);
   void cg_next_assignment(cg_member& cm);

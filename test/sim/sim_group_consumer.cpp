@@ -103,7 +103,7 @@ std::vector<cg_response::topic_partitions_t> simulation::to_wire(const partition
 
 cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::int16_t version) {
   if (r.member_epoch == kip848::leave_epoch_dynamic || r.member_epoch == kip848::leave_epoch_static)
-    return cg_leave(r);
+    return cg_leave(m, r);
   cg_response out;
   auto refuse = [&](kafka_errc e, std::string why) {
     out.error_code = code(e);
@@ -123,6 +123,10 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
   }
   const std::string id =
       r.member_id.empty() ? fmt::format("{}-srv{}", m.name, next_member_id_++) : r.member_id;
+  if (r.instance_id) {
+    std::string why;
+    if (const auto e = cg_static(m, r, id, why)) return refuse(static_cast<kafka_errc>(e), why);
+  }
   const std::optional<partition_set> owned =
       r.topic_partitions ? std::optional(from_wire(*r.topic_partitions)) : std::nullopt;
   auto it = cg_.members.find(id);
@@ -131,8 +135,11 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
     cg_member cm;
     cm.id = id;
     cm.sim = m.index;
+    cm.instance_id = r.instance_id;
+    if (r.instance_id) cg_.statics[*r.instance_id] = id;
     it = cg_.members.emplace(id, std::move(cm)).first;
-    note(fmt::format("coordinator: {} joins as '{}'", m.name, id));
+    note(fmt::format("coordinator: {} joins as '{}'{}", m.name, id,
+                     r.instance_id ? " (static member '" + *r.instance_id + "')" : ""));
     cg_bump("member joined");
   } else if (r.member_epoch > it->second.epoch) {
     // throwIfMemberEpochIsInvalid.
@@ -168,8 +175,93 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
   return out;
 }
 
-cg_response simulation::cg_leave(const cg_request& r) {
+std::int16_t simulation::cg_static(sim_member& m, const cg_request& r, const std::string& id,
+                                   std::string& why) {
+  const std::string& instance = *r.instance_id;
+  const auto s = cg_.statics.find(instance);
+  auto fenced = [&](kafka_errc e) {
+    // G4 accepts these as fatal from a member the coordinator answered so.
+    m.fenced_answer = true;
+    return code(e);
+  };
+  if (r.member_epoch != 0) {
+    // throwIfStaticMemberIsUnknown, throwIfInstanceIdIsFenced (the epoch is checked next).
+    if (s == cg_.statics.end()) {
+      why = "unknown instance id '" + instance + "'";
+      return code(kafka_errc::unknown_member_id);
+    }
+    if (s->second != r.member_id) {
+      why = fmt::format("instance id '{}' is member '{}' now", instance, s->second);
+      return fenced(kafka_errc::fenced_instance_id);
+    }
+    return 0;
+  }
+  if (s == cg_.statics.end()) return 0;  // a new static member (the caller adds it)
+  auto old = cg_.members.find(s->second);
+  if (old == cg_.members.end()) fail("coordinator", "static member '" + instance + "' has no member");
+  // throwIfInstanceIdIsUnreleased: only a member that left with epoch -2 gives its instance id up
+  // before its session times out.
+  if (old->second.epoch != kip848::leave_epoch_static) {
+    why = fmt::format("instance id '{}' is still held by '{}' at epoch {}", instance, old->first,
+                      old->second.epoch);
+    return fenced(kafka_errc::unreleased_instance_id);
+  }
+  // The member is copied under the new id at epoch 0 (previous 0), with its assignment and target;
+  // the group epoch stays (replaceMember: no join, no leave).
+  cg_member cm = old->second;
+  const auto target = cg_.target.find(old->first);
+  std::optional<partition_set> kept_target;
+  if (target != cg_.target.end()) {
+    kept_target = target->second;
+    cg_.target.erase(target);
+  }
+  note(
+      fmt::format("coordinator: {} as '{}' replaces '{}' (static member '{}', left with epoch -2): assigned "
+                  "[{}], no new group epoch",
+                  m.name, id, old->first, instance, names(cm.assigned)));
+  cg_.members.erase(old);
+  cm.id = id;
+  cm.sim = m.index;
+  cm.epoch = 0;
+  cm.previous_epoch = 0;
+  cg_.members[id] = std::move(cm);
+  if (kept_target) cg_.target[id] = std::move(*kept_target);
+  s->second = id;
+  return 0;
+}
+
+cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
   cg_response out;
+  auto refuse = [&](kafka_errc e, const std::string& why) {
+    out.error_code = code(e);
+    note(fmt::format("coordinator: leave of {} ('{}' epoch {}): {} ({})", m.name, r.member_id, r.member_epoch,
+                     kafka_error_name(code(e)), why));
+    return out;
+  };
+  if (r.member_epoch == kip848::leave_epoch_static && !r.instance_id)
+    return refuse(kafka_errc::invalid_request, "epoch -2 without an instance id");
+  if (r.instance_id) {
+    // consumerGroupLeave: the static member of the instance id, by this member id.
+    const auto s = cg_.statics.find(*r.instance_id);
+    if (s == cg_.statics.end()) return refuse(kafka_errc::unknown_member_id, "unknown instance id");
+    if (s->second != r.member_id) {
+      m.fenced_answer = true;
+      return refuse(kafka_errc::fenced_instance_id, "the instance id is member '" + s->second + "' now");
+    }
+    if (r.member_epoch == kip848::leave_epoch_static) {
+      // consumerGroupStaticMemberGroupLeave: epoch -2, nothing pending revocation, the assignment
+      // kept for the instance id until the session times out; no new group epoch.
+      auto& cm = cg_.members.at(r.member_id);
+      note(fmt::format("coordinator: '{}' (static member '{}') leaves with epoch -2, keeping [{}]",
+                       r.member_id, *r.instance_id, names(cm.assigned)));
+      cm.epoch = kip848::leave_epoch_static;
+      cm.revoking.clear();
+      cm.revoke_deadline.reset();
+      out.member_id = r.member_id;
+      out.member_epoch = r.member_epoch;
+      return out;
+    }
+  }
   if (!cg_.members.count(r.member_id)) {
     out.error_code = code(kafka_errc::unknown_member_id);
     return out;
@@ -190,6 +282,10 @@ void simulation::cg_remove(const std::string& id, const std::string& why) {
   auto it = cg_.members.find(id);
   if (it == cg_.members.end()) return;
   note(fmt::format("coordinator: removes '{}' ({}), which held {}", id, why, names(held(it->second))));
+  if (const auto& instance = it->second.instance_id) {
+    const auto s = cg_.statics.find(*instance);
+    if (s != cg_.statics.end() && s->second == id) cg_.statics.erase(s);
+  }
   cg_.members.erase(it);
   cg_.target.erase(id);
   cg_bump("member removed");
