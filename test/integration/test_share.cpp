@@ -532,6 +532,37 @@ TEST_CASE("share: close() in explicit mode applies what was acknowledged and rel
   b.close();
 }
 
+// Issue 34: "a member that does not poll within max.poll.interval.ms leaves and rejoins on its
+// next poll". Alone in its group, the member leaves (its sessions close, releasing what it held),
+// then its next poll() rejoins it and it reads the queue to its end: the sessions it closed are
+// opened again (the path where session 25's CI saw a fetcher stall after its own fence).
+TEST_CASE("share: a member back from a poll timeout rejoins and reads the queue to its end", "[share]") {
+  mock_cluster mc(1);
+  if (!needs_share_groups(mc)) return;
+  mc.create_topic("q", 1);
+  mc.produce("q", 30);
+  share_journal j;
+  j.allow_unseen_acquisitions();  // what it fetched and had not handed out when it left
+  ShareConsumer c(share_config(mc, "back").set("max.poll.records", "5").set("max.poll.interval.ms", "2000"));
+  c.set_acknowledgement_commit_callback(to_journal(j));
+  c.subscribe({"q"});
+  poll_until(
+      c, "c", j, [&] { return !j.of("c").empty(); }, 20s, [](const auto&) {});
+  REQUIRE_FALSE(j.of("c").empty());
+  const auto held = j.of("c");
+  REQUIRE(eventually([&] { return c.metrics().state == "poll_timed_out"; }, 10s));
+  CHECK(c.assignment().empty());
+  poll_until(
+      c, "c", j, [&] { return j.done() == all_records(1, 30); }, 30s, [](const auto&) {});
+  INFO(figures(c));
+  CHECK(j.done() == all_records(1, 30));
+  CHECK(c.metrics().state == "stable");
+  // What it held at the timeout was never accepted (implicit mode accepts at the next poll, and
+  // the leave released it first): it came again, with count 2.
+  for (const auto& id : held) CHECK(j.count_of(id) == 2);
+  c.close();
+}
+
 // unsubscribe() drops the records fetched and not yet handed out (the sessions' close releases
 // them); the leaders they came from must be fetched from again after subscribe(). Two leaders
 // answer two records each before the first poll(), which takes three (max.poll.records), so one
