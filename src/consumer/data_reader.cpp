@@ -205,9 +205,19 @@ void data_reader::resume(const std::set<TopicPartition>& tps) {
 }
 
 void data_reader::publish_partitions(metrics_state& m, const std::set<TopicPartition>& assigned) const {
-  m.partitions.clear();
-  for (const auto& tp : assigned) {
-    auto& out = m.partitions[tp];
+  // poll() publishes every 100 ms: with the same partitions as last time (the common case) the
+  // entries are rewritten in place, not rebuilt (one node and one topic string per partition, each
+  // time; issue 37, the idle member).
+  const bool same = m.partitions.size() == assigned.size() &&
+                    std::equal(assigned.begin(), assigned.end(), m.partitions.begin(),
+                               [](const TopicPartition& tp, const auto& entry) { return tp == entry.first; });
+  if (!same) {
+    m.partitions.clear();
+    for (const auto& tp : assigned)
+      m.partitions.emplace_hint(m.partitions.end(), tp, metrics_state::partition{});
+  }
+  for (auto& [tp, out] : m.partitions) {
+    out = metrics_state::partition{};
     if (const auto* p = positions_.find(tp)) {
       out.position = p->position;
       out.high_watermark = p->high_watermark;

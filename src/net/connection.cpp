@@ -175,6 +175,18 @@ void connection::start_connect() {
     });
     return;
   }
+  // An address needs no lookup: Asio's resolver runs getaddrinfo on a thread of its own, started
+  // at the first lookup (issue 37: a member whose brokers are given as addresses runs one thread
+  // fewer, and each connect wakes no other thread).
+  boost::system::error_code not_an_address;
+  const auto address = asio::ip::make_address(host_, not_an_address);
+  if (!not_an_address) {
+    asio::post(io_,
+               [self = shared_from_this(), gen = generation_, ep = asio::ip::tcp::endpoint(address, port_)] {
+                 if (gen == self->generation_) self->on_resolved({ep});
+               });
+    return;
+  }
   resolver_.async_resolve(
       host_, std::to_string(port_),
       [self = shared_from_this(), gen = generation_](const boost::system::error_code& ec,

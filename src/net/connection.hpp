@@ -9,11 +9,12 @@
 // closed as a protocol violation. A request that times out closes the connection too (its late
 // response would otherwise be matched to the next request), as the Java client does.
 //
-// As Java's (client.dns.lookup=use_all_dns_ips): every connect resolves the name again and tries
-// its addresses in turn, each within socket.connection.setup.timeout.ms, starting with the one
-// that worked last. A connection with nothing in flight for connections.max.idle.ms is closed
-// quietly and reopened by the next request. The socket options (SO_KEEPALIVE, SO_SNDBUF,
-// SO_RCVBUF) are set before connecting, as Java does, so the receive window can scale to them.
+// As Java's (client.dns.lookup=use_all_dns_ips): every connect resolves the name again (an IP
+// address is used as it is, without the resolver's thread) and tries its addresses in turn, each
+// within socket.connection.setup.timeout.ms, starting with the one that worked last. A connection
+// with nothing in flight for connections.max.idle.ms is closed quietly and reopened by the next
+// request. The socket options (SO_KEEPALIVE, SO_SNDBUF, SO_RCVBUF) are set before connecting, as
+// Java does, so the receive window can scale to them.
 //
 // Not thread-safe: every call must be made on the io_context's thread.
 #pragma once

@@ -59,6 +59,9 @@
 // partitions, spawned, polling every 100 ms for SECONDS, then closed; whole-process CPU (start,
 // join, polls, close) and peak RSS, medians of --runs runs:
 //   idle client=C partitions=P seconds=S cpu_s=X cpu_min=L cpu_max=H peak_rss_mb=M
+// with client=none as the floor (unless --client is given): this binary started with no client,
+// waiting 100 ms at a time on a condition variable for SECONDS, and '#' lines with each client's
+// CPU and RSS above it.
 //
 // Usage: kgroup-bench-consume [--quick] [--cli] [--idle SECONDS] [--records N] [--partitions N] [--runs N]
 //                             [--codec none|lz4] [--client kgroup|librdkafka]
@@ -78,6 +81,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +89,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -401,6 +406,19 @@ int run_kgroup_idle(const run_spec& spec) {
   return joined && records == 0 ? 0 : 1;
 }
 
+// --idle's reference: the same process with no client, waiting the same 100 ms at a time on a
+// condition variable (as both clients' poll() waits when nothing arrives) for spec.records seconds:
+// what starting this binary and the application's own 600 timed waits a minute cost on this
+// machine, which no client can go below.
+int run_none_idle(const run_spec& spec) {
+  std::mutex m;
+  std::condition_variable cv;
+  const auto end = steady::now() + std::chrono::seconds(spec.records);
+  std::unique_lock lock(m);
+  while (steady::now() < end) cv.wait_until(lock, std::min(end, steady::now() + 100ms));
+  return 0;
+}
+
 int run_librdkafka_idle(const run_spec& spec) {
   std::size_t assigned = 0;
   {
@@ -661,6 +679,7 @@ options parse(int argc, char** argv) {
   if (o.idle_seconds > 0) {
     o.records = o.idle_seconds;  // the children read it as their seconds
     if (!partitions_set) o.partitions = 12;
+    if (!clients_set) o.clients.push_back("none");  // the floor: no client, the same waits
   }
   o.spec.records = o.records;
   o.spec.partitions = o.partitions;
@@ -672,6 +691,7 @@ int child_main(const options& o) {
   if (o.child_mode == "librdkafka-print") return run_librdkafka_print(o.spec);
   if (o.child_mode == "kgroup-idle") return run_kgroup_idle(o.spec);
   if (o.child_mode == "librdkafka-idle") return run_librdkafka_idle(o.spec);
+  if (o.child_mode == "none-idle") return run_none_idle(o.spec);
   run_result r;
   if (o.child_mode == "kgroup") {
     r = run_kgroup(o.spec);
@@ -902,6 +922,15 @@ int idle_main(const options& o, kgroup::test::mock_cluster& mc) {
         "rss at most librdkafka's)\n",
         median(cpus["kgroup"]) / std::max(1e-9, median(cpus["librdkafka"])),
         median(rss["kgroup"]) / std::max(1e-9, median(rss["librdkafka"])));
+  }
+  if (cpus.count("none")) {
+    for (const char* client : {"kgroup", "librdkafka"}) {
+      if (!cpus.count(client)) continue;
+      std::printf(
+          "# idle %s above the floor (client=none: this binary started, the same 100 ms waits): "
+          "cpu %+.3f s, peak rss %+.1f MB\n",
+          client, median(cpus[client]) - median(cpus["none"]), median(rss[client]) - median(rss["none"]));
+    }
   }
   return all_ok ? 0 : 1;
 }

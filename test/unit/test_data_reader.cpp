@@ -407,6 +407,40 @@ TEST_CASE("data_reader: assign() owns exactly its partitions and forgets the oth
   CHECK(h.consumed() == std::map<TopicPartition, epoch_offset>{{t1, {1, 5}}});
 }
 
+TEST_CASE("data_reader: the published partition metrics follow the assignment and the positions",
+          "[data_reader]") {
+  // poll() publishes them every 100 ms; with the same partitions the entries are rewritten in
+  // place (issue 37), which must still show every change.
+  reader_harness h;
+  const TopicPartition t2{"u", 2};
+  h.owns({t0, t1});
+  h.position(t0, 5);
+  detail::metrics_state m;
+  h.reader.publish_partitions(m, {t0, t1});
+  REQUIRE(m.partitions.size() == 2);
+  CHECK(m.partitions.at(t0).position == 5);
+  CHECK(m.partitions.at(t1).position == -1);
+  h.position(t1, 7);
+  h.reader.publish_partitions(m, {t0, t1});
+  REQUIRE(m.partitions.size() == 2);
+  CHECK(m.partitions.at(t0).position == 5);
+  CHECK(m.partitions.at(t1).position == 7);
+  // Another set: exactly its partitions, the new one without a position yet.
+  h.owns({t2});
+  h.reader.publish_partitions(m, {t1, t2});
+  REQUIRE(m.partitions.size() == 2);
+  CHECK(m.partitions.count(t0) == 0);
+  CHECK(m.partitions.at(t1).position == 7);
+  CHECK(m.partitions.at(t2).position == -1);
+  // The same set, a partition given up meanwhile: its entry goes back to no position.
+  h.gives_up(listener_kind::revoked, {t1});
+  h.reader.publish_partitions(m, {t1, t2});
+  REQUIRE(m.partitions.size() == 2);
+  CHECK(m.partitions.at(t1).position == -1);
+  h.reader.publish_partitions(m, {});
+  CHECK(m.partitions.empty());
+}
+
 // ---- what the fetcher finds: cuts -----------------------------------------------------------------
 
 TEST_CASE("data_reader: a log cut against the application's position", "[data_reader]") {
