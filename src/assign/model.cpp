@@ -73,40 +73,124 @@ void order_members(group_model& model) {
 }
 
 // Resolves every member's topic names to name ranks (sorted, no duplicates, only topics with
-// partitions) and lays them out as CSR over ranks.
+// partitions), stores each distinct list once (CSR over ranks: list s is ranks[begin[s] ..
+// begin[s+1])) and gives each member the index of its list in model.sub_of.
 void resolve_subscriptions(group_model& model,
                            const std::unordered_map<std::string_view, std::uint32_t>& rank_by_name,
                            const std::vector<std::uint32_t>& meta_of_rank,
                            std::vector<std::uint32_t>& begin, std::vector<std::uint32_t>& ranks) {
   const auto& topics = model.cluster->topics;
   const std::uint32_t member_count = model.member_count();
-  begin.assign(member_count + 1, 0);
+  model.sub_of.assign(member_count, 0);
+  begin.assign(1, 0);
   ranks.clear();
+  // At most every name of every member; reserved, not touched, so no list moves as it grows.
+  std::size_t names_total = 0;
+  for (std::uint32_t m = 0; m < member_count; ++m) names_total += model.member(m).topics.size();
+  ranks.reserve(names_total);
+  // Distinct lists by a hash of their ranks; equal hashes are compared.
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;
   const std::vector<std::string>* previous = nullptr;
-  std::uint32_t previous_begin = 0;
   for (std::uint32_t m = 0; m < member_count; ++m) {
     const std::vector<std::string>& names = model.member(m).topics;
-    const auto start = static_cast<std::uint32_t>(ranks.size());
-    // Groups mostly share one subscription: comparing with the previous member's list is much
+    // Groups mostly share one subscription: comparing with the previous member's names is much
     // cheaper than hashing every name again.
     if (previous != nullptr && names == *previous) {
-      const std::uint32_t len = begin[m] - previous_begin;
-      ranks.resize(start + len);
-      std::copy_n(ranks.begin() + previous_begin, len, ranks.begin() + start);
-    } else {
-      for (const auto& name : names) {
-        const auto it = rank_by_name.find(name);
-        if (it == rank_by_name.end()) continue;
-        if (topics[meta_of_rank[it->second]].partition_count == 0) continue;
-        ranks.push_back(it->second);
-      }
-      std::sort(ranks.begin() + start, ranks.end());
-      ranks.erase(std::unique(ranks.begin() + start, ranks.end()), ranks.end());
-      previous = &names;
+      model.sub_of[m] = model.sub_of[m - 1];
+      continue;
     }
-    previous_begin = start;
-    begin[m] = start;
-    begin[m + 1] = static_cast<std::uint32_t>(ranks.size());
+    previous = &names;
+    const auto start = ranks.size();
+    for (const auto& name : names) {
+      const auto it = rank_by_name.find(name);
+      if (it == rank_by_name.end()) continue;
+      if (topics[meta_of_rank[it->second]].partition_count == 0) continue;
+      ranks.push_back(it->second);
+    }
+    const auto first = ranks.begin() + static_cast<std::ptrdiff_t>(start);
+    std::sort(first, ranks.end());
+    ranks.erase(std::unique(first, ranks.end()), ranks.end());
+    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the ranks
+    for (auto it = first; it != ranks.end(); ++it) h = (h ^ *it) * 0x100000001b3ull;
+    const auto [lo, hi] = by_hash.equal_range(h);
+    bool found = false;
+    for (auto it = lo; it != hi && !found; ++it) {
+      const std::uint32_t s = it->second;
+      if (std::equal(ranks.begin() + begin[s], ranks.begin() + begin[s + 1], first, ranks.end())) {
+        model.sub_of[m] = s;
+        found = true;
+      }
+    }
+    if (found) {
+      ranks.resize(start);
+      continue;
+    }
+    const auto s = static_cast<std::uint32_t>(begin.size() - 1);
+    by_hash.emplace(h, s);
+    model.sub_of[m] = s;
+    begin.push_back(static_cast<std::uint32_t>(ranks.size()));
+  }
+}
+
+// Each topic's subscribers (members in member order), one list per distinct set of subscriptions
+// that name the topic: topics subscribed by the same members share their list.
+void index_subscribers(group_model& model) {
+  const std::uint32_t topic_count = model.topic_count();
+  const std::uint32_t member_count = model.member_count();
+  const auto sub_count = static_cast<std::uint32_t>(model.sub_begin.size() - 1);
+  // The subscriptions naming each topic, ascending (CSR).
+  std::vector<std::uint32_t> subs_begin(topic_count + 1, 0);
+  for (std::uint32_t t : model.sub_topics) ++subs_begin[t + 1];
+  for (std::uint32_t t = 0; t < topic_count; ++t) subs_begin[t + 1] += subs_begin[t];
+  std::vector<std::uint32_t> subs(model.sub_topics.size());
+  {
+    std::vector<std::uint32_t> fill(subs_begin.begin(), subs_begin.end() - 1);
+    for (std::uint32_t s = 0; s < sub_count; ++s) {
+      for (std::uint32_t i = model.sub_begin[s]; i < model.sub_begin[s + 1]; ++i)
+        subs[fill[model.sub_topics[i]]++] = s;
+    }
+  }
+  model.subscriber_list_of.assign(topic_count, 0);
+  model.subscriber_begin.assign(1, 0);
+  model.subscribers.clear();
+  // At most one entry per (member, subscribed topic), when no two topics share their subscribers.
+  {
+    std::vector<std::uint32_t> members_of(sub_count, 0);
+    for (std::uint32_t m = 0; m < member_count; ++m) ++members_of[model.sub_of[m]];
+    std::size_t bound = 0;
+    for (std::uint32_t s = 0; s < sub_count; ++s) {
+      bound += std::size_t{members_of[s]} * (model.sub_begin[s + 1] - model.sub_begin[s]);
+    }
+    model.subscribers.reserve(bound);
+  }
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;  // a list's subscriptions -> list
+  std::vector<std::uint32_t> first_topic;                         // a topic with list l's subscriptions
+  std::vector<char> named(sub_count, 0);
+  for (std::uint32_t t = 0; t < topic_count; ++t) {
+    const auto b = subs.begin() + subs_begin[t];
+    const auto e = subs.begin() + subs_begin[t + 1];
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (auto it = b; it != e; ++it) h = (h ^ *it) * 0x100000001b3ull;
+    const auto [lo, hi] = by_hash.equal_range(h);
+    bool found = false;
+    for (auto it = lo; it != hi && !found; ++it) {
+      const std::uint32_t u = first_topic[it->second];
+      if (std::equal(subs.begin() + subs_begin[u], subs.begin() + subs_begin[u + 1], b, e)) {
+        model.subscriber_list_of[t] = it->second;
+        found = true;
+      }
+    }
+    if (found) continue;
+    const auto l = static_cast<std::uint32_t>(first_topic.size());
+    by_hash.emplace(h, l);
+    first_topic.push_back(t);
+    model.subscriber_list_of[t] = l;
+    for (auto it = b; it != e; ++it) named[*it] = 1;
+    for (std::uint32_t m = 0; m < member_count; ++m) {
+      if (named[model.sub_of[m]] != 0) model.subscribers.push_back(m);
+    }
+    for (auto it = b; it != e; ++it) named[*it] = 0;
+    model.subscriber_begin.push_back(static_cast<std::uint32_t>(model.subscribers.size()));
   }
 }
 
@@ -211,24 +295,9 @@ group_model build_model(const ClusterMetadata& cluster, const GroupSubscription&
   model.sub_begin = std::move(begin);
   model.sub_topics = std::move(ranks);
 
-  const std::uint32_t topic_count = model.topic_count();
-  const std::uint32_t member_count = model.member_count();
-  model.subscriber_begin.assign(topic_count + 1, 0);
-  for (std::uint32_t t : model.sub_topics) ++model.subscriber_begin[t + 1];
-  for (std::uint32_t t = 0; t < topic_count; ++t) model.subscriber_begin[t + 1] += model.subscriber_begin[t];
-  model.subscribers.resize(model.sub_topics.size());
-  {
-    std::vector<std::uint32_t> fill(model.subscriber_begin.begin(), model.subscriber_begin.end() - 1);
-    for (std::uint32_t m = 0; m < member_count; ++m) {
-      for (std::uint32_t t : model.topics_of(m)) model.subscribers[fill[t]++] = m;
-    }
-  }
-
-  const auto first = member_count > 0 ? model.topics_of(0) : std::span<const std::uint32_t>{};
-  for (std::uint32_t m = 1; m < member_count && model.uniform; ++m) {
-    const auto topics = model.topics_of(m);
-    model.uniform = std::equal(topics.begin(), topics.end(), first.begin(), first.end());
-  }
+  index_subscribers(model);
+  // Equal lists are stored once, so one list means one subscription.
+  model.uniform = model.sub_begin.size() <= 2;
 
   if (want_racks) setup_racks(model);
   return model;
@@ -236,31 +305,47 @@ group_model build_model(const ClusterMetadata& cluster, const GroupSubscription&
 
 ownership resolve_claims(const group_model& model, claim_source source) {
   const std::uint32_t partitions = model.partition_count();
+  const std::uint32_t member_count = model.member_count();
   ownership out;
-  std::vector<std::int32_t> generation;  // allocated with claimant, at the first claim
 
-  for (std::uint32_t m = 0; m < model.member_count(); ++m) {
+  // Each member's claims and their generation.
+  struct claim_set {
+    std::uint32_t member;
+    std::int32_t generation;
+    const std::vector<TopicPartitions>* partitions;
+  };
+  std::vector<sticky_user_data> decoded(member_count);
+  std::vector<claim_set> sets;
+  sets.reserve(member_count);
+  for (std::uint32_t m = 0; m < member_count; ++m) {
     const MemberSubscription& s = model.member(m);
     // Only decode user data when it can matter: the eager sticky format carries ownership, the
     // cooperative one only a generation for subscriptions too old to have one.
     const bool need_user_data = source == claim_source::user_data_then_owned || s.owned_partitions.empty() ||
                                 s.generation < 0;
-    const sticky_user_data user = need_user_data ? interpret_user_data(s.user_data) : sticky_user_data{};
-    const std::int32_t subscription_generation = s.generation >= 0 ? s.generation : user.generation.value_or(-1);
-    const std::vector<TopicPartitions>* claims;
-    std::int32_t claim_generation;
+    if (need_user_data) decoded[m] = interpret_user_data(s.user_data);
+    const sticky_user_data& user = decoded[m];
+    const std::int32_t subscription_generation =
+        s.generation >= 0 ? s.generation : user.generation.value_or(-1);
     const bool from_user_data = source == claim_source::user_data_then_owned
                                     ? !user.partitions.empty()
                                     : s.owned_partitions.empty() && !user.partitions.empty();
     if (from_user_data) {
-      claims = &user.partitions;
-      claim_generation = user.generation.value_or(s.generation);
+      sets.push_back({m, user.generation.value_or(s.generation), &user.partitions});
     } else {
-      claims = &s.owned_partitions;
-      claim_generation = subscription_generation;
+      sets.push_back({m, subscription_generation, &s.owned_partitions});
     }
-
-    for (const auto& tp : *claims) {
+  }
+  // The highest generation wins a partition; two members claiming it at that generation contest
+  // it. Taking the sets from the highest generation down, a partition's holder always has a
+  // generation at least the current set's, so no generation is kept per partition.
+  std::stable_sort(sets.begin(), sets.end(),
+                   [](const claim_set& a, const claim_set& b) { return a.generation > b.generation; });
+  std::vector<std::int32_t> generation_of(member_count, 0);
+  for (const auto& set : sets) generation_of[set.member] = set.generation;
+  for (const auto& set : sets) {
+    const std::uint32_t m = set.member;
+    for (const auto& tp : *set.partitions) {
       const auto it = model.topic_id.find(tp.topic);
       if (it == model.topic_id.end()) continue;
       const std::uint32_t t = it->second;
@@ -269,15 +354,11 @@ ownership resolve_claims(const group_model& model, claim_source source) {
       for (std::int32_t p : tp.partitions) {
         if (p < 0 || p >= n) continue;
         const std::uint32_t g = base + static_cast<std::uint32_t>(p);
-        if (out.claimant.empty()) {
-          out.claimant.assign(partitions, no_member);
-          generation.assign(partitions, 0);
-        }
+        if (out.claimant.empty()) out.claimant.assign(partitions, no_member);
         std::uint32_t& c = out.claimant[g];
-        if (c == no_member || claim_generation > generation[g]) {
+        if (c == no_member) {
           c = m;
-          generation[g] = claim_generation;
-        } else if (c != m && claim_generation == generation[g]) {
+        } else if (c != m && c != contested && generation_of[c] == set.generation) {
           c = contested;
         }
       }
@@ -285,6 +366,20 @@ ownership resolve_claims(const group_model& model, claim_source source) {
   }
 
   if (out.claimant.empty()) return out;  // nobody claims anything: both tables stay empty
+  // prev_owner only when some claimant no longer subscribes to a claimed partition's topic;
+  // otherwise prev() reads the claimant (a group sharing one subscription never needs it).
+  if (model.uniform) return out;
+  bool needed = false;
+  for (std::uint32_t t = 0; t < model.topic_count() && !needed; ++t) {
+    std::uint32_t cached_member = no_member;
+    for (std::uint32_t g = model.topic_base[t]; g < model.topic_base[t + 1] && !needed; ++g) {
+      const std::uint32_t c = out.claimant[g];
+      if (c >= contested || c == cached_member) continue;
+      cached_member = c;
+      needed = !model.subscribes(c, t);
+    }
+  }
+  if (!needed) return out;
   out.prev_owner.assign(partitions, no_member);
   for (std::uint32_t t = 0; t < model.topic_count(); ++t) {
     std::uint32_t cached_member = no_member;
@@ -302,7 +397,13 @@ ownership resolve_claims(const group_model& model, claim_source source) {
   return out;
 }
 
-GroupAssignment build_assignment(const group_model& model, std::span<const std::uint32_t> owner) {
+namespace {
+
+// Members' partitions sorted by member with a counting sort, then each member's result built at
+// once: for assignments of short runs (range and roundrobin deal a partition or two per topic to
+// each member), where filling in partition order would visit a different member's vectors at
+// every step.
+void fill_by_member(const group_model& model, std::span<const std::uint32_t> owner, GroupAssignment& out) {
   const std::uint32_t member_count = model.member_count();
   std::vector<std::uint32_t> begin(member_count + 1, 0);
   for (std::uint32_t o : owner) {
@@ -317,12 +418,8 @@ GroupAssignment build_assignment(const group_model& model, std::span<const std::
       if (o < member_count) sorted[fill[o]++] = g;
     }
   }
-
-  GroupAssignment out;
-  out.members.resize(member_count);
   for (std::uint32_t m = 0; m < member_count; ++m) {
     MemberAssignment& a = out.members[model.member_input[m]];
-    a.member_id = model.member(m).member_id;
     std::uint32_t i = begin[m];
     const std::uint32_t end = begin[m + 1];
     while (i < end) {
@@ -337,6 +434,77 @@ GroupAssignment build_assignment(const group_model& model, std::span<const std::
       for (std::uint32_t k = i; k < j; ++k) tp.partitions[k - i] = static_cast<std::int32_t>(sorted[k] - base);
       i = j;
     }
+  }
+}
+
+}  // namespace
+
+GroupAssignment build_assignment(const group_model& model, std::span<const std::uint32_t> owner) {
+  // Global ids run in topic order and, within a topic, in partition order, so walking `owner`
+  // meets each member's partitions already in the result's order: one run per topic a member
+  // gets. The first walk counts each member's runs.
+  const std::uint32_t member_count = model.member_count();
+  const std::uint32_t partitions =
+      static_cast<std::uint32_t>(std::min<std::size_t>(owner.size(), model.partition_count()));
+  owner = owner.first(partitions);
+  std::vector<std::uint32_t> last_topic(member_count, no_member);
+  std::vector<std::uint32_t> run_begin(member_count + 1, 0);
+  for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
+    while (g >= model.topic_base[t + 1]) ++t;
+    const std::uint32_t o = owner[g];
+    if (o < member_count && last_topic[o] != t) {
+      last_topic[o] = t;
+      ++run_begin[o + 1];
+    }
+  }
+  for (std::uint32_t m = 0; m < member_count; ++m) run_begin[m + 1] += run_begin[m];
+  const std::uint32_t runs = run_begin[member_count];
+
+  GroupAssignment out;
+  out.members.resize(member_count);
+  for (std::uint32_t m = 0; m < member_count; ++m) {
+    MemberAssignment& a = out.members[model.member_input[m]];
+    a.member_id = model.member(m).member_id;
+    a.partitions.reserve(run_begin[m + 1] - run_begin[m]);
+  }
+  if (std::uint64_t{runs} * 4 > partitions) {
+    fill_by_member(model, owner, out);
+    return out;
+  }
+  // Long runs (the sticky assignors keep a member's partitions together): a second walk measures
+  // each run and a third fills the vectors, sized exactly, in partition order. Nothing is
+  // written per partition but the result itself, so for a million partitions the result is the
+  // only fresh memory of that size a first call touches (issue 37, the assignors cold).
+  std::vector<std::uint32_t> run_length(runs, 0);
+  {
+    std::vector<std::uint32_t> next(run_begin.begin(), run_begin.end() - 1);
+    std::fill(last_topic.begin(), last_topic.end(), no_member);
+    for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
+      while (g >= model.topic_base[t + 1]) ++t;
+      const std::uint32_t o = owner[g];
+      if (o >= member_count) continue;
+      if (last_topic[o] != t) {
+        last_topic[o] = t;
+        ++next[o];
+      }
+      ++run_length[next[o] - 1];
+    }
+  }
+  std::vector<std::vector<std::int32_t>*> current(member_count, nullptr);
+  std::vector<std::uint32_t> next(run_begin.begin(), run_begin.end() - 1);
+  std::fill(last_topic.begin(), last_topic.end(), no_member);
+  for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
+    while (g >= model.topic_base[t + 1]) ++t;
+    const std::uint32_t o = owner[g];
+    if (o >= member_count) continue;
+    if (last_topic[o] != t) {
+      last_topic[o] = t;
+      auto& tp = out.members[model.member_input[o]].partitions.emplace_back();
+      tp.topic.assign(model.topic_name[t]);
+      tp.partitions.reserve(run_length[next[o]++]);
+      current[o] = &tp.partitions;
+    }
+    current[o]->push_back(static_cast<std::int32_t>(g - model.topic_base[t]));
   }
   return out;
 }

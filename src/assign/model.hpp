@@ -38,11 +38,18 @@ struct group_model {
   // Members in Kafka's member order; member m is group->members[member_input[m]].
   std::vector<std::uint32_t> member_input;
 
-  // Subscriptions both ways, CSR: member m subscribes to sub_topics[sub_begin[m] .. sub_begin[m+1])
-  // (ascending topic ids); topic t has subscribers[subscriber_begin[t] .. subscriber_begin[t+1])
-  // (ascending member ids, i.e. in member order).
+  // Subscriptions both ways, each list stored once however many members or topics share it (a
+  // group mostly shares one subscription: a million partitions over 2,000 members subscribing to
+  // the same 500 topics is one list of 500 topics and one of 2,000 members, not two of a million
+  // entries to write on every rebalance). Member m subscribes to the topics of distinct
+  // subscription s = sub_of[m]: sub_topics[sub_begin[s] .. sub_begin[s+1]) (ascending topic ids).
+  // Topic t has the subscribers of distinct list l = subscriber_list_of[t]:
+  // subscribers[subscriber_begin[l] .. subscriber_begin[l+1]) (ascending member ids, i.e. in
+  // member order).
+  std::vector<std::uint32_t> sub_of;
   std::vector<std::uint32_t> sub_begin;
   std::vector<std::uint32_t> sub_topics;
+  std::vector<std::uint32_t> subscriber_list_of;
   std::vector<std::uint32_t> subscriber_begin;
   std::vector<std::uint32_t> subscribers;
   /// Every member subscribes to the same topics (possibly none).
@@ -63,10 +70,12 @@ struct group_model {
   const MemberSubscription& member(std::uint32_t m) const noexcept { return group->members[member_input[m]]; }
 
   std::span<const std::uint32_t> topics_of(std::uint32_t m) const noexcept {
-    return {sub_topics.data() + sub_begin[m], sub_topics.data() + sub_begin[m + 1]};
+    const std::uint32_t s = sub_of[m];
+    return {sub_topics.data() + sub_begin[s], sub_topics.data() + sub_begin[s + 1]};
   }
   std::span<const std::uint32_t> subscribers_of(std::uint32_t t) const noexcept {
-    return {subscribers.data() + subscriber_begin[t], subscribers.data() + subscriber_begin[t + 1]};
+    const std::uint32_t l = subscriber_list_of[t];
+    return {subscribers.data() + subscriber_begin[l], subscribers.data() + subscriber_begin[l + 1]};
   }
   bool subscribes(std::uint32_t m, std::uint32_t t) const noexcept;
   /// The topic of global partition id g (binary search).
@@ -100,17 +109,22 @@ enum class claim_source {
 /// group) both tables stay empty and every partition reads no_member: a million-partition group's
 /// first assignment then touches 12 MB less fresh memory (issue 37, the assignors cold).
 struct ownership {
-  /// Per global partition: the owner stickiness keeps it with (the highest-generation claimant,
-  /// if uncontested and still subscribed to the topic), or no_member. Empty: no claims.
-  std::vector<std::uint32_t> prev_owner;
   /// Per global partition: the highest-generation claimant, `contested`, or no_member, whether or
   /// not it still subscribes. A cooperative round withholds a partition from anyone else. Empty:
   /// no claims.
   std::vector<std::uint32_t> claimant;
+  /// Per global partition: the owner stickiness keeps it with (the highest-generation claimant,
+  /// if uncontested and still subscribed to the topic), or no_member. Empty when there are no
+  /// claims or when every uncontested claimant still subscribes to its partitions' topics: prev()
+  /// then reads the claimant.
+  std::vector<std::uint32_t> prev_owner;
 
-  bool none() const noexcept { return prev_owner.empty(); }
+  bool none() const noexcept { return claimant.empty(); }
   std::uint32_t prev(std::uint32_t g) const noexcept {
-    return prev_owner.empty() ? no_member : prev_owner[g];
+    if (!prev_owner.empty()) return prev_owner[g];
+    if (claimant.empty()) return no_member;
+    const std::uint32_t c = claimant[g];
+    return c >= contested ? no_member : c;
   }
   std::uint32_t claim(std::uint32_t g) const noexcept { return claimant.empty() ? no_member : claimant[g]; }
 };

@@ -53,8 +53,11 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
   std::uint32_t extra_slots = partitions % member_count;  // members that may hold floor + 1
 
   std::vector<std::uint32_t> owned(member_count, 0);
-  for (std::uint32_t o : prior.prev_owner) {  // empty when nobody claims
-    if (o != no_member) ++owned[o];
+  if (!prior.none()) {
+    for (std::uint32_t g = 0; g < partitions; ++g) {
+      const std::uint32_t o = prior.prev(g);
+      if (o != no_member) ++owned[o];
+    }
   }
   // Moves are minimal when the floor + 1 quotas go to members that own at least that many: each
   // such member then gives up one partition fewer. Any choice among them is equally good.
@@ -85,14 +88,10 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
     }
   }
 
-  std::vector<std::uint32_t> pool;
-  pool.reserve(partitions -
-               static_cast<std::uint32_t>(std::accumulate(load.begin(), load.end(), std::uint64_t{0})));
-  for (std::uint32_t g = 0; g < partitions; ++g) {
-    if (owner[g] == no_member) pool.push_back(g);
-  }
-  // pool.size() == (sum of deficits below floor) + extra_slots: every member reaches floor and
-  // exactly extra_slots more members reach floor + 1.
+  // What is still unowned (owner[g] == no_member) is the pool the rest is dealt from, walked in
+  // partition order; not copied out (a fresh group's pool is every partition: 4 MB of fresh memory
+  // for a million). Its size is (sum of deficits below floor) + extra_slots: every member reaches
+  // floor and exactly extra_slots more members reach floor + 1.
 
   if (model.rack_aware) {
     const rack_members racks(model);
@@ -100,7 +99,7 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
     for (int phase = 0; phase < 2; ++phase) {
       if (phase == 1 && extra_slots == 0) break;
       std::vector<std::uint32_t> cursor(racks.begin.begin(), racks.begin.end() - 1);
-      for (std::uint32_t g : pool) {
+      for (std::uint32_t g = 0; g < partitions; ++g) {
         if (owner[g] != no_member) continue;
         for (std::uint16_t r : model.racks_of(g)) {
           std::uint32_t& c = cursor[r];
@@ -126,9 +125,8 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
   // Deal the rest in partition order, so each member's new partitions are consecutive: its
   // assignment then names few topics, which keeps SyncGroup small.
   std::uint32_t m = 0;
-  std::size_t i = 0;
-  for (; i < pool.size(); ++i) {
-    const std::uint32_t g = pool[i];
+  std::uint32_t g = 0;
+  for (; g < partitions; ++g) {
     if (owner[g] != no_member) continue;
     while (m < member_count && load[m] >= floor) ++m;
     if (m == member_count) break;
@@ -136,8 +134,7 @@ std::vector<std::uint32_t> uniform_assign(const group_model& model, const owners
     ++load[m];
   }
   m = 0;
-  for (; i < pool.size(); ++i) {
-    const std::uint32_t g = pool[i];
+  for (; g < partitions; ++g) {
     if (owner[g] != no_member) continue;
     while (m < member_count && load[m] != floor) ++m;
     if (m == member_count) break;  // unreachable: the counts above add up

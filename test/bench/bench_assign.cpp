@@ -1,12 +1,16 @@
 // kgroup-bench-assign: assignor speed and memory at scale (issue 3).
 //
 // Prints one line per case:
-//   case=NAME partitions=P members=M ms=MEDIAN first_ms=F first_faults=N peak_rss_mb=R moves=N spread=S
+//   case=NAME partitions=P members=M ms=MEDIAN steady_ms=S first_ms=F first_x=X first_faults=N peak_rss_mb=R
+//   moves=N spread=S
 //   [assignor=NAME]
 // ms is the median wall time of PartitionAssignor::assign() over several runs (public types in
 // and out, as the group leader calls it); first_ms is the first of those runs, the process's
 // first call of that assignor, as a group leader makes it once per rebalance (issue 37), and
-// first_faults the minor page faults during it (memory touched for the first time); peak_rss_mb is the
+// first_faults the minor page faults during it (memory touched for the first time); steady_ms is
+// the median of the later half of the runs (the second and third calls still fault in memory
+// glibc gave back, so the median of all runs mixes warm and cold), and first_x is first_ms over
+// steady_ms; peak_rss_mb is the
 // process's VmHWM. Each case runs in its own forked child so the peak belongs to that case alone. moves
 // counts partitions whose owner differs from the previous generation; spread is max - min partitions per
 // member. For cooperative-sticky, a round that withholds partitions is followed by the follow-up round
@@ -175,6 +179,7 @@ void report_ownership(const PartitionAssignor& assignor, GroupSubscription& g, c
 
 struct timing {
   double median_ms;
+  double steady_ms;   // median of the later half of the runs
   double first_ms;    // the first run in this process: what a group leader pays once per rebalance
   long first_faults;  // minor page faults during that run (first touches of fresh memory)
   GroupAssignment result;
@@ -196,17 +201,20 @@ timing time_assign(const PartitionAssignor& assignor, const group_state& s, int 
     last = std::move(result);  // the previous result is freed here, outside the timed region
   }
   const double first = ms.front();
+  std::vector<double> later(ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  std::sort(later.begin(), later.end());
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], first, first_faults, std::move(last)};
+  return {ms[ms.size() / 2], later[later.size() / 2], first, first_faults, std::move(last)};
 }
 
 void print_line(const std::string& name, std::size_t partitions, std::size_t members, const timing& t,
                 std::size_t moves, std::size_t spread_value, const std::string& assignor) {
   std::printf(
-      "case=%s partitions=%zu members=%zu ms=%.2f first_ms=%.2f first_faults=%ld peak_rss_mb=%.0f moves=%zu "
-      "spread=%zu%s\n",
-      name.c_str(), partitions, members, t.median_ms, t.first_ms, t.first_faults, peak_rss_mb(), moves,
-      spread_value, assignor == "cooperative-sticky" ? "" : (" assignor=" + assignor).c_str());
+      "case=%s partitions=%zu members=%zu ms=%.2f steady_ms=%.2f first_ms=%.2f first_x=%.1f first_faults=%ld "
+      "peak_rss_mb=%.0f moves=%zu spread=%zu%s\n",
+      name.c_str(), partitions, members, t.median_ms, t.steady_ms, t.first_ms,
+      t.steady_ms > 0 ? t.first_ms / t.steady_ms : 0.0, t.first_faults, peak_rss_mb(), moves, spread_value,
+      assignor == "cooperative-sticky" ? "" : (" assignor=" + assignor).c_str());
   std::fflush(stdout);
 }
 

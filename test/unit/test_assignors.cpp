@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "assign/consumer_protocol.hpp"
+#include "assign/model.hpp"
 #include "assign/sticky_user_data.hpp"
 #include "assign/validate.hpp"
 #include "kgroup/assignor.hpp"
@@ -1165,4 +1166,113 @@ TEST_CASE("consumer protocol: malformed subscription and assignment bytes give e
     decoded += assign::decode_assignment(junk, junk_assignment) ? 0 : 1;
   }
   CHECK(decoded > 0);
+}
+
+// The dense model stores each distinct subscription and each distinct subscriber list once
+// (issue 37: a million partitions' first assignment); what it answers must not depend on that.
+TEST_CASE("model: shared and distinct subscriptions answer as per member", "[assign]") {
+  std::mt19937 rng(37);
+  for (int round = 0; round < 300; ++round) {
+    ClusterMetadata c;
+    const int topics = 1 + static_cast<int>(rng() % 7);
+    for (int t = 0; t < topics; ++t)
+      c.topics.push_back({"t" + std::to_string(t), static_cast<int>(rng() % 4), {}});
+    std::shuffle(c.topics.begin(), c.topics.end(), rng);
+    // A few subscriptions, dealt to members in runs and at random, with unknown topics and
+    // duplicates that resolve to the same list.
+    std::vector<std::vector<std::string>> kinds(1 + rng() % 4);
+    for (auto& k : kinds) {
+      for (const auto& t : c.topics) {
+        if (rng() % 2 == 0) k.push_back(t.topic);
+      }
+      if (rng() % 3 == 0) k.push_back("unknown");
+      if (!k.empty() && rng() % 3 == 0) k.push_back(k.front());
+      std::shuffle(k.begin(), k.end(), rng);
+    }
+    GroupSubscription g;
+    const int members = static_cast<int>(rng() % 12);
+    for (int i = 0; i < members; ++i) {
+      const auto& k =
+          kinds[rng() % 3 == 0 ? rng() % kinds.size() : static_cast<std::size_t>(i) * kinds.size() / 12];
+      g.members.push_back(member("m" + std::to_string(rng() % 100) + "-" + std::to_string(i), k));
+    }
+    const auto model = assign::build_model(c, g, false);
+    // Per member: the known topics with partitions, as sorted dense ids.
+    std::set<std::vector<std::uint32_t>> distinct;
+    for (std::uint32_t m = 0; m < model.member_count(); ++m) {
+      std::set<std::uint32_t> want;
+      for (const auto& name : model.member(m).topics) {
+        const auto it = model.topic_id.find(name);
+        if (it != model.topic_id.end()) want.insert(it->second);
+      }
+      for (const auto& t : c.topics) {
+        if (t.partition_count > 0 &&
+            std::count(model.member(m).topics.begin(), model.member(m).topics.end(), t.topic) > 0) {
+          REQUIRE(model.topic_id.count(t.topic) == 1);
+        }
+      }
+      const auto have = model.topics_of(m);
+      CHECK(std::vector<std::uint32_t>(have.begin(), have.end()) ==
+            std::vector<std::uint32_t>(want.begin(), want.end()));
+      distinct.insert(std::vector<std::uint32_t>(want.begin(), want.end()));
+    }
+    CHECK(model.uniform == (distinct.size() <= 1));
+    for (std::uint32_t t = 0; t < model.topic_count(); ++t) {
+      std::vector<std::uint32_t> want;
+      for (std::uint32_t m = 0; m < model.member_count(); ++m) {
+        if (model.subscribes(m, t)) want.push_back(m);
+      }
+      const auto have = model.subscribers_of(t);
+      CHECK(std::vector<std::uint32_t>(have.begin(), have.end()) == want);
+    }
+  }
+}
+
+// build_assignment fills long runs in partition order and short ones member by member; both
+// must give every member its partitions by topic name, ascending, one entry per topic.
+TEST_CASE("model: the result lists each member's partitions by topic, ascending, for long and short runs",
+          "[assign]") {
+  std::mt19937 rng(3737);
+  for (int round = 0; round < 400; ++round) {
+    ClusterMetadata c;
+    const int topics = 1 + static_cast<int>(rng() % 5);
+    for (int t = 0; t < topics; ++t)
+      c.topics.push_back({"t" + std::to_string(t), 1 + static_cast<int>(rng() % 40), {}});
+    GroupSubscription g;
+    const int members = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < members; ++i)
+      g.members.push_back(member("m" + std::to_string(members - i), all_topics(c)));
+    const auto model = assign::build_model(c, g, false);
+    std::vector<std::uint32_t> owner(model.partition_count(), assign::no_member);
+    // Long runs (whole ranges per member), short runs (dealt in turn) or a mix, some unowned.
+    const auto style = rng() % 3;
+    std::uint32_t current = 0;
+    for (std::uint32_t p = 0; p < owner.size(); ++p) {
+      if (style == 0 && rng() % 12 == 0) current = static_cast<std::uint32_t>(rng() % model.member_count());
+      if (style == 1) current = static_cast<std::uint32_t>(rng() % model.member_count());
+      if (style == 2 && rng() % 3 == 0) current = static_cast<std::uint32_t>(rng() % model.member_count());
+      owner[p] = rng() % 10 == 0 ? assign::no_member : current;
+    }
+    const auto out = assign::build_assignment(model, owner);
+    REQUIRE(out.members.size() == g.members.size());
+    for (std::uint32_t m = 0; m < model.member_count(); ++m) {
+      std::map<std::string, std::vector<std::int32_t>> want;
+      for (std::uint32_t p = 0; p < owner.size(); ++p) {
+        if (owner[p] != m) continue;
+        const auto t = model.topic_of(p);
+        want[std::string(model.topic_name[t])].push_back(static_cast<std::int32_t>(p - model.topic_base[t]));
+      }
+      const auto& a = out.members[model.member_input[m]];
+      CHECK(a.member_id == model.member(m).member_id);
+      std::map<std::string, std::vector<std::int32_t>> have;
+      std::vector<std::string> order;
+      for (const auto& tp : a.partitions) {
+        CHECK(have.count(tp.topic) == 0);
+        have[tp.topic] = tp.partitions;
+        order.push_back(tp.topic);
+      }
+      CHECK(std::is_sorted(order.begin(), order.end()));
+      CHECK(have == want);
+    }
+  }
 }
