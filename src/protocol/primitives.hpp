@@ -96,6 +96,12 @@ class reader {
   /// Unsigned varint, up to 5 bytes.
   std::uint32_t read_uvarint() noexcept {
     if (p_ != end_ && *p_ < 0x80 && err_ == codec_errc::ok) return *p_++;
+    // Two bytes (128 to 16,383): a 1 KB record's length and its value's.
+    if (end_ - p_ >= 2 && p_[1] < 0x80 && err_ == codec_errc::ok) {
+      const std::uint32_t v = (p_[0] & 0x7fu) | (std::uint32_t{p_[1]} << 7);
+      p_ += 2;
+      return v;
+    }
     return read_unsigned_varint<std::uint32_t>();
   }
   /// Zigzag varint.
@@ -110,6 +116,12 @@ class reader {
   }
   std::uint64_t read_uvarlong() noexcept {
     if (p_ != end_ && *p_ < 0x80 && err_ == codec_errc::ok) return *p_++;
+    // Two bytes (128 to 16,383): a 1 KB record's length and its value's.
+    if (end_ - p_ >= 2 && p_[1] < 0x80 && err_ == codec_errc::ok) {
+      const std::uint64_t v = (p_[0] & 0x7fu) | (std::uint64_t{p_[1]} << 7);
+      p_ += 2;
+      return v;
+    }
     return read_unsigned_varint<std::uint64_t>();
   }
 

@@ -149,6 +149,7 @@ TEST_CASE("unsigned varint", "[codec]") {
                                            {127, {0x7f}},
                                            {128, {0x80, 0x01}},
                                            {300, {0xac, 0x02}},
+                                           {16383, {0xff, 0x7f}},
                                            {16384, {0x80, 0x80, 0x01}},
                                            {0xffffffff, {0xff, 0xff, 0xff, 0xff, 0x0f}}}) {
     INFO("uvarint " << v);
@@ -159,6 +160,9 @@ TEST_CASE("unsigned varint", "[codec]") {
   }
   // A redundant (non-minimal) encoding within 5 bytes is still a valid value.
   read_all(bytes{0x81, 0x80, 0x00}, [](reader& r) { CHECK(r.read_uvarint() == 1); });
+  read_all(bytes{0x80, 0x00}, [](reader& r) { CHECK(r.read_uvarint() == 0); });
+  read_all(bytes{0xac, 0x02}, [](reader& r) { CHECK(r.read_uvarlong() == 300); });
+  read_all(bytes{0xff, 0x7f}, [](reader& r) { CHECK(r.read_varlong() == -8192); });
 
   SECTION("longer than 5 bytes is bad_varint") {
     CHECK(read_error({0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, [](reader& r) { r.read_uvarint(); }) ==
@@ -445,6 +449,16 @@ TEST_CASE("reader errors are sticky", "[codec]") {
   CHECK(r.read_string(false).empty());
   r.fail(codec_errc::oversized);
   CHECK(r.error() == codec_errc::truncated);  // the first error is kept
+
+  // The inline varint paths (one and two bytes) read nothing once a reader has failed.
+  const bytes two{0x05, 0x80, 0x01, 0x80, 0x01};
+  reader f(two);
+  f.fail(codec_errc::oversized);
+  CHECK(f.read_uvarint() == 0);
+  CHECK(f.read_uvarlong() == 0);
+  CHECK(f.read_varint() == 0);
+  CHECK(f.remaining() == 0);  // a failed reader is at its end
+  CHECK(f.error() == codec_errc::oversized);
   CHECK(make_error_code(codec_errc::truncated).category().name() == std::string("kgroup.codec"));
   std::error_code ec = codec_errc::trailing_bytes;
   CHECK(ec == codec_errc::trailing_bytes);
