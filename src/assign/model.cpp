@@ -439,24 +439,43 @@ void fill_by_member(const group_model& model, std::span<const std::uint32_t> own
 
 }  // namespace
 
+namespace {
+
+// Walks `owner` in global id order, which is topic order and, within a topic, partition order:
+// each member's partitions come already in the result's order, one run per topic it gets.
+// new_run(o, t) is called when member o's partitions of topic t begin, then each(o, t, g) for
+// every partition g it owns.
+template <class NewRun, class Each>
+void walk_runs(const group_model& model, std::span<const std::uint32_t> owner, std::vector<std::uint32_t>& last_topic,
+               NewRun&& new_run, Each&& each) {
+  const std::uint32_t member_count = model.member_count();
+  std::fill(last_topic.begin(), last_topic.end(), no_member);
+  const auto partitions = static_cast<std::uint32_t>(owner.size());
+  for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
+    while (g >= model.topic_base[t + 1]) ++t;
+    const std::uint32_t o = owner[g];
+    if (o >= member_count) continue;
+    if (last_topic[o] != t) {
+      last_topic[o] = t;
+      new_run(o, t);
+    }
+    each(o, t, g);
+  }
+}
+
+}  // namespace
+
 GroupAssignment build_assignment(const group_model& model, std::span<const std::uint32_t> owner) {
-  // Global ids run in topic order and, within a topic, in partition order, so walking `owner`
-  // meets each member's partitions already in the result's order: one run per topic a member
-  // gets. The first walk counts each member's runs.
+  // The first walk counts each member's runs.
   const std::uint32_t member_count = model.member_count();
   const std::uint32_t partitions =
       static_cast<std::uint32_t>(std::min<std::size_t>(owner.size(), model.partition_count()));
   owner = owner.first(partitions);
   std::vector<std::uint32_t> last_topic(member_count, no_member);
   std::vector<std::uint32_t> run_begin(member_count + 1, 0);
-  for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
-    while (g >= model.topic_base[t + 1]) ++t;
-    const std::uint32_t o = owner[g];
-    if (o < member_count && last_topic[o] != t) {
-      last_topic[o] = t;
-      ++run_begin[o + 1];
-    }
-  }
+  walk_runs(
+      model, owner, last_topic, [&](std::uint32_t o, std::uint32_t) { ++run_begin[o + 1]; },
+      [](std::uint32_t, std::uint32_t, std::uint32_t) {});
   for (std::uint32_t m = 0; m < member_count; ++m) run_begin[m + 1] += run_begin[m];
   const std::uint32_t runs = run_begin[member_count];
 
@@ -476,36 +495,23 @@ GroupAssignment build_assignment(const group_model& model, std::span<const std::
   // written per partition but the result itself, so for a million partitions the result is the
   // only fresh memory of that size a first call touches (issue 37, the assignors cold).
   std::vector<std::uint32_t> run_length(runs, 0);
-  {
-    std::vector<std::uint32_t> next(run_begin.begin(), run_begin.end() - 1);
-    std::fill(last_topic.begin(), last_topic.end(), no_member);
-    for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
-      while (g >= model.topic_base[t + 1]) ++t;
-      const std::uint32_t o = owner[g];
-      if (o >= member_count) continue;
-      if (last_topic[o] != t) {
-        last_topic[o] = t;
-        ++next[o];
-      }
-      ++run_length[next[o] - 1];
-    }
-  }
-  std::vector<std::vector<std::int32_t>*> current(member_count, nullptr);
   std::vector<std::uint32_t> next(run_begin.begin(), run_begin.end() - 1);
-  std::fill(last_topic.begin(), last_topic.end(), no_member);
-  for (std::uint32_t t = 0, g = 0; g < partitions; ++g) {
-    while (g >= model.topic_base[t + 1]) ++t;
-    const std::uint32_t o = owner[g];
-    if (o >= member_count) continue;
-    if (last_topic[o] != t) {
-      last_topic[o] = t;
-      auto& tp = out.members[model.member_input[o]].partitions.emplace_back();
-      tp.topic.assign(model.topic_name[t]);
-      tp.partitions.reserve(run_length[next[o]++]);
-      current[o] = &tp.partitions;
-    }
-    current[o]->push_back(static_cast<std::int32_t>(g - model.topic_base[t]));
-  }
+  walk_runs(
+      model, owner, last_topic, [&](std::uint32_t o, std::uint32_t) { ++next[o]; },
+      [&](std::uint32_t o, std::uint32_t, std::uint32_t) { ++run_length[next[o] - 1]; });
+  std::vector<std::vector<std::int32_t>*> current(member_count, nullptr);
+  std::copy(run_begin.begin(), run_begin.end() - 1, next.begin());
+  walk_runs(
+      model, owner, last_topic,
+      [&](std::uint32_t o, std::uint32_t t) {
+        auto& tp = out.members[model.member_input[o]].partitions.emplace_back();
+        tp.topic.assign(model.topic_name[t]);
+        tp.partitions.reserve(run_length[next[o]++]);
+        current[o] = &tp.partitions;
+      },
+      [&](std::uint32_t o, std::uint32_t t, std::uint32_t g) {
+        current[o]->push_back(static_cast<std::int32_t>(g - model.topic_base[t]));
+      });
   return out;
 }
 
