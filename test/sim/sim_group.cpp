@@ -91,6 +91,8 @@ void simulation::setup() {
     }
   }
   base_.group_id = "g";
+  real_data_ = group_real_data;
+  if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
   } else {
@@ -109,13 +111,14 @@ void simulation::setup() {
   unsubscribes_ = group_unsubscribe || unsub_rng_.below(3) == 0;
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
-      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}{}",
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
+      "ms{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
-      unsubscribes_ ? ", applications unsubscribe" : ""));
+      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -175,6 +178,12 @@ sim_member& simulation::add_member(int slot) {
   m->auto_commit = mode != 1;
   m->sync_commits = mode != 0;
   m->commit_in_revoke = rng_.chance(0.7);
+  if (real_data_) {
+    m->data = std::make_unique<member_data>(*this, *m);
+    detail::data_reader::options o;
+    o.max_poll_records = static_cast<std::size_t>(rng_.between(10, 200));
+    m->data->reader.configure(o);
+  }
   note(fmt::format("{} starts: {}{}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
                    m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : "",
                    m->instance_id ? " group.instance.id " + *m->instance_id : ""));
@@ -258,6 +267,7 @@ void simulation::produce() {
   const auto n = rng_.between(1, 8);
   it->second += n;
   processed_[it->first].resize(static_cast<std::size_t>(it->second), false);
+  if (real_data_) data_produce(it->first, n);
   at(now_ + milliseconds(rng_.between(5, 200)), [this] { produce(); });
 }
 
@@ -1125,6 +1135,11 @@ void simulation::apply(sim_member& m, kip848::action& a) {
 }
 
 void simulation::assignment_changed(sim_member& m, const partition_set& owned) {
+  if (m.data) {
+    data_assign(m, owned);
+    m.bg_owned = owned;
+    return;
+  }
   // The fetcher's assign(): positions of new partitions come from OffsetFetch; partitions no longer
   // owned are forgotten (auto-commit starts afresh for a later owner).
   for (const auto& tp : m.bg_owned) {
@@ -1160,7 +1175,12 @@ void simulation::auto_commit_timer(sim_member& m) {
   // fetcher::auto_commit: the consumed positions of owned partitions, if the member is stable.
   const auto offsets = [&] {
     std::map<TopicPartition, detail::epoch_offset> consumed;
-    for (const auto& [tp, o] : m.consumed) consumed[tp] = {o, -1};
+    if (m.data) {
+      std::lock_guard lock(m.shared.mutex);
+      consumed = m.shared.consumed;
+    } else {
+      for (const auto& [tp, o] : m.consumed) consumed[tp] = {o, -1};
+    }
     return m.auto_committer.due(consumed, m.bg_owned, identity(m));
   }();
   if (!offsets.empty()) {
@@ -1286,9 +1306,13 @@ void simulation::poll_start(sim_member& m) {
   m.core->poll_called(now_);
   process(m);
   // publish_returned(): what the last poll() returned is consumed now.
-  m.consumed.clear();
-  for (const auto& tp : m.app_owned)
-    if (m.pos.count(tp)) m.consumed[tp] = m.pos[tp];
+  if (m.data) {
+    m.data->reader.publish_returned();
+  } else {
+    m.consumed.clear();
+    for (const auto& tp : m.app_owned)
+      if (m.pos.count(tp)) m.consumed[tp] = m.pos[tp];
+  }
   // poll(timeout): mostly short, sometimes longer than max.poll.interval.ms (waiting inside poll()
   // never counts toward it).
   milliseconds timeout(rng_.between(10, 200));
@@ -1330,6 +1354,7 @@ void simulation::run_events(sim_member& m, std::function<void()> then) {
       }
       return;  // run_events continues from the callback's end
     }
+    if (m.data) data_event(m, e);
   }
   then();
 }
@@ -1340,10 +1365,14 @@ void simulation::invoke(sim_member& m, detail::listener_call call, std::function
   if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && m.auto_commit) {
     // data_reader::commit_positions(): the positions, which become the consumed ones.
     data::commit_map offsets;
-    for (const auto& tp : call.partitions) {
-      if (!m.pos.count(tp)) continue;
-      offsets[tp] = {m.pos[tp], "", -1};
-      if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
+    if (m.data) {
+      offsets = m.data->reader.commit_positions({call.partitions.begin(), call.partitions.end()});
+    } else {
+      for (const auto& tp : call.partitions) {
+        if (!m.pos.count(tp)) continue;
+        offsets[tp] = {m.pos[tp], "", -1};
+        if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
+      }
     }
     if (m.mailbox.running_superseded()) offsets.clear();  // commit_client refuses it (logged)
     send_commit(
@@ -1381,6 +1410,7 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
 }
 
 void simulation::ownership_changed(sim_member& m, const detail::listener_call& call) {
+  if (m.data) m.data->reader.ownership_changed(call);
   for (const auto& tp : call.partitions) {
     if (call.kind == group::listener_kind::assigned) {
       m.app_owned.insert(tp);
@@ -1390,9 +1420,24 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
       m.consumed.erase(tp);
     }
   }
+  if (m.data) data_sync_pos(m);
 }
 
 bool simulation::poll_body(sim_member& m) {
+  if (m.data) {
+    if (data_poll(m) || now_ >= m.poll_deadline) {
+      poll_return(m);
+      return true;
+    }
+    // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
+    at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
+      const bool no_events = m.shared.events.empty() && m.shared.fetched.empty();
+      run_events(m, [this, &m, no_events] {
+        if (!poll_body(m) && no_events) nothing_changed();
+      });
+    });
+    return false;
+  }
   // (The owned partitions, the positions and the logs' ends are walked side by side: all three
   // are in TopicPartition's order.)
   // Positions the background found (the position events of the real reader).
@@ -1490,10 +1535,15 @@ void simulation::after_work(sim_member& m) {
     // commit_sync() without offsets: data_reader::positions_for_commit(), which makes the positions
     // the consumed ones (auto-commit never commits below them afterwards).
     data::commit_map offsets;
-    for (const auto& tp : m.app_owned) {
-      if (!m.pos.count(tp)) continue;
-      offsets[tp] = {m.pos[tp], "", -1};
-      m.consumed[tp] = m.pos[tp];
+    if (m.data) {
+      for (const auto& [tp, om] : m.data->reader.positions_for_commit())
+        if (m.app_owned.count(tp)) offsets[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
+    } else {
+      for (const auto& tp : m.app_owned) {
+        if (!m.pos.count(tp)) continue;
+        offsets[tp] = {m.pos[tp], "", -1};
+        m.consumed[tp] = m.pos[tp];
+      }
     }
     commit_sync(m, offsets, "commit_sync", true, next);
     return;
@@ -1514,7 +1564,15 @@ void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char
   // offsets again.
   // data_reader::offsets_committed(), before the commit goes out: auto-commit is not left below
   // what the application commits.
+  if (m.data) {
+    OffsetMap explicit_offsets;
+    for (const auto& [tp, om] : offsets)
+      explicit_offsets[tp] = {om.offset, om.metadata,
+                              om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+    m.data->reader.offsets_committed(explicit_offsets);
+  }
   for (const auto& [tp, om] : offsets) {
+    if (m.data) break;
     auto c = m.consumed.find(tp);
     const auto p = m.pos.find(tp);
     if (c != m.consumed.end() && p != m.pos.end() && om.offset <= p->second && c->second < om.offset)
@@ -1655,6 +1713,8 @@ void simulation::check_step() {
   for (const auto& m : members_) {
     if (m->alive && m->core->invalid_transitions() != 0)
       fail("G4 (no fatal error, no refused transition)", m->name + " made a transition its table refuses");
+    if (m->alive && m->data && m->data->fp.invalid_transitions() != 0)
+      fail("5 (no invalid transition)", m->name + ": fetch_positions refused: " + m->data->refused);
   }
   if (consumer()) {
     cg_check_step();

@@ -1,0 +1,399 @@
+// The group simulation's real data path (kgroup-sim --group --real-data): each member runs the
+// real data reader (detail::data_reader: its position table and record cursor, drain(), the
+// commit positions) on its application's thread, and the fetcher's real cores
+// (data::fetch_positions, data::fetch_planner) on its background thread, as sim_world.cpp runs
+// them for one member; the fetcher's glue is mirrored (sim_fetcher.hpp for the reader's calls,
+// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch and Fetch). The brokers serve the
+// partitions' logs (sim_log.hpp) from one leader with one leader epoch: no faults in the data
+// path yet (no leader changes, truncation, retention or Fetch errors); the coordinator's faults
+// reach OffsetFetch. Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
+//
+// What the real path makes checkable, beside G1-G7 (sim_group.cpp):
+//   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
+//   G8  an application is given records only of partitions it owns (between the assigned call
+//       and the revoked or lost one, as its listener saw them);
+//   G9  no skip: each record is at the application's position, which starts where OffsetFetch
+//       (or the reset) put it and moves only through records; and a member starts a partition
+//       at an offset below which every record was given to some application already (at least
+//       once across hand-overs);
+//   5   fetch_positions::invalid_transitions() stays 0 (the data sim's invariant 5).
+// G6's "every offset given to an application" and "committed at the end" now hold for records the
+// real reader returned.
+#include "sim_group.hpp"
+
+#include <charconv>
+
+#include "protocol/messages.hpp"
+
+namespace kgroup::sim {
+bool group_real_data = false;
+}  // namespace kgroup::sim
+
+namespace kgroup::sim::group_sim {
+
+using pstate = data::fetch_state;
+using partition_data = protocol::fetch_response::fetchable_topic_response::partition_data;
+
+member_data::member_data(simulation& s, sim_member& owner)
+    : fetcher_calls(fp, chains, owner.shared),
+      sim(s),
+      m(owner),
+      fp(data::reset_policy::earliest, [this](const std::string& r) { refused = r; }),
+      reader(owner.shared, stats, *this) {}
+
+void member_data::post(std::string what, std::function<void()> f) {
+  sim.data_post(m, std::move(what), std::move(f));
+}
+
+void member_data::pump() {
+  sim.data_pump(m);
+}
+
+// ---- the world -------------------------------------------------------------------------------------
+
+void simulation::data_setup() {
+  for (auto& [tp, end] : log_end_) {
+    auto& l = logs_[tp];
+    l.epoch_start[0] = 0;
+    l.batch_starts.insert(0);
+    for (std::int64_t o = 0; o < end; ++o) {
+      l.entries.push_back({next_id_++, 0});
+      appended_at_.emplace_back(tp, o);
+    }
+  }
+  md_.brokers[1].node_id = 1;
+  for (const auto& [t, n] : topics_) {
+    auto& tm = md_.topics[t];
+    tm.name = t;
+    for (std::int32_t p = 0; p < n; ++p)
+      tm.partitions.push_back(data::partition_metadata{p, 0, 1, 0, {1}, {1}});
+  }
+  md_.refreshes = 1;
+}
+
+void simulation::data_produce(const TopicPartition& tp, std::int64_t n) {
+  auto& l = logs_.at(tp);
+  l.batch_starts.insert(l.end());
+  for (std::int64_t i = 0; i < n; ++i) {
+    appended_at_.emplace_back(tp, l.end());
+    l.entries.push_back({next_id_++, l.epoch});
+  }
+}
+
+// ---- the background thread: fetcher.cpp's glue ------------------------------------------------------
+
+void simulation::data_post(sim_member& m, std::string what, std::function<void()> f) {
+  auto& d = *m.data;
+  d.last_post = std::max(now_ + milliseconds(rng_.below(2)), d.last_post);
+  at_member(m, d.last_post, [this, &m, what = std::move(what), f = std::move(f)] {
+    if (verbose_) note(fmt::format("{}: bg: {}", m.name, what));
+    f();
+  });
+}
+
+void simulation::data_assign(sim_member& m, const partition_set& owned) {
+  // fetcher::assign: the position table keeps what stays owned, forgets the rest (its queued data,
+  // its consumed position, auto-commit's memory of it) and asks for the start of what is new.
+  auto& d = *m.data;
+  const auto dropped = d.fp.assign(owned);
+  for (const auto& tp : dropped) m.auto_committer.forget(tp);
+  m.shared.drop_fetched(dropped);
+  data_pump(m);
+}
+
+void simulation::data_pump(sim_member& m) {
+  data_offset_fetch(m);
+  data_list_offsets(m);
+  data_validations(m);
+  data_fetches(m);
+}
+
+void simulation::data_retry_at(sim_member& m, time_point t) {
+  auto& d = *m.data;
+  if (d.retry_armed) return;
+  d.retry_armed = true;
+  const auto after = std::chrono::ceil<milliseconds>(std::max(t - now_, time_point::duration::zero()));
+  at_member(m, now_ + after, [this, &m] {
+    m.data->retry_armed = false;
+    data_pump(m);
+  });
+}
+
+void simulation::data_offset_fetch(sim_member& m) {
+  // fetcher_offsets.cpp's send_offset_fetch: one request in flight, to the coordinator.
+  auto& d = *m.data;
+  if (d.offset_fetch_in_flight) return;
+  std::set<TopicPartition> wanted;
+  for (const auto& [tp, p] : d.fp.parts()) {
+    if (p.state() == pstate::needs_committed) wanted.insert(tp);
+  }
+  if (wanted.empty()) return;
+  for (const auto& tp : wanted) d.fp.committed_requested(tp, *d.fp.find(tp));
+  d.offset_fetch_in_flight = true;
+  const bool fails = fault_phase() && rng_.chance(0.05);
+  at_member(m, now_ + latency(), [this, &m, wanted, fails] {
+    auto& d = *m.data;
+    d.offset_fetch_in_flight = false;
+    if (!fails && !not_serving(coord_node_)) {
+      for (const auto& tp : wanted) {
+        auto* p = d.fp.find(tp);
+        if (!p || p->state() != pstate::fetching_committed) continue;
+        const auto c = committed_.find(tp);
+        const std::int64_t offset = c == committed_.end() ? -1 : c->second;
+        d.fp.committed(tp, *p, offset, -1);
+        note(fmt::format(
+            "{}: {} {}", m.name, name(tp),
+            offset >= 0 ? fmt::format("committed at {}", offset) : std::string("has no committed offset")));
+        if (offset >= 0) m.shared.push(detail::position_event{tp, offset, false, -1});
+      }
+    }
+    bool failed = false;
+    d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+      failed = failed || p.state() == pstate::fetching_committed;
+      d.fp.committed_failed(tp, p);
+    });
+    if (failed) data_retry_at(m, now_ + milliseconds(100));
+    data_pump(m);
+  });
+}
+
+void simulation::data_list_offsets(sim_member& m) {
+  // send_list_offsets, to the one leader (auto.offset.reset=earliest).
+  auto& d = *m.data;
+  std::map<TopicPartition, std::uint64_t> sent;
+  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_reset || d.fp.reset_waits_for_seek(tp, p)) return;
+    sent[tp] = d.fp.reset_requested(tp, p);
+  });
+  if (sent.empty()) return;
+  at_member(m, now_ + latency(), [this, &m, sent] {
+    auto& d = *m.data;
+    for (const auto& [tp, seq] : sent) {
+      auto* cur = d.fp.reset_current(tp, seq);
+      if (cur == nullptr) continue;
+      const auto& l = logs_.at(tp);
+      const bool earliest = cur->reset_timestamp() == -2;
+      const std::int64_t offset = earliest ? l.log_start : l.end();
+      const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
+      note(fmt::format("{}: {} reset to {}", m.name, name(tp), offset));
+      d.fp.reset_answered(tp, *cur, offset, epoch);
+      m.shared.push(detail::position_event{tp, offset, true, epoch});
+    }
+    data_pump(m);
+  });
+}
+
+void simulation::data_validations(sim_member& m) {
+  // send_validations and on_validated (KIP-320). One leader epoch: a position with an epoch is
+  // always valid, but the exchange is the real one.
+  auto& d = *m.data;
+  std::map<TopicPartition, std::pair<std::int64_t, std::int32_t>> sent;  // position, its epoch
+  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_validation) return;
+    if (p.epoch() < 0) {
+      d.fp.validation_skipped(tp, p, 0);
+      return;
+    }
+    d.fp.validation_requested(tp, p);
+    sent[tp] = {p.fetch_pos(), p.epoch()};
+  });
+  if (sent.empty()) return;
+  at_member(m, now_ + latency(), [this, &m, sent] {
+    auto& d = *m.data;
+    for (const auto& [tp, s] : sent) {
+      auto* p = d.fp.find(tp);
+      if (!p || p->state() != pstate::validating || p->fetch_pos() != s.first) continue;
+      const auto end = logs_.at(tp).end_of_epoch(s.second);
+      const auto o = d.fp.validated(tp, *p, 0, 0, end.first, end.second);
+      if (o.what == data::validation_outcome::verdict::retry) data_retry_at(m, now_ + milliseconds(100));
+      if (o.cut)
+        fail("5 (no invalid transition)", fmt::format("{}: {} diverged at {} in a log without truncation",
+                                                      m.name, name(tp), o.cut->offset));
+    }
+    data_pump(m);
+  });
+}
+
+void simulation::data_fetches(sim_member& m) {
+  // send_fetches: the planner's requests, while the buffer has room.
+  auto& d = *m.data;
+  if (m.shared.buffered_bytes >= 16 * 1024) return;
+  auto plan = d.planner.plan(now_, md_);
+  if (!plan.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (plan.retry_at) data_retry_at(m, *plan.retry_at);
+  if (plan.validate) data_validations(m);
+  for (auto& f : plan.requests) {
+    const auto node = f.node;
+    auto sent = f.partitions;
+    protocol::fetch_request req = std::move(f.request);
+    d.planner.fill(node, req, 12, *sent);
+    at_member(m, now_ + latency(), [this, &m, node, sent] {
+      // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
+      const bool no_data = std::all_of(sent->begin(), sent->end(), [this](const auto& e) {
+        return e.second.fetch_offset == logs_.at(e.first).end();
+      });
+      if (no_data) {
+        at_member(m, now_ + milliseconds(rng_.between(20, 500)),
+                  [this, &m, node, sent] { data_deliver(m, node, sent); });
+        return;
+      }
+      data_deliver(m, node, sent);
+    });
+  }
+}
+
+void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent) {
+  auto& d = *m.data;
+  protocol::fetch_response r;
+  std::deque<protocol::bytes> buffers;
+  std::deque<std::string> values;
+  for (const auto& [tp, pf] : *sent) {
+    const auto& l = logs_.at(tp);
+    partition_data pd;
+    pd.partition_index = tp.partition;
+    pd.high_watermark = l.end();
+    pd.last_stable_offset = l.end();
+    pd.log_start_offset = l.log_start;
+    if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
+      pd.error_code = code(kafka_errc::offset_out_of_range);
+    } else if (pf.fetch_offset < l.end()) {
+      auto& buf = buffers.emplace_back();
+      const auto w = write_batches(l, pf.fetch_offset, rng_.between(1, 40), -1, values, buf);
+      if (w.error) fail("codec", w.error);
+      pd.records = protocol::records_view{buf};
+    }
+    if (r.responses.empty() || r.responses.back().topic != tp.topic) {
+      r.responses.emplace_back();
+      r.responses.back().topic = tp.topic;
+    }
+    r.responses.back().partitions.push_back(std::move(pd));
+  }
+  // Encoded and decoded as the driver receives it: the fetched data keeps spans into the frame.
+  auto frame = std::make_shared<protocol::bytes>();
+  if (protocol::encode(r, 12, *frame)) fail("codec", "Fetch answer does not encode");
+  protocol::fetch_response decoded;
+  std::size_t trailing = 0;
+  if (auto ec = protocol::decode(*frame, 12, decoded, &trailing))
+    fail("codec", "Fetch answer does not decode: " + ec.message());
+  // fetcher::on_fetch_response
+  const auto answer = d.planner.on_answer(now_, md_, node, {}, decoded, *sent);
+  for (const auto& n : answer.notes) {
+    if (n.what == data::fetch_note::kind::log_end_cut) {
+      note(fmt::format("{}: bg: cut {} at {} (log end)", m.name, name(n.tp), n.end));
+      m.shared.push_cut(n.tp, n.end, -1, detail::cut_kind::log_end, n.halted);
+    } else if (n.what == data::fetch_note::kind::out_of_range) {
+      note(fmt::format("{}: bg: {} offset {} out of range: reset", m.name, name(n.tp), n.offset));
+    }
+  }
+  if (answer.retry_at) data_retry_at(m, *answer.retry_at);
+  if (!answer.slices.empty()) {
+    std::lock_guard lock(m.shared.mutex);
+    for (const auto& sl : answer.slices) {
+      auto f = data::to_fetched(sl, frame, node);
+      f.chain = d.chains.of(sl.tp);
+      m.shared.buffered_bytes += f.bytes;
+      m.shared.fetched.push_back(std::move(f));
+    }
+  }
+  if (answer.plan_again) data_pump(m);
+}
+
+// ---- the application: consumer_poll.cpp's order ------------------------------------------------------
+
+void simulation::data_event(sim_member& m, detail::user_event& e) {
+  auto& d = *m.data;
+  if (auto* de = std::get_if<detail::data_error>(&e)) {
+    d.reader.push_error(*de);
+    return;
+  }
+  auto* pe = std::get_if<detail::position_event>(&e);
+  if (pe == nullptr) return;
+  const auto& tp = pe->tp;
+  const auto before = d.reader.positions().position(tp);
+  d.reader.position_event(*pe, m.bg_owned.count(tp) > 0);
+  const auto after = d.reader.positions().position(tp);
+  if (pe->seek_applied || !after || (before && before->offset == after->offset)) return;
+  note(fmt::format("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
+                   pe->cut != detail::cut_kind::none ? "a cut"
+                   : pe->forced                      ? "reset"
+                                                     : "committed offset"));
+  // G9: a member starts where every record below was given to an application already (the
+  // committed offset never passes what its committer's application processed).
+  if (!m.app_owned.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: the reader took a position for {}, which its application does not own", m.name,
+                     name(tp)));
+  const auto& seen = processed_[tp];
+  const auto upto =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
+  const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
+  if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
+    fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
+                                     m.name, name(tp), after->offset, gap - seen.begin()));
+  if (after->offset > log_end_[tp])
+    fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
+                                     after->offset, log_end_[tp]));
+  d.expected[tp] = after->offset;
+  data_sync_pos(m);
+}
+
+bool simulation::data_poll(sim_member& m) {
+  auto& d = *m.data;
+  try {
+    d.reader.raise_data_error();
+  } catch (const std::exception& x) {
+    fail("data error", fmt::format("{}: poll() raised: {}", m.name, x.what()));
+  }
+  auto batch = d.reader.drain();
+  if (batch.records.empty()) return false;
+  for (const auto& r : batch.records) data_record(m, r);
+  if (verbose_) {
+    std::string got;
+    for (const auto& r : batch.records) got += fmt::format(" {}-{}@{}", r.topic, r.partition, r.offset);
+    note(fmt::format("{}: poll returns{}", m.name, got));
+  }
+  data_sync_pos(m);
+  return true;
+}
+
+void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
+  auto& d = *m.data;
+  const TopicPartition tp{std::string(r.topic), r.partition};
+  ++records_returned_;
+  std::int64_t id = -1;
+  if (r.value) {
+    const auto& v = *r.value;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+    if (ec != std::errc{} || end != v.data() + v.size()) id = -1;
+  }
+  const bool known = id >= 1 && static_cast<std::uint64_t>(id) <= appended_at_.size();
+  const auto* w = known ? &appended_at_[static_cast<std::size_t>(id - 1)] : nullptr;
+  if (w == nullptr || w->first != tp || w->second != r.offset)
+    fail("1 (offsets)",
+         fmt::format(
+             "{}: {} offset {} holds id {}, appended at {}", m.name, name(tp), r.offset, id,
+             w == nullptr ? std::string("nowhere") : fmt::format("{} offset {}", name(w->first), w->second)));
+  if (!m.app_owned.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: poll() returned {} offset {}, a partition its application does not own (owned: {})",
+                     m.name, name(tp), r.offset, names(m.app_owned)));
+  const auto exp = d.expected.find(tp);
+  if (exp == d.expected.end() || exp->second != r.offset)
+    fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
+                                     m.name, name(tp), r.offset, exp == d.expected.end() ? -1 : exp->second));
+  exp->second = r.offset + 1;
+  processed_[tp][static_cast<std::size_t>(r.offset)] = true;
+}
+
+void simulation::data_sync_pos(sim_member& m) {
+  auto& d = *m.data;
+  for (auto it = m.pos.begin(); it != m.pos.end();)
+    it = m.app_owned.count(it->first) ? std::next(it) : m.pos.erase(it);
+  for (const auto& tp : m.app_owned) {
+    if (const auto p = d.reader.positions().position(tp)) m.pos[tp] = p->offset;
+  }
+  for (auto it = d.expected.begin(); it != d.expected.end();)
+    it = m.app_owned.count(it->first) ? std::next(it) : d.expected.erase(it);
+}
+
+}  // namespace kgroup::sim::group_sim
