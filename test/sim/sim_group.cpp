@@ -810,12 +810,18 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
                          consumer() ? "member epoch" : "generation", r.generation_id_or_member_epoch));
       // G3: never back.
       const auto c = committed_.find(tp);
-      if (c != committed_.end() && p.committed_offset < c->second)
+      if (c != committed_.end() && p.committed_offset < c->second &&
+          !(real_data_ && data_commit_back_sanctioned(m, tp, p.committed_offset)))
         fail("G3 (committed offsets never move back)",
              fmt::format("{} committed {} at {} (generation {}), below {} committed before", m.name, name(tp),
                          p.committed_offset, r.generation_id_or_member_epoch, c->second));
       committed_[tp] = p.committed_offset;
       ++commits_accepted_;
+      if (real_data_) {
+        if (const auto f = seek_floors_.find(tp); f != seek_floors_.end())
+          std::erase_if(f->second,
+                        [&](const auto& s) { return s.member == m.index && commit_first_sent_ >= s.at; });
+      }
     }
     out.topics.push_back(std::move(rt));
   }
@@ -1183,6 +1189,18 @@ void simulation::auto_commit_timer(sim_member& m) {
     }
     return m.auto_committer.due(consumed, m.bg_owned, identity(m));
   }();
+  if (m.data) {
+    // G3: auto-commit commits what the application consumed, never past its position now (after a
+    // seek back or a resolved seek_to_beginning(), the new position; unknown while a seek_to is
+    // in flight: not checked then).
+    for (const auto& [tp, om] : offsets) {
+      const auto p = m.data->reader.positions().position(tp);
+      if (p && om.offset > p->offset)
+        fail("G3 (committed offsets never move back)",
+             fmt::format("{}: auto-commit commits {} at {}, past its application's position {}", m.name,
+                         name(tp), om.offset, p->offset));
+    }
+  }
   if (!offsets.empty()) {
     send_commit(
         m, offsets, "auto-commit", [](std::optional<data::commit_error>) {}, now_);
@@ -1192,7 +1210,8 @@ void simulation::auto_commit_timer(sim_member& m) {
 
 void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                              std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                             std::uint64_t listener_seq) {
+                             std::uint64_t listener_seq, time_point first_sent) {
+  if (first_sent == time_point{}) first_sent = now_;
   // fetcher::commit: no attempt once the listener call it was made in is cancelled late.
   if (listener_seq != 0 && m.shared.late_cancels.count(listener_seq)) {
     note(fmt::format("{}: {} refused: made in a superseded callback", m.name, who));
@@ -1215,8 +1234,13 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
     if (!m.app_owned.count(tp) && !m.bg_owned.count(tp))
       fail("G2 (commits only from the partition's owner)",
            fmt::format("{} commits {} at {} ({}), which it does not own", m.name, name(tp), om.offset, who));
-    // G3: a member commits only what its application reached.
-    const auto p = m.pos.find(tp);
+    // G3: a member commits only what its application reached (with the real data path: before
+    // a seek back too).
+    auto p = m.pos.find(tp);
+    if (m.data) {
+      p = m.data->reached.find(tp);
+      if (p == m.data->reached.end()) p = m.pos.find(tp);
+    }
     if (p == m.pos.end() || om.offset > p->second)
       fail("G3 (committed offsets never move back)",
            fmt::format("{} commits {} at {}, past its application's position {}", m.name, name(tp), om.offset,
@@ -1228,7 +1252,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   const auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
-  auto answer = [this, &m, offsets, who, done, deadline, listener_seq,
+  auto answer = [this, &m, offsets, who, done, deadline, listener_seq, first_sent,
                  gen = id.generation](protocol::offset_commit_response r) {
     const auto failure = data::read_commit_response(r);
     if (failure) fenced_seen(m, failure->kafka_code);
@@ -1242,28 +1266,30 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       process(m);
     }
     if (data::commit_retriable(failure->error.code) && now_ + milliseconds(100) < deadline) {
-      at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
-        send_commit(m, offsets, who, done, deadline, listener_seq);
-      });
+      at_member(m, now_ + milliseconds(100),
+                [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
+                  send_commit(m, offsets, who, done, deadline, listener_seq, first_sent);
+                });
       return;
     }
     note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
     done(failure->error);
   };
   if (lost) {
-    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq] {
+    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
       note(fmt::format("{}: {} lost (connection reset)", m.name, who));
       if (now_ + milliseconds(100) < deadline) {
-        at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
-          send_commit(m, offsets, who, done, deadline, listener_seq);
-        });
+        at_member(m, now_ + milliseconds(100),
+                  [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
+                    send_commit(m, offsets, who, done, deadline, listener_seq, first_sent);
+                  });
       } else {
         done(data::commit_error{make_error_code(client_errc::connection_closed), "connection reset"});
       }
     });
     return;
   }
-  at(m.last_send, [this, &m, req, answer, node = id.coordinator.value_or(-1)] {
+  at(m.last_send, [this, &m, req, answer, first_sent, node = id.coordinator.value_or(-1)] {
     protocol::offset_commit_response r;
     if (auto err = not_serving(node)) {
       for (const auto& t : req.topics) {
@@ -1273,6 +1299,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
         r.topics.push_back(std::move(rt));
       }
     } else {
+      commit_first_sent_ = first_sent;
       r = handle_commit(m, req);
     }
     m.last_answer = std::max(now_ + latency(), m.last_answer);
@@ -1418,6 +1445,10 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
       m.app_owned.erase(tp);
       m.pos.erase(tp);
       m.consumed.erase(tp);
+      if (m.data) {
+        m.data->paused.erase(tp);
+        m.data->reached.erase(tp);
+      }
     }
   }
   if (m.data) data_sync_pos(m);
@@ -1518,6 +1549,7 @@ void simulation::after_work(sim_member& m) {
   auto next = [this, &m] {
     if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
   };
+  if (m.data) data_app_action(m);
   if (m.retry_commit) {
     // A careful application commits again only what it still owns (Kafka's classic coordinator
     // accepts a commit of any partition from a member of the current generation), at the

@@ -318,6 +318,10 @@ struct member_data final : fetcher_calls {
   // The checker's view: each owned partition's next offset for the application (from the position
   // events the reader applied and the records it returned).
   std::map<TopicPartition, std::int64_t> expected;
+  partition_set paused;  // the application's pause()s (forgotten with the partition)
+  // The highest position the application reached per owned partition (a commit may carry one
+  // from before a seek back: the application did process those records).
+  std::map<TopicPartition, std::int64_t> reached;
 };
 
 // ---- one member ---------------------------------------------------------------------------------
@@ -528,9 +532,10 @@ class simulation {
   void assignment_changed(sim_member& m, const partition_set& owned);
   void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
   void auto_commit_timer(sim_member& m);
+  /// `first_sent`: when the commit's first attempt went out (a retry's; the default: now).
   void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                    std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                   std::uint64_t listener_seq = 0);
+                   std::uint64_t listener_seq = 0, time_point first_sent = {});
 
   // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
   data::group_identity identity(const sim_member& m) const;
@@ -574,6 +579,12 @@ class simulation {
   void data_record(sim_member& m, const ConsumerRecord& r);
   /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
   void data_sync_pos(sim_member& m);
+  /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()
+  /// (every partition resumed once the faults stop).
+  void data_app_action(sim_member& m);
+  /// G3 with seeks: whether a commit of `tp` at `offset` from `m` (first sent at commit_first_sent_),
+  /// below the committed offset, goes back to where its application seeked since.
+  bool data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp, std::int64_t offset);
 
   // ---- checks ----
   void check_step();
@@ -616,6 +627,16 @@ class simulation {
   std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
   data::cluster_metadata md_;
   std::uint64_t records_returned_ = 0;
+  // G3 with seeks: per partition, the member whose application seeked it, where to and when it
+  // took effect (a seek at once, a seek_to_beginning() once resolved); its commits first sent since
+  // may move the committed offset back to there (once: cleared by the first of them accepted).
+  struct seek_floor {
+    int member;
+    std::int64_t offset;
+    time_point at;
+  };
+  std::map<TopicPartition, std::vector<seek_floor>> seek_floors_;
+  time_point commit_first_sent_{};  // of the commit handle_commit() is answering
   std::vector<std::unique_ptr<sim_member>> members_;
   int next_member_ = 0;
   std::size_t max_members_ = 4;

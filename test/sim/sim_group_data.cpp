@@ -335,6 +335,10 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
                                      after->offset, log_end_[tp]));
   d.expected[tp] = after->offset;
   data_sync_pos(m);
+  if (pe->forced) {
+    for (auto& s : seek_floors_[tp])
+      if (s.member == m.index && s.at == time_point::max()) s.at = now_;
+  }
 }
 
 bool simulation::data_poll(sim_member& m) {
@@ -377,6 +381,10 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: poll() returned {} offset {}, a partition its application does not own (owned: {})",
                      m.name, name(tp), r.offset, names(m.app_owned)));
+  if (d.paused.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: poll() returned {} offset {}, which its application paused", m.name, name(tp),
+                     r.offset));
   const auto exp = d.expected.find(tp);
   if (exp == d.expected.end() || exp->second != r.offset)
     fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
@@ -385,12 +393,70 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
   processed_[tp][static_cast<std::size_t>(r.offset)] = true;
 }
 
+void simulation::data_app_action(sim_member& m) {
+  auto& d = *m.data;
+  if (!fault_phase()) {
+    if (!d.paused.empty()) {
+      note(fmt::format("{}: the application resumes {} (no more faults)", m.name, names(d.paused)));
+      d.reader.resume(d.paused);
+      d.paused.clear();
+    }
+    return;
+  }
+  if (m.app_owned.empty() || !rng_.chance(0.05)) return;
+  auto it = m.app_owned.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(m.app_owned.size())));
+  const TopicPartition tp = *it;
+  const auto kind = rng_.below(100);
+  if (kind < 30) {
+    // seek() back to a record it processed (or to its position): the records after it again.
+    const auto p = d.reader.positions().position(tp);
+    if (!p) return;
+    const std::int64_t target = rng_.between(std::max<std::int64_t>(0, p->offset - 20), p->offset);
+    note(
+        fmt::format("{}: the application seeks {} to {} (position {})", m.name, name(tp), target, p->offset));
+    d.reader.seek(tp, target, -1);
+    d.expected[tp] = target;
+    seek_floors_[tp].push_back({m.index, target, now_});
+    data_sync_pos(m);
+  } else if (kind < 40) {
+    note(fmt::format("{}: the application calls seek_to_beginning({})", m.name, name(tp)));
+    d.reader.seek_to({tp}, true);
+    d.expected.erase(tp);
+    // Its commits may move back once it resolved (until then auto-commit commits what was consumed).
+    seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, time_point::max()});
+  } else if (kind < 70) {
+    if (d.paused.count(tp)) return;
+    note(fmt::format("{}: the application pauses {}", m.name, name(tp)));
+    d.paused.insert(tp);
+    d.reader.pause({tp});
+  } else {
+    if (!d.paused.count(tp) && !rng_.chance(0.1)) return;
+    note(fmt::format("{}: the application resumes {}{}", m.name, name(tp),
+                     d.paused.count(tp) ? "" : " (not paused: nothing to do)"));
+    d.paused.erase(tp);
+    d.reader.resume({tp});
+  }
+}
+
+bool simulation::data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp,
+                                             std::int64_t offset) {
+  const auto f = seek_floors_.find(tp);
+  return f != seek_floors_.end() && std::any_of(f->second.begin(), f->second.end(), [&](const seek_floor& s) {
+           return s.member == m.index && commit_first_sent_ >= s.at && offset >= s.offset;
+         });
+}
+
 void simulation::data_sync_pos(sim_member& m) {
   auto& d = *m.data;
   for (auto it = m.pos.begin(); it != m.pos.end();)
     it = m.app_owned.count(it->first) ? std::next(it) : m.pos.erase(it);
   for (const auto& tp : m.app_owned) {
-    if (const auto p = d.reader.positions().position(tp)) m.pos[tp] = p->offset;
+    if (const auto p = d.reader.positions().position(tp)) {
+      m.pos[tp] = p->offset;
+      auto& r = d.reached[tp];
+      r = std::max(r, p->offset);
+    }
   }
   for (auto it = d.expected.begin(); it != d.expected.end();)
     it = m.app_owned.count(it->first) ? std::next(it) : d.expected.erase(it);
