@@ -180,6 +180,7 @@ sim_member& simulation::add_member(int slot) {
   m->commit_in_revoke = rng_.chance(0.7);
   if (real_data_) {
     m->data = std::make_unique<member_data>(*this, *m);
+    m->data->md = md_;
     detail::data_reader::options o;
     o.max_poll_records = static_cast<std::size_t>(rng_.between(10, 200));
     m->data->reader.configure(o);
@@ -820,7 +821,7 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
       if (real_data_) {
         if (const auto f = seek_floors_.find(tp); f != seek_floors_.end())
           std::erase_if(f->second,
-                        [&](const auto& s) { return s.member == m.index && commit_first_sent_ >= s.at; });
+                        [&](const auto& s) { return s.member == m.index && commit_first_sent_ > s.after; });
       }
     }
     out.topics.push_back(std::move(rt));
@@ -1210,8 +1211,8 @@ void simulation::auto_commit_timer(sim_member& m) {
 
 void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                              std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                             std::uint64_t listener_seq, time_point first_sent) {
-  if (first_sent == time_point{}) first_sent = now_;
+                             std::uint64_t listener_seq, std::uint64_t first_sent) {
+  if (first_sent == 0) first_sent = ++commits_sent_;
   // fetcher::commit: no attempt once the listener call it was made in is cancelled late.
   if (listener_seq != 0 && m.shared.late_cancels.count(listener_seq)) {
     note(fmt::format("{}: {} refused: made in a superseded callback", m.name, who));
@@ -1549,7 +1550,7 @@ void simulation::after_work(sim_member& m) {
   auto next = [this, &m] {
     if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
   };
-  if (m.data) data_app_action(m);
+  if (m.data && data_app_action(m, next)) return;
   if (m.retry_commit) {
     // A careful application commits again only what it still owns (Kafka's classic coordinator
     // accepts a commit of any partition from a member of the current generation), at the

@@ -312,7 +312,10 @@ struct member_data final : fetcher_calls {
   detail::fetch_chains chains;  // fetcher.cpp's: the application's restarts received
   detail::poll_stats stats;
   detail::data_reader reader;
-  time_point last_post{};  // calls posted to the background thread run in order
+  time_point last_post{};     // calls posted to the background thread run in order
+  data::cluster_metadata md;  // the fetcher's metadata (refreshed from the simulation's)
+  bool refresh_in_flight = false;
+  time_point last_refresh{};
   bool retry_armed = false;
   bool offset_fetch_in_flight = false;
   // The checker's view: each owned partition's next offset for the application (from the position
@@ -532,10 +535,10 @@ class simulation {
   void assignment_changed(sim_member& m, const partition_set& owned);
   void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
   void auto_commit_timer(sim_member& m);
-  /// `first_sent`: when the commit's first attempt went out (a retry's; the default: now).
+  /// `first_sent`: the number of the commit's first attempt (a retry's; 0: this is the first).
   void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                    std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                   std::uint64_t listener_seq = 0, time_point first_sent = {});
+                   std::uint64_t listener_seq = 0, std::uint64_t first_sent = 0);
 
   // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
   data::group_identity identity(const sim_member& m) const;
@@ -572,6 +575,11 @@ class simulation {
   void data_validations(sim_member& m);
   void data_fetches(sim_member& m);
   void data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent);
+  /// fetcher::on_fetch_response: the answer (or, with `ec`, none) to a Fetch of `sent`.
+  void data_answer(sim_member& m, std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                   std::shared_ptr<const protocol::bytes> frame, const data::fetch_set& sent);
+  /// maybe_refresh_metadata (at most one in flight, 5 x retry.backoff apart).
+  void data_refresh(sim_member& m);
   /// run_events(): a position event or data error for the data reader.
   void data_event(sim_member& m, detail::user_event& e);
   /// poll()'s drain: true when it returned records.
@@ -580,8 +588,9 @@ class simulation {
   /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
   void data_sync_pos(sim_member& m);
   /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()
-  /// (every partition resumed once the faults stop).
-  void data_app_action(sim_member& m);
+  /// (every partition resumed once the faults stop), commit_sync() of an explicit offset (then
+  /// `next` runs once it returns, and this returns true).
+  bool data_app_action(sim_member& m, const std::function<void()>& next);
   /// G3 with seeks: whether a commit of `tp` at `offset` from `m` (first sent at commit_first_sent_),
   /// below the committed offset, goes back to where its application seeked since.
   bool data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp, std::int64_t offset);
@@ -627,16 +636,19 @@ class simulation {
   std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
   data::cluster_metadata md_;
   std::uint64_t records_returned_ = 0;
-  // G3 with seeks: per partition, the member whose application seeked it, where to and when it
-  // took effect (a seek at once, a seek_to_beginning() once resolved); its commits first sent since
-  // may move the committed offset back to there (once: cleared by the first of them accepted).
+  // G3 with seeks: per partition, the member whose application seeked it, where to, and the last
+  // commit first sent before it took effect (a seek at once, a seek_to_beginning() once resolved;
+  // unresolved: none yet); its commits first sent since may move the committed offset back to
+  // there (once: cleared by the first of them accepted). Commits are numbered as first sent.
   struct seek_floor {
     int member;
     std::int64_t offset;
-    time_point at;
+    std::uint64_t after;
   };
+  static constexpr std::uint64_t unresolved = ~std::uint64_t{0};
   std::map<TopicPartition, std::vector<seek_floor>> seek_floors_;
-  time_point commit_first_sent_{};  // of the commit handle_commit() is answering
+  std::uint64_t commits_sent_ = 0;
+  std::uint64_t commit_first_sent_ = 0;  // of the commit handle_commit() is answering
   std::vector<std::unique_ptr<sim_member>> members_;
   int next_member_ = 0;
   std::size_t max_members_ = 4;

@@ -3,10 +3,13 @@
 // commit positions) on its application's thread, and the fetcher's real cores
 // (data::fetch_positions, data::fetch_planner) on its background thread, as sim_world.cpp runs
 // them for one member; the fetcher's glue is mirrored (sim_fetcher.hpp for the reader's calls,
-// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch and Fetch). The brokers serve the
-// partitions' logs (sim_log.hpp) from one leader with one leader epoch: no faults in the data
-// path yet (no leader changes, truncation, retention or Fetch errors); the coordinator's faults
-// reach OffsetFetch. Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
+// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch, Fetch and metadata refreshes). The
+// brokers serve the partitions' logs (sim_log.hpp) from one leader with one leader epoch. The
+// data path's faults, in the fault phase: lost Fetch requests (timed out after 1 s), slow answers,
+// and transient partition errors in Fetch answers (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH:
+// a metadata refresh, a retry, a validation of the position); OffsetFetch fails with the
+// coordinator's faults. Not yet: leader changes, unclean elections (truncation), retention,
+// compaction. Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
 //
 // What the real path makes checkable, beside G1-G7 (sim_group.cpp):
 //   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
@@ -108,6 +111,22 @@ void simulation::data_pump(sim_member& m) {
   data_fetches(m);
 }
 
+void simulation::data_refresh(sim_member& m) {
+  auto& d = *m.data;
+  if (d.refresh_in_flight || now_ - d.last_refresh < milliseconds(500)) return;
+  d.last_refresh = now_;
+  d.refresh_in_flight = true;
+  at_member(m, now_ + latency(), [this, &m] {
+    auto& d = *m.data;
+    d.refresh_in_flight = false;
+    const auto refreshes = d.md.refreshes + 1;
+    d.md = md_;
+    d.md.refreshes = refreshes;
+    d.md.updated = now_;
+    data_pump(m);
+  });
+}
+
 void simulation::data_retry_at(sim_member& m, time_point t) {
   auto& d = *m.data;
   if (d.retry_armed) return;
@@ -205,6 +224,8 @@ void simulation::data_validations(sim_member& m) {
       if (!p || p->state() != pstate::validating || p->fetch_pos() != s.first) continue;
       const auto end = logs_.at(tp).end_of_epoch(s.second);
       const auto o = d.fp.validated(tp, *p, 0, 0, end.first, end.second);
+      note(fmt::format("{}: bg: {} validated at {} epoch {}: end epoch {} offset {}", m.name, name(tp),
+                       s.first, s.second, end.first, end.second));
       if (o.what == data::validation_outcome::verdict::retry) data_retry_at(m, now_ + milliseconds(100));
       if (o.cut)
         fail("5 (no invalid transition)", fmt::format("{}: {} diverged at {} in a log without truncation",
@@ -218,8 +239,9 @@ void simulation::data_fetches(sim_member& m) {
   // send_fetches: the planner's requests, while the buffer has room.
   auto& d = *m.data;
   if (m.shared.buffered_bytes >= 16 * 1024) return;
-  auto plan = d.planner.plan(now_, md_);
+  auto plan = d.planner.plan(now_, d.md);
   if (!plan.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (plan.refresh_metadata) data_refresh(m);
   if (plan.retry_at) data_retry_at(m, *plan.retry_at);
   if (plan.validate) data_validations(m);
   for (auto& f : plan.requests) {
@@ -227,6 +249,13 @@ void simulation::data_fetches(sim_member& m) {
     auto sent = f.partitions;
     protocol::fetch_request req = std::move(f.request);
     d.planner.fill(node, req, 12, *sent);
+    if (fault_phase() && rng_.chance(0.02)) {
+      at_member(m, now_ + milliseconds(1000), [this, &m, node, sent] {
+        note(fmt::format("{}: bg: fetch from {} failed (request timed out)", m.name, node));
+        data_answer(m, node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
+      });
+      continue;
+    }
     at_member(m, now_ + latency(), [this, &m, node, sent] {
       // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
       const bool no_data = std::all_of(sent->begin(), sent->end(), [this](const auto& e) {
@@ -243,7 +272,6 @@ void simulation::data_fetches(sim_member& m) {
 }
 
 void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent) {
-  auto& d = *m.data;
   protocol::fetch_response r;
   std::deque<protocol::bytes> buffers;
   std::deque<std::string> values;
@@ -254,7 +282,11 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     pd.high_watermark = l.end();
     pd.last_stable_offset = l.end();
     pd.log_start_offset = l.log_start;
-    if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
+    if (fault_phase() && rng_.chance(0.03)) {
+      pd.error_code =
+          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+      note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), pd.error_code));
+    } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
       pd.error_code = code(kafka_errc::offset_out_of_range);
     } else if (pf.fetch_offset < l.end()) {
       auto& buf = buffers.emplace_back();
@@ -275,8 +307,14 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
   std::size_t trailing = 0;
   if (auto ec = protocol::decode(*frame, 12, decoded, &trailing))
     fail("codec", "Fetch answer does not decode: " + ec.message());
-  // fetcher::on_fetch_response
-  const auto answer = d.planner.on_answer(now_, md_, node, {}, decoded, *sent);
+  data_answer(m, node, {}, decoded, frame, *sent);
+}
+
+void simulation::data_answer(sim_member& m, std::int32_t node, std::error_code ec,
+                             const protocol::fetch_response& r, std::shared_ptr<const protocol::bytes> frame,
+                             const data::fetch_set& sent) {
+  auto& d = *m.data;
+  const auto answer = d.planner.on_answer(now_, d.md, node, ec, r, sent);
   for (const auto& n : answer.notes) {
     if (n.what == data::fetch_note::kind::log_end_cut) {
       note(fmt::format("{}: bg: cut {} at {} (log end)", m.name, name(n.tp), n.end));
@@ -285,6 +323,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
       note(fmt::format("{}: bg: {} offset {} out of range: reset", m.name, name(n.tp), n.offset));
     }
   }
+  if (answer.refresh_metadata) data_refresh(m);
   if (answer.retry_at) data_retry_at(m, *answer.retry_at);
   if (!answer.slices.empty()) {
     std::lock_guard lock(m.shared.mutex);
@@ -337,7 +376,7 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
   data_sync_pos(m);
   if (pe->forced) {
     for (auto& s : seek_floors_[tp])
-      if (s.member == m.index && s.at == time_point::max()) s.at = now_;
+      if (s.member == m.index && s.after == unresolved) s.after = commits_sent_;
   }
 }
 
@@ -393,7 +432,7 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
   processed_[tp][static_cast<std::size_t>(r.offset)] = true;
 }
 
-void simulation::data_app_action(sim_member& m) {
+bool simulation::data_app_action(sim_member& m, const std::function<void()>& next) {
   auto& d = *m.data;
   if (!fault_phase()) {
     if (!d.paused.empty()) {
@@ -401,49 +440,58 @@ void simulation::data_app_action(sim_member& m) {
       d.reader.resume(d.paused);
       d.paused.clear();
     }
-    return;
+    return false;
   }
-  if (m.app_owned.empty() || !rng_.chance(0.05)) return;
+  if (m.app_owned.empty() || !rng_.chance(0.05)) return false;
   auto it = m.app_owned.begin();
   std::advance(it, rng_.below(static_cast<std::int64_t>(m.app_owned.size())));
   const TopicPartition tp = *it;
   const auto kind = rng_.below(100);
-  if (kind < 30) {
+  if (kind >= 85) {
+    // commit_sync() of an explicit offset: the record after the last one it processed (Java's
+    // record.offset() + 1).
+    const auto p = d.reader.positions().position(tp);
+    if (!m.sync_commits || !p) return false;
+    commit_sync(m, {{tp, {p->offset, "", -1}}}, "commit_sync of an explicit offset", false, next);
+    return true;
+  }
+  if (kind < 25) {
     // seek() back to a record it processed (or to its position): the records after it again.
     const auto p = d.reader.positions().position(tp);
-    if (!p) return;
+    if (!p) return false;
     const std::int64_t target = rng_.between(std::max<std::int64_t>(0, p->offset - 20), p->offset);
     note(
         fmt::format("{}: the application seeks {} to {} (position {})", m.name, name(tp), target, p->offset));
     d.reader.seek(tp, target, -1);
     d.expected[tp] = target;
-    seek_floors_[tp].push_back({m.index, target, now_});
+    seek_floors_[tp].push_back({m.index, target, commits_sent_});
     data_sync_pos(m);
-  } else if (kind < 40) {
+  } else if (kind < 35) {
     note(fmt::format("{}: the application calls seek_to_beginning({})", m.name, name(tp)));
     d.reader.seek_to({tp}, true);
     d.expected.erase(tp);
     // Its commits may move back once it resolved (until then auto-commit commits what was consumed).
-    seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, time_point::max()});
-  } else if (kind < 70) {
-    if (d.paused.count(tp)) return;
+    seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, unresolved});
+  } else if (kind < 60) {
+    if (d.paused.count(tp)) return false;
     note(fmt::format("{}: the application pauses {}", m.name, name(tp)));
     d.paused.insert(tp);
     d.reader.pause({tp});
   } else {
-    if (!d.paused.count(tp) && !rng_.chance(0.1)) return;
+    if (!d.paused.count(tp) && !rng_.chance(0.1)) return false;
     note(fmt::format("{}: the application resumes {}{}", m.name, name(tp),
                      d.paused.count(tp) ? "" : " (not paused: nothing to do)"));
     d.paused.erase(tp);
     d.reader.resume({tp});
   }
+  return false;
 }
 
 bool simulation::data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp,
                                              std::int64_t offset) {
   const auto f = seek_floors_.find(tp);
   return f != seek_floors_.end() && std::any_of(f->second.begin(), f->second.end(), [&](const seek_floor& s) {
-           return s.member == m.index && commit_first_sent_ >= s.at && offset >= s.offset;
+           return s.member == m.index && commit_first_sent_ > s.after && offset >= s.offset;
          });
 }
 
