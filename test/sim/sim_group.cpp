@@ -19,10 +19,11 @@
 // rejoin stays in the generation until its session times out. The KIP-848 one is
 // sim_group_consumer.cpp's.
 //
-// Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
-// cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
-// returns records from the positions of the partitions the application owns (as the listener
-// calls left them), and the application processes every record it is given.
+// Each member's data path is a model here by default (the data simulation, sim_world.cpp, runs the
+// real data cores): a partition's position comes from OffsetFetch when the member is assigned it,
+// a poll() returns records from the positions of the partitions the application owns (as the
+// listener calls left them), and the application processes every record it is given. With
+// --real-data each member runs the real data path instead (sim_group_data.cpp, and its checks).
 //
 // The application of each member is a seeded actor: poll() with short or long timeouts, work
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,

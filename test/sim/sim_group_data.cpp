@@ -14,14 +14,18 @@
 // What the real path makes checkable, beside G1-G7 (sim_group.cpp):
 //   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
 //   G8  an application is given records only of partitions it owns (between the assigned call
-//       and the revoked or lost one, as its listener saw them);
+//       and the revoked or lost one, as its listener saw them) and has not paused;
 //   G9  no skip: each record is at the application's position, which starts where OffsetFetch
-//       (or the reset) put it and moves only through records; and a member starts a partition
-//       at an offset below which every record was given to some application already (at least
-//       once across hand-overs);
+//       (or the reset) put it and moves only through records and its own seeks; and a member
+//       starts a partition at an offset below which every record was given to some application
+//       already (at least once across hand-overs);
 //   5   fetch_positions::invalid_transitions() stays 0 (the data sim's invariant 5).
-// G6's "every offset given to an application" and "committed at the end" now hold for records the
-// real reader returned.
+// G3 is adapted to the applications' seeks (a commit may go back to where its member seeked) and
+// checks auto-commit against the position; G6's "every offset given to an application" and
+// "committed at the end" now hold for records the real reader returned.
+//
+// The applications (between polls, in the fault phase): seek back, seek_to_beginning(), pause(),
+// resume(), commit_sync() of an explicit offset; every partition is resumed once the faults stop.
 #include "sim_group.hpp"
 
 #include <charconv>
