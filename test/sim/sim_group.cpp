@@ -1855,6 +1855,7 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(0, 50)), [this] { produce(); });
     at(now_ + milliseconds(rng_.between(1000, 5000)), [this] { fault(); });
     at(now_ + milliseconds(100), [this] { coordinator_tick(); });
+    if (real_data_) at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");

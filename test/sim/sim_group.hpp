@@ -580,6 +580,8 @@ class simulation {
                    std::shared_ptr<const protocol::bytes> frame, const data::fetch_set& sent);
   /// maybe_refresh_metadata (at most one in flight, 5 x retry.backoff apart).
   void data_refresh(sim_member& m);
+  /// A clean leader change of a partition (the fault phase of --real-data).
+  void data_fault();
   /// run_events(): a position event or data error for the data reader.
   void data_event(sim_member& m, detail::user_event& e);
   /// poll()'s drain: true when it returned records.

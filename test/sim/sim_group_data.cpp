@@ -3,13 +3,15 @@
 // commit positions) on its application's thread, and the fetcher's real cores
 // (data::fetch_positions, data::fetch_planner) on its background thread, as sim_world.cpp runs
 // them for one member; the fetcher's glue is mirrored (sim_fetcher.hpp for the reader's calls,
-// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch, Fetch and metadata refreshes). The
-// brokers serve the partitions' logs (sim_log.hpp) from one leader with one leader epoch. The
-// data path's faults, in the fault phase: lost Fetch requests (timed out after 1 s), slow answers,
-// and transient partition errors in Fetch answers (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH:
-// a metadata refresh, a retry, a validation of the position); OffsetFetch fails with the
-// coordinator's faults. Not yet: leader changes, unclean elections (truncation), retention,
-// compaction. Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
+// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch, Fetch and metadata refreshes). Three
+// brokers serve the partitions' logs (sim_log.hpp), each partition from its leader. The data
+// path's faults, in the fault phase: clean leader changes (the leader moves, a new leader epoch
+// starts at the log's end; requests to the old leader or with an old epoch are refused until the
+// member's metadata refresh finds the new one, and positions are validated), lost Fetch requests
+// (timed out after 1 s), slow answers, transient partition errors in Fetch answers
+// (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH); OffsetFetch fails with the coordinator's
+// faults. Not yet: unclean elections (truncation), retention, compaction. Every Fetch answer is
+// encoded to bytes (v12) and decoded from that frame.
 //
 // What the real path makes checkable, beside G1-G7 (sim_group.cpp):
 //   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
@@ -68,7 +70,7 @@ void simulation::data_setup() {
       appended_at_.emplace_back(tp, o);
     }
   }
-  md_.brokers[1].node_id = 1;
+  for (std::int32_t b = 1; b <= 3; ++b) md_.brokers[b].node_id = b;
   for (const auto& [t, n] : topics_) {
     auto& tm = md_.topics[t];
     tm.name = t;
@@ -180,21 +182,40 @@ void simulation::data_offset_fetch(sim_member& m) {
   });
 }
 
+// The partition's leader and leader epoch in `md` (the fetcher's metadata).
+static const data::partition_metadata& leader_in(const data::cluster_metadata& md, const TopicPartition& tp) {
+  return md.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+}
+
 void simulation::data_list_offsets(sim_member& m) {
-  // send_list_offsets, to the one leader (auto.offset.reset=earliest).
+  // send_list_offsets (auto.offset.reset=earliest), to the leader in the fetcher's metadata: a
+  // leader that moved, or a leader epoch the metadata has not caught up with, fails it.
   auto& d = *m.data;
-  std::map<TopicPartition, std::uint64_t> sent;
+  struct sent_part {
+    std::uint64_t seq;
+    std::int32_t node;
+    std::int32_t leader_epoch;
+  };
+  std::map<TopicPartition, sent_part> sent;
   d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
     if (p.state() != pstate::needs_reset || d.fp.reset_waits_for_seek(tp, p)) return;
-    sent[tp] = d.fp.reset_requested(tp, p);
+    const auto& pi = leader_in(d.md, tp);
+    sent[tp] = {d.fp.reset_requested(tp, p), pi.leader, pi.leader_epoch};
   });
   if (sent.empty()) return;
   at_member(m, now_ + latency(), [this, &m, sent] {
     auto& d = *m.data;
-    for (const auto& [tp, seq] : sent) {
-      auto* cur = d.fp.reset_current(tp, seq);
+    bool failed = false;
+    for (const auto& [tp, s] : sent) {
+      auto* cur = d.fp.reset_current(tp, s.seq);
       if (cur == nullptr) continue;
       const auto& l = logs_.at(tp);
+      if (l.leader != s.node || l.epoch != s.leader_epoch) {
+        // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
+        d.fp.reset_failed(tp, *cur);
+        failed = true;
+        continue;
+      }
       const bool earliest = cur->reset_timestamp() == -2;
       const std::int64_t offset = earliest ? l.log_start : l.end();
       const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
@@ -202,41 +223,90 @@ void simulation::data_list_offsets(sim_member& m) {
       d.fp.reset_answered(tp, *cur, offset, epoch);
       m.shared.push(detail::position_event{tp, offset, true, epoch});
     }
+    if (failed) {
+      data_refresh(m);
+      data_retry_at(m, now_ + milliseconds(100));
+    }
     data_pump(m);
   });
 }
 
 void simulation::data_validations(sim_member& m) {
-  // send_validations and on_validated (KIP-320). One leader epoch: a position with an epoch is
-  // always valid, but the exchange is the real one.
+  // send_validations and on_validated (KIP-320), to the leader in the fetcher's metadata. Leader
+  // changes here are clean: the new epoch starts at the log's end, so no position diverges.
   auto& d = *m.data;
-  std::map<TopicPartition, std::pair<std::int64_t, std::int32_t>> sent;  // position, its epoch
+  struct sent_part {
+    std::int64_t position;
+    std::int32_t epoch;  // the position's
+    std::int32_t node;
+    std::int32_t leader_epoch;
+  };
+  std::map<TopicPartition, sent_part> sent;
   d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
     if (p.state() != pstate::needs_validation) return;
-    if (p.epoch() < 0) {
-      d.fp.validation_skipped(tp, p, 0);
+    const auto& pi = leader_in(d.md, tp);
+    if (p.epoch() < 0 || pi.leader_epoch < 0) {
+      d.fp.validation_skipped(tp, p, pi.leader_epoch);
       return;
     }
     d.fp.validation_requested(tp, p);
-    sent[tp] = {p.fetch_pos(), p.epoch()};
+    sent[tp] = {p.fetch_pos(), p.epoch(), pi.leader, pi.leader_epoch};
   });
   if (sent.empty()) return;
   at_member(m, now_ + latency(), [this, &m, sent] {
     auto& d = *m.data;
+    bool retry = false;
     for (const auto& [tp, s] : sent) {
       auto* p = d.fp.find(tp);
-      if (!p || p->state() != pstate::validating || p->fetch_pos() != s.first) continue;
-      const auto end = logs_.at(tp).end_of_epoch(s.second);
-      const auto o = d.fp.validated(tp, *p, 0, 0, end.first, end.second);
-      note(fmt::format("{}: bg: {} validated at {} epoch {}: end epoch {} offset {}", m.name, name(tp),
-                       s.first, s.second, end.first, end.second));
-      if (o.what == data::validation_outcome::verdict::retry) data_retry_at(m, now_ + milliseconds(100));
+      if (!p || p->state() != pstate::validating || p->fetch_pos() != s.position) continue;
+      const auto& l = logs_.at(tp);
+      std::int16_t err = 0;
+      std::pair<std::int32_t, std::int64_t> end{-1, -1};
+      if (l.leader != s.node)
+        err = code(kafka_errc::not_leader_or_follower);
+      else if (s.leader_epoch < l.epoch)
+        err = code(kafka_errc::fenced_leader_epoch);
+      else if (s.leader_epoch > l.epoch)
+        err = code(kafka_errc::unknown_leader_epoch);
+      else
+        end = l.end_of_epoch(s.epoch);
+      const auto o = d.fp.validated(tp, *p, s.leader_epoch, err, end.first, end.second);
+      note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
+                       name(tp), s.position, s.epoch, err, end.first, end.second));
+      if (o.what == data::validation_outcome::verdict::retry) {
+        data_refresh(m);
+        retry = true;
+      }
       if (o.cut)
         fail("5 (no invalid transition)", fmt::format("{}: {} diverged at {} in a log without truncation",
                                                       m.name, name(tp), o.cut->offset));
+      if (p->state() == pstate::validating && p->fetch_pos() == s.position) {
+        d.fp.validation_failed(tp, *p);
+        retry = true;
+      }
     }
+    if (retry) data_retry_at(m, now_ + milliseconds(100));
     data_pump(m);
   });
+}
+
+// A clean leader change (fault phase): the partition's leader moves to a broker of the three and
+// its leader epoch starts at the log's end; old-epoch requests are fenced, and each member's
+// fetcher finds the new leader through a metadata refresh.
+void simulation::data_fault() {
+  if (!fault_phase()) return;
+  auto it = logs_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  l.leader = static_cast<std::int32_t>(rng_.between(1, 3));
+  ++l.epoch;
+  l.epoch_start[l.epoch] = l.end();
+  auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+  pi.leader = l.leader;
+  pi.leader_epoch = l.epoch;
+  pi.replicas = pi.isr = {l.leader};
+  note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+  at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
 }
 
 void simulation::data_fetches(sim_member& m) {
@@ -262,8 +332,10 @@ void simulation::data_fetches(sim_member& m) {
     }
     at_member(m, now_ + latency(), [this, &m, node, sent] {
       // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
-      const bool no_data = std::all_of(sent->begin(), sent->end(), [this](const auto& e) {
-        return e.second.fetch_offset == logs_.at(e.first).end();
+      const bool no_data = std::all_of(sent->begin(), sent->end(), [this, node](const auto& e) {
+        const auto& l = logs_.at(e.first);
+        return l.leader == node && e.second.current_leader_epoch == l.epoch &&
+               e.second.fetch_offset == l.end();
       });
       if (no_data) {
         at_member(m, now_ + milliseconds(rng_.between(20, 500)),
@@ -286,7 +358,13 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     pd.high_watermark = l.end();
     pd.last_stable_offset = l.end();
     pd.log_start_offset = l.log_start;
-    if (fault_phase() && rng_.chance(0.03)) {
+    if (l.leader != node) {
+      pd.error_code = code(kafka_errc::not_leader_or_follower);
+    } else if (pf.current_leader_epoch >= 0 && pf.current_leader_epoch < l.epoch) {
+      pd.error_code = code(kafka_errc::fenced_leader_epoch);
+    } else if (pf.current_leader_epoch > l.epoch) {
+      pd.error_code = code(kafka_errc::unknown_leader_epoch);
+    } else if (fault_phase() && rng_.chance(0.03)) {
       pd.error_code =
           code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
       note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), pd.error_code));
