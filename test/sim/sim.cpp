@@ -92,7 +92,8 @@ struct args {
 void usage() {
   std::fprintf(
       stderr,
-      "usage: kgroup-sim [--group [--protocol classic|consumer] [--static] [--unsubscribe]] [--seed S | "
+      "usage: kgroup-sim [--group [--protocol classic|consumer] [--static] [--unsubscribe] [--real-data]] "
+      "[--seed S | "
       "--seeds N "
       "[--first F|random]] [--time-budget SEC]\n"
       "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
@@ -101,6 +102,8 @@ void usage() {
       "do)\n"
       "--unsubscribe: every group seed's applications unsubscribe() and subscribe() again now and then "
       "(else a third do)\n"
+      "--real-data: each group member runs the real data path (data_reader, fetch_positions, fetch_planner, "
+      "the Fetch codec) against simulated partition logs, instead of its model\n"
       "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
       "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
       "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
@@ -148,6 +151,8 @@ int main(int argc, char** argv) {
       kgroup::sim::group_static = true;
     } else if (k == "--unsubscribe") {
       kgroup::sim::group_unsubscribe = true;
+    } else if (k == "--real-data") {
+      kgroup::sim::group_real_data = true;
     } else if (k == "--protocol") {
       const std::string v = value();
       if (v != "classic" && v != "consumer") {
@@ -240,6 +245,7 @@ int main(int argc, char** argv) {
                                 (a.consumer ? " --protocol consumer" : "") +
                                 (kgroup::sim::group_static ? " --static" : "") +
                                 (kgroup::sim::group_unsubscribe ? " --unsubscribe" : "") +
+                                (kgroup::sim::group_real_data ? " --real-data" : "") +
                                 (kgroup::sim::mix_commits ? " --mix-commits" : "");
       std::printf(
           "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",

@@ -19,10 +19,11 @@
 // rejoin stays in the generation until its session times out. The KIP-848 one is
 // sim_group_consumer.cpp's.
 //
-// Each member's data path is a model here (the data simulation, sim_world.cpp, runs the real data
-// cores): a partition's position comes from OffsetFetch when the member is assigned it, a poll()
-// returns records from the positions of the partitions the application owns (as the listener
-// calls left them), and the application processes every record it is given.
+// Each member's data path is a model here by default (the data simulation, sim_world.cpp, runs the
+// real data cores): a partition's position comes from OffsetFetch when the member is assigned it,
+// a poll() returns records from the positions of the partitions the application owns (as the
+// listener calls left them), and the application processes every record it is given. With
+// --real-data each member runs the real data path instead (sim_group_data.cpp, and its checks).
 //
 // The application of each member is a seeded actor: poll() with short or long timeouts, work
 // between polls (sometimes past max.poll.interval.ms), slow listener callbacks, commits (auto,
@@ -91,6 +92,8 @@ void simulation::setup() {
     }
   }
   base_.group_id = "g";
+  real_data_ = group_real_data;
+  if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
   } else {
@@ -109,13 +112,14 @@ void simulation::setup() {
   unsubscribes_ = group_unsubscribe || unsub_rng_.below(3) == 0;
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
-      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} ms{}{}",
+      "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
+      "ms{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
-      unsubscribes_ ? ", applications unsubscribe" : ""));
+      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -175,6 +179,13 @@ sim_member& simulation::add_member(int slot) {
   m->auto_commit = mode != 1;
   m->sync_commits = mode != 0;
   m->commit_in_revoke = rng_.chance(0.7);
+  if (real_data_) {
+    m->data = std::make_unique<member_data>(*this, *m);
+    m->data->md = md_;
+    detail::data_reader::options o;
+    o.max_poll_records = static_cast<std::size_t>(rng_.between(10, 200));
+    m->data->reader.configure(o);
+  }
   note(fmt::format("{} starts: {}{}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
                    m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : "",
                    m->instance_id ? " group.instance.id " + *m->instance_id : ""));
@@ -258,6 +269,7 @@ void simulation::produce() {
   const auto n = rng_.between(1, 8);
   it->second += n;
   processed_[it->first].resize(static_cast<std::size_t>(it->second), false);
+  if (real_data_) data_produce(it->first, n);
   at(now_ + milliseconds(rng_.between(5, 200)), [this] { produce(); });
 }
 
@@ -800,12 +812,18 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
                          consumer() ? "member epoch" : "generation", r.generation_id_or_member_epoch));
       // G3: never back.
       const auto c = committed_.find(tp);
-      if (c != committed_.end() && p.committed_offset < c->second)
+      if (c != committed_.end() && p.committed_offset < c->second &&
+          !(real_data_ && data_commit_back_sanctioned(m, tp, p.committed_offset)))
         fail("G3 (committed offsets never move back)",
              fmt::format("{} committed {} at {} (generation {}), below {} committed before", m.name, name(tp),
                          p.committed_offset, r.generation_id_or_member_epoch, c->second));
       committed_[tp] = p.committed_offset;
       ++commits_accepted_;
+      if (real_data_) {
+        if (const auto f = seek_floors_.find(tp); f != seek_floors_.end())
+          std::erase_if(f->second,
+                        [&](const auto& s) { return s.member == m.index && commit_first_sent_ > s.after; });
+      }
     }
     out.topics.push_back(std::move(rt));
   }
@@ -1125,6 +1143,11 @@ void simulation::apply(sim_member& m, kip848::action& a) {
 }
 
 void simulation::assignment_changed(sim_member& m, const partition_set& owned) {
+  if (m.data) {
+    data_assign(m, owned);
+    m.bg_owned = owned;
+    return;
+  }
   // The fetcher's assign(): positions of new partitions come from OffsetFetch; partitions no longer
   // owned are forgotten (auto-commit starts afresh for a later owner).
   for (const auto& tp : m.bg_owned) {
@@ -1160,9 +1183,26 @@ void simulation::auto_commit_timer(sim_member& m) {
   // fetcher::auto_commit: the consumed positions of owned partitions, if the member is stable.
   const auto offsets = [&] {
     std::map<TopicPartition, detail::epoch_offset> consumed;
-    for (const auto& [tp, o] : m.consumed) consumed[tp] = {o, -1};
+    if (m.data) {
+      std::lock_guard lock(m.shared.mutex);
+      consumed = m.shared.consumed;
+    } else {
+      for (const auto& [tp, o] : m.consumed) consumed[tp] = {o, -1};
+    }
     return m.auto_committer.due(consumed, m.bg_owned, identity(m));
   }();
+  if (m.data) {
+    // G3: auto-commit commits what the application consumed, never past its position now (after a
+    // seek back or a resolved seek_to_beginning(), the new position; unknown while a seek_to is
+    // in flight: not checked then).
+    for (const auto& [tp, om] : offsets) {
+      const auto p = m.data->reader.positions().position(tp);
+      if (p && om.offset > p->offset)
+        fail("G3 (committed offsets never move back)",
+             fmt::format("{}: auto-commit commits {} at {}, past its application's position {}", m.name,
+                         name(tp), om.offset, p->offset));
+    }
+  }
   if (!offsets.empty()) {
     send_commit(
         m, offsets, "auto-commit", [](std::optional<data::commit_error>) {}, now_);
@@ -1172,7 +1212,8 @@ void simulation::auto_commit_timer(sim_member& m) {
 
 void simulation::send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                              std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                             std::uint64_t listener_seq) {
+                             std::uint64_t listener_seq, std::uint64_t first_sent) {
+  if (first_sent == 0) first_sent = ++commits_sent_;
   // fetcher::commit: no attempt once the listener call it was made in is cancelled late.
   if (listener_seq != 0 && m.shared.late_cancels.count(listener_seq)) {
     note(fmt::format("{}: {} refused: made in a superseded callback", m.name, who));
@@ -1195,8 +1236,13 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
     if (!m.app_owned.count(tp) && !m.bg_owned.count(tp))
       fail("G2 (commits only from the partition's owner)",
            fmt::format("{} commits {} at {} ({}), which it does not own", m.name, name(tp), om.offset, who));
-    // G3: a member commits only what its application reached.
-    const auto p = m.pos.find(tp);
+    // G3: a member commits only what its application reached (with the real data path: before
+    // a seek back too).
+    auto p = m.pos.find(tp);
+    if (m.data) {
+      p = m.data->reached.find(tp);
+      if (p == m.data->reached.end()) p = m.pos.find(tp);
+    }
     if (p == m.pos.end() || om.offset > p->second)
       fail("G3 (committed offsets never move back)",
            fmt::format("{} commits {} at {}, past its application's position {}", m.name, name(tp), om.offset,
@@ -1208,7 +1254,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   const auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
-  auto answer = [this, &m, offsets, who, done, deadline, listener_seq,
+  auto answer = [this, &m, offsets, who, done, deadline, listener_seq, first_sent,
                  gen = id.generation](protocol::offset_commit_response r) {
     const auto failure = data::read_commit_response(r);
     if (failure) fenced_seen(m, failure->kafka_code);
@@ -1222,28 +1268,30 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       process(m);
     }
     if (data::commit_retriable(failure->error.code) && now_ + milliseconds(100) < deadline) {
-      at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
-        send_commit(m, offsets, who, done, deadline, listener_seq);
-      });
+      at_member(m, now_ + milliseconds(100),
+                [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
+                  send_commit(m, offsets, who, done, deadline, listener_seq, first_sent);
+                });
       return;
     }
     note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
     done(failure->error);
   };
   if (lost) {
-    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq] {
+    at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
       note(fmt::format("{}: {} lost (connection reset)", m.name, who));
       if (now_ + milliseconds(100) < deadline) {
-        at_member(m, now_ + milliseconds(100), [this, &m, offsets, who, done, deadline, listener_seq] {
-          send_commit(m, offsets, who, done, deadline, listener_seq);
-        });
+        at_member(m, now_ + milliseconds(100),
+                  [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
+                    send_commit(m, offsets, who, done, deadline, listener_seq, first_sent);
+                  });
       } else {
         done(data::commit_error{make_error_code(client_errc::connection_closed), "connection reset"});
       }
     });
     return;
   }
-  at(m.last_send, [this, &m, req, answer, node = id.coordinator.value_or(-1)] {
+  at(m.last_send, [this, &m, req, answer, first_sent, node = id.coordinator.value_or(-1)] {
     protocol::offset_commit_response r;
     if (auto err = not_serving(node)) {
       for (const auto& t : req.topics) {
@@ -1253,6 +1301,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
         r.topics.push_back(std::move(rt));
       }
     } else {
+      commit_first_sent_ = first_sent;
       r = handle_commit(m, req);
     }
     m.last_answer = std::max(now_ + latency(), m.last_answer);
@@ -1286,9 +1335,13 @@ void simulation::poll_start(sim_member& m) {
   m.core->poll_called(now_);
   process(m);
   // publish_returned(): what the last poll() returned is consumed now.
-  m.consumed.clear();
-  for (const auto& tp : m.app_owned)
-    if (m.pos.count(tp)) m.consumed[tp] = m.pos[tp];
+  if (m.data) {
+    m.data->reader.publish_returned();
+  } else {
+    m.consumed.clear();
+    for (const auto& tp : m.app_owned)
+      if (m.pos.count(tp)) m.consumed[tp] = m.pos[tp];
+  }
   // poll(timeout): mostly short, sometimes longer than max.poll.interval.ms (waiting inside poll()
   // never counts toward it).
   milliseconds timeout(rng_.between(10, 200));
@@ -1330,6 +1383,7 @@ void simulation::run_events(sim_member& m, std::function<void()> then) {
       }
       return;  // run_events continues from the callback's end
     }
+    if (m.data) data_event(m, e);
   }
   then();
 }
@@ -1340,10 +1394,14 @@ void simulation::invoke(sim_member& m, detail::listener_call call, std::function
   if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && m.auto_commit) {
     // data_reader::commit_positions(): the positions, which become the consumed ones.
     data::commit_map offsets;
-    for (const auto& tp : call.partitions) {
-      if (!m.pos.count(tp)) continue;
-      offsets[tp] = {m.pos[tp], "", -1};
-      if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
+    if (m.data) {
+      offsets = m.data->reader.commit_positions({call.partitions.begin(), call.partitions.end()});
+    } else {
+      for (const auto& tp : call.partitions) {
+        if (!m.pos.count(tp)) continue;
+        offsets[tp] = {m.pos[tp], "", -1};
+        if (m.consumed.count(tp)) m.consumed[tp] = m.pos[tp];
+      }
     }
     if (m.mailbox.running_superseded()) offsets.clear();  // commit_client refuses it (logged)
     send_commit(
@@ -1381,6 +1439,7 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
 }
 
 void simulation::ownership_changed(sim_member& m, const detail::listener_call& call) {
+  if (m.data) m.data->reader.ownership_changed(call);
   for (const auto& tp : call.partitions) {
     if (call.kind == group::listener_kind::assigned) {
       m.app_owned.insert(tp);
@@ -1388,11 +1447,30 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
       m.app_owned.erase(tp);
       m.pos.erase(tp);
       m.consumed.erase(tp);
+      if (m.data) {
+        m.data->paused.erase(tp);
+        m.data->reached.erase(tp);
+      }
     }
   }
+  if (m.data) data_sync_pos(m);
 }
 
 bool simulation::poll_body(sim_member& m) {
+  if (m.data) {
+    if (data_poll(m) || now_ >= m.poll_deadline) {
+      poll_return(m);
+      return true;
+    }
+    // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
+    at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
+      const bool no_events = m.shared.events.empty() && m.shared.fetched.empty();
+      run_events(m, [this, &m, no_events] {
+        if (!poll_body(m) && no_events) nothing_changed();
+      });
+    });
+    return false;
+  }
   // (The owned partitions, the positions and the logs' ends are walked side by side: all three
   // are in TopicPartition's order.)
   // Positions the background found (the position events of the real reader).
@@ -1473,6 +1551,7 @@ void simulation::after_work(sim_member& m) {
   auto next = [this, &m] {
     if (!m.closing) at_member(m, now_ + milliseconds(rng_.between(0, 5)), [this, &m] { poll_start(m); });
   };
+  if (m.data && data_app_action(m, next)) return;
   if (m.retry_commit) {
     // A careful application commits again only what it still owns (Kafka's classic coordinator
     // accepts a commit of any partition from a member of the current generation), at the
@@ -1490,10 +1569,15 @@ void simulation::after_work(sim_member& m) {
     // commit_sync() without offsets: data_reader::positions_for_commit(), which makes the positions
     // the consumed ones (auto-commit never commits below them afterwards).
     data::commit_map offsets;
-    for (const auto& tp : m.app_owned) {
-      if (!m.pos.count(tp)) continue;
-      offsets[tp] = {m.pos[tp], "", -1};
-      m.consumed[tp] = m.pos[tp];
+    if (m.data) {
+      for (const auto& [tp, om] : m.data->reader.positions_for_commit())
+        if (m.app_owned.count(tp)) offsets[tp] = {om.offset, om.metadata, om.leader_epoch.value_or(-1)};
+    } else {
+      for (const auto& tp : m.app_owned) {
+        if (!m.pos.count(tp)) continue;
+        offsets[tp] = {m.pos[tp], "", -1};
+        m.consumed[tp] = m.pos[tp];
+      }
     }
     commit_sync(m, offsets, "commit_sync", true, next);
     return;
@@ -1514,7 +1598,15 @@ void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char
   // offsets again.
   // data_reader::offsets_committed(), before the commit goes out: auto-commit is not left below
   // what the application commits.
+  if (m.data) {
+    OffsetMap explicit_offsets;
+    for (const auto& [tp, om] : offsets)
+      explicit_offsets[tp] = {om.offset, om.metadata,
+                              om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+    m.data->reader.offsets_committed(explicit_offsets);
+  }
   for (const auto& [tp, om] : offsets) {
+    if (m.data) break;
     auto c = m.consumed.find(tp);
     const auto p = m.pos.find(tp);
     if (c != m.consumed.end() && p != m.pos.end() && om.offset <= p->second && c->second < om.offset)
@@ -1655,6 +1747,8 @@ void simulation::check_step() {
   for (const auto& m : members_) {
     if (m->alive && m->core->invalid_transitions() != 0)
       fail("G4 (no fatal error, no refused transition)", m->name + " made a transition its table refuses");
+    if (m->alive && m->data && m->data->fp.invalid_transitions() != 0)
+      fail("5 (no invalid transition)", m->name + ": fetch_positions refused: " + m->data->refused);
   }
   if (consumer()) {
     cg_check_step();
@@ -1761,6 +1855,7 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(0, 50)), [this] { produce(); });
     at(now_ + milliseconds(rng_.between(1000, 5000)), [this] { fault(); });
     at(now_ + milliseconds(100), [this] { coordinator_tick(); });
+    if (real_data_) at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");

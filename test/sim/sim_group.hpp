@@ -24,15 +24,21 @@
 #include <utility>
 #include <vector>
 
+#include "consumer/data_reader.hpp"
 #include "consumer/listener_mailbox.hpp"
+#include "data/cluster_metadata.hpp"
 #include "data/committer.hpp"
+#include "data/fetch_planner.hpp"
+#include "data/fetch_positions.hpp"
 #include "group/consumer_member.hpp"
 #include "group/member.hpp"
 #include "kgroup/assignor.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
 #include "runtime/shared_state.hpp"
+#include "sim_fetcher.hpp"
 #include "sim_kernel.hpp"
+#include "sim_log.hpp"
 #include "sim_world.hpp"
 
 namespace kgroup::sim::group_sim {
@@ -287,6 +293,40 @@ class core_box final : public member_core {
 template <class Core>
 Core& core_of(sim_member& m);
 
+// ---- one member's real data path (--real-data; sim_group_data.cpp) ----------------------------------
+
+// The fetcher's cores on the member's background thread and the data reader on its application's,
+// as sim_world.cpp runs them for one member: the reader's calls (fetcher_calls) are posted to the
+// background thread in order, the fetcher's answers reach the reader through the member's
+// shared_state (the one its listener mailbox uses too, as in the Consumer).
+struct member_data final : fetcher_calls {
+  member_data(simulation& s, sim_member& owner);
+  void post(std::string what, std::function<void()> f) override;
+  void pump() override;
+
+  simulation& sim;
+  sim_member& m;
+  std::string refused;  // fetch_positions' last refused transition
+  data::fetch_positions fp;
+  data::fetch_planner planner{fp, data::fetch_planner_options{}};
+  detail::fetch_chains chains;  // fetcher.cpp's: the application's restarts received
+  detail::poll_stats stats;
+  detail::data_reader reader;
+  time_point last_post{};     // calls posted to the background thread run in order
+  data::cluster_metadata md;  // the fetcher's metadata (refreshed from the simulation's)
+  bool refresh_in_flight = false;
+  time_point last_refresh{};
+  bool retry_armed = false;
+  bool offset_fetch_in_flight = false;
+  // The checker's view: each owned partition's next offset for the application (from the position
+  // events the reader applied and the records it returned).
+  std::map<TopicPartition, std::int64_t> expected;
+  partition_set paused;  // the application's pause()s (forgotten with the partition)
+  // The highest position the application reached per owned partition (a commit may carry one
+  // from before a seek back: the application did process those records).
+  std::map<TopicPartition, std::int64_t> reached;
+};
+
 // ---- one member ---------------------------------------------------------------------------------
 
 struct sim_member {
@@ -337,6 +377,8 @@ struct sim_member {
   time_point poll_deadline{};
   std::uint64_t polls = 0;
   bool timeout_checked = false;  // G5 looked at the current poll timeout
+  // With --real-data: the real data path (else the model above: fetched_pos, pos, consumed).
+  std::unique_ptr<member_data> data;
 };
 
 enum class group_protocol { classic, consumer };
@@ -493,9 +535,10 @@ class simulation {
   void assignment_changed(sim_member& m, const partition_set& owned);
   void offset_fetch(sim_member& m, const TopicPartition& tp, std::uint64_t own_seq);
   void auto_commit_timer(sim_member& m);
+  /// `first_sent`: the number of the commit's first attempt (a retry's; 0: this is the first).
   void send_commit(sim_member& m, const data::commit_map& offsets, const char* who,
                    std::function<void(std::optional<data::commit_error>)> done, time_point deadline,
-                   std::uint64_t listener_seq = 0);
+                   std::uint64_t listener_seq = 0, std::uint64_t first_sent = 0);
 
   // ---- a member's application (mirrors consumer_poll.cpp and consumer_offsets.cpp) ----
   data::group_identity identity(const sim_member& m) const;
@@ -518,6 +561,41 @@ class simulation {
   void unsubscribe_wait(sim_member& m, std::uint64_t left_before, time_point deadline);
   void resubscribe(sim_member& m);
   void close_wait(sim_member& m, std::uint64_t left_before, time_point deadline);
+
+  // ---- a member's real data path (--real-data; sim_group_data.cpp) ----
+  friend struct member_data;
+  void data_setup();
+  void data_produce(const TopicPartition& tp, std::int64_t n);
+  void data_post(sim_member& m, std::string what, std::function<void()> f);
+  void data_assign(sim_member& m, const partition_set& owned);
+  void data_pump(sim_member& m);
+  void data_retry_at(sim_member& m, time_point t);
+  void data_offset_fetch(sim_member& m);
+  void data_list_offsets(sim_member& m);
+  void data_validations(sim_member& m);
+  void data_fetches(sim_member& m);
+  void data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent);
+  /// fetcher::on_fetch_response: the answer (or, with `ec`, none) to a Fetch of `sent`.
+  void data_answer(sim_member& m, std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
+                   std::shared_ptr<const protocol::bytes> frame, const data::fetch_set& sent);
+  /// maybe_refresh_metadata (at most one in flight, 5 x retry.backoff apart).
+  void data_refresh(sim_member& m);
+  /// A clean leader change of a partition (the fault phase of --real-data).
+  void data_fault();
+  /// run_events(): a position event or data error for the data reader.
+  void data_event(sim_member& m, detail::user_event& e);
+  /// poll()'s drain: true when it returned records.
+  bool data_poll(sim_member& m);
+  void data_record(sim_member& m, const ConsumerRecord& r);
+  /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
+  void data_sync_pos(sim_member& m);
+  /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()
+  /// (every partition resumed once the faults stop), commit_sync() of an explicit offset (then
+  /// `next` runs once it returns, and this returns true).
+  bool data_app_action(sim_member& m, const std::function<void()>& next);
+  /// G3 with seeks: whether a commit of `tp` at `offset` from `m` (first sent at commit_first_sent_),
+  /// below the committed offset, goes back to where its application seeked since.
+  bool data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp, std::int64_t offset);
 
   // ---- checks ----
   void check_step();
@@ -552,6 +630,27 @@ class simulation {
   std::map<std::string, std::int32_t> topics_;  // name -> partitions
   std::map<TopicPartition, std::int64_t> log_end_;
   std::map<TopicPartition, std::vector<bool>> processed_;  // offsets some application was given
+  // --real-data: the partitions' logs (log_end_ stays their ends), where each record id was
+  // appended (appended_at_[id - 1]), and the metadata every member's fetcher reads (one broker).
+  bool real_data_ = false;
+  std::map<TopicPartition, partition_log> logs_;
+  std::int64_t next_id_ = 1;
+  std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
+  data::cluster_metadata md_;
+  std::uint64_t records_returned_ = 0;
+  // G3 with seeks: per partition, the member whose application seeked it, where to, and the last
+  // commit first sent before it took effect (a seek at once, a seek_to_beginning() once resolved;
+  // unresolved: none yet); its commits first sent since may move the committed offset back to
+  // there (once: cleared by the first of them accepted). Commits are numbered as first sent.
+  struct seek_floor {
+    int member;
+    std::int64_t offset;
+    std::uint64_t after;
+  };
+  static constexpr std::uint64_t unresolved = ~std::uint64_t{0};
+  std::map<TopicPartition, std::vector<seek_floor>> seek_floors_;
+  std::uint64_t commits_sent_ = 0;
+  std::uint64_t commit_first_sent_ = 0;  // of the commit handle_commit() is answering
   std::vector<std::unique_ptr<sim_member>> members_;
   int next_member_ = 0;
   std::size_t max_members_ = 4;

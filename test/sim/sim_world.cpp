@@ -2,7 +2,9 @@
 // and what mirrors the Asio driver.
 #include "sim_world.hpp"
 
+#include "sim_fetcher.hpp"
 #include "sim_kernel.hpp"
+#include "sim_log.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -50,59 +52,16 @@ std::int16_t code(kafka_errc e) {
   return static_cast<std::int16_t>(e);
 }
 
-// ---- the simulated cluster ------------------------------------------------------------------------
-
-struct log_entry {
-  std::int64_t id;
-  std::int32_t epoch;
-  bool compacted = false;  // removed by the log cleaner: its batch keeps the offset, not the record
-};
-
-// The leader's log of one partition. Offsets are dense: entries[o] is offset o (the ones below
-// log_start are kept for the checks but never served).
-struct partition_log {
-  std::vector<log_entry> entries;
-  std::int64_t log_start = 0;
-  std::int32_t epoch = 0;
-  std::int32_t leader = 1;
-  std::map<std::int32_t, std::int64_t> epoch_start;  // the leader epoch cache: epoch -> first offset
-  std::set<std::int64_t> batch_starts;               // each produced batch's base offset
-  detail::epoch_offset committed;                    // the group's committed offset (-1: none)
-  // Every record ever appended at each offset (branches diverge after unclean elections), by
-  // offset: ids_at[o] holds the ids appended at o, oldest first (empty: none yet).
-  std::vector<std::vector<std::int64_t>> ids_at;
-  void appended_at(std::int64_t offset, std::int64_t id) {
-    const auto o = static_cast<std::size_t>(offset);
-    if (ids_at.size() <= o) ids_at.resize(o + 1);
-    ids_at[o].push_back(id);
-  }
-
-  std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
-  // The epoch of the record at `offset` (or the latest, at the end).
-  std::int32_t epoch_for(std::int64_t offset) const {
-    for (auto i = epoch_start.rbegin(); i != epoch_start.rend(); ++i) {
-      if (i->second <= offset) return i->first;
-    }
-    return epoch;
-  }
-  // OffsetForLeaderEpoch: the largest epoch at or below `requested` and where it ends (the start
-  // of the next higher epoch, or the log's end); -1/-1 when the cache has no such epoch.
-  std::pair<std::int32_t, std::int64_t> end_of_epoch(std::int32_t requested) const {
-    auto it = epoch_start.upper_bound(requested);
-    if (it == epoch_start.begin()) return {-1, -1};
-    const std::int64_t end_offset = it == epoch_start.end() ? end() : it->second;
-    --it;
-    return {it->first, end_offset};
-  }
-};
+// ---- the simulated cluster: the partition logs (sim_log.hpp) ----------------------------------------
 
 // ---- one seed -------------------------------------------------------------------------------------
 
-class simulation : public detail::fetcher_port {
+class simulation final : public fetcher_calls {
  public:
   // auto.offset.reset: earliest, latest in about 15 % of the seeds (drawn apart from the schedule).
   simulation(std::uint64_t seed, bool verbose)
-      : rng_(seed),
+      : fetcher_calls(fp_, chains_, shared_),
+        rng_(seed),
         verbose_(verbose),
         policy_(prng(seed ^ 0x5bd1e995u).below(100) < 15 ? data::reset_policy::latest
                                                          : data::reset_policy::earliest),
@@ -111,63 +70,6 @@ class simulation : public detail::fetcher_port {
         legacy_history_(compacted_topic_ && compaction_rng_.chance(0.5)) {}
 
   run_result run();
-
-  // fetcher_port: the user thread posts each call onto the background thread (FIFO).
-  void wake() override {
-    post("wake", [this] { pump(); });
-  }
-  void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
-    post(fmt::format("refetch {} {}", name(tp), offset), [this, tp, offset, epoch] {
-      chains_.restart(tp);
-      if (!fp_.refetch(tp, offset, epoch)) return;
-      pump();
-    });
-  }
-  void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
-    post(fmt::format("seek {} {} epoch {}", name(tp), offset, epoch), [this, tp, offset, epoch] {
-      chains_.restart(tp);
-      push_event(detail::position_event{tp, offset, false, epoch, true});
-      if (!fp_.seek(tp, offset, epoch)) return;
-      pump();
-    });
-  }
-  void seek_to(const std::set<TopicPartition>& tps, bool beginning) override {
-    post("seek_to", [this, tps, beginning] {
-      for (const auto& tp : tps) {
-        chains_.restart(tp);
-        push_event(detail::position_event{tp, -1, false, -1, true});
-        fp_.seek_to(tp, beginning);
-      }
-      pump();
-    });
-  }
-  void pause(const std::set<TopicPartition>& tps) override {
-    post("pause", [this, tps] {
-      for (const auto& tp : tps) fp_.pause(tp);
-    });
-  }
-  void resume(const std::map<TopicPartition, detail::epoch_offset>& positions) override {
-    post("resume", [this, positions] {
-      for (const auto& [tp, pos] : positions) {
-        if (pos.offset >= 0) chains_.restart(tp);
-        fp_.resume(tp, pos.offset, pos.epoch);
-      }
-      pump();
-    });
-  }
-  void cut_accepted(const TopicPartition& tp, std::int64_t offset) override {
-    post("cut_accepted", [this, tp, offset] {
-      if (fp_.cut_accepted(tp, offset)) pump();
-    });
-  }
-  void reset_position(const TopicPartition& tp) override {
-    post(fmt::format("reset_position {}", name(tp)), [this, tp] {
-      chains_.restart(tp);
-      push_event(detail::position_event{tp, -1, false, -1, true});
-      if (auto* p = fp_.find(tp)) fp_.offset_out_of_range(tp, *p);
-      pump();
-    });
-  }
 
  private:
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
@@ -200,7 +102,7 @@ class simulation : public detail::fetcher_port {
     queue_.at(when, std::make_pair(std::move(what), std::move(f)));
   }
   // A call posted to the background thread: run in the order posted.
-  void post(std::string what, std::function<void()> f) {
+  void post(std::string what, std::function<void()> f) override {
     last_post_ = std::max(now_ + milliseconds(rng_.below(2)), last_post_);
     at(last_post_, "bg: " + what, std::move(f));
   }
@@ -225,7 +127,7 @@ class simulation : public detail::fetcher_port {
   partition_log& log(const TopicPartition& tp) { return logs_.at(tp); }
 
   // ---- the driver glue (mirrors src/fetch/fetcher*.cpp, see sim.cpp) ----------------------------
-  void pump();
+  void pump() override;
   void schedule_retry();
   void schedule_retry_at(time_point t);
   void maybe_refresh_metadata();
@@ -821,49 +723,10 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
       // may begin below it, as Kafka's do), up to about `want` records past the fetch offset.
       auto& buf = buffers.emplace_back();
       const std::int64_t want = rng_.between(1, 40);
-      auto first = l.batch_starts.upper_bound(pf.fetch_offset);
-      std::int64_t o = first == l.batch_starts.begin() ? pf.fetch_offset : *std::prev(first);
-      while (o < l.end() && (o <= pf.fetch_offset || o - pf.fetch_offset < want)) {
-        const auto next = l.batch_starts.upper_bound(o);
-        const std::int64_t batch_end = next == l.batch_starts.end() ? l.end() : std::min(*next, l.end());
-        const auto epoch = l.entries[static_cast<std::size_t>(o)].epoch;
-        std::int64_t b = o;
-        std::vector<protocol::record_input> recs;
-        while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
-          const auto& e = l.entries[static_cast<std::size_t>(b)];
-          if (!e.compacted) {
-            const auto& v = values.emplace_back(std::to_string(e.id));
-            recs.push_back({std::nullopt,
-                            protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
-                            1,
-                            {},
-                            static_cast<std::int32_t>(b - o)});
-          }
-          ++b;
-        }
-        if (legacy_history_ && b <= history_end_[tp]) {
-          // A magic-0 gzip wrapper at the batch's last offset; its messages carry absolute offsets.
-          // A wrapper the cleaner emptied is gone (the next batch answers).
-          std::vector<protocol::legacy_message_input> msgs;
-          for (const auto& in : recs) msgs.push_back({o + *in.offset_delta, -1, std::nullopt, in.value});
-          protocol::legacy_encode_options lo;
-          lo.magic = 0;
-          lo.codec = protocol::compression::gzip;
-          lo.wrapper_offset = b - 1;
-          if (!msgs.empty() && protocol::encode_legacy_message_set(msgs, lo, buf))
-            fail("codec", "legacy message set does not encode");
-          o = b;
-          continue;
-        }
-        protocol::batch_encode_options opts;
-        opts.base_offset = o;
-        opts.partition_leader_epoch = epoch;
-        opts.last_offset_delta =
-            static_cast<std::int32_t>(b - 1 - o);  // kept when the cleaner removed the tail
-        if (protocol::encode_record_batch(recs, opts, buf)) fail("codec", "record batch does not encode");
-        o = b;
-      }
-      const std::int64_t stop = o;
+      const auto w =
+          write_batches(l, pf.fetch_offset, want, legacy_history_ ? history_end_.at(tp) : -1, values, buf);
+      if (w.error) fail("codec", w.error);
+      const std::int64_t stop = w.stop;
       pd.records = protocol::records_view{buf};
       list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
     }

@@ -24,6 +24,9 @@ extern bool mix_commits;
 extern bool group_static;
 /// Every group seed's applications unsubscribe() and subscribe() again now and then (else a third do).
 extern bool group_unsubscribe;
+/// Each group member runs the real data path (data_reader, fetch_positions, fetch_planner, the
+/// Fetch codec) against simulated partition logs, instead of the model of it (--real-data).
+extern bool group_real_data;
 
 /// Runs seed `seed` to its end or its first failed invariant. Deterministic: the same seed (and
 /// mutant) gives the same events in the same order.

@@ -1,0 +1,595 @@
+// The group simulation's real data path (kgroup-sim --group --real-data): each member runs the
+// real data reader (detail::data_reader: its position table and record cursor, drain(), the
+// commit positions) on its application's thread, and the fetcher's real cores
+// (data::fetch_positions, data::fetch_planner) on its background thread, as sim_world.cpp runs
+// them for one member; the fetcher's glue is mirrored (sim_fetcher.hpp for the reader's calls,
+// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch, Fetch and metadata refreshes). Three
+// brokers serve the partitions' logs (sim_log.hpp), each partition from its leader. The data
+// path's faults, in the fault phase: clean leader changes (the leader moves, a new leader epoch
+// starts at the log's end; requests to the old leader or with an old epoch are refused until the
+// member's metadata refresh finds the new one, and positions are validated), lost Fetch requests
+// (timed out after 1 s), slow answers, transient partition errors in Fetch answers
+// (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH); OffsetFetch fails with the coordinator's
+// faults. Not yet: unclean elections (truncation), retention, compaction. Every Fetch answer is
+// encoded to bytes (v12) and decoded from that frame.
+//
+// What the real path makes checkable, beside G1-G7 (sim_group.cpp):
+//   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
+//   G8  an application is given records only of partitions it owns (between the assigned call
+//       and the revoked or lost one, as its listener saw them) and has not paused;
+//   G9  no skip: each record is at the application's position, which starts where OffsetFetch
+//       (or the reset) put it and moves only through records and its own seeks; and a member
+//       starts a partition at an offset below which every record was given to some application
+//       already (at least once across hand-overs);
+//   5   fetch_positions::invalid_transitions() stays 0 (the data sim's invariant 5).
+// G3 is adapted to the applications' seeks (a commit may go back to where its member seeked) and
+// checks auto-commit against the position; G6's "every offset given to an application" and
+// "committed at the end" now hold for records the real reader returned.
+//
+// The applications (between polls, in the fault phase): seek back, seek_to_beginning(), pause(),
+// resume(), commit_sync() of an explicit offset; every partition is resumed once the faults stop.
+#include "sim_group.hpp"
+
+#include <charconv>
+
+#include "protocol/messages.hpp"
+
+namespace kgroup::sim {
+bool group_real_data = false;
+}  // namespace kgroup::sim
+
+namespace kgroup::sim::group_sim {
+
+using pstate = data::fetch_state;
+using partition_data = protocol::fetch_response::fetchable_topic_response::partition_data;
+
+member_data::member_data(simulation& s, sim_member& owner)
+    : fetcher_calls(fp, chains, owner.shared),
+      sim(s),
+      m(owner),
+      fp(data::reset_policy::earliest, [this](const std::string& r) { refused = r; }),
+      reader(owner.shared, stats, *this) {}
+
+void member_data::post(std::string what, std::function<void()> f) {
+  sim.data_post(m, std::move(what), std::move(f));
+}
+
+void member_data::pump() {
+  sim.data_pump(m);
+}
+
+// ---- the world -------------------------------------------------------------------------------------
+
+void simulation::data_setup() {
+  for (auto& [tp, end] : log_end_) {
+    auto& l = logs_[tp];
+    l.epoch_start[0] = 0;
+    l.batch_starts.insert(0);
+    for (std::int64_t o = 0; o < end; ++o) {
+      l.entries.push_back({next_id_++, 0});
+      appended_at_.emplace_back(tp, o);
+    }
+  }
+  for (std::int32_t b = 1; b <= 3; ++b) md_.brokers[b].node_id = b;
+  for (const auto& [t, n] : topics_) {
+    auto& tm = md_.topics[t];
+    tm.name = t;
+    for (std::int32_t p = 0; p < n; ++p)
+      tm.partitions.push_back(data::partition_metadata{p, 0, 1, 0, {1}, {1}});
+  }
+  md_.refreshes = 1;
+}
+
+void simulation::data_produce(const TopicPartition& tp, std::int64_t n) {
+  auto& l = logs_.at(tp);
+  l.batch_starts.insert(l.end());
+  for (std::int64_t i = 0; i < n; ++i) {
+    appended_at_.emplace_back(tp, l.end());
+    l.entries.push_back({next_id_++, l.epoch});
+  }
+}
+
+// ---- the background thread: fetcher.cpp's glue ------------------------------------------------------
+
+void simulation::data_post(sim_member& m, std::string what, std::function<void()> f) {
+  auto& d = *m.data;
+  d.last_post = std::max(now_ + milliseconds(rng_.below(2)), d.last_post);
+  at_member(m, d.last_post, [this, &m, what = std::move(what), f = std::move(f)] {
+    if (verbose_) note(fmt::format("{}: bg: {}", m.name, what));
+    f();
+  });
+}
+
+void simulation::data_assign(sim_member& m, const partition_set& owned) {
+  // fetcher::assign: the position table keeps what stays owned, forgets the rest (its queued data,
+  // its consumed position, auto-commit's memory of it) and asks for the start of what is new.
+  auto& d = *m.data;
+  const auto dropped = d.fp.assign(owned);
+  for (const auto& tp : dropped) m.auto_committer.forget(tp);
+  m.shared.drop_fetched(dropped);
+  data_pump(m);
+}
+
+void simulation::data_pump(sim_member& m) {
+  data_offset_fetch(m);
+  data_list_offsets(m);
+  data_validations(m);
+  data_fetches(m);
+}
+
+void simulation::data_refresh(sim_member& m) {
+  auto& d = *m.data;
+  if (d.refresh_in_flight || now_ - d.last_refresh < milliseconds(500)) return;
+  d.last_refresh = now_;
+  d.refresh_in_flight = true;
+  at_member(m, now_ + latency(), [this, &m] {
+    auto& d = *m.data;
+    d.refresh_in_flight = false;
+    const auto refreshes = d.md.refreshes + 1;
+    d.md = md_;
+    d.md.refreshes = refreshes;
+    d.md.updated = now_;
+    data_pump(m);
+  });
+}
+
+void simulation::data_retry_at(sim_member& m, time_point t) {
+  auto& d = *m.data;
+  if (d.retry_armed) return;
+  d.retry_armed = true;
+  const auto after = std::chrono::ceil<milliseconds>(std::max(t - now_, time_point::duration::zero()));
+  at_member(m, now_ + after, [this, &m] {
+    m.data->retry_armed = false;
+    data_pump(m);
+  });
+}
+
+void simulation::data_offset_fetch(sim_member& m) {
+  // fetcher_offsets.cpp's send_offset_fetch: one request in flight, to the coordinator.
+  auto& d = *m.data;
+  if (d.offset_fetch_in_flight) return;
+  std::set<TopicPartition> wanted;
+  for (const auto& [tp, p] : d.fp.parts()) {
+    if (p.state() == pstate::needs_committed) wanted.insert(tp);
+  }
+  if (wanted.empty()) return;
+  for (const auto& tp : wanted) d.fp.committed_requested(tp, *d.fp.find(tp));
+  d.offset_fetch_in_flight = true;
+  const bool fails = fault_phase() && rng_.chance(0.05);
+  at_member(m, now_ + latency(), [this, &m, wanted, fails] {
+    auto& d = *m.data;
+    d.offset_fetch_in_flight = false;
+    if (!fails && !not_serving(coord_node_)) {
+      for (const auto& tp : wanted) {
+        auto* p = d.fp.find(tp);
+        if (!p || p->state() != pstate::fetching_committed) continue;
+        const auto c = committed_.find(tp);
+        const std::int64_t offset = c == committed_.end() ? -1 : c->second;
+        d.fp.committed(tp, *p, offset, -1);
+        note(fmt::format(
+            "{}: {} {}", m.name, name(tp),
+            offset >= 0 ? fmt::format("committed at {}", offset) : std::string("has no committed offset")));
+        if (offset >= 0) m.shared.push(detail::position_event{tp, offset, false, -1});
+      }
+    }
+    bool failed = false;
+    d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+      failed = failed || p.state() == pstate::fetching_committed;
+      d.fp.committed_failed(tp, p);
+    });
+    if (failed) data_retry_at(m, now_ + milliseconds(100));
+    data_pump(m);
+  });
+}
+
+// The partition's leader and leader epoch in `md` (the fetcher's metadata).
+static const data::partition_metadata& leader_in(const data::cluster_metadata& md, const TopicPartition& tp) {
+  return md.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+}
+
+void simulation::data_list_offsets(sim_member& m) {
+  // send_list_offsets (auto.offset.reset=earliest), to the leader in the fetcher's metadata: a
+  // leader that moved, or a leader epoch the metadata has not caught up with, fails it.
+  auto& d = *m.data;
+  struct sent_part {
+    std::uint64_t seq;
+    std::int32_t node;
+    std::int32_t leader_epoch;
+  };
+  std::map<TopicPartition, sent_part> sent;
+  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_reset || d.fp.reset_waits_for_seek(tp, p)) return;
+    const auto& pi = leader_in(d.md, tp);
+    sent[tp] = {d.fp.reset_requested(tp, p), pi.leader, pi.leader_epoch};
+  });
+  if (sent.empty()) return;
+  at_member(m, now_ + latency(), [this, &m, sent] {
+    auto& d = *m.data;
+    bool failed = false;
+    for (const auto& [tp, s] : sent) {
+      auto* cur = d.fp.reset_current(tp, s.seq);
+      if (cur == nullptr) continue;
+      const auto& l = logs_.at(tp);
+      if (l.leader != s.node || l.epoch != s.leader_epoch) {
+        // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
+        d.fp.reset_failed(tp, *cur);
+        failed = true;
+        continue;
+      }
+      const bool earliest = cur->reset_timestamp() == -2;
+      const std::int64_t offset = earliest ? l.log_start : l.end();
+      const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
+      note(fmt::format("{}: {} reset to {}", m.name, name(tp), offset));
+      d.fp.reset_answered(tp, *cur, offset, epoch);
+      m.shared.push(detail::position_event{tp, offset, true, epoch});
+    }
+    if (failed) {
+      data_refresh(m);
+      data_retry_at(m, now_ + milliseconds(100));
+    }
+    data_pump(m);
+  });
+}
+
+void simulation::data_validations(sim_member& m) {
+  // send_validations and on_validated (KIP-320), to the leader in the fetcher's metadata. Leader
+  // changes here are clean: the new epoch starts at the log's end, so no position diverges.
+  auto& d = *m.data;
+  struct sent_part {
+    std::int64_t position;
+    std::int32_t epoch;  // the position's
+    std::int32_t node;
+    std::int32_t leader_epoch;
+  };
+  std::map<TopicPartition, sent_part> sent;
+  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
+    if (p.state() != pstate::needs_validation) return;
+    const auto& pi = leader_in(d.md, tp);
+    if (p.epoch() < 0 || pi.leader_epoch < 0) {
+      d.fp.validation_skipped(tp, p, pi.leader_epoch);
+      return;
+    }
+    d.fp.validation_requested(tp, p);
+    sent[tp] = {p.fetch_pos(), p.epoch(), pi.leader, pi.leader_epoch};
+  });
+  if (sent.empty()) return;
+  at_member(m, now_ + latency(), [this, &m, sent] {
+    auto& d = *m.data;
+    bool retry = false;
+    for (const auto& [tp, s] : sent) {
+      auto* p = d.fp.find(tp);
+      if (!p || p->state() != pstate::validating || p->fetch_pos() != s.position) continue;
+      const auto& l = logs_.at(tp);
+      std::int16_t err = 0;
+      std::pair<std::int32_t, std::int64_t> end{-1, -1};
+      if (l.leader != s.node)
+        err = code(kafka_errc::not_leader_or_follower);
+      else if (s.leader_epoch < l.epoch)
+        err = code(kafka_errc::fenced_leader_epoch);
+      else if (s.leader_epoch > l.epoch)
+        err = code(kafka_errc::unknown_leader_epoch);
+      else
+        end = l.end_of_epoch(s.epoch);
+      const auto o = d.fp.validated(tp, *p, s.leader_epoch, err, end.first, end.second);
+      note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
+                       name(tp), s.position, s.epoch, err, end.first, end.second));
+      if (o.what == data::validation_outcome::verdict::retry) {
+        data_refresh(m);
+        retry = true;
+      }
+      if (o.cut)
+        fail("5 (no invalid transition)", fmt::format("{}: {} diverged at {} in a log without truncation",
+                                                      m.name, name(tp), o.cut->offset));
+      if (p->state() == pstate::validating && p->fetch_pos() == s.position) {
+        d.fp.validation_failed(tp, *p);
+        retry = true;
+      }
+    }
+    if (retry) data_retry_at(m, now_ + milliseconds(100));
+    data_pump(m);
+  });
+}
+
+// A clean leader change (fault phase): the partition's leader moves to a broker of the three and
+// its leader epoch starts at the log's end; old-epoch requests are fenced, and each member's
+// fetcher finds the new leader through a metadata refresh.
+void simulation::data_fault() {
+  if (!fault_phase()) return;
+  auto it = logs_.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  l.leader = static_cast<std::int32_t>(rng_.between(1, 3));
+  ++l.epoch;
+  l.epoch_start[l.epoch] = l.end();
+  auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+  pi.leader = l.leader;
+  pi.leader_epoch = l.epoch;
+  pi.replicas = pi.isr = {l.leader};
+  note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+  at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
+}
+
+void simulation::data_fetches(sim_member& m) {
+  // send_fetches: the planner's requests, while the buffer has room.
+  auto& d = *m.data;
+  if (m.shared.buffered_bytes >= 16 * 1024) return;
+  auto plan = d.planner.plan(now_, d.md);
+  if (!plan.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (plan.refresh_metadata) data_refresh(m);
+  if (plan.retry_at) data_retry_at(m, *plan.retry_at);
+  if (plan.validate) data_validations(m);
+  for (auto& f : plan.requests) {
+    const auto node = f.node;
+    auto sent = f.partitions;
+    protocol::fetch_request req = std::move(f.request);
+    d.planner.fill(node, req, 12, *sent);
+    if (fault_phase() && rng_.chance(0.02)) {
+      at_member(m, now_ + milliseconds(1000), [this, &m, node, sent] {
+        note(fmt::format("{}: bg: fetch from {} failed (request timed out)", m.name, node));
+        data_answer(m, node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
+      });
+      continue;
+    }
+    at_member(m, now_ + latency(), [this, &m, node, sent] {
+      // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
+      const bool no_data = std::all_of(sent->begin(), sent->end(), [this, node](const auto& e) {
+        const auto& l = logs_.at(e.first);
+        return l.leader == node && e.second.current_leader_epoch == l.epoch &&
+               e.second.fetch_offset == l.end();
+      });
+      if (no_data) {
+        at_member(m, now_ + milliseconds(rng_.between(20, 500)),
+                  [this, &m, node, sent] { data_deliver(m, node, sent); });
+        return;
+      }
+      data_deliver(m, node, sent);
+    });
+  }
+}
+
+void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent) {
+  protocol::fetch_response r;
+  std::deque<protocol::bytes> buffers;
+  std::deque<std::string> values;
+  for (const auto& [tp, pf] : *sent) {
+    const auto& l = logs_.at(tp);
+    partition_data pd;
+    pd.partition_index = tp.partition;
+    pd.high_watermark = l.end();
+    pd.last_stable_offset = l.end();
+    pd.log_start_offset = l.log_start;
+    if (l.leader != node) {
+      pd.error_code = code(kafka_errc::not_leader_or_follower);
+    } else if (pf.current_leader_epoch >= 0 && pf.current_leader_epoch < l.epoch) {
+      pd.error_code = code(kafka_errc::fenced_leader_epoch);
+    } else if (pf.current_leader_epoch > l.epoch) {
+      pd.error_code = code(kafka_errc::unknown_leader_epoch);
+    } else if (fault_phase() && rng_.chance(0.03)) {
+      pd.error_code =
+          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+      note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), pd.error_code));
+    } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
+      pd.error_code = code(kafka_errc::offset_out_of_range);
+    } else if (pf.fetch_offset < l.end()) {
+      auto& buf = buffers.emplace_back();
+      const auto w = write_batches(l, pf.fetch_offset, rng_.between(1, 40), -1, values, buf);
+      if (w.error) fail("codec", w.error);
+      pd.records = protocol::records_view{buf};
+    }
+    if (r.responses.empty() || r.responses.back().topic != tp.topic) {
+      r.responses.emplace_back();
+      r.responses.back().topic = tp.topic;
+    }
+    r.responses.back().partitions.push_back(std::move(pd));
+  }
+  // Encoded and decoded as the driver receives it: the fetched data keeps spans into the frame.
+  auto frame = std::make_shared<protocol::bytes>();
+  if (protocol::encode(r, 12, *frame)) fail("codec", "Fetch answer does not encode");
+  protocol::fetch_response decoded;
+  std::size_t trailing = 0;
+  if (auto ec = protocol::decode(*frame, 12, decoded, &trailing))
+    fail("codec", "Fetch answer does not decode: " + ec.message());
+  data_answer(m, node, {}, decoded, frame, *sent);
+}
+
+void simulation::data_answer(sim_member& m, std::int32_t node, std::error_code ec,
+                             const protocol::fetch_response& r, std::shared_ptr<const protocol::bytes> frame,
+                             const data::fetch_set& sent) {
+  auto& d = *m.data;
+  const auto answer = d.planner.on_answer(now_, d.md, node, ec, r, sent);
+  for (const auto& n : answer.notes) {
+    if (n.what == data::fetch_note::kind::log_end_cut) {
+      note(fmt::format("{}: bg: cut {} at {} (log end)", m.name, name(n.tp), n.end));
+      m.shared.push_cut(n.tp, n.end, -1, detail::cut_kind::log_end, n.halted);
+    } else if (n.what == data::fetch_note::kind::out_of_range) {
+      note(fmt::format("{}: bg: {} offset {} out of range: reset", m.name, name(n.tp), n.offset));
+    }
+  }
+  if (answer.refresh_metadata) data_refresh(m);
+  if (answer.retry_at) data_retry_at(m, *answer.retry_at);
+  if (!answer.slices.empty()) {
+    std::lock_guard lock(m.shared.mutex);
+    for (const auto& sl : answer.slices) {
+      auto f = data::to_fetched(sl, frame, node);
+      f.chain = d.chains.of(sl.tp);
+      m.shared.buffered_bytes += f.bytes;
+      m.shared.fetched.push_back(std::move(f));
+    }
+  }
+  if (answer.plan_again) data_pump(m);
+}
+
+// ---- the application: consumer_poll.cpp's order ------------------------------------------------------
+
+void simulation::data_event(sim_member& m, detail::user_event& e) {
+  auto& d = *m.data;
+  if (auto* de = std::get_if<detail::data_error>(&e)) {
+    d.reader.push_error(*de);
+    return;
+  }
+  auto* pe = std::get_if<detail::position_event>(&e);
+  if (pe == nullptr) return;
+  const auto& tp = pe->tp;
+  const auto before = d.reader.positions().position(tp);
+  d.reader.position_event(*pe, m.bg_owned.count(tp) > 0);
+  const auto after = d.reader.positions().position(tp);
+  if (pe->seek_applied || !after || (before && before->offset == after->offset)) return;
+  note(fmt::format("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
+                   pe->cut != detail::cut_kind::none ? "a cut"
+                   : pe->forced                      ? "reset"
+                                                     : "committed offset"));
+  // G9: a member starts where every record below was given to an application already (the
+  // committed offset never passes what its committer's application processed).
+  if (!m.app_owned.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: the reader took a position for {}, which its application does not own", m.name,
+                     name(tp)));
+  const auto& seen = processed_[tp];
+  const auto upto =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
+  const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
+  if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
+    fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
+                                     m.name, name(tp), after->offset, gap - seen.begin()));
+  if (after->offset > log_end_[tp])
+    fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
+                                     after->offset, log_end_[tp]));
+  d.expected[tp] = after->offset;
+  data_sync_pos(m);
+  if (pe->forced) {
+    for (auto& s : seek_floors_[tp])
+      if (s.member == m.index && s.after == unresolved) s.after = commits_sent_;
+  }
+}
+
+bool simulation::data_poll(sim_member& m) {
+  auto& d = *m.data;
+  try {
+    d.reader.raise_data_error();
+  } catch (const std::exception& x) {
+    fail("data error", fmt::format("{}: poll() raised: {}", m.name, x.what()));
+  }
+  auto batch = d.reader.drain();
+  if (batch.records.empty()) return false;
+  for (const auto& r : batch.records) data_record(m, r);
+  if (verbose_) {
+    std::string got;
+    for (const auto& r : batch.records) got += fmt::format(" {}-{}@{}", r.topic, r.partition, r.offset);
+    note(fmt::format("{}: poll returns{}", m.name, got));
+  }
+  data_sync_pos(m);
+  return true;
+}
+
+void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
+  auto& d = *m.data;
+  const TopicPartition tp{std::string(r.topic), r.partition};
+  ++records_returned_;
+  std::int64_t id = -1;
+  if (r.value) {
+    const auto& v = *r.value;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+    if (ec != std::errc{} || end != v.data() + v.size()) id = -1;
+  }
+  const bool known = id >= 1 && static_cast<std::uint64_t>(id) <= appended_at_.size();
+  const auto* w = known ? &appended_at_[static_cast<std::size_t>(id - 1)] : nullptr;
+  if (w == nullptr || w->first != tp || w->second != r.offset)
+    fail("1 (offsets)",
+         fmt::format(
+             "{}: {} offset {} holds id {}, appended at {}", m.name, name(tp), r.offset, id,
+             w == nullptr ? std::string("nowhere") : fmt::format("{} offset {}", name(w->first), w->second)));
+  if (!m.app_owned.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: poll() returned {} offset {}, a partition its application does not own (owned: {})",
+                     m.name, name(tp), r.offset, names(m.app_owned)));
+  if (d.paused.count(tp))
+    fail("G8 (records only of owned partitions)",
+         fmt::format("{}: poll() returned {} offset {}, which its application paused", m.name, name(tp),
+                     r.offset));
+  const auto exp = d.expected.find(tp);
+  if (exp == d.expected.end() || exp->second != r.offset)
+    fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
+                                     m.name, name(tp), r.offset, exp == d.expected.end() ? -1 : exp->second));
+  exp->second = r.offset + 1;
+  processed_[tp][static_cast<std::size_t>(r.offset)] = true;
+}
+
+bool simulation::data_app_action(sim_member& m, const std::function<void()>& next) {
+  auto& d = *m.data;
+  if (!fault_phase()) {
+    if (!d.paused.empty()) {
+      note(fmt::format("{}: the application resumes {} (no more faults)", m.name, names(d.paused)));
+      d.reader.resume(d.paused);
+      d.paused.clear();
+    }
+    return false;
+  }
+  if (m.app_owned.empty() || !rng_.chance(0.05)) return false;
+  auto it = m.app_owned.begin();
+  std::advance(it, rng_.below(static_cast<std::int64_t>(m.app_owned.size())));
+  const TopicPartition tp = *it;
+  const auto kind = rng_.below(100);
+  if (kind >= 85) {
+    // commit_sync() of an explicit offset: the record after the last one it processed (Java's
+    // record.offset() + 1).
+    const auto p = d.reader.positions().position(tp);
+    if (!m.sync_commits || !p) return false;
+    commit_sync(m, {{tp, {p->offset, "", -1}}}, "commit_sync of an explicit offset", false, next);
+    return true;
+  }
+  if (kind < 25) {
+    // seek() back to a record it processed (or to its position): the records after it again.
+    const auto p = d.reader.positions().position(tp);
+    if (!p) return false;
+    const std::int64_t target = rng_.between(std::max<std::int64_t>(0, p->offset - 20), p->offset);
+    note(
+        fmt::format("{}: the application seeks {} to {} (position {})", m.name, name(tp), target, p->offset));
+    d.reader.seek(tp, target, -1);
+    d.expected[tp] = target;
+    seek_floors_[tp].push_back({m.index, target, commits_sent_});
+    data_sync_pos(m);
+  } else if (kind < 35) {
+    note(fmt::format("{}: the application calls seek_to_beginning({})", m.name, name(tp)));
+    d.reader.seek_to({tp}, true);
+    d.expected.erase(tp);
+    // Its commits may move back once it resolved (until then auto-commit commits what was consumed).
+    seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, unresolved});
+  } else if (kind < 60) {
+    if (d.paused.count(tp)) return false;
+    note(fmt::format("{}: the application pauses {}", m.name, name(tp)));
+    d.paused.insert(tp);
+    d.reader.pause({tp});
+  } else {
+    if (!d.paused.count(tp) && !rng_.chance(0.1)) return false;
+    note(fmt::format("{}: the application resumes {}{}", m.name, name(tp),
+                     d.paused.count(tp) ? "" : " (not paused: nothing to do)"));
+    d.paused.erase(tp);
+    d.reader.resume({tp});
+  }
+  return false;
+}
+
+bool simulation::data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp,
+                                             std::int64_t offset) {
+  const auto f = seek_floors_.find(tp);
+  return f != seek_floors_.end() && std::any_of(f->second.begin(), f->second.end(), [&](const seek_floor& s) {
+           return s.member == m.index && commit_first_sent_ > s.after && offset >= s.offset;
+         });
+}
+
+void simulation::data_sync_pos(sim_member& m) {
+  auto& d = *m.data;
+  for (auto it = m.pos.begin(); it != m.pos.end();)
+    it = m.app_owned.count(it->first) ? std::next(it) : m.pos.erase(it);
+  for (const auto& tp : m.app_owned) {
+    if (const auto p = d.reader.positions().position(tp)) {
+      m.pos[tp] = p->offset;
+      auto& r = d.reached[tp];
+      r = std::max(r, p->offset);
+    }
+  }
+  for (auto it = d.expected.begin(); it != d.expected.end();)
+    it = m.app_owned.count(it->first) ? std::next(it) : d.expected.erase(it);
+}
+
+}  // namespace kgroup::sim::group_sim

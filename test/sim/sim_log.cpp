@@ -1,0 +1,55 @@
+// The record batches of a simulated Fetch answer (sim_log.hpp).
+#include "sim_log.hpp"
+
+#include <optional>
+
+namespace kgroup::sim {
+
+batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
+                              std::int64_t legacy_until, std::deque<std::string>& values,
+                              protocol::bytes& buf) {
+  auto first = l.batch_starts.upper_bound(fetch_offset);
+  std::int64_t o = first == l.batch_starts.begin() ? fetch_offset : *std::prev(first);
+  while (o < l.end() && (o <= fetch_offset || o - fetch_offset < want)) {
+    const auto next = l.batch_starts.upper_bound(o);
+    const std::int64_t batch_end = next == l.batch_starts.end() ? l.end() : std::min(*next, l.end());
+    const auto epoch = l.entries[static_cast<std::size_t>(o)].epoch;
+    std::int64_t b = o;
+    std::vector<protocol::record_input> recs;
+    while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
+      const auto& e = l.entries[static_cast<std::size_t>(b)];
+      if (!e.compacted) {
+        const auto& v = values.emplace_back(std::to_string(e.id));
+        recs.push_back({std::nullopt,
+                        protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
+                        1,
+                        {},
+                        static_cast<std::int32_t>(b - o)});
+      }
+      ++b;
+    }
+    if (b <= legacy_until) {
+      // A magic-0 gzip wrapper at the batch's last offset; its messages carry absolute offsets.
+      // A wrapper the cleaner emptied is gone (the next batch answers).
+      std::vector<protocol::legacy_message_input> msgs;
+      for (const auto& in : recs) msgs.push_back({o + *in.offset_delta, -1, std::nullopt, in.value});
+      protocol::legacy_encode_options lo;
+      lo.magic = 0;
+      lo.codec = protocol::compression::gzip;
+      lo.wrapper_offset = b - 1;
+      if (!msgs.empty() && protocol::encode_legacy_message_set(msgs, lo, buf))
+        return {o, "legacy message set does not encode"};
+      o = b;
+      continue;
+    }
+    protocol::batch_encode_options opts;
+    opts.base_offset = o;
+    opts.partition_leader_epoch = epoch;
+    opts.last_offset_delta = static_cast<std::int32_t>(b - 1 - o);  // kept when the cleaner removed the tail
+    if (protocol::encode_record_batch(recs, opts, buf)) return {o, "record batch does not encode"};
+    o = b;
+  }
+  return {o, nullptr};
+}
+
+}  // namespace kgroup::sim

@@ -1,0 +1,78 @@
+// What both simulations' brokers share (sim_world.cpp, the data path; sim_group_data.cpp, each
+// group member's real data path with --group --real-data): a partition's leader log, and the
+// record batches a Fetch answer carries from it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/types.hpp"
+#include "protocol/records.hpp"
+
+namespace kgroup::sim {
+
+struct log_entry {
+  std::int64_t id;
+  std::int32_t epoch;
+  bool compacted = false;  // removed by the log cleaner: its batch keeps the offset, not the record
+};
+
+// The leader's log of one partition. Offsets are dense: entries[o] is offset o (the ones below
+// log_start are kept for the checks but never served).
+struct partition_log {
+  std::vector<log_entry> entries;
+  std::int64_t log_start = 0;
+  std::int32_t epoch = 0;
+  std::int32_t leader = 1;
+  std::map<std::int32_t, std::int64_t> epoch_start;  // the leader epoch cache: epoch -> first offset
+  std::set<std::int64_t> batch_starts;               // each produced batch's base offset
+  detail::epoch_offset committed;                    // the group's committed offset (-1: none)
+  // Every record ever appended at each offset (branches diverge after unclean elections), by
+  // offset: ids_at[o] holds the ids appended at o, oldest first (empty: none yet).
+  std::vector<std::vector<std::int64_t>> ids_at;
+  void appended_at(std::int64_t offset, std::int64_t id) {
+    const auto o = static_cast<std::size_t>(offset);
+    if (ids_at.size() <= o) ids_at.resize(o + 1);
+    ids_at[o].push_back(id);
+  }
+
+  std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
+  // The epoch of the record at `offset` (or the latest, at the end).
+  std::int32_t epoch_for(std::int64_t offset) const {
+    for (auto i = epoch_start.rbegin(); i != epoch_start.rend(); ++i) {
+      if (i->second <= offset) return i->first;
+    }
+    return epoch;
+  }
+  // OffsetForLeaderEpoch: the largest epoch at or below `requested` and where it ends (the start
+  // of the next higher epoch, or the log's end); -1/-1 when the cache has no such epoch.
+  std::pair<std::int32_t, std::int64_t> end_of_epoch(std::int32_t requested) const {
+    auto it = epoch_start.upper_bound(requested);
+    if (it == epoch_start.begin()) return {-1, -1};
+    const std::int64_t end_offset = it == epoch_start.end() ? end() : it->second;
+    --it;
+    return {it->first, end_offset};
+  }
+};
+
+// What write_batches() wrote: the offset after its last batch, or what failed to encode.
+struct batches_written {
+  std::int64_t stop = 0;
+  const char* error = nullptr;
+};
+
+// A Fetch answer's records of `l` from `fetch_offset` (below the log's end): whole batches as they
+// were produced, from the one holding the fetch offset (so an answer may begin below it, as
+// Kafka's do), up to about `want` records past the fetch offset, appended to `buf`. A record's
+// value is its id (kept alive in `values`, which `buf` does not outlive while encoding). Batches
+// ending at or below `legacy_until` are written as magic-0 gzip wrappers (-1: none).
+batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
+                              std::int64_t legacy_until, std::deque<std::string>& values,
+                              protocol::bytes& buf);
+
+}  // namespace kgroup::sim
