@@ -446,8 +446,8 @@ namespace {
 // new_run(o, t) is called when member o's partitions of topic t begin, then each(o, t, g) for
 // every partition g it owns.
 template <class NewRun, class Each>
-void walk_runs(const group_model& model, std::span<const std::uint32_t> owner, std::vector<std::uint32_t>& last_topic,
-               NewRun&& new_run, Each&& each) {
+void walk_runs(const group_model& model, std::span<const std::uint32_t> owner,
+               std::vector<std::uint32_t>& last_topic, NewRun&& new_run, Each&& each) {
   const std::uint32_t member_count = model.member_count();
   std::fill(last_topic.begin(), last_topic.end(), no_member);
   const auto partitions = static_cast<std::uint32_t>(owner.size());

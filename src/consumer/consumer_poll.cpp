@@ -117,7 +117,15 @@ void Consumer::impl::publish_user_metrics(clock::time_point now) {
 
 void Consumer::impl::invoke(const detail::listener_call& call) {
   if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && auto_commit_ &&
-      !inline_listener_) {
+      !inline_listener_ && call.stale_claim) {
+    // This member missed a generation: the partitions may be another member's already, so what
+    // it consumed of them is not committed (their next owner reads it again: at-least-once).
+    logger()->info(
+        "revoking {} partition(s) claimed from an older generation: not auto-committing them, "
+        "another member may own them already",
+        call.partitions.size());
+  } else if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && auto_commit_ &&
+             !inline_listener_) {
     // Auto-commit what was consumed before giving the partitions back, so their next owner
     // starts where this one stopped (within what is left of close()'s timeout when close() revokes).
     auto deadline = clock::now() + default_timeout_;

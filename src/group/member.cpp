@@ -385,6 +385,7 @@ void member::send_join(time_point now) {
   req.group_instance_id = opts_.group_instance_id;
   req.protocol_type = protocol_type;
   subscription_snapshot snap{topics_, owned_, generation_, opts_.rack};
+  claimed_generation_ = generation_;
   req.protocols = build_protocols_(snap);
   req.reason = rejoin_reason_.empty() ? std::optional<std::string>() : rejoin_reason_;
   // This JoinGroup carries the current subscription and answers every rejoin request made so far
@@ -523,7 +524,17 @@ void member::complete_assignment(time_point now) {
     // Second round once stable: the revoked partitions can then go to their new owners. Any
     // other pending rejoin request (a subscription change during the join) is kept as it is.
     request_rejoin(RebalanceCause::cooperative_round, "partitions revoked; second cooperative round");
-    request_listener(listener_kind::revoked, revoked, then::assign_added);
+    // A member that joined the generation before this one claimed them at the newest generation
+    // there was: another claimant ties (the partition is withheld) or loses, so nobody has them
+    // yet. One that missed a generation (a paused process, a failed SyncGroup) claimed them at an
+    // older one, and a member given them meanwhile claims them at a newer one and keeps them:
+    // they are that member's already, and the auto-commit before the revoke must not commit
+    // them for it (kgroup-sim --group, seed 796560523412).
+    bool stale = claimed_generation_ < 0 || generation_ > claimed_generation_ + 1;
+#ifdef KGROUP_SIM_MUTANTS
+    if (sim::mutant_enabled("stale_claim_commit")) stale = false;  // the bug put back
+#endif
+    request_listener(listener_kind::revoked, revoked, then::assign_added, stale);
     return;
   }
   continue_after_listener(now, then::assign_added);

@@ -289,6 +289,7 @@ class member : public member_skeleton {
   std::vector<std::string> topics_;
   std::string member_id_;
   std::int32_t generation_ = -1;
+  std::int32_t claimed_generation_ = -1;  // the generation the last JoinGroup's owned partitions are from
   std::string leader_id_;
   std::string protocol_name_;
   partition_set owned_;

@@ -39,6 +39,10 @@ struct run_listener {
   listener_kind kind;
   std::vector<TopicPartition> partitions;
   std::uint64_t seq = 0;
+  /// Revoked only: the member's claim on these partitions was older than the generation before
+  /// the one that revokes them (it missed a generation), so the assignor may have given them to a
+  /// member with a newer claim already. The library commits nothing of theirs on its own.
+  bool stale_claim = false;
 };
 /// The set of partitions this member owns changed (for the fetcher and assignment()).
 struct assignment_changed {
@@ -189,12 +193,12 @@ class membership_skeleton {
 
   /// Asks the user thread for `kind` on `parts`, replacing any call still outstanding; `next` is
   /// what the core does when it is done.
-  void request_listener(listener_kind kind, const Parts& parts, Then next) {
+  void request_listener(listener_kind kind, const Parts& parts, Then next, bool stale_claim = false) {
     const std::uint64_t seq = next_seq_++;
     listener_.request(seq, kind, parts, next);
     const partition_set named = derived().named(parts);
     stats_.listener_called(kind, named);
-    actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq});
+    actions_.emplace_back(run_listener{kind, {named.begin(), named.end()}, seq, stale_claim});
   }
   /// A new callback replaces the pending one: cancelled if not started, else its effect on
   /// ownership applied now (listener_handshake::release).

@@ -222,6 +222,7 @@ class driver_base {
   bool apply_shared(T& act) {
     if constexpr (std::is_same_v<T, group::run_listener>) {
       detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+      call.stale_claim = act.stale_claim;
       // The callback sees the membership it is told about: assignment(), group_metadata() and
       // position() inside on_partitions_assigned already know the new generation or epoch.
       publish_snapshot();

@@ -42,6 +42,7 @@ struct listener_call {
   std::vector<TopicPartition> partitions;
   std::uint64_t seq = 0;
   bool bookkeeping_only = false;  // heartbeat-thread listeners: the user thread only updates its state
+  bool stale_claim = false;       // group::run_listener::stale_claim: no auto-commit before the revoke
 };
 struct fatal_error {
   std::error_code code;

@@ -108,7 +108,8 @@ void usage() {
       "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
       "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
       "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
-      "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable;\n"
+      "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable\n"
+      "         stale_claim_commit;\n"
       "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -194,7 +195,8 @@ int main(int argc, char** argv) {
                                     "static_stale_join",
                                     "unsubscribe_stranger_commit",
                                     "gone_commit_retriable",
-                                    "static_unsubscribe_stale_join"};
+                                    "static_unsubscribe_stale_join",
+                                    "stale_claim_commit"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;

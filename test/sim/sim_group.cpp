@@ -1067,7 +1067,9 @@ void simulation::find_coordinator(sim_member& m, std::function<void()> found) {
 void simulation::apply_shared(sim_member& m, group::run_listener& act) {
   note(fmt::format("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind),
                    names(act.partitions)));
-  m.shared.push(detail::listener_call{act.kind, std::move(act.partitions), act.seq});
+  detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
+  call.stale_claim = act.stale_claim;
+  m.shared.push(std::move(call));
 }
 
 void simulation::apply_shared(sim_member& m, group::assignment_changed& act) {
@@ -1391,7 +1393,9 @@ void simulation::run_events(sim_member& m, std::function<void()> then) {
 void simulation::invoke(sim_member& m, detail::listener_call call, std::function<void()> done) {
   // Consumer::impl::invoke: auto-commit the revoked partitions first; a revoked call's callback runs
   // while they are still owned, a lost or assigned one after the bookkeeping.
-  if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && m.auto_commit) {
+  // A revoke of partitions claimed from an older generation commits nothing of them on its own.
+  if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && m.auto_commit &&
+      !call.stale_claim) {
     // data_reader::commit_positions(): the positions, which become the consumed ones.
     data::commit_map offsets;
     if (m.data) {

@@ -262,6 +262,34 @@ TEST_CASE("member: cooperative rebalance revokes only what moved, assigns only w
   expect_empty(a);
 }
 
+// A member that missed a generation claims its partitions from an older one; the leader may
+// have given them to a member with a newer claim, so the revoke says so (the facade then does not
+// auto-commit them). kgroup-sim --group seed 796560523412: a paused static member's auto-commit
+// before the revoke committed a partition another member owned.
+TEST_CASE("member: a cooperative revoke after a missed generation is marked as a stale claim", "[member]") {
+  harness h(make_options(RebalanceProtocol::cooperative));
+  h.make_stable(t012);
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);
+  CHECK(h.snapshots->back().generation == 1);
+  SECTION("the next generation: not stale") {
+    a = h.join(join_ok("m1", 2, "leader", "cooperative-sticky"));
+    expect<send_sync_group>(a);
+    a = h.sync(sync_ok({{"t", 0}, {"t", 1}}));
+    auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 2}});
+    CHECK_FALSE(revoke.stale_claim);
+  }
+  SECTION("a generation later: stale") {
+    a = h.join(join_ok("m1", 3, "leader", "cooperative-sticky"));
+    expect<send_sync_group>(a);
+    a = h.sync(sync_ok({{"t", 0}}));
+    auto revoke = expect_listener(a, listener_kind::revoked, {{"t", 1}, {"t", 2}});
+    CHECK(revoke.stale_claim);
+    a = h.done(revoke);
+    REQUIRE(expect<assignment_changed>(a).owned == partition_set{{"t", 0}});
+  }
+}
+
 TEST_CASE("member: cooperative revoke with nothing added still calls the assigned listener", "[member]") {
   harness h(make_options(RebalanceProtocol::cooperative));
   h.make_stable(t012);
