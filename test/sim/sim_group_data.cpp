@@ -358,19 +358,13 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     pd.high_watermark = l.end();
     pd.last_stable_offset = l.end();
     pd.log_start_offset = l.log_start;
-    if (l.leader != node) {
-      pd.error_code = code(kafka_errc::not_leader_or_follower);
-    } else if (pf.current_leader_epoch >= 0 && pf.current_leader_epoch < l.epoch) {
-      pd.error_code = code(kafka_errc::fenced_leader_epoch);
-    } else if (pf.current_leader_epoch > l.epoch) {
-      pd.error_code = code(kafka_errc::unknown_leader_epoch);
-    } else if (fault_phase() && rng_.chance(0.03)) {
-      pd.error_code =
-          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
-      note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), pd.error_code));
-    } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
-      pd.error_code = code(kafka_errc::offset_out_of_range);
-    } else if (pf.fetch_offset < l.end()) {
+    pd.error_code = fetch_error(l, node, pf.current_leader_epoch, pf.fetch_offset, [&]() -> std::int16_t {
+      if (!fault_phase() || !rng_.chance(0.03)) return 0;
+      const auto e = code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+      note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), e));
+      return e;
+    });
+    if (pd.error_code == 0 && pf.fetch_offset < l.end()) {
       auto& buf = buffers.emplace_back();
       const auto w = write_batches(l, pf.fetch_offset, rng_.between(1, 40), -1, values, buf);
       if (w.error) fail("codec", w.error);

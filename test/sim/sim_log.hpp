@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/types.hpp"
+#include "kgroup/kafka_errc.hpp"
 #include "protocol/records.hpp"
 
 namespace kgroup::sim {
@@ -74,5 +75,21 @@ struct batches_written {
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
                               std::int64_t legacy_until, std::deque<std::string>& values,
                               protocol::bytes& buf);
+
+// The partition error a broker answers a Fetch of `l` with (0: none), in Kafka's order: not the
+// leader, a fenced or unknown leader epoch, then `inject()` (a transient error the world's schedule
+// may inject, 0 for none; called only when the checks before it pass, so the world's PRNG draws
+// stay where they were), then an offset outside the log.
+template <class Inject>
+std::int16_t fetch_error(const partition_log& l, std::int32_t node, std::int32_t current_leader_epoch,
+                         std::int64_t fetch_offset, Inject&& inject) {
+  const auto code = [](kafka_errc e) { return static_cast<std::int16_t>(e); };
+  if (l.leader != node) return code(kafka_errc::not_leader_or_follower);
+  if (current_leader_epoch >= 0 && current_leader_epoch < l.epoch) return code(kafka_errc::fenced_leader_epoch);
+  if (current_leader_epoch > l.epoch) return code(kafka_errc::unknown_leader_epoch);
+  if (const std::int16_t injected = inject(); injected != 0) return injected;
+  if (fetch_offset < l.log_start || fetch_offset > l.end()) return code(kafka_errc::offset_out_of_range);
+  return 0;
+}
 
 }  // namespace kgroup::sim

@@ -707,18 +707,11 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     pd.high_watermark = l.end();
     pd.last_stable_offset = l.end();
     pd.log_start_offset = l.log_start;
-    if (l.leader != node) {
-      pd.error_code = code(kafka_errc::not_leader_or_follower);
-    } else if (pf.current_leader_epoch >= 0 && pf.current_leader_epoch < l.epoch) {
-      pd.error_code = code(kafka_errc::fenced_leader_epoch);
-    } else if (pf.current_leader_epoch > l.epoch) {
-      pd.error_code = code(kafka_errc::unknown_leader_epoch);
-    } else if (fault_phase() && rng_.chance(0.03)) {
-      pd.error_code =
-          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
-    } else if (pf.fetch_offset < l.log_start || pf.fetch_offset > l.end()) {
-      pd.error_code = code(kafka_errc::offset_out_of_range);
-    } else if (pf.fetch_offset < l.end()) {
+    pd.error_code = fetch_error(l, node, pf.current_leader_epoch, pf.fetch_offset, [&]() -> std::int16_t {
+      if (!fault_phase() || !rng_.chance(0.03)) return 0;
+      return code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+    });
+    if (pd.error_code == 0 && pf.fetch_offset < l.end()) {
       // Whole batches as they were produced, from the one holding the fetch offset (so an answer
       // may begin below it, as Kafka's do), up to about `want` records past the fetch offset.
       auto& buf = buffers.emplace_back();
