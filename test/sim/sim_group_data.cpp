@@ -360,7 +360,8 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     pd.log_start_offset = l.log_start;
     pd.error_code = fetch_error(l, node, pf.current_leader_epoch, pf.fetch_offset, [&]() -> std::int16_t {
       if (!fault_phase() || !rng_.chance(0.03)) return 0;
-      const auto e = code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
+      const auto e =
+          code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
       note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), e));
       return e;
     });

@@ -85,7 +85,8 @@ std::int16_t fetch_error(const partition_log& l, std::int32_t node, std::int32_t
                          std::int64_t fetch_offset, Inject&& inject) {
   const auto code = [](kafka_errc e) { return static_cast<std::int16_t>(e); };
   if (l.leader != node) return code(kafka_errc::not_leader_or_follower);
-  if (current_leader_epoch >= 0 && current_leader_epoch < l.epoch) return code(kafka_errc::fenced_leader_epoch);
+  if (current_leader_epoch >= 0 && current_leader_epoch < l.epoch)
+    return code(kafka_errc::fenced_leader_epoch);
   if (current_leader_epoch > l.epoch) return code(kafka_errc::unknown_leader_epoch);
   if (const std::int16_t injected = inject(); injected != 0) return injected;
   if (fetch_offset < l.log_start || fetch_offset > l.end()) return code(kafka_errc::offset_out_of_range);
