@@ -9,8 +9,9 @@
 // Bounds: at most `max_spares` buffers wait in a pool, and a spare much larger than the frames now
 // arriving is freed when such a frame is read, so a member that has caught up (small, empty
 // fetches) gives its large buffers back. A frame never gets a buffer larger than it announced; a
-// new buffer starts at `initial` bytes and grows with the bytes that arrive (connection.cpp), so a
-// peer announcing a huge frame and sending nothing still costs no huge allocation.
+// new buffer reserves the announced size (up to `max_reserve`: address space, not memory), starts
+// at `initial` bytes and grows within the reservation with the bytes that arrive (connection.cpp),
+// so a peer announcing a huge frame and sending nothing still costs no resident memory.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,9 @@ class frame_pool : public std::enable_shared_from_this<frame_pool> {
   static constexpr std::size_t max_spares = 2;
   /// A spare more than this many times larger than a frame that arrives is freed.
   static constexpr std::size_t oversize_factor = 8;
+  /// A new buffer reserves (without touching) at most this much of what its frame announced;
+  /// past it, it grows by reallocation.
+  static constexpr std::size_t max_reserve = std::size_t{64} << 20;
 
   /// A buffer for a frame that announced `announced` bytes, sized min(announced, initial) or, when
   /// a spare is reused, min(announced, the spare's capacity). The buffer returns to this pool

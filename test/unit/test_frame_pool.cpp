@@ -34,6 +34,26 @@ TEST_CASE("frame pool: a large frame's buffer is reused by the next one, without
   CHECK(pool->acquire(MiB + 5, MiB)->size() == MiB + 5);
 }
 
+TEST_CASE("frame pool: a new buffer grows within a reservation of what its frame announced, without a copy",
+          "[net][frames]") {
+  auto pool = std::make_shared<frame_pool>();
+  auto f = pool->acquire(3 * MiB, MiB);
+  CHECK(f->size() == MiB);          // resident: what `initial` says, grown as bytes arrive
+  CHECK(f->capacity() >= 3 * MiB);  // reserved: the whole frame
+  CHECK(f->capacity() < 3 * MiB + MiB);
+  const std::uint8_t* data = f->data();
+  (*f)[MiB - 1] = 42;
+  f->resize(2 * MiB);  // connection.cpp grows it by doubling, up to the frame's size
+  f->resize(3 * MiB);
+  CHECK(f->data() == data);  // never reallocated, so nothing read so far was copied
+  CHECK((*f)[MiB - 1] == 42);
+  // The reservation has a bound: past it the buffer grows by reallocation, as before.
+  auto huge = pool->acquire(frame_pool::max_reserve * 2, MiB);
+  CHECK(huge->size() == MiB);
+  CHECK(huge->capacity() >= frame_pool::max_reserve);
+  CHECK(huge->capacity() < frame_pool::max_reserve * 2);
+}
+
 TEST_CASE("frame pool: small frames and small buffers stay out of it", "[net][frames]") {
   auto pool = std::make_shared<frame_pool>();
   {
@@ -41,7 +61,7 @@ TEST_CASE("frame pool: small frames and small buffers stay out of it", "[net][fr
     CHECK(f->size() == 100);
   }
   CHECK(pool->spares() == 0);
-  { auto f = pool->acquire(3 * MiB, MiB); }  // a 1 MiB buffer: pooled
+  { auto f = pool->acquire(2 * MiB, MiB); }  // a buffer of 1 MiB (2 reserved): pooled
   CHECK(pool->spares() == 1);
   // A small frame does not take the spare.
   auto small = pool->acquire(200, MiB);
