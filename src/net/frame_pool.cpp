@@ -37,17 +37,22 @@ std::shared_ptr<protocol::bytes> frame_pool::acquire(std::size_t announced, std:
       spares_.erase(best);
     }
   }
-  if (buffer) {
-    // Within the capacity it already has (no allocation; zero-filling resident memory at most).
-    buffer->resize(std::min(announced, std::max(initial, buffer->capacity())));
+  if (buffer && buffer->capacity() >= std::min(announced, max_reserve)) {
+    // A spare that holds the frame: sized as the frame before it left it (memory it touched),
+    // growing within its capacity as bytes arrive; no allocation.
+    buffer->resize(std::min(announced, std::max(initial, buffer->size())));
   } else {
-    // A new buffer reserves what the frame announced (address space only: no page is touched
-    // until bytes arrive) and is sized `initial`; it grows within that reservation as the bytes
-    // arrive, so growing neither reallocates nor copies what was read, and each page is faulted
-    // in once (growing by reallocation touched every intermediate buffer: measured, a third of
-    // the network thread's CPU while a member caught up). Resident memory stays bounded by what
-    // arrived, as before.
-    buffer = std::make_unique<protocol::bytes>();
+    // A new buffer, or a spare too small (its bytes are stale: nothing to copy), reserves what
+    // the frame announced (address space only: no page is touched until bytes arrive) and is
+    // sized `initial`; it grows within that reservation as the bytes arrive, so growing neither
+    // reallocates nor copies what was read, and each page is faulted in once (growing by
+    // reallocation touched every intermediate buffer and copied it: a third of the network
+    // thread's CPU while a member caught up). Resident memory stays bounded by what arrived.
+    if (buffer) {
+      buffer->clear();
+    } else {
+      buffer = std::make_unique<protocol::bytes>();
+    }
     buffer->reserve(std::min(announced, max_reserve));
     buffer->resize(std::min(announced, initial));
   }

@@ -54,6 +54,18 @@ TEST_CASE("frame pool: a new buffer grows within a reservation of what its frame
   CHECK(huge->capacity() < frame_pool::max_reserve * 2);
 }
 
+TEST_CASE("frame pool: a reused buffer starts at the size the frame before left it, not at its capacity",
+          "[net][frames]") {
+  // A peer that announced a large frame and sent little left a large reservation behind, mostly
+  // untouched: the next frame must not touch it all at once either.
+  auto pool = std::make_shared<frame_pool>();
+  { auto f = pool->acquire(16 * MiB, MiB); }  // announced 16 MiB, 1 MiB arrived (the frame failed)
+  CHECK(pool->spares() == 1);
+  auto g = pool->acquire(16 * MiB, MiB);
+  CHECK(g->capacity() >= 16 * MiB);
+  CHECK(g->size() == MiB);
+}
+
 TEST_CASE("frame pool: small frames and small buffers stay out of it", "[net][frames]") {
   auto pool = std::make_shared<frame_pool>();
   {
@@ -84,10 +96,11 @@ TEST_CASE("frame pool: at most max_spares wait; the largest are kept", "[net][fr
   auto f = pool->acquire(5 * MiB / 2, MiB);
   CHECK(f->capacity() < 4 * MiB);
   CHECK(f->size() == 5 * MiB / 2);
-  // None holds 10 MiB: the largest is taken and used up to its capacity.
+  // None holds 10 MiB: the largest is taken, its stale bytes dropped rather than copied, and it
+  // reserves the whole frame, sized `initial` until bytes arrive.
   auto g = pool->acquire(10 * MiB, MiB);
-  CHECK(g->capacity() >= 4 * MiB);
-  CHECK(g->size() == g->capacity());
+  CHECK(g->capacity() >= 10 * MiB);
+  CHECK(g->size() == MiB);
   CHECK(pool->spares() == 0);
 }
 
