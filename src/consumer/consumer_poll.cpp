@@ -117,21 +117,23 @@ void Consumer::impl::publish_user_metrics(clock::time_point now) {
 
 void Consumer::impl::invoke(const detail::listener_call& call) {
   if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && auto_commit_ &&
-      !inline_listener_ && call.stale_claim) {
-    // This member missed a generation: the partitions may be another member's already, so what
-    // it consumed of them is not committed (their next owner reads it again: at-least-once).
-    logger()->info(
-        "revoking {} partition(s) claimed from an older generation: not auto-committing them, "
-        "another member may own them already",
-        call.partitions.size());
-  } else if (call.kind == group::listener_kind::revoked && !call.partitions.empty() && auto_commit_ &&
-             !inline_listener_) {
-    // Auto-commit what was consumed before giving the partitions back, so their next owner
-    // starts where this one stopped (within what is left of close()'s timeout when close() revokes).
-    auto deadline = clock::now() + default_timeout_;
-    if (close_deadline_) deadline = std::min(deadline, *close_deadline_);
-    commits_.auto_commit(reader_.commit_positions({call.partitions.begin(), call.partitions.end()}), deadline,
-                         "auto-commit before revoking partitions");
+      !inline_listener_) {
+    if (call.stale_claim) {
+      // This member missed a generation: the partitions may be another member's already, so what
+      // it consumed of them is not committed (their next owner reads it again: at-least-once).
+      logger()->info(
+          "revoking {} partition(s) claimed from an older generation: not auto-committing them, "
+          "another member may own them already",
+          call.partitions.size());
+    } else {
+      // Auto-commit what was consumed before giving the partitions back, so their next owner
+      // starts where this one stopped (within what is left of close()'s timeout when close()
+      // revokes).
+      auto deadline = clock::now() + default_timeout_;
+      if (close_deadline_) deadline = std::min(deadline, *close_deadline_);
+      commits_.auto_commit(reader_.commit_positions({call.partitions.begin(), call.partitions.end()}),
+                           deadline, "auto-commit before revoking partitions");
+    }
   }
   // Revoked: the callback runs while the partitions are still this consumer's, so
   // commit_sync() and position() inside it cover them (as in Java); no record of theirs is
