@@ -422,7 +422,8 @@ void connection::start_read() {
 }
 
 void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have) {
-  auto chunk = asio::buffer(frame->data() + have, frame->size() - have);
+  // The frame's `size` bytes go to the start of the buffer, which may be longer (a reused one).
+  auto chunk = asio::buffer(frame->data() + have, std::min(frame->size(), size) - have);
   read_exact(
       *tr_, chunk,
       [self = shared_from_this(), frame, size, have, gen = generation_, tr = tr_](const boost::system::error_code& rec,
@@ -443,14 +444,15 @@ void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t s
           self->read_body(frame, size, now_have);
           return;
         }
-        self->on_frame(frame);
+        self->on_frame(frame, size);
         if (gen == self->generation_) self->start_read();
       });
 }
 
-void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
+void connection::on_frame(std::shared_ptr<protocol::bytes> frame, std::size_t size) {
+  const std::span<const std::uint8_t> bytes(frame->data(), size);
   std::int32_t corr = 0;
-  if (!protocol::peek_correlation_id(*frame, corr)) {
+  if (!protocol::peek_correlation_id(bytes, corr)) {
     fail(make_error_code(client_errc::protocol_violation), "truncated response header");
     return;
   }
@@ -466,15 +468,14 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame) {
     return;
   }
   connection_core::in_flight_request req = std::move(*matched.request);
-  protocol::reader r(*frame);
+  protocol::reader r(bytes);
   protocol::response_header h;
   protocol::decode_response_header(r, h, protocol::response_header_version(req.api_key, req.flexible_header));
   if (!r.ok()) {
     fail(make_error_code(client_errc::protocol_violation), "bad response header");
     return;
   }
-  response_frame f{std::move(frame), 0};
-  f.body_offset = f.frame->size() - r.remaining();
+  response_frame f{std::move(frame), size - r.remaining(), size};
   const std::uint64_t gen = generation_;
   if (auto ec = req.handler({}, f)) {
     const auto body = f.body();

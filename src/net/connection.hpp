@@ -197,7 +197,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void tls_failure(const boost::system::error_code& ec, const char* during);
   void start_read();
   void read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have);
-  void on_frame(std::shared_ptr<protocol::bytes> frame);
+  void on_frame(std::shared_ptr<protocol::bytes> frame, std::size_t size);
   void write_next();
   void arm_timer();
   void on_timer();

@@ -21,12 +21,16 @@
 
 namespace kgroup::net {
 
-/// A received response: the whole frame (kept alive by the shared_ptr, so views into it such as
-/// records stay valid) and where the body starts.
+/// A received response: the buffer holding the frame (kept alive by the shared_ptr, so views into
+/// it such as records stay valid), the frame's length (its first `length` bytes; a reused buffer
+/// may be longer, frame_pool.hpp) and where the body starts.
 struct response_frame {
   std::shared_ptr<const protocol::bytes> frame;
   std::size_t body_offset = 0;
-  std::span<const std::uint8_t> body() const { return std::span(*frame).subspan(body_offset); }
+  std::size_t length = 0;
+  std::span<const std::uint8_t> body() const {
+    return std::span<const std::uint8_t>(frame->data(), length).subspan(body_offset);
+  }
 };
 
 /// Raw completion: an error, or the response frame. Returning an error (e.g. the body did not

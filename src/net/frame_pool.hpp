@@ -8,10 +8,13 @@
 //
 // Bounds: at most `max_spares` buffers wait in a pool, and a spare much larger than the frames now
 // arriving is freed when such a frame is read, so a member that has caught up (small, empty
-// fetches) gives its large buffers back. A frame never gets a buffer larger than it announced; a
-// new buffer reserves the announced size (up to `max_reserve`: address space, not memory), starts
-// at `initial` bytes and grows within the reservation with the bytes that arrive (connection.cpp),
-// so a peer announcing a huge frame and sending nothing still costs no resident memory.
+// fetches) gives its large buffers back. A buffer's size is the memory it touched: a new one's is
+// at most what its frame announced; a reused one keeps its size, which may exceed the frame (the
+// connection reads the frame into its beginning, and response_frame carries the frame's length),
+// so its resident bytes are not zero-filled again for each frame. A new buffer reserves the
+// announced size (up to `max_reserve`: address space, not memory), starts at `initial` bytes and
+// grows within the reservation with the bytes that arrive (connection.cpp), so a peer announcing
+// a huge frame and sending nothing still costs no resident memory.
 #pragma once
 
 #include <cstddef>
@@ -37,8 +40,9 @@ class frame_pool : public std::enable_shared_from_this<frame_pool> {
   static constexpr std::size_t max_reserve = std::size_t{64} << 20;
 
   /// A buffer for a frame that announced `announced` bytes, sized min(announced, initial) or, when
-  /// a spare is reused, min(announced, the spare's capacity). The buffer returns to this pool
-  /// when the last copy of the pointer is dropped (or is freed, if the pool is gone by then).
+  /// a spare that holds the frame is reused, at least that and as large as it already was. The
+  /// buffer returns to this pool when the last copy of the pointer is dropped (or is freed, if the
+  /// pool is gone by then).
   std::shared_ptr<protocol::bytes> acquire(std::size_t announced, std::size_t initial);
 
   /// Buffers waiting to be reused, and their capacities in all (for tests and metrics).

@@ -27,11 +27,12 @@ TEST_CASE("frame pool: a large frame's buffer is reused by the next one, without
   CHECK(pool->spare_bytes() >= 3 * MiB);
   auto g = pool->acquire(2 * MiB, MiB);
   CHECK(g->data() == first_data);  // the same memory
-  CHECK(g->size() == 2 * MiB);     // as much as the frame announced, within the capacity it has
+  CHECK(g->size() == 3 * MiB);     // its size kept (what it touched): the 2 MiB frame is read into its start
+  CHECK(g->back() == 7);           // and what it held is not zero-filled again
   CHECK(pool->spares() == 0);
-  // Never more than a frame announced.
-  g.reset();
-  CHECK(pool->acquire(MiB + 5, MiB)->size() == MiB + 5);
+  // A new buffer never has more than its frame announced.
+  CHECK(pool->acquire(MiB + 5, MiB)->size() == MiB);
+  CHECK(std::make_shared<frame_pool>()->acquire(MiB / 2 + 5, MiB)->size() == MiB / 2 + 5);
 }
 
 TEST_CASE("frame pool: a new buffer grows within a reservation of what its frame announced, without a copy",
@@ -95,7 +96,7 @@ TEST_CASE("frame pool: at most max_spares wait; the largest are kept", "[net][fr
   // The smallest spare that holds a frame is taken: the 3 MiB one for 2.5 MiB.
   auto f = pool->acquire(5 * MiB / 2, MiB);
   CHECK(f->capacity() < 4 * MiB);
-  CHECK(f->size() == 5 * MiB / 2);
+  CHECK(f->size() == 3 * MiB);  // as large as it was
   // None holds 10 MiB: the largest is taken, its stale bytes dropped rather than copied, and it
   // reserves the whole frame, sized `initial` until bytes arrive.
   auto g = pool->acquire(10 * MiB, MiB);
