@@ -93,6 +93,7 @@ void simulation::setup() {
   }
   base_.group_id = "g";
   real_data_ = group_real_data;
+  unclean_ = real_data_ && unclean_rng_.below(2) == 0;
   if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
@@ -119,7 +120,8 @@ void simulation::setup() {
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
-      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : ""));
+      unsubscribes_ ? ", applications unsubscribe" : "",
+      real_data_ ? (unclean_ ? ", the real data path, unclean elections" : ", the real data path") : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -818,6 +820,7 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
              fmt::format("{} committed {} at {} (generation {}), below {} committed before", m.name, name(tp),
                          p.committed_offset, r.generation_id_or_member_epoch, c->second));
       committed_[tp] = p.committed_offset;
+      committed_epoch_[tp] = p.committed_leader_epoch;
       ++commits_accepted_;
       if (real_data_) {
         if (const auto f = seek_floors_.find(tp); f != seek_floors_.end())
@@ -1434,7 +1437,7 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
       // commit_sync() of the revoked partitions' positions inside the callback.
       data::commit_map offsets;
       for (const auto& tp : call.partitions)
-        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", -1};
+        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", position_epoch(m, tp)};
       commit_sync(m, offsets, "commit_sync in on_partitions_revoked", false, end);
       return;
     }
@@ -1454,10 +1457,17 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
       if (m.data) {
         m.data->paused.erase(tp);
         m.data->reached.erase(tp);
+        m.data->returned_epochs.erase(tp);
       }
     }
   }
   if (m.data) data_sync_pos(m);
+}
+
+std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp) const {
+  if (!m.data) return -1;
+  const auto p = m.data->reader.positions().position(tp);
+  return p ? p->epoch : -1;
 }
 
 bool simulation::poll_body(sim_member& m) {
@@ -1564,7 +1574,7 @@ void simulation::after_work(sim_member& m) {
     m.retry_commit.reset();
     std::erase_if(offsets,
                   [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
-    for (auto& [tp, om] : offsets) om.offset = m.pos[tp];
+    for (auto& [tp, om] : offsets) om = {m.pos[tp], om.metadata, position_epoch(m, tp)};
     commit_sync(m, offsets, "commit_sync again (after REBALANCE_IN_PROGRESS)", true, next);
     return;
   }
@@ -1860,6 +1870,7 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(1000, 5000)), [this] { fault(); });
     at(now_ + milliseconds(100), [this] { coordinator_tick(); });
     if (real_data_) at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
+    if (unclean_) at(now_ + milliseconds(unclean_rng_.between(500, 4000)), [this] { data_unclean(); });
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");

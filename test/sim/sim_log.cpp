@@ -5,6 +5,18 @@
 
 namespace kgroup::sim {
 
+std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, std::int32_t leader) {
+  std::vector<std::int64_t> died;
+  for (std::int64_t o = cut; o < l.end(); ++o) died.push_back(l.entries[static_cast<std::size_t>(o)].id);
+  l.entries.resize(static_cast<std::size_t>(cut));
+  l.batch_starts.erase(l.batch_starts.lower_bound(cut), l.batch_starts.end());
+  std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
+  l.leader = leader;
+  ++l.epoch;
+  l.epoch_start[l.epoch] = cut;
+  return died;
+}
+
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
                               std::int64_t legacy_until, std::deque<std::string>& values,
                               protocol::bytes& buf) {
