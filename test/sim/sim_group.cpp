@@ -94,6 +94,7 @@ void simulation::setup() {
   base_.group_id = "g";
   real_data_ = group_real_data;
   unclean_ = real_data_ && unclean_rng_.below(2) == 0;
+  retention_ = real_data_ && retention_rng_.below(3) == 0;
   if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
@@ -114,14 +115,14 @@ void simulation::setup() {
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
       "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
-      "ms{}{}{}",
+      "ms{}{}{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
-      unsubscribes_ ? ", applications unsubscribe" : "",
-      real_data_ ? (unclean_ ? ", the real data path, unclean elections" : ", the real data path") : ""));
+      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : "",
+      unclean_ ? ", unclean elections" : "", retention_ ? ", retention" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -1871,6 +1872,7 @@ run_result simulation::run() {
     at(now_ + milliseconds(100), [this] { coordinator_tick(); });
     if (real_data_) at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
     if (unclean_) at(now_ + milliseconds(unclean_rng_.between(500, 4000)), [this] { data_unclean(); });
+    if (retention_) at(now_ + milliseconds(retention_rng_.between(1000, 8000)), [this] { data_retention(); });
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");

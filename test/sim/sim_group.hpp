@@ -400,6 +400,7 @@ class simulation {
         static_rng_(seed ^ 0x5354415449430345ull),
         unsub_rng_(seed ^ 0x554e535542534352ull),
         unclean_rng_(seed ^ 0x554e434c45414e31ull),
+        retention_rng_(seed ^ 0x524554454e54494full),
         verbose_(verbose),
         protocol_(protocol) {}
   run_result run();
@@ -593,6 +594,8 @@ class simulation {
   void data_fault();
   /// An unclean election of a partition (the fault phase of --real-data, in half of the seeds).
   void data_unclean();
+  /// Retention of a partition (the fault phase of --real-data, in a third of the seeds).
+  void data_retention();
   /// The members' metadata source learns `tp`'s leader and leader epoch from its log.
   void data_new_leader(const TopicPartition& tp, const partition_log& l);
   /// Whether a position at `offset` whose last record had leader epoch `epoch` lies in a branch
@@ -636,7 +639,10 @@ class simulation {
   // schedules.
   prng unclean_rng_;
   bool unclean_ = false;
-  truncated_records truncated_;      // invariant 3: when each record was truncated
+  truncated_records truncated_;  // invariant 3: when each record was truncated
+  // --real-data: retention in a third of the seeds, from a stream of its own too.
+  prng retention_rng_;
+  bool retention_ = false;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;

@@ -14,7 +14,9 @@
 // log ends up to 30 records short of the old one's, with a new leader epoch starting there, so later
 // appends diverge from what members fetched (sim_log.hpp's unclean_election, the data sim's); the
 // members find it through KIP-320 validation (of their positions, and of committed offsets with
-// their leader epochs) and the real reader's truncation handling. Not yet: retention, compaction.
+// their leader epochs) and the real reader's truncation handling; in a third (a stream of its
+// own too) retention: the log's start moves forward, and positions below it are reset. Not yet:
+// compaction.
 // Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
 //
 // What the real path makes checkable, beside G1-G7 (sim_group.cpp):
@@ -349,6 +351,23 @@ void simulation::data_unclean() {
   note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader,
                    l.epoch));
   at(now_ + milliseconds(u.between(500, 4000)), [this] { data_unclean(); });
+}
+
+// Retention (fault phase, the seeds with retention; every draw from their own stream): the log's
+// start moves forward, up to its end. Nobody can be given the records it deleted any more, so G6
+// and G9 count them as given (a member whose position fell below the log's start is reset to it).
+void simulation::data_retention() {
+  if (!fault_phase()) return;
+  auto& r = retention_rng_;
+  auto it = logs_.begin();
+  std::advance(it, r.below(static_cast<std::int64_t>(logs_.size())));
+  auto& [tp, l] = *it;
+  const std::int64_t to = r.between(l.log_start, l.end());
+  delete_records_before(l, to);
+  auto& seen = processed_[tp];
+  std::fill(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(to), true);
+  note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
+  at(now_ + milliseconds(r.between(1000, 8000)), [this] { data_retention(); });
 }
 
 bool simulation::data_diverged(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) const {

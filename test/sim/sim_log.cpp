@@ -17,6 +17,17 @@ std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, s
   return died;
 }
 
+void delete_records_before(partition_log& l, std::int64_t to) {
+  l.log_start = to;
+  auto keep = l.epoch_start.begin();
+  for (auto e = l.epoch_start.begin(); e != l.epoch_start.end(); ++e) {
+    if (e->second <= to) keep = e;
+  }
+  const auto epoch = keep->first;
+  l.epoch_start.erase(l.epoch_start.begin(), keep);
+  l.epoch_start[epoch] = std::max(l.epoch_start[epoch], to);
+}
+
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
                               std::int64_t legacy_until, std::deque<std::string>& values,
                               protocol::bytes& buf) {

@@ -69,6 +69,10 @@ struct partition_log {
 // what members fetched past it. Returns the ids of the records truncated, in offset order.
 std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, std::int32_t leader);
 
+// Retention (both worlds): the log's start moves forward to `to` (at or below its end); the
+// leader epoch cache is cut from the start too.
+void delete_records_before(partition_log& l, std::int64_t to);
+
 // Invariant 3 of both worlds, "nothing from a truncated branch after the divergence was applied":
 // when each record was truncated (the world's), and, per reader, the answer time of each diverged
 // cut its fetcher pushed (in order) and of the last one its user thread applied.

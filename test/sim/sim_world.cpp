@@ -343,14 +343,7 @@ void simulation::fault() {
   } else {
     // Retention: the log's start moves forward (the epoch cache is cut from the start too).
     const std::int64_t to = rng_.between(l.log_start, l.end());
-    l.log_start = to;
-    auto keep = l.epoch_start.begin();
-    for (auto e = l.epoch_start.begin(); e != l.epoch_start.end(); ++e) {
-      if (e->second <= to) keep = e;
-    }
-    const auto epoch = keep->first;
-    l.epoch_start.erase(l.epoch_start.begin(), keep);
-    l.epoch_start[epoch] = std::max(l.epoch_start[epoch], to);
+    delete_records_before(l, to);
     note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
   }
   refresh_truth();
