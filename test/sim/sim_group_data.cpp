@@ -309,14 +309,20 @@ void simulation::data_validations(sim_member& m) {
   });
 }
 
+// The log of a partition `r` picks.
+static std::pair<const TopicPartition, partition_log>& pick_log(std::map<TopicPartition, partition_log>& logs,
+                                                                prng& r) {
+  auto it = logs.begin();
+  std::advance(it, r.below(static_cast<std::int64_t>(logs.size())));
+  return *it;
+}
+
 // A clean leader change (fault phase): the partition's leader moves to a broker of the three and
 // its leader epoch starts at the log's end; old-epoch requests are fenced, and each member's
 // fetcher finds the new leader through a metadata refresh.
 void simulation::data_fault() {
   if (!fault_phase()) return;
-  auto it = logs_.begin();
-  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
-  auto& [tp, l] = *it;
+  auto& [tp, l] = pick_log(logs_, rng_);
   l.leader = static_cast<std::int32_t>(rng_.between(1, 3));
   ++l.epoch;
   l.epoch_start[l.epoch] = l.end();
@@ -339,9 +345,7 @@ void simulation::data_new_leader(const TopicPartition& tp, const partition_log& 
 void simulation::data_unclean() {
   if (!fault_phase()) return;
   auto& u = unclean_rng_;
-  auto it = logs_.begin();
-  std::advance(it, u.below(static_cast<std::int64_t>(logs_.size())));
-  auto& [tp, l] = *it;
+  auto& [tp, l] = pick_log(logs_, u);
   const std::int64_t cut = u.between(std::max(l.log_start, l.end() - 30), l.end());
   const auto leader = static_cast<std::int32_t>(u.between(1, 3));
   truncated_.truncated(unclean_election(l, cut, leader), now_);
@@ -359,9 +363,7 @@ void simulation::data_unclean() {
 void simulation::data_retention() {
   if (!fault_phase()) return;
   auto& r = retention_rng_;
-  auto it = logs_.begin();
-  std::advance(it, r.below(static_cast<std::int64_t>(logs_.size())));
-  auto& [tp, l] = *it;
+  auto& [tp, l] = pick_log(logs_, r);
   const std::int64_t to = r.between(l.log_start, l.end());
   delete_records_before(l, to);
   auto& seen = processed_[tp];
