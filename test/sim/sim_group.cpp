@@ -1438,7 +1438,7 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
       // commit_sync() of the revoked partitions' positions inside the callback.
       data::commit_map offsets;
       for (const auto& tp : call.partitions)
-        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", position_epoch(m, tp)};
+        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", position_epoch(m, tp, m.pos[tp])};
       commit_sync(m, offsets, "commit_sync in on_partitions_revoked", false, end);
       return;
     }
@@ -1465,10 +1465,15 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
   if (m.data) data_sync_pos(m);
 }
 
-std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp) const {
+std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp, std::int64_t offset) const {
   if (!m.data) return -1;
-  const auto p = m.data->reader.positions().position(tp);
-  return p ? p->epoch : -1;
+  if (const auto p = m.data->reader.positions().position(tp); p && p->offset == offset) return p->epoch;
+  // (A seek_to_beginning() in flight: the reader has no position; the application commits what
+  // it processed, with the epoch of its last record.)
+  const auto e = m.data->returned_epochs.find(tp);
+  if (e == m.data->returned_epochs.end()) return -1;
+  const auto r = e->second.find(offset - 1);
+  return r == e->second.end() ? -1 : r->second;
 }
 
 bool simulation::poll_body(sim_member& m) {
@@ -1575,7 +1580,7 @@ void simulation::after_work(sim_member& m) {
     m.retry_commit.reset();
     std::erase_if(offsets,
                   [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
-    for (auto& [tp, om] : offsets) om = {m.pos[tp], om.metadata, position_epoch(m, tp)};
+    for (auto& [tp, om] : offsets) om = {m.pos[tp], om.metadata, position_epoch(m, tp, m.pos[tp])};
     commit_sync(m, offsets, "commit_sync again (after REBALANCE_IN_PROGRESS)", true, next);
     return;
   }

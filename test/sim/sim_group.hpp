@@ -554,9 +554,10 @@ class simulation {
   void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
   void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
   void ownership_changed(sim_member& m, const detail::listener_call& call);
-  /// The leader epoch of `m`'s position of `tp` (the real reader's; -1 without --real-data), which
-  /// commits of the position carry (KIP-320: the next owner validates it).
-  std::int32_t position_epoch(sim_member& m, const TopicPartition& tp) const;
+  /// The leader epoch of `m`'s position `offset` of `tp` (the real reader's, or that of the record
+  /// before it; -1 without --real-data), which commits of the position carry (KIP-320: the next
+  /// owner validates it).
+  std::int32_t position_epoch(sim_member& m, const TopicPartition& tp, std::int64_t offset) const;
   /// The part of poll() that takes records, or waits for them: true when poll() returned.
   bool poll_body(sim_member& m);
   void poll_return(sim_member& m);
@@ -599,7 +600,8 @@ class simulation {
   /// The members' metadata source learns `tp`'s leader and leader epoch from its log.
   void data_new_leader(const TopicPartition& tp, const partition_log& l);
   /// Whether a position at `offset` whose last record had leader epoch `epoch` lies in a branch
-  /// of `tp` an unclean election truncated (past the log's end, or past where `epoch` now ends).
+  /// of `tp` an unclean election truncated (past the log's end, or past where `epoch` now ends),
+  /// or below the log's start: the fetcher does not read from it as it is.
   bool data_diverged(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) const;
   /// run_events(): a position event or data error for the data reader.
   void data_event(sim_member& m, detail::user_event& e);

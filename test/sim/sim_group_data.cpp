@@ -374,7 +374,7 @@ void simulation::data_retention() {
 
 bool simulation::data_diverged(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) const {
   const auto& l = logs_.at(tp);
-  return offset > l.end() || (epoch >= 0 && l.end_of_epoch(epoch).second < offset);
+  return offset < l.log_start || offset > l.end() || (epoch >= 0 && l.end_of_epoch(epoch).second < offset);
 }
 
 void simulation::data_fetches(sim_member& m) {
@@ -515,25 +515,24 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
   if (diverged || (unclean_ && pe->forced))
     seek_floors_[tp].push_back({m.index, after->offset, commits_sent_});
   if (data_diverged(tp, after->offset, after->epoch)) {
-    // A position in a branch an unclean election truncated (a committed offset, or a cut or reset
-    // an election overtook since): the fetcher validates it first (its leader epoch; one past the
-    // log's end is out of range, and reset), and the position that follows is checked instead.
-    note(fmt::format("{}: {} is at {} of a truncated branch: validated first", m.name, name(tp),
-                     after->offset));
-    d.expected[tp] = after->offset;
-    data_sync_pos(m);
-    return;
+    // A position the fetcher does not read from as it is: in a branch an unclean election
+    // truncated (a committed offset, or a cut or reset an election overtook since), validated
+    // first (its leader epoch; one past the log's end is out of range, and reset), or below the
+    // log's start (out of range, reset). The position that follows is checked instead.
+    note(fmt::format("{}: {} is at {}, of a truncated branch or below the log's start: not checked", m.name,
+                     name(tp), after->offset));
+  } else {
+    const auto& seen = processed_[tp];
+    const auto upto = std::min<std::size_t>(
+        static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
+    const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
+    if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
+      fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
+                                       m.name, name(tp), after->offset, gap - seen.begin()));
+    if (after->offset > log_end_[tp])
+      fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
+                                       after->offset, log_end_[tp]));
   }
-  const auto& seen = processed_[tp];
-  const auto upto =
-      std::min<std::size_t>(static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
-  const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
-  if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
-    fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
-                                     m.name, name(tp), after->offset, gap - seen.begin()));
-  if (after->offset > log_end_[tp])
-    fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
-                                     after->offset, log_end_[tp]));
   d.expected[tp] = after->offset;
   data_sync_pos(m);
   if (pe->forced) {
