@@ -1459,6 +1459,7 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
         m.data->paused.erase(tp);
         m.data->reached.erase(tp);
         m.data->returned_epochs.erase(tp);
+        m.data->last_pos.erase(tp);
       }
     }
   }
@@ -1468,8 +1469,10 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
 std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp, std::int64_t offset) const {
   if (!m.data) return -1;
   if (const auto p = m.data->reader.positions().position(tp); p && p->offset == offset) return p->epoch;
-  // (A seek_to_beginning() in flight: the reader has no position; the application commits what
-  // it processed, with the epoch of its last record.)
+  // A seek_to_beginning() or reset in flight: the reader has no position, and the application
+  // commits the last one it knew (m.pos), with its epoch, or that of its last record before it.
+  if (const auto l = m.data->last_pos.find(tp); l != m.data->last_pos.end() && l->second.offset == offset)
+    return l->second.epoch;
   const auto e = m.data->returned_epochs.find(tp);
   if (e == m.data->returned_epochs.end()) return -1;
   const auto r = e->second.find(offset - 1);

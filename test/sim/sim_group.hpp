@@ -330,6 +330,7 @@ struct member_data final : fetcher_calls {
   // The leader epoch of each record the application was given, per partition and offset (its
   // seeks carry the epoch of the record before the target, as Java's seek(OffsetAndMetadata)).
   std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs;
+  std::map<TopicPartition, detail::epoch_offset> last_pos;  // the reader's last position (m.pos's)
 };
 
 // ---- one member ---------------------------------------------------------------------------------

@@ -683,6 +683,7 @@ void simulation::data_sync_pos(sim_member& m) {
   for (const auto& tp : m.app_owned) {
     if (const auto p = d.reader.positions().position(tp)) {
       m.pos[tp] = p->offset;
+      d.last_pos[tp] = *p;
       auto& r = d.reached[tp];
       r = std::max(r, p->offset);
     }
