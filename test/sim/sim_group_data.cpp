@@ -34,7 +34,8 @@
 // of the log as it is (a truncated offset holds the new branch's record once appended again), and
 // a member may start at a committed offset of a truncated branch: its fetcher validates it (the
 // commit's leader epoch) and the cut it finds is checked instead. A commit may move back to where
-// a cut or a reset moved its member's position.
+// a cut or a reset moved its member's position. Records retention deleted count as given (nobody
+// can be given them any more), and a position below the log's start is checked once reset.
 // G3 is adapted to the applications' seeks (a commit may go back to where its member seeked) and
 // checks auto-commit against the position; G6's "every offset given to an application" and
 // "committed at the end" now hold for records the real reader returned.
@@ -514,7 +515,7 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
   // after one (unknown divergence; a committed offset of a truncated branch past the log's end).
   if (diverged || (unclean_ && pe->forced))
     seek_floors_[tp].push_back({m.index, after->offset, commits_sent_});
-  if (data_diverged(tp, after->offset, after->epoch)) {
+  if ((unclean_ || retention_) && data_diverged(tp, after->offset, after->epoch)) {
     // A position the fetcher does not read from as it is: in a branch an unclean election
     // truncated (a committed offset, or a cut or reset an election overtook since), validated
     // first (its leader epoch; one past the log's end is out of range, and reset), or below the
