@@ -93,6 +93,8 @@ void simulation::setup() {
   }
   base_.group_id = "g";
   real_data_ = group_real_data;
+  unclean_ = real_data_ && unclean_rng_.below(2) == 0;
+  retention_ = real_data_ && retention_rng_.below(3) == 0;
   if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
@@ -113,13 +115,14 @@ void simulation::setup() {
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
       "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
-      "ms{}{}{}",
+      "ms{}{}{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
-      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : ""));
+      unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : "",
+      unclean_ ? ", unclean elections" : "", retention_ ? ", retention" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -818,6 +821,7 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
              fmt::format("{} committed {} at {} (generation {}), below {} committed before", m.name, name(tp),
                          p.committed_offset, r.generation_id_or_member_epoch, c->second));
       committed_[tp] = p.committed_offset;
+      committed_epoch_[tp] = p.committed_leader_epoch;
       ++commits_accepted_;
       if (real_data_) {
         if (const auto f = seek_floors_.find(tp); f != seek_floors_.end())
@@ -1434,7 +1438,7 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
       // commit_sync() of the revoked partitions' positions inside the callback.
       data::commit_map offsets;
       for (const auto& tp : call.partitions)
-        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", -1};
+        if (m.pos.count(tp)) offsets[tp] = {m.pos[tp], "", position_epoch(m, tp, m.pos[tp])};
       commit_sync(m, offsets, "commit_sync in on_partitions_revoked", false, end);
       return;
     }
@@ -1454,10 +1458,25 @@ void simulation::ownership_changed(sim_member& m, const detail::listener_call& c
       if (m.data) {
         m.data->paused.erase(tp);
         m.data->reached.erase(tp);
+        m.data->returned_epochs.erase(tp);
+        m.data->last_pos.erase(tp);
       }
     }
   }
   if (m.data) data_sync_pos(m);
+}
+
+std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp, std::int64_t offset) const {
+  if (!m.data) return -1;
+  if (const auto p = m.data->reader.positions().position(tp); p && p->offset == offset) return p->epoch;
+  // A seek_to_beginning() or reset in flight: the reader has no position, and the application
+  // commits the last one it knew (m.pos), with its epoch, or that of its last record before it.
+  if (const auto l = m.data->last_pos.find(tp); l != m.data->last_pos.end() && l->second.offset == offset)
+    return l->second.epoch;
+  const auto e = m.data->returned_epochs.find(tp);
+  if (e == m.data->returned_epochs.end()) return -1;
+  const auto r = e->second.find(offset - 1);
+  return r == e->second.end() ? -1 : r->second;
 }
 
 bool simulation::poll_body(sim_member& m) {
@@ -1564,7 +1583,7 @@ void simulation::after_work(sim_member& m) {
     m.retry_commit.reset();
     std::erase_if(offsets,
                   [&](const auto& e) { return !m.app_owned.count(e.first) || !m.pos.count(e.first); });
-    for (auto& [tp, om] : offsets) om.offset = m.pos[tp];
+    for (auto& [tp, om] : offsets) om = {m.pos[tp], om.metadata, position_epoch(m, tp, m.pos[tp])};
     commit_sync(m, offsets, "commit_sync again (after REBALANCE_IN_PROGRESS)", true, next);
     return;
   }
@@ -1860,6 +1879,8 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(1000, 5000)), [this] { fault(); });
     at(now_ + milliseconds(100), [this] { coordinator_tick(); });
     if (real_data_) at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
+    if (unclean_) at(now_ + milliseconds(unclean_rng_.between(500, 4000)), [this] { data_unclean(); });
+    if (retention_) at(now_ + milliseconds(retention_rng_.between(1000, 8000)), [this] { data_retention(); });
     // The quiet phase starts with every member working: one more if none is left.
     at(quiet_at_, [this] {
       note("quiet: no more faults");

@@ -325,6 +325,12 @@ struct member_data final : fetcher_calls {
   // The highest position the application reached per owned partition (a commit may carry one
   // from before a seek back: the application did process those records).
   std::map<TopicPartition, std::int64_t> reached;
+  // Invariant 3: the diverged cuts its fetcher pushed and the last one its reader applied.
+  divergences div;
+  // The leader epoch of each record the application was given, per partition and offset (its
+  // seeks carry the epoch of the record before the target, as Java's seek(OffsetAndMetadata)).
+  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs;
+  std::map<TopicPartition, detail::epoch_offset> last_pos;  // the reader's last position (m.pos's)
 };
 
 // ---- one member ---------------------------------------------------------------------------------
@@ -394,6 +400,8 @@ class simulation {
       : rng_(seed),
         static_rng_(seed ^ 0x5354415449430345ull),
         unsub_rng_(seed ^ 0x554e535542534352ull),
+        unclean_rng_(seed ^ 0x554e434c45414e31ull),
+        retention_rng_(seed ^ 0x524554454e54494full),
         verbose_(verbose),
         protocol_(protocol) {}
   run_result run();
@@ -547,6 +555,10 @@ class simulation {
   void invoke(sim_member& m, detail::listener_call call, std::function<void()> done);
   void callback(sim_member& m, const detail::listener_call& call, std::function<void()> done);
   void ownership_changed(sim_member& m, const detail::listener_call& call);
+  /// The leader epoch of `m`'s position `offset` of `tp` (the real reader's, or that of the record
+  /// before it; -1 without --real-data), which commits of the position carry (KIP-320: the next
+  /// owner validates it).
+  std::int32_t position_epoch(sim_member& m, const TopicPartition& tp, std::int64_t offset) const;
   /// The part of poll() that takes records, or waits for them: true when poll() returned.
   bool poll_body(sim_member& m);
   void poll_return(sim_member& m);
@@ -582,6 +594,16 @@ class simulation {
   void data_refresh(sim_member& m);
   /// A clean leader change of a partition (the fault phase of --real-data).
   void data_fault();
+  /// An unclean election of a partition (the fault phase of --real-data, in half of the seeds).
+  void data_unclean();
+  /// Retention of a partition (the fault phase of --real-data, in a third of the seeds).
+  void data_retention();
+  /// The members' metadata source learns `tp`'s leader and leader epoch from its log.
+  void data_new_leader(const TopicPartition& tp, const partition_log& l);
+  /// Whether a position at `offset` whose last record had leader epoch `epoch` lies in a branch
+  /// of `tp` an unclean election truncated (past the log's end, or past where `epoch` now ends),
+  /// or below the log's start: the fetcher does not read from it as it is.
+  bool data_diverged(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) const;
   /// run_events(): a position event or data error for the data reader.
   void data_event(sim_member& m, detail::user_event& e);
   /// poll()'s drain: true when it returned records.
@@ -614,6 +636,16 @@ class simulation {
   // so the seeds without it keep their schedules.
   prng unsub_rng_;
   bool unsubscribes_ = false;
+  // --real-data: unclean elections in half of the seeds, drawn from a stream of their own (as the
+  // committed offsets' leader epochs the coordinator answers, and the epochs of the applications'
+  // seeks and explicit commits, which only these seeds carry), so the other seeds keep their
+  // schedules.
+  prng unclean_rng_;
+  bool unclean_ = false;
+  truncated_records truncated_;  // invariant 3: when each record was truncated
+  // --real-data: retention in a third of the seeds, from a stream of its own too.
+  prng retention_rng_;
+  bool retention_ = false;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;
@@ -665,6 +697,7 @@ class simulation {
   group_state stored_;
   time_point rebalance_deadline_{};
   std::map<TopicPartition, std::int64_t> committed_;
+  std::map<TopicPartition, std::int32_t> committed_epoch_;  // the leader epoch each commit carried
   std::map<std::pair<std::string, std::int32_t>, partition_set> assigned_;  // (member, generation)
   std::uint64_t next_member_id_ = 1;
   std::map<std::string, time_point> pending_ids_;  // MEMBER_ID_REQUIRED given, not joined yet

@@ -10,8 +10,14 @@
 // member's metadata refresh finds the new one, and positions are validated), lost Fetch requests
 // (timed out after 1 s), slow answers, transient partition errors in Fetch answers
 // (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH); OffsetFetch fails with the coordinator's
-// faults. Not yet: unclean elections (truncation), retention, compaction. Every Fetch answer is
-// encoded to bytes (v12) and decoded from that frame.
+// faults; in half of the seeds (a PRNG stream of their own) unclean elections: the new leader's
+// log ends up to 30 records short of the old one's, with a new leader epoch starting there, so later
+// appends diverge from what members fetched (sim_log.hpp's unclean_election, the data sim's); the
+// members find it through KIP-320 validation (of their positions, and of committed offsets with
+// their leader epochs) and the real reader's truncation handling; in a third (a stream of its
+// own too) retention: the log's start moves forward, and positions below it are reset. Not yet:
+// compaction.
+// Every Fetch answer is encoded to bytes (v12) and decoded from that frame.
 //
 // What the real path makes checkable, beside G1-G7 (sim_group.cpp):
 //   1   every record's id was appended at its partition and offset (the data sim's invariant 1);
@@ -21,7 +27,15 @@
 //       (or the reset) put it and moves only through records and its own seeks; and a member
 //       starts a partition at an offset below which every record was given to some application
 //       already (at least once across hand-overs);
+//   3   no record of a truncated branch after the member's reader applied the divergence (the
+//       data sim's invariant 3, per member);
 //   5   fetch_positions::invalid_transitions() stays 0 (the data sim's invariant 5).
+// Records an unclean election truncated are no longer in the log: G6 and G9 ask for every record
+// of the log as it is (a truncated offset holds the new branch's record once appended again), and
+// a member may start at a committed offset of a truncated branch: its fetcher validates it (the
+// commit's leader epoch) and the cut it finds is checked instead. A commit may move back to where
+// a cut or a reset moved its member's position. Records retention deleted count as given (nobody
+// can be given them any more), and a position below the log's start is checked once reset.
 // G3 is adapted to the applications' seeks (a commit may go back to where its member seeked) and
 // checks auto-commit against the position; G6's "every offset given to an application" and
 // "committed at the end" now hold for records the real reader returned.
@@ -165,11 +179,14 @@ void simulation::data_offset_fetch(sim_member& m) {
         if (!p || p->state() != pstate::fetching_committed) continue;
         const auto c = committed_.find(tp);
         const std::int64_t offset = c == committed_.end() ? -1 : c->second;
-        d.fp.committed(tp, *p, offset, -1);
+        // The commit's leader epoch (OffsetFetch v5+), in the seeds with unclean elections.
+        const auto ce = committed_epoch_.find(tp);
+        const std::int32_t epoch = unclean_ && offset >= 0 && ce != committed_epoch_.end() ? ce->second : -1;
+        d.fp.committed(tp, *p, offset, epoch);
         note(fmt::format(
             "{}: {} {}", m.name, name(tp),
             offset >= 0 ? fmt::format("committed at {}", offset) : std::string("has no committed offset")));
-        if (offset >= 0) m.shared.push(detail::position_event{tp, offset, false, -1});
+        if (offset >= 0) m.shared.push(detail::position_event{tp, offset, false, epoch});
       }
     }
     bool failed = false;
@@ -232,8 +249,8 @@ void simulation::data_list_offsets(sim_member& m) {
 }
 
 void simulation::data_validations(sim_member& m) {
-  // send_validations and on_validated (KIP-320), to the leader in the fetcher's metadata. Leader
-  // changes here are clean: the new epoch starts at the log's end, so no position diverges.
+  // send_validations and on_validated (KIP-320), to the leader in the fetcher's metadata. A
+  // position past an unclean election's truncation diverged: the cut goes to the user thread.
   auto& d = *m.data;
   struct sent_part {
     std::int64_t position;
@@ -277,9 +294,12 @@ void simulation::data_validations(sim_member& m) {
         data_refresh(m);
         retry = true;
       }
-      if (o.cut)
-        fail("5 (no invalid transition)", fmt::format("{}: {} diverged at {} in a log without truncation",
-                                                      m.name, name(tp), o.cut->offset));
+      if (o.cut) {
+        note(fmt::format("{}: bg: cut {} at {} epoch {} (diverged)", m.name, name(tp), o.cut->offset,
+                         o.cut->epoch));
+        d.div.pushed(tp, now_);
+        m.shared.push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
+      }
       if (p->state() == pstate::validating && p->fetch_pos() == s.position) {
         d.fp.validation_failed(tp, *p);
         retry = true;
@@ -290,23 +310,72 @@ void simulation::data_validations(sim_member& m) {
   });
 }
 
+// The log of a partition `r` picks.
+static std::pair<const TopicPartition, partition_log>& pick_log(std::map<TopicPartition, partition_log>& logs,
+                                                                prng& r) {
+  auto it = logs.begin();
+  std::advance(it, r.below(static_cast<std::int64_t>(logs.size())));
+  return *it;
+}
+
 // A clean leader change (fault phase): the partition's leader moves to a broker of the three and
 // its leader epoch starts at the log's end; old-epoch requests are fenced, and each member's
 // fetcher finds the new leader through a metadata refresh.
 void simulation::data_fault() {
   if (!fault_phase()) return;
-  auto it = logs_.begin();
-  std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
-  auto& [tp, l] = *it;
+  auto& [tp, l] = pick_log(logs_, rng_);
   l.leader = static_cast<std::int32_t>(rng_.between(1, 3));
   ++l.epoch;
   l.epoch_start[l.epoch] = l.end();
+  data_new_leader(tp, l);
+  note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+  at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
+}
+
+void simulation::data_new_leader(const TopicPartition& tp, const partition_log& l) {
   auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
   pi.leader = l.leader;
   pi.leader_epoch = l.epoch;
   pi.replicas = pi.isr = {l.leader};
-  note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
-  at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
+}
+
+// An unclean election (fault phase, the seeds with unclean elections; every draw from their own
+// stream): the new leader's log ends at a random offset up to 30 records below the old one's, and
+// its new leader epoch starts there. The truncated records are gone from the log the checks hold
+// the members to (G6, G9): what is appended at their offsets next is another record.
+void simulation::data_unclean() {
+  if (!fault_phase()) return;
+  auto& u = unclean_rng_;
+  auto& [tp, l] = pick_log(logs_, u);
+  const std::int64_t cut = u.between(std::max(l.log_start, l.end() - 30), l.end());
+  const auto leader = static_cast<std::int32_t>(u.between(1, 3));
+  truncated_.truncated(unclean_election(l, cut, leader), now_);
+  log_end_[tp] = cut;
+  processed_[tp].resize(static_cast<std::size_t>(cut));
+  data_new_leader(tp, l);
+  note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader,
+                   l.epoch));
+  at(now_ + milliseconds(u.between(500, 4000)), [this] { data_unclean(); });
+}
+
+// Retention (fault phase, the seeds with retention; every draw from their own stream): the log's
+// start moves forward, up to its end. Nobody can be given the records it deleted any more, so G6
+// and G9 count them as given (a member whose position fell below the log's start is reset to it).
+void simulation::data_retention() {
+  if (!fault_phase()) return;
+  auto& r = retention_rng_;
+  auto& [tp, l] = pick_log(logs_, r);
+  const std::int64_t to = r.between(l.log_start, l.end());
+  delete_records_before(l, to);
+  auto& seen = processed_[tp];
+  std::fill(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(to), true);
+  note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
+  at(now_ + milliseconds(r.between(1000, 8000)), [this] { data_retention(); });
+}
+
+bool simulation::data_diverged(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) const {
+  const auto& l = logs_.at(tp);
+  return offset < l.log_start || offset > l.end() || (epoch >= 0 && l.end_of_epoch(epoch).second < offset);
 }
 
 void simulation::data_fetches(sim_member& m) {
@@ -425,9 +494,12 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
   auto* pe = std::get_if<detail::position_event>(&e);
   if (pe == nullptr) return;
   const auto& tp = pe->tp;
+  const bool diverged = pe->cut == detail::cut_kind::diverged;
+  const auto cut_time = diverged ? d.div.take(tp) : std::nullopt;
   const auto before = d.reader.positions().position(tp);
   d.reader.position_event(*pe, m.bg_owned.count(tp) > 0);
   const auto after = d.reader.positions().position(tp);
+  if (cut_time && !pe->seek_applied) d.div.applied(tp, *cut_time);
   if (pe->seek_applied || !after || (before && before->offset == after->offset)) return;
   note(fmt::format("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
                    pe->cut != detail::cut_kind::none ? "a cut"
@@ -439,16 +511,29 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: the reader took a position for {}, which its application does not own", m.name,
                      name(tp)));
-  const auto& seen = processed_[tp];
-  const auto upto =
-      std::min<std::size_t>(static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
-  const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
-  if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
-    fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
-                                     m.name, name(tp), after->offset, gap - seen.begin()));
-  if (after->offset > log_end_[tp])
-    fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
-                                     after->offset, log_end_[tp]));
+  // Its commits may move the committed offset back to where a divergence moved it, or a reset
+  // after one (unknown divergence; a committed offset of a truncated branch past the log's end).
+  if (diverged || (unclean_ && pe->forced))
+    seek_floors_[tp].push_back({m.index, after->offset, commits_sent_});
+  if ((unclean_ || retention_) && data_diverged(tp, after->offset, after->epoch)) {
+    // A position the fetcher does not read from as it is: in a branch an unclean election
+    // truncated (a committed offset, or a cut or reset an election overtook since), validated
+    // first (its leader epoch; one past the log's end is out of range, and reset), or below the
+    // log's start (out of range, reset). The position that follows is checked instead.
+    note(fmt::format("{}: {} is at {}, of a truncated branch or below the log's start: not checked", m.name,
+                     name(tp), after->offset));
+  } else {
+    const auto& seen = processed_[tp];
+    const auto upto = std::min<std::size_t>(
+        static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
+    const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
+    if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
+      fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
+                                       m.name, name(tp), after->offset, gap - seen.begin()));
+    if (after->offset > log_end_[tp])
+      fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
+                                       after->offset, log_end_[tp]));
+  }
   d.expected[tp] = after->offset;
   data_sync_pos(m);
   if (pe->forced) {
@@ -505,8 +590,15 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
   if (exp == d.expected.end() || exp->second != r.offset)
     fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
                                      m.name, name(tp), r.offset, exp == d.expected.end() ? -1 : exp->second));
+  if (const auto seen = d.div.returned_past(tp, truncated_, id))
+    fail("3 (no record past a detected divergence)",
+         fmt::format("{}: {} offset {} (id {}) was truncated at {:.3f} ms, before the divergence its reader "
+                     "applied (found at {:.3f} ms)",
+                     m.name, name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
   exp->second = r.offset + 1;
-  processed_[tp][static_cast<std::size_t>(r.offset)] = true;
+  if (unclean_) d.returned_epochs[tp][r.offset] = r.leader_epoch;
+  // A record of a truncated branch is not the one its offset holds now.
+  if (!truncated_.died.count(id)) processed_[tp][static_cast<std::size_t>(r.offset)] = true;
 }
 
 bool simulation::data_app_action(sim_member& m, const std::function<void()>& next) {
@@ -529,17 +621,30 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
     // record.offset() + 1).
     const auto p = d.reader.positions().position(tp);
     if (!m.sync_commits || !p) return false;
-    commit_sync(m, {{tp, {p->offset, "", -1}}}, "commit_sync of an explicit offset", false, next);
+    commit_sync(m, {{tp, {p->offset, "", p->epoch}}}, "commit_sync of an explicit offset", false, next);
     return true;
   }
   if (kind < 25) {
     // seek() back to a record it processed (or to its position): the records after it again.
     const auto p = d.reader.positions().position(tp);
     if (!p) return false;
-    const std::int64_t target = rng_.between(std::max<std::int64_t>(0, p->offset - 20), p->offset);
-    note(
-        fmt::format("{}: the application seeks {} to {} (position {})", m.name, name(tp), target, p->offset));
-    d.reader.seek(tp, target, -1);
+    std::int64_t target = rng_.between(std::max<std::int64_t>(0, p->offset - 20), p->offset);
+    // With unclean elections: the epoch of the record before the target (Java's
+    // seek(OffsetAndMetadata)), so the fetcher validates the target; the position itself when
+    // the application was not given that record.
+    std::int32_t epoch = -1;
+    if (unclean_ && target > 0) {
+      const auto& e = d.returned_epochs[tp];
+      if (const auto r = e.find(target - 1); r != e.end()) {
+        epoch = r->second;
+      } else {
+        target = p->offset;
+        epoch = p->epoch;
+      }
+    }
+    note(fmt::format("{}: the application seeks {} to {}{} (position {})", m.name, name(tp), target,
+                     unclean_ ? fmt::format(" epoch {}", epoch) : std::string(), p->offset));
+    d.reader.seek(tp, target, epoch);
     d.expected[tp] = target;
     seek_floors_[tp].push_back({m.index, target, commits_sent_});
     data_sync_pos(m);
@@ -579,6 +684,7 @@ void simulation::data_sync_pos(sim_member& m) {
   for (const auto& tp : m.app_owned) {
     if (const auto p = d.reader.positions().position(tp)) {
       m.pos[tp] = p->offset;
+      d.last_pos[tp] = *p;
       auto& r = d.reached[tp];
       r = std::max(r, p->offset);
     }

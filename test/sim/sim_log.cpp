@@ -5,6 +5,29 @@
 
 namespace kgroup::sim {
 
+std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, std::int32_t leader) {
+  std::vector<std::int64_t> died;
+  for (std::int64_t o = cut; o < l.end(); ++o) died.push_back(l.entries[static_cast<std::size_t>(o)].id);
+  l.entries.resize(static_cast<std::size_t>(cut));
+  l.batch_starts.erase(l.batch_starts.lower_bound(cut), l.batch_starts.end());
+  std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
+  l.leader = leader;
+  ++l.epoch;
+  l.epoch_start[l.epoch] = cut;
+  return died;
+}
+
+void delete_records_before(partition_log& l, std::int64_t to) {
+  l.log_start = to;
+  auto keep = l.epoch_start.begin();
+  for (auto e = l.epoch_start.begin(); e != l.epoch_start.end(); ++e) {
+    if (e->second <= to) keep = e;
+  }
+  const auto epoch = keep->first;
+  l.epoch_start.erase(l.epoch_start.begin(), keep);
+  l.epoch_start[epoch] = std::max(l.epoch_start[epoch], to);
+}
+
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
                               std::int64_t legacy_until, std::deque<std::string>& values,
                               protocol::bytes& buf) {

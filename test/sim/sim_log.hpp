@@ -3,9 +3,12 @@
 // record batches a Fetch answer carries from it.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -58,6 +61,54 @@ struct partition_log {
     const std::int64_t end_offset = it == epoch_start.end() ? end() : it->second;
     --it;
     return {it->first, end_offset};
+  }
+};
+
+// An unclean election (both worlds): the new leader, `leader`, has the log only up to `cut` (at or
+// below the old leader's end) and a new leader epoch starting there, so later appends diverge from
+// what members fetched past it. Returns the ids of the records truncated, in offset order.
+std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, std::int32_t leader);
+
+// Retention (both worlds): the log's start moves forward to `to` (at or below its end); the
+// leader epoch cache is cut from the start too.
+void delete_records_before(partition_log& l, std::int64_t to);
+
+// Invariant 3 of both worlds, "nothing from a truncated branch after the divergence was applied":
+// when each record was truncated (the world's), and, per reader, the answer time of each diverged
+// cut its fetcher pushed (in order) and of the last one its user thread applied.
+using sim_time = std::chrono::steady_clock::time_point;
+struct truncated_records {
+  std::map<std::int64_t, sim_time> died;  // id -> when an unclean election truncated it
+  void truncated(const std::vector<std::int64_t>& ids, sim_time now) {
+    for (const auto id : ids) died[id] = now;
+  }
+};
+struct divergences {
+  std::map<TopicPartition, std::deque<sim_time>> cut_times;  // diverged cuts pushed, not yet applied
+  std::map<TopicPartition, sim_time> seen;                   // answer time of the last cut applied
+  void pushed(const TopicPartition& tp, sim_time now) { cut_times[tp].push_back(now); }
+  // The user thread takes the next diverged cut of `tp`: its answer time (none: not pushed here).
+  std::optional<sim_time> take(const TopicPartition& tp) {
+    auto& q = cut_times[tp];
+    if (q.empty()) return std::nullopt;
+    const auto t = q.front();
+    q.pop_front();
+    return t;
+  }
+  void applied(const TopicPartition& tp, sim_time cut_time) { seen[tp] = std::max(seen[tp], cut_time); }
+  // Whether a record of `tp` that `dead` truncated (at that time) comes after a divergence the
+  // user thread applied: the time of that divergence.
+  std::optional<sim_time> returned_past(const TopicPartition& tp, const truncated_records& dead,
+                                        std::int64_t id) const {
+    const auto d = dead.died.find(id);
+    if (d == dead.died.end()) return std::nullopt;
+    const auto s = seen.find(tp);
+    if (s == seen.end() || d->second > s->second) return std::nullopt;
+    return s->second;
+  }
+  void forget(const TopicPartition& tp) {
+    cut_times.erase(tp);
+    seen.erase(tp);
   }
 };
 

@@ -179,7 +179,7 @@ class simulation final : public fetcher_calls {
                ? &appended_at_[static_cast<std::size_t>(id - 1)]
                : nullptr;
   }
-  std::map<std::int64_t, time_point> died_;  // id -> when an unclean election truncated it
+  truncated_records truncated_;  // invariant 3: when each record was truncated
   // The records the cleaner removed (partition_log::ids_at has every record ever appended).
   std::set<std::int64_t> compacted_ids_;
 
@@ -205,8 +205,8 @@ class simulation final : public fetcher_calls {
   bool offset_fetch_in_flight_ = false;
   std::size_t buffer_max_bytes_ = 16 * 1024;
   std::map<TopicPartition, std::int64_t> last_auto_committed_;
-  // The answer time of each diverged cut pushed, in order, per partition (invariant 3).
-  std::map<TopicPartition, std::deque<time_point>> cut_times_;
+  // The answer time of each diverged cut pushed and of the last one applied (invariant 3).
+  divergences divergences_;
 
   // Client: the user thread.
   detail::shared_state shared_;
@@ -219,7 +219,6 @@ class simulation final : public fetcher_calls {
   std::map<TopicPartition, std::int64_t> expected_;  // the application's next offset
   std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs_;  // offset -> epoch
   std::map<TopicPartition, int> seek_tos_pending_;
-  std::map<TopicPartition, time_point> divergence_seen_;  // answer time of the last cut applied
   std::map<TopicPartition, std::int64_t> last_commit_;
   std::map<TopicPartition, std::set<std::int64_t>> sanctioned_;  // positions a commit may move back to
   std::uint64_t returned_count_ = 0;
@@ -336,27 +335,15 @@ void simulation::fault() {
     // position there diverged (Java and kgroup validate only positions with an epoch).
     const std::int64_t lowest = legacy_history_ ? std::max(l.log_start, history_end_[tp]) : l.log_start;
     const std::int64_t cut = rng_.between(std::max(lowest, l.end() - 30), std::max(lowest, l.end()));
-    for (std::int64_t o = cut; o < l.end(); ++o) died_[l.entries[static_cast<std::size_t>(o)].id] = now_;
-    l.entries.resize(static_cast<std::size_t>(cut));
+    const auto leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    truncated_.truncated(unclean_election(l, cut, leader), now_);
     history_end_[tp] = std::min(history_end_[tp], cut);  // what follows is written as record batches
-    l.batch_starts.erase(l.batch_starts.lower_bound(cut), l.batch_starts.end());
-    std::erase_if(l.epoch_start, [&](const auto& e) { return e.second >= cut; });
-    l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
-    ++l.epoch;
-    l.epoch_start[l.epoch] = cut;
     note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut,
                      l.leader, l.epoch));
   } else {
     // Retention: the log's start moves forward (the epoch cache is cut from the start too).
     const std::int64_t to = rng_.between(l.log_start, l.end());
-    l.log_start = to;
-    auto keep = l.epoch_start.begin();
-    for (auto e = l.epoch_start.begin(); e != l.epoch_start.end(); ++e) {
-      if (e->second <= to) keep = e;
-    }
-    const auto epoch = keep->first;
-    l.epoch_start.erase(l.epoch_start.begin(), keep);
-    l.epoch_start[epoch] = std::max(l.epoch_start[epoch], to);
+    delete_records_before(l, to);
     note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
   }
   refresh_truth();
@@ -460,7 +447,7 @@ void simulation::push_cut(const TopicPartition& tp, std::int64_t offset, std::in
                           detail::cut_kind kind, bool halted) {
   note(fmt::format("bg: cut {} at {} epoch {} ({})", name(tp), offset, epoch,
                    kind == detail::cut_kind::diverged ? "diverged" : "log end"));
-  if (kind == detail::cut_kind::diverged) cut_times_[tp].push_back(now_);
+  if (kind == detail::cut_kind::diverged) divergences_.pushed(tp, now_);
   shared_.push_cut(tp, offset, epoch, kind, halted);
 }
 
@@ -798,11 +785,7 @@ void simulation::commit(const TopicPartition& tp, std::int64_t offset, const cha
 void simulation::on_position_event(const detail::position_event& e) {
   const auto& tp = e.tp;
   const bool diverged = e.cut == detail::cut_kind::diverged;
-  std::optional<time_point> cut_time;
-  if (diverged && !cut_times_[tp].empty()) {
-    cut_time = cut_times_[tp].front();
-    cut_times_[tp].pop_front();
-  }
+  const std::optional<time_point> cut_time = diverged ? divergences_.take(tp) : std::nullopt;
   const auto before = reader_.positions().position(tp);
   // A position computed before a seek the fetcher has not applied yet is ignored by the reader;
   // it cannot be the answer to that seek (seed 796482694773: a reset's answer arrived between the
@@ -814,7 +797,7 @@ void simulation::on_position_event(const detail::position_event& e) {
                   name(tp), e.offset, e.epoch, e.forced, e.seek_applied, static_cast<int>(e.cut),
                   reader_.positions().position(tp).value_or(detail::epoch_offset{}).offset));
   if (e.seek_applied) return;
-  if (cut_time) divergence_seen_[tp] = std::max(divergence_seen_[tp], *cut_time);
+  if (cut_time) divergences_.applied(tp, *cut_time);
   const auto after = reader_.positions().position(tp);
   // A resolved seek_to_*() may move the position either way; each forced position uses one up.
   struct use_seek_to {
@@ -870,15 +853,11 @@ void simulation::check_record(const ConsumerRecord& r) {
   if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
                                     name(tp), r.offset, exp == expected_.end() ? -1 : exp->second));
-  if (const auto d = died_.find(id); d != died_.end()) {
-    const auto seen = divergence_seen_.find(tp);
-    if (seen != divergence_seen_.end() && d->second <= seen->second)
-      fail(
-          "3 (no record past a detected divergence)",
-          fmt::format("{} offset {} (id {}) was truncated at {} ms, before the divergence the reader applied "
-                      "(found at {} ms)",
-                      name(tp), r.offset, id, ms(d->second), ms(seen->second)));
-  }
+  if (const auto seen = divergences_.returned_past(tp, truncated_, id))
+    fail("3 (no record past a detected divergence)",
+         fmt::format("{} offset {} (id {}) was truncated at {} ms, before the divergence the reader applied "
+                     "(found at {} ms)",
+                     name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
   expected_[tp] = r.offset + 1;
   returned_epochs_[tp][r.offset] = r.leader_epoch;
 }
