@@ -95,6 +95,7 @@ void simulation::setup() {
   real_data_ = group_real_data;
   unclean_ = real_data_ && unclean_rng_.below(2) == 0;
   retention_ = real_data_ && retention_rng_.below(3) == 0;
+  async_commits_ = real_data_ && async_rng_.below(2) == 0;
   if (real_data_) data_setup();
   if (consumer()) {
     setup_consumer();
@@ -1602,10 +1603,34 @@ void simulation::after_work(sim_member& m) {
         m.consumed[tp] = m.pos[tp];
       }
     }
-    commit_sync(m, offsets, "commit_sync", true, next);
+    if (async_commits_ && async_rng_.chance(0.5)) {
+      commit_async(m, offsets, "commit_async", next);
+    } else {
+      commit_sync(m, offsets, "commit_sync", true, next);
+    }
     return;
   }
   next();
+}
+
+void simulation::commit_async(sim_member& m, data::commit_map offsets, const char* who,
+                              std::function<void()> then) {
+  // Consumer::impl::commit_async: data_reader::offsets_committed(), then the fetcher's commit with
+  // no retry deadline (one attempt); its callback runs from a later poll().
+  if (m.data) {
+    OffsetMap explicit_offsets;
+    for (const auto& [tp, om] : offsets)
+      explicit_offsets[tp] = {om.offset, om.metadata,
+                              om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+    m.data->reader.offsets_committed(explicit_offsets);
+  }
+  send_commit(
+      m, offsets, who,
+      [this, &m, who](std::optional<data::commit_error> e) {
+        if (e) note(fmt::format("{}: {} callback: {}", m.name, who, e->message));
+      },
+      now_, m.mailbox.running_seq());
+  then();
 }
 
 void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,

@@ -402,6 +402,7 @@ class simulation {
         unsub_rng_(seed ^ 0x554e535542534352ull),
         unclean_rng_(seed ^ 0x554e434c45414e31ull),
         retention_rng_(seed ^ 0x524554454e54494full),
+        async_rng_(seed ^ 0x4153594e43434f4dull),
         verbose_(verbose),
         protocol_(protocol) {}
   run_result run();
@@ -565,6 +566,9 @@ class simulation {
   void after_work(sim_member& m);
   void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
                    std::function<void()> then);
+  /// commit_async(offsets): the same bookkeeping as commit_sync(), one attempt, and the
+  /// application goes on at once; the answer (a callback from a later poll()) is only noted.
+  void commit_async(sim_member& m, data::commit_map offsets, const char* who, std::function<void()> then);
   void close_member(sim_member& m);
   // unsubscribe() (Consumer::impl::unsubscribe: the revoke, or the loss of a membership that is
   // gone, runs inside it, then the leave; the facade stays subscribed until it is done), and
@@ -646,6 +650,10 @@ class simulation {
   // --real-data: retention in a third of the seeds, from a stream of its own too.
   prng retention_rng_;
   bool retention_ = false;
+  // --real-data: commit_async() in half of the seeds (a stream of its own too): some of the
+  // applications' commits of their positions go out without waiting for the answer.
+  prng async_rng_;
+  bool async_commits_ = false;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;
