@@ -116,14 +116,15 @@ void simulation::setup() {
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
   note(fmt::format(
       "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
-      "ms{}{}{}{}{}",
+      "ms{}{}{}{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
       base_.heartbeat_interval.count(), base_.max_poll_interval.count(), duration.count(),
       static_mode_ == statics::all    ? ", static members"
       : static_mode_ == statics::some ? ", some static members"
                                       : "",
       unsubscribes_ ? ", applications unsubscribe" : "", real_data_ ? ", the real data path" : "",
-      unclean_ ? ", unclean elections" : "", retention_ ? ", retention" : ""));
+      unclean_ ? ", unclean elections" : "", retention_ ? ", retention" : "",
+      async_commits_ ? ", commit_async" : ""));
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
