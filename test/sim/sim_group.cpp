@@ -1614,17 +1614,20 @@ void simulation::after_work(sim_member& m) {
   next();
 }
 
+void simulation::offsets_committed(sim_member& m, const data::commit_map& offsets) {
+  if (!m.data) return;
+  OffsetMap explicit_offsets;
+  for (const auto& [tp, om] : offsets)
+    explicit_offsets[tp] = {om.offset, om.metadata,
+                            om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+  m.data->reader.offsets_committed(explicit_offsets);
+}
+
 void simulation::commit_async(sim_member& m, data::commit_map offsets, const char* who,
                               std::function<void()> then) {
   // Consumer::impl::commit_async: data_reader::offsets_committed(), then the fetcher's commit with
   // no retry deadline (one attempt); its callback runs from a later poll().
-  if (m.data) {
-    OffsetMap explicit_offsets;
-    for (const auto& [tp, om] : offsets)
-      explicit_offsets[tp] = {om.offset, om.metadata,
-                              om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
-    m.data->reader.offsets_committed(explicit_offsets);
-  }
+  offsets_committed(m, offsets);
   send_commit(
       m, offsets, who,
       [this, &m, who](std::optional<data::commit_error> e) {
@@ -1647,13 +1650,7 @@ void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char
   // offsets again.
   // data_reader::offsets_committed(), before the commit goes out: auto-commit is not left below
   // what the application commits.
-  if (m.data) {
-    OffsetMap explicit_offsets;
-    for (const auto& [tp, om] : offsets)
-      explicit_offsets[tp] = {om.offset, om.metadata,
-                              om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
-    m.data->reader.offsets_committed(explicit_offsets);
-  }
+  offsets_committed(m, offsets);
   for (const auto& [tp, om] : offsets) {
     if (m.data) break;
     auto c = m.consumed.find(tp);

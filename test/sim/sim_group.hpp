@@ -566,6 +566,9 @@ class simulation {
   void after_work(sim_member& m);
   void commit_sync(sim_member& m, data::commit_map offsets, const char* who, bool retry_later,
                    std::function<void()> then);
+  /// data_reader::offsets_committed() of what the application commits (real data path only), as
+  /// both commit calls of the facade make it before the commit goes out.
+  void offsets_committed(sim_member& m, const data::commit_map& offsets);
   /// commit_async(offsets): the same bookkeeping as commit_sync(), one attempt, and the
   /// application goes on at once; the answer (a callback from a later poll()) is only noted.
   void commit_async(sim_member& m, data::commit_map offsets, const char* who, std::function<void()> then);
