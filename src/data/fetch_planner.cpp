@@ -205,7 +205,7 @@ void fetch_planner::apply_error(fetch_answer& out, const TopicPartition& tp, fet
   out.notes.push_back(std::move(n));
 }
 
-detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const protocol::bytes> frame,
+detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const void> frame,
                                 std::int32_t replica) {
   const auto& pd = *slice.data;
   detail::fetched_data d;

@@ -97,7 +97,7 @@ struct fetched_slice {
 
 /// What the user thread reads of `slice` (its offsets, aborted transactions and records, kept
 /// alive by `frame`, the answer's bytes), read from broker `replica`. `slice.data` has records.
-detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const protocol::bytes> frame,
+detail::fetched_data to_fetched(const fetched_slice& slice, std::shared_ptr<const void> frame,
                                 std::int32_t replica);
 
 struct fetch_answer {

@@ -37,7 +37,7 @@ struct fetched_data {
   std::int64_t log_start_offset = -1;
   std::span<const std::uint8_t> records;
   std::vector<std::pair<std::int64_t, std::int64_t>> aborted;  // producer id, first offset
-  std::shared_ptr<const std::vector<std::uint8_t>> frame;
+  std::shared_ptr<const void> frame;                           // keeps `records` alive
   std::size_t bytes = 0;
   std::int32_t replica = -1;  // the broker it was read from (the leader or a KIP-392 replica)
   // The log was found cut here (KIP-320 divergence, or its end below the fetcher's position)

@@ -39,7 +39,7 @@ bool leader_moved(std::int16_t code) {
 template <class Response>
 struct kept_answer {
   Response response;
-  std::shared_ptr<const protocol::bytes> frame;
+  std::shared_ptr<const void> frame;
 };
 
 }  // namespace

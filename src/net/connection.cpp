@@ -4,6 +4,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include <boost/asio/connect.hpp>
@@ -47,9 +48,18 @@ std::string to_text(const asio::ip::tcp::endpoint& e) {
   return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(e.port());
 }
 
+// Reads until the buffers are full, asking the stream each time for all that is still missing:
+// asio's own transfer_all asks for at most 64 KiB per read, so a 10 MiB frame took 160 reads even
+// when the socket held more.
+struct until_full {
+  std::size_t operator()(const boost::system::error_code& ec, std::size_t) const {
+    return ec ? 0 : std::numeric_limits<std::size_t>::max();
+  }
+};
+
 template <class Buffers, class Handler>
 void read_exact(connection_transport& t, const Buffers& b, Handler&& h) {
-  on_stream(t, [&](auto& stream) { asio::async_read(stream, b, std::forward<Handler>(h)); });
+  on_stream(t, [&](auto& stream) { asio::async_read(stream, b, until_full{}, std::forward<Handler>(h)); });
 }
 
 template <class Buffers, class Handler>
@@ -386,10 +396,6 @@ void connection::write_next() {
                     });
 }
 
-namespace {
-constexpr std::size_t initial_frame_buffer = std::size_t{1} << 20;
-}  // namespace
-
 void connection::start_read() {
   read_exact(
       *tr_, asio::buffer(size_buf_),
@@ -414,16 +420,16 @@ void connection::start_read() {
           self->fail(make_error_code(client_errc::protocol_violation), "bad frame size");
           return;
         }
-        // The buffer grows with the bytes that actually arrive (from 1 MiB, doubling): a broker
-        // that announces a huge frame and sends nothing costs no huge allocation. Large frames
-        // reuse the buffers of earlier ones (frame_pool.hpp).
-        self->read_body(self->frames_->acquire(size, initial_frame_buffer), size, 0);
+        // The buffer reserves the announced size (up to frame_pool::max_reserve) and only the
+        // pages the bytes reach become resident: a broker that announces a huge frame and sends
+        // nothing costs no memory. Large frames reuse the buffers of earlier ones (frame_pool.hpp).
+        self->read_body(self->frames_->acquire(size), size, 0);
       });
 }
 
-void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have) {
+void connection::read_body(std::shared_ptr<frame_buffer> frame, std::size_t size, std::size_t have) {
   // The frame's `size` bytes go to the start of the buffer, which may be longer (a reused one).
-  auto chunk = asio::buffer(frame->data() + have, std::min(frame->size(), size) - have);
+  auto chunk = asio::buffer(frame->data() + have, std::min(frame->capacity(), size) - have);
   read_exact(
       *tr_, chunk,
       [self = shared_from_this(), frame, size, have, gen = generation_, tr = tr_](const boost::system::error_code& rec,
@@ -440,7 +446,9 @@ void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t s
           return;
         }
         if (now_have < size) {
-          frame->resize(std::min(size, frame->size() * 2));
+          // Announced past frame_pool::max_reserve and the reservation is full: grow by
+          // reallocation (doubling), keeping what was read.
+          frame->grow(std::min(size, frame->capacity() * 2), now_have);
           self->read_body(frame, size, now_have);
           return;
         }
@@ -449,7 +457,7 @@ void connection::read_body(std::shared_ptr<protocol::bytes> frame, std::size_t s
       });
 }
 
-void connection::on_frame(std::shared_ptr<protocol::bytes> frame, std::size_t size) {
+void connection::on_frame(std::shared_ptr<frame_buffer> frame, std::size_t size) {
   const std::span<const std::uint8_t> bytes(frame->data(), size);
   std::int32_t corr = 0;
   if (!protocol::peek_correlation_id(bytes, corr)) {
@@ -475,7 +483,8 @@ void connection::on_frame(std::shared_ptr<protocol::bytes> frame, std::size_t si
     fail(make_error_code(client_errc::protocol_violation), "bad response header");
     return;
   }
-  response_frame f{std::move(frame), size - r.remaining(), size};
+  const std::uint8_t* data = frame->data();
+  response_frame f{std::move(frame), data, size - r.remaining(), size};
   const std::uint64_t gen = generation_;
   if (auto ec = req.handler({}, f)) {
     const auto body = f.body();

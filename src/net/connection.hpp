@@ -196,8 +196,8 @@ class connection : public std::enable_shared_from_this<connection> {
   /// A TLS error: fatal when the peer cannot be trusted or refused us, a plain failure otherwise.
   void tls_failure(const boost::system::error_code& ec, const char* during);
   void start_read();
-  void read_body(std::shared_ptr<protocol::bytes> frame, std::size_t size, std::size_t have);
-  void on_frame(std::shared_ptr<protocol::bytes> frame, std::size_t size);
+  void read_body(std::shared_ptr<frame_buffer> frame, std::size_t size, std::size_t have);
+  void on_frame(std::shared_ptr<frame_buffer> frame, std::size_t size);
   void write_next();
   void arm_timer();
   void on_timer();

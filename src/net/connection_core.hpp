@@ -21,15 +21,16 @@
 
 namespace kgroup::net {
 
-/// A received response: the buffer holding the frame (kept alive by the shared_ptr, so views into
-/// it such as records stay valid), the frame's length (its first `length` bytes; a reused buffer
-/// may be longer, frame_pool.hpp) and where the body starts.
+/// A received response: the owner of the buffer holding the frame (kept alive by the shared_ptr,
+/// so views into it such as records stay valid), where the frame starts, its length (its first
+/// `length` bytes; a reused buffer may be longer, frame_pool.hpp) and where the body starts.
 struct response_frame {
-  std::shared_ptr<const protocol::bytes> frame;
+  std::shared_ptr<const void> frame;
+  const std::uint8_t* data = nullptr;
   std::size_t body_offset = 0;
   std::size_t length = 0;
   std::span<const std::uint8_t> body() const {
-    return std::span<const std::uint8_t>(frame->data(), length).subspan(body_offset);
+    return std::span<const std::uint8_t>(data, length).subspan(body_offset);
   }
 };
 

@@ -1,13 +1,80 @@
 #include "net/frame_pool.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstring>
+#include <new>
 #include <utility>
 
 namespace kgroup::net {
 
-std::shared_ptr<protocol::bytes> frame_pool::acquire(std::size_t announced, std::size_t initial) {
-  std::unique_ptr<protocol::bytes> buffer;
-  std::vector<std::unique_ptr<protocol::bytes>> freed;  // released outside the lock
+frame_buffer::frame_buffer(std::size_t capacity) {
+  allocate(capacity);
+}
+
+frame_buffer::~frame_buffer() {
+  release();
+}
+
+void frame_buffer::allocate(std::size_t capacity) {
+  if (capacity < mapped_from) {
+    // Default-initialised: no zero-fill (the socket writes every byte that is read).
+    data_ = new std::uint8_t[std::max<std::size_t>(capacity, 1)];
+    capacity_ = capacity;
+    mapped_ = 0;
+    return;
+  }
+  // A mapping 2 MiB aligned: map one huge page more than needed and unmap the ends, so every
+  // 2 MiB of the buffer can be one huge page. Anonymous memory reads as zeros and is not resident
+  // until written.
+  const std::size_t rounded = (capacity + huge_page - 1) / huge_page * huge_page;
+  const std::size_t length = rounded + huge_page;
+  void* p =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<std::uint8_t*>(p);
+  const auto addr = reinterpret_cast<std::uintptr_t>(base);
+  auto* aligned = reinterpret_cast<std::uint8_t*>((addr + huge_page - 1) / huge_page * huge_page);
+  if (aligned != base) ::munmap(base, static_cast<std::size_t>(aligned - base));
+  const std::size_t tail = static_cast<std::size_t>(base + length - (aligned + rounded));
+  if (tail != 0) ::munmap(aligned + rounded, tail);
+#ifdef MADV_HUGEPAGE
+  // Huge pages only for the whole 2 MiB the frame fills (its announced size, rounded down): the
+  // tail past them stays in 4 KiB pages, so a buffer's resident memory is what its frame's bytes
+  // reached, not that rounded up to 2 MiB. Advice only: where THP is off (or the call is
+  // refused), every page is a 4 KiB one.
+  if (const std::size_t whole = capacity / huge_page * huge_page; whole != 0)
+    (void)::madvise(aligned, whole, MADV_HUGEPAGE);
+#endif
+  data_ = aligned;
+  capacity_ = rounded;
+  mapped_ = rounded;
+}
+
+void frame_buffer::release() noexcept {
+  if (mapped_ != 0) {
+    ::munmap(data_, mapped_);
+  } else {
+    delete[] data_;
+  }
+  data_ = nullptr;
+  capacity_ = 0;
+  mapped_ = 0;
+}
+
+void frame_buffer::grow(std::size_t capacity, std::size_t keep) {
+  frame_buffer bigger(capacity);
+  std::memcpy(bigger.data_, data_, std::min({keep, capacity_, capacity}));
+  std::swap(data_, bigger.data_);
+  std::swap(capacity_, bigger.capacity_);
+  std::swap(mapped_, bigger.mapped_);
+}
+
+std::shared_ptr<frame_buffer> frame_pool::acquire(std::size_t announced) {
+  const std::size_t want = std::min(announced, max_reserve);
+  std::unique_ptr<frame_buffer> buffer;
+  std::vector<std::unique_ptr<frame_buffer>> freed;  // released outside the lock
   {
     std::lock_guard lock(mutex_);
     const std::size_t need = std::max(announced, min_pooled);
@@ -19,54 +86,31 @@ std::shared_ptr<protocol::bytes> frame_pool::acquire(std::size_t announced, std:
         ++it;
       }
     }
-    if (announced >= min_pooled && !spares_.empty()) {
-      // The smallest spare that holds the whole frame, or else the largest.
+    if (announced >= min_pooled) {
+      // The smallest spare that holds the frame (up to max_reserve); a spare too small stays
+      // for a later frame (give_back keeps the largest max_spares).
       auto best = spares_.end();
       for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-        const bool fits = (*it)->capacity() >= announced;
-        if (best == spares_.end()) {
-          best = it;
-          continue;
-        }
-        const bool best_fits = (*best)->capacity() >= announced;
-        if (fits ? !best_fits || (*it)->capacity() < (*best)->capacity()
-                 : !best_fits && (*it)->capacity() > (*best)->capacity())
+        if ((*it)->capacity() >= want && (best == spares_.end() || (*it)->capacity() < (*best)->capacity()))
           best = it;
       }
-      buffer = std::move(*best);
-      spares_.erase(best);
+      if (best != spares_.end()) {
+        buffer = std::move(*best);
+        spares_.erase(best);
+      }
     }
   }
-  if (buffer && buffer->capacity() >= std::min(announced, max_reserve)) {
-    // A spare that holds the frame keeps its size, the memory its frames touched (which may be
-    // more than this frame: the frame is read into its beginning and carries its length), so
-    // those bytes are not zero-filled again (a resize down and up again did: 13 % of the network
-    // thread's samples); it grows within its capacity as bytes arrive; no allocation.
-    if (buffer->size() < std::min(announced, initial)) buffer->resize(std::min(announced, initial));
-  } else {
-    // A new buffer, or a spare too small (its bytes are stale: nothing to copy), reserves what
-    // the frame announced (address space only: no page is touched until bytes arrive) and is
-    // sized `initial`; it grows within that reservation as the bytes arrive, so growing neither
-    // reallocates nor copies what was read, and each page is faulted in once (growing by
-    // reallocation touched every intermediate buffer and copied it: a third of the network
-    // thread's CPU while a member caught up). Resident memory stays bounded by what arrived.
-    if (buffer) {
-      buffer->clear();
-    } else {
-      buffer = std::make_unique<protocol::bytes>();
-    }
-    buffer->reserve(std::min(announced, max_reserve));
-    buffer->resize(std::min(announced, initial));
-  }
+  // A new buffer reserves what the frame announced: no page of it is touched until bytes arrive.
+  if (!buffer) buffer = std::make_unique<frame_buffer>(want);
   std::weak_ptr<frame_pool> self = weak_from_this();
-  return {buffer.release(), [self = std::move(self)](protocol::bytes* b) { give_back(self, b); }};
+  return {buffer.release(), [self = std::move(self)](frame_buffer* b) { give_back(self, b); }};
 }
 
-void frame_pool::give_back(const std::weak_ptr<frame_pool>& pool, protocol::bytes* buffer) {
-  std::unique_ptr<protocol::bytes> owned(buffer);
+void frame_pool::give_back(const std::weak_ptr<frame_pool>& pool, frame_buffer* buffer) {
+  std::unique_ptr<frame_buffer> owned(buffer);
   auto p = pool.lock();
   if (!p || owned->capacity() < min_pooled) return;
-  std::unique_ptr<protocol::bytes> freed;  // released outside the lock
+  std::unique_ptr<frame_buffer> freed;  // released outside the lock
   std::lock_guard lock(p->mutex_);
   p->spares_.push_back(std::move(owned));
   if (p->spares_.size() > max_spares) {

@@ -6,25 +6,63 @@
 // pool when the last reference to it (the records sliced from it) is dropped, on any thread, and
 // the next large frame reads into it.
 //
+// The memory itself (frame_buffer): a buffer is never zero-filled; the socket writes the frame's
+// bytes into it and nothing reads past them (response_frame carries the frame's length). A large
+// buffer (from `mapped_from`) is an anonymous mapping of its own, 2 MiB aligned, with transparent
+// huge pages advised (madvise MADV_HUGEPAGE, which takes effect where the kernel's THP setting is
+// `madvise` or `always`) over the whole 2 MiB its frame fills: its pages are faulted in as the
+// bytes arrive, one fault per 2 MiB instead of one per 4 KiB, and the tail past the last whole
+// 2 MiB stays in 4 KiB pages (resident memory is not rounded up to 2 MiB). On a virtual machine a 4 KiB fault
+// costs 5-15 us; consuming uncompressed records, those faults and the zero-fill were most of the network
+// thread's CPU while a member caught up (docs/DESIGN.md, "Cost per record").
+//
 // Bounds: at most `max_spares` buffers wait in a pool, and a spare much larger than the frames now
 // arriving is freed when such a frame is read, so a member that has caught up (small, empty
-// fetches) gives its large buffers back. A buffer's size is the memory it touched: a new one's is
-// at most what its frame announced; a reused one keeps its size, which may exceed the frame (the
-// connection reads the frame into its beginning, and response_frame carries the frame's length),
-// so its resident bytes are not zero-filled again for each frame. A new buffer reserves the
-// announced size (up to `max_reserve`: address space, not memory), starts at `initial` bytes and
-// grows within the reservation with the bytes that arrive (connection.cpp), so a peer announcing
-// a huge frame and sending nothing still costs no resident memory.
+// fetches) gives its large buffers back. A buffer reserves what its frame announced (at most
+// `max_reserve`: address space, not memory); only the pages the frame's bytes reach become
+// resident (with huge pages, rounded up to 2 MiB), so a peer announcing a huge frame and sending
+// nothing costs no resident memory. A frame announced past `max_reserve` grows its buffer by
+// reallocation as its bytes arrive (connection.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "protocol/primitives.hpp"
-
 namespace kgroup::net {
+
+/// Memory for one response frame: `capacity()` bytes, uninitialised until written.
+class frame_buffer {
+ public:
+  /// Capacities from this size get a mapping of their own, with huge pages advised.
+  static constexpr std::size_t mapped_from = std::size_t{2} << 20;
+  static constexpr std::size_t huge_page = std::size_t{2} << 20;
+
+  /// Throws std::bad_alloc when the memory cannot be had.
+  explicit frame_buffer(std::size_t capacity);
+  ~frame_buffer();
+  frame_buffer(const frame_buffer&) = delete;
+  frame_buffer& operator=(const frame_buffer&) = delete;
+
+  std::uint8_t* data() noexcept { return data_; }
+  const std::uint8_t* data() const noexcept { return data_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  /// Whether the memory is a mapping of its own (capacity() >= mapped_from).
+  bool mapped() const noexcept { return mapped_ != 0; }
+
+  /// Replaces the memory with `capacity` bytes (more than now), keeping the first `keep`.
+  void grow(std::size_t capacity, std::size_t keep);
+
+ private:
+  void allocate(std::size_t capacity);
+  void release() noexcept;
+
+  std::uint8_t* data_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t mapped_ = 0;  // the mapping's length; 0: from the heap
+};
 
 class frame_pool : public std::enable_shared_from_this<frame_pool> {
  public:
@@ -39,21 +77,21 @@ class frame_pool : public std::enable_shared_from_this<frame_pool> {
   /// past it, it grows by reallocation.
   static constexpr std::size_t max_reserve = std::size_t{64} << 20;
 
-  /// A buffer for a frame that announced `announced` bytes, sized min(announced, initial) or, when
-  /// a spare that holds the frame is reused, at least that and as large as it already was. The
-  /// buffer returns to this pool when the last copy of the pointer is dropped (or is freed, if the
-  /// pool is gone by then).
-  std::shared_ptr<protocol::bytes> acquire(std::size_t announced, std::size_t initial);
+  /// A buffer for a frame that announced `announced` bytes, holding min(announced, max_reserve)
+  /// of them: the smallest spare that does, or a new one of that capacity. The buffer returns to
+  /// this pool when the last copy of the pointer is dropped (or is freed, if the pool is gone by
+  /// then).
+  std::shared_ptr<frame_buffer> acquire(std::size_t announced);
 
   /// Buffers waiting to be reused, and their capacities in all (for tests and metrics).
   std::size_t spares() const;
   std::size_t spare_bytes() const;
 
  private:
-  static void give_back(const std::weak_ptr<frame_pool>& pool, protocol::bytes* buffer);
+  static void give_back(const std::weak_ptr<frame_pool>& pool, frame_buffer* buffer);
 
   mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<protocol::bytes>> spares_;
+  std::vector<std::unique_ptr<frame_buffer>> spares_;
 };
 
 }  // namespace kgroup::net

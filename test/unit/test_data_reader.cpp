@@ -566,7 +566,7 @@ TEST_CASE("data_reader: corrupt data is raised at the position, which stays, and
   h.position(t0, 0);
   auto d = fetched(t0, 0, {{.base = 0, .count = 2, .epoch = 6}, {.base = 2, .count = 2, .epoch = 6}});
   // A flipped byte in the second batch's records: its CRC no longer matches (check.crcs).
-  auto frame = std::make_shared<protocol::bytes>(*d->frame);
+  auto frame = std::make_shared<protocol::bytes>(d->records.begin(), d->records.end());
   frame->back() ^= 0xff;
   d->records = *frame;
   d->frame = frame;

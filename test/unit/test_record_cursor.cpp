@@ -446,7 +446,7 @@ TEST_CASE("cursor: corrupt data stops at the position without moving past it", "
   record_cursor c({.verify_crc = true});
   auto d = fetched(t0, 0, {{.base = 0, .count = 2}, {.base = 2, .count = 2}});
   // Flip a byte in the second batch's records: its CRC no longer matches.
-  auto frame = std::make_shared<proto::bytes>(*d->frame);
+  auto frame = std::make_shared<proto::bytes>(d->records.begin(), d->records.end());
   frame->back() ^= 0xff;
   d->records = *frame;
   d->frame = frame;
