@@ -331,6 +331,9 @@ struct member_data final : fetcher_calls {
   // seeks carry the epoch of the record before the target, as Java's seek(OffsetAndMetadata)).
   std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs;
   std::map<TopicPartition, detail::epoch_offset> last_pos;  // the reader's last position (m.pos's)
+  // The application's seek_to_end() calls not resolved yet: the position each was called at (the
+  // records from there to the resolved end are skipped on purpose once it resolves).
+  std::map<TopicPartition, std::int64_t> to_end;
 };
 
 // ---- one member ---------------------------------------------------------------------------------
@@ -403,6 +406,7 @@ class simulation {
         unclean_rng_(seed ^ 0x554e434c45414e31ull),
         retention_rng_(seed ^ 0x524554454e54494full),
         async_rng_(seed ^ 0x4153594e43434f4dull),
+        seek_rng_(seed ^ 0x5345454b464f5257ull),
         verbose_(verbose),
         protocol_(protocol) {}
   run_result run();
@@ -619,9 +623,16 @@ class simulation {
   /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
   void data_sync_pos(sim_member& m);
   /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()
-  /// (every partition resumed once the faults stop), commit_sync() of an explicit offset (then
+  /// (every partition resumed once the faults stop), seek forward and seek_to_end() in the seeds
+  /// that have them (data_seek_forward()), commit_sync() of an explicit offset (then
   /// `next` runs once it returns, and this returns true).
   bool data_app_action(sim_member& m, const std::function<void()>& next);
+  /// The seeds with seeks forward: seek() of `tp` past the application's position (within the log,
+  /// or past its end), or seek_to_end(); every draw from seek_rng_.
+  void data_seek_forward(sim_member& m, const TopicPartition& tp);
+  /// The first offset below `upto` of `tp` no application was given, nor skipped by its own seek
+  /// forward (G6, G9); `upto` when there is none.
+  std::int64_t data_first_gap(const TopicPartition& tp, std::int64_t upto) const;
   /// G3 with seeks: whether a commit of `tp` at `offset` from `m` (first sent at commit_first_sent_),
   /// below the committed offset, goes back to where its application seeked since.
   bool data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp, std::int64_t offset);
@@ -657,6 +668,18 @@ class simulation {
   // applications' commits of their positions go out without waiting for the answer.
   prng async_rng_;
   bool async_commits_ = false;
+  // --real-data: the applications' seeks forward (seek() past their positions, within the log or
+  // past its end) and seek_to_end() in half of the seeds (a stream of its own too); in the seeds
+  // with unclean elections only seek_to_end().
+  prng seek_rng_;
+  bool seeks_forward_ = false;
+  // Per partition, the offsets [from, to) an application skipped by its own seek() forward (from
+  // its position to the target, once the reader applied it): nobody is owed them (G6, G9), whether
+  // in the log then or appended later (there is no truncation in the seeds that seek forward).
+  std::map<TopicPartition, std::vector<std::pair<std::int64_t, std::int64_t>>> seek_skips_;
+  // Per partition, the targets of seeks forward past the log's end: a member may start at one
+  // (a committed offset) although the log ends below it (its fetcher then finds the log's end).
+  std::map<TopicPartition, std::set<std::int64_t>> past_end_targets_;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
   group_protocol protocol_;

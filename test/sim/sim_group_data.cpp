@@ -42,6 +42,15 @@
 //
 // The applications (between polls, in the fault phase): seek back, seek_to_beginning(), pause(),
 // resume(), commit_sync() of an explicit offset; every partition is resumed once the faults stop.
+// In half of the seeds (a stream of their own) also seek() forward (to an offset past the
+// position, within the log or past its end) and seek_to_end(); with unclean elections only
+// seek_to_end(). The records a member skips so on purpose count as given for G6 and G9: from the
+// position to a seek's target once the reader applied it (also those appended there later), and
+// from the position (or where the log diverged from it) to where a seek_to_end() resolved, once
+// it did. G3 lets a commit go back where a seek_to_end() from past the log's end, or the reset
+// after a fetch found the log ending below the position, moved the position; a member may start
+// at a committed offset past the log's end where an application seeked (its fetcher then finds
+// the end below it, and the reset that follows is checked).
 #include "sim_group.hpp"
 
 #include <charconv>
@@ -351,6 +360,12 @@ void simulation::data_unclean() {
   const auto leader = static_cast<std::int32_t>(u.between(1, 3));
   truncated_.truncated(unclean_election(l, cut, leader), now_);
   log_end_[tp] = cut;
+  // A seek_to_end() not resolved yet skips the records from the cut on, at most.
+  for (auto& m : members_) {
+    if (!m->data) continue;
+    if (const auto te = m->data->to_end.find(tp); te != m->data->to_end.end())
+      te->second = std::min(te->second, cut);
+  }
   processed_[tp].resize(static_cast<std::size_t>(cut));
   data_new_leader(tp, l);
   note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader,
@@ -500,7 +515,25 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
   d.reader.position_event(*pe, m.bg_owned.count(tp) > 0);
   const auto after = d.reader.positions().position(tp);
   if (cut_time && !pe->seek_applied) d.div.applied(tp, *cut_time);
+  // The log ends below the application's position (a seek forward past its end): the reader
+  // applies the reset policy (earliest). Its commits may move back to where the reset puts it
+  // once resolved, as after a seek_to_beginning().
+  if (pe->cut == detail::cut_kind::log_end && before && before->offset > pe->offset && !after)
+    seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, unresolved});
   if (pe->seek_applied || !after || (before && before->offset == after->offset)) return;
+  // A seek_to_end() resolved: the records from the position it was called at to the end it found
+  // were skipped on purpose (nobody is owed them; the log holds them as they are now).
+  if (const auto te = d.to_end.find(tp);
+      te != d.to_end.end() && pe->forced && pe->cut == detail::cut_kind::none) {
+    auto& seen = processed_[tp];
+    const auto from = std::clamp<std::int64_t>(te->second, 0, static_cast<std::int64_t>(seen.size()));
+    const auto to = std::clamp<std::int64_t>(after->offset, from, static_cast<std::int64_t>(seen.size()));
+    std::fill(seen.begin() + static_cast<std::ptrdiff_t>(from),
+              seen.begin() + static_cast<std::ptrdiff_t>(to), true);
+    note(fmt::format("{}: seek_to_end({}) resolved at {}: offsets [{}, {}) skipped on purpose", m.name,
+                     name(tp), after->offset, te->second, after->offset));
+    d.to_end.erase(te);
+  }
   note(fmt::format("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
                    pe->cut != detail::cut_kind::none ? "a cut"
                    : pe->forced                      ? "reset"
@@ -523,14 +556,21 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
     note(fmt::format("{}: {} is at {}, of a truncated branch or below the log's start: not checked", m.name,
                      name(tp), after->offset));
   } else {
-    const auto& seen = processed_[tp];
-    const auto upto = std::min<std::size_t>(
-        static_cast<std::size_t>(std::max<std::int64_t>(after->offset, 0)), seen.size());
-    const auto gap = std::find(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(upto), false);
-    if (gap != seen.begin() + static_cast<std::ptrdiff_t>(upto))
+    // (Records an application skipped by its own seek forward count as given.)
+    const auto upto = std::min<std::int64_t>(std::max<std::int64_t>(after->offset, 0),
+                                             static_cast<std::int64_t>(processed_[tp].size()));
+    if (const auto gap = data_first_gap(tp, upto); gap != upto)
       fail("G9 (no skip)", fmt::format("{} starts {} at {}, but offset {} was never given to an application",
-                                       m.name, name(tp), after->offset, gap - seen.begin()));
-    if (after->offset > log_end_[tp])
+                                       m.name, name(tp), after->offset, gap));
+    // A committed offset past the log's end where an application seeked forward is not one: its
+    // fetcher finds the log's end below it, and the reset policy applies (checked then).
+    const auto pe_target = past_end_targets_.find(tp);
+    const bool seeked_there = !pe->forced && pe->cut == detail::cut_kind::none &&
+                              pe_target != past_end_targets_.end() && pe_target->second.count(after->offset);
+    if (seeked_there && after->offset > log_end_[tp])
+      note(fmt::format("{}: {} is at {}, past the log's end {}, where an application seeked: not checked",
+                       m.name, name(tp), after->offset, log_end_[tp]));
+    else if (after->offset > log_end_[tp])
       fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
                                        after->offset, log_end_[tp]));
   }
@@ -615,6 +655,12 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
   auto it = m.app_owned.begin();
   std::advance(it, rng_.below(static_cast<std::int64_t>(m.app_owned.size())));
   const TopicPartition tp = *it;
+  // In the seeds with seeks forward, a third of the actions (drawn from their own stream, so the
+  // other seeds keep their schedules).
+  if (seeks_forward_ && seek_rng_.chance(0.3)) {
+    data_seek_forward(m, tp);
+    return false;
+  }
   const auto kind = rng_.below(100);
   if (kind >= 85) {
     // commit_sync() of an explicit offset: the record after the last one it processed (Java's
@@ -646,12 +692,14 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
                      unclean_ ? fmt::format(" epoch {}", epoch) : std::string(), p->offset));
     d.reader.seek(tp, target, epoch);
     d.expected[tp] = target;
+    d.to_end.erase(tp);
     seek_floors_[tp].push_back({m.index, target, commits_sent_});
     data_sync_pos(m);
   } else if (kind < 35) {
     note(fmt::format("{}: the application calls seek_to_beginning({})", m.name, name(tp)));
     d.reader.seek_to({tp}, true);
     d.expected.erase(tp);
+    d.to_end.erase(tp);
     // Its commits may move back once it resolved (until then auto-commit commits what was consumed).
     seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, unresolved});
   } else if (kind < 60) {
@@ -667,6 +715,63 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
     d.reader.resume({tp});
   }
   return false;
+}
+
+void simulation::data_seek_forward(sim_member& m, const TopicPartition& tp) {
+  auto& d = *m.data;
+  auto& r = seek_rng_;
+  const auto p = d.reader.positions().position(tp);
+  if (!p) return;
+  const auto& l = logs_.at(tp);
+  // seek_to_end() (the only one with unclean elections: a seek forward without the leader epoch of
+  // the record before its target could land in a branch an election truncates, unvalidated).
+  if (unclean_ || r.chance(0.4)) {
+    note(fmt::format("{}: the application calls seek_to_end({}) (position {}, log end {})", m.name, name(tp),
+                     p->offset, l.end()));
+    d.reader.seek_to({tp}, false);
+    d.expected.erase(tp);
+    // The records it skips start at its position, or where the log diverged from it (a position
+    // in a branch an unclean election truncated: the member would read on from there).
+    std::int64_t from = std::min(p->offset, l.end());
+    // (A leader that cannot tell where: the reset policy, earliest.)
+    if (unclean_ && p->epoch >= 0) from = std::min(from, l.end_of_epoch(p->epoch).second);
+    d.to_end[tp] = std::max(from, l.log_start);
+    // From past the log's end (after a seek forward past it) the end is behind the position: the
+    // application's explicit step back, which its commits may follow once it resolved.
+    if (p->offset > l.end()) seek_floors_[tp].push_back({m.index, l.end(), unresolved});
+    return;
+  }
+  // seek() forward: within the log (up to its end), or now and then past its end (the log may
+  // reach the target before the fetcher asks, or its end is found below it: the reset policy).
+  const std::int64_t end = l.end();
+  const bool past_end = p->offset >= end || r.chance(0.2);
+  const std::int64_t target = past_end
+                                  ? r.between(std::max(end, p->offset) + 1, std::max(end, p->offset) + 20)
+                                  : r.between(p->offset + 1, end);
+  note(fmt::format("{}: the application seeks {} forward to {} (position {}, log end {})", m.name, name(tp),
+                   target, p->offset, end));
+  d.reader.seek(tp, target, -1);
+  d.expected[tp] = target;
+  d.to_end.erase(tp);
+  seek_skips_[tp].emplace_back(p->offset, target);
+  if (target > end) past_end_targets_[tp].insert(target);
+  data_sync_pos(m);
+}
+
+std::int64_t simulation::data_first_gap(const TopicPartition& tp, std::int64_t upto) const {
+  const auto pr = processed_.find(tp);
+  if (pr == processed_.end()) return upto;
+  const auto& seen = pr->second;
+  const auto sk = seek_skips_.find(tp);
+  const auto n = std::min<std::int64_t>(upto, static_cast<std::int64_t>(seen.size()));
+  for (std::int64_t o = 0; o < n; ++o) {
+    if (seen[static_cast<std::size_t>(o)]) continue;
+    if (sk != seek_skips_.end() && std::any_of(sk->second.begin(), sk->second.end(),
+                                               [o](const auto& s) { return s.first <= o && o < s.second; }))
+      continue;
+    return o;
+  }
+  return upto;
 }
 
 bool simulation::data_commit_back_sanctioned(const sim_member& m, const TopicPartition& tp,
@@ -691,6 +796,8 @@ void simulation::data_sync_pos(sim_member& m) {
   }
   for (auto it = d.expected.begin(); it != d.expected.end();)
     it = m.app_owned.count(it->first) ? std::next(it) : d.expected.erase(it);
+  for (auto it = d.to_end.begin(); it != d.to_end.end();)
+    it = m.app_owned.count(it->first) ? std::next(it) : d.to_end.erase(it);
 }
 
 }  // namespace kgroup::sim::group_sim
