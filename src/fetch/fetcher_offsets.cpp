@@ -148,7 +148,14 @@ void fetcher::send_list_offsets() {
             return s == seqs.end() ? nullptr : self->positions_.reset_current(tp, s->second);
           };
           std::set<TopicPartition> answered;
-          if (!ec) {
+          if (ec) {
+            // The broker could not be reached or the request was lost: its leadership may have
+            // moved (a broker gone for good), so ask for fresh metadata before the retry, as for
+            // Fetch and OffsetForLeaderEpoch (Java refreshes on every disconnect). Without it the
+            // retry went to the same broker until metadata.max.age.ms (found by kgroup-sim).
+            logger()->debug("ListOffsets failed: {}", ec.message());
+            self->maybe_refresh_metadata();
+          } else {
             for (const auto& t : r.topics) {
               for (const auto& p : t.partitions) {
                 TopicPartition tp{t.name, p.partition_index};

@@ -238,3 +238,29 @@ TEST_CASE("a manual consumer with auto-commit commits its positions on close() a
   CHECK(committed.at({"t", 1}).offset == 15);
   check.close(5s);
 }
+
+TEST_CASE("a reset whose leader's broker is down follows the leader when it moves to another broker",
+          "[manual]") {
+  // Found by kgroup-sim's broker crashes (session 29): a ListOffsets that failed on its connection
+  // was retried against the same broker with the same metadata, so a partition waiting for its
+  // reset while its leader's broker was gone for good stayed there until metadata.max.age.ms
+  // refreshed the metadata (5 minutes by default). Java asks for fresh metadata on a disconnect,
+  // as kgroup's Fetch and OffsetForLeaderEpoch already did.
+  kgroup::test::mock_cluster mc(3);
+  mc.create_topic("t", 1);
+  mc.set_partition_leader("t", 0, 1);
+  mc.produce("t", 50, "none", 0);
+  mc.broker_down(1);
+  kgroup::Config cfg = kgroup::test::test_config(mc.bootstrap_servers())
+                           .earliest()
+                           .manual_commit()
+                           .set("metadata.max.age.ms", "300000");
+  kgroup::Consumer c(cfg);
+  c.assign({{"t", 0}});
+  // The consumer's metadata names broker 1, which refuses connections: nothing can be read.
+  CHECK(read(c, 1, 2s).empty());
+  mc.set_partition_leader("t", 0, 2);
+  auto seen = read(c, 50, 20s);
+  CHECK(seen[{"t", 0}].size() == 50);
+  c.close(5s);
+}
