@@ -96,8 +96,10 @@ void usage() {
       "[--seed S | "
       "--seeds N "
       "[--first F|random]] [--time-budget SEC]\n"
-      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
-      "[--verbose]\n"
+      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--no-restarts] "
+      "[--keep-going] [--verbose]\n"
+      "--no-restarts: no broker crashes and restarts in the data world (the seeds that have them run as "
+      "they did before they existed)\n"
       "--static: every group seed has static members (group.instance.id, classic or KIP-848; else a third "
       "do)\n"
       "--unsubscribe: every group seed's applications unsubscribe() and subscribe() again now and then "
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
       a.expect_caught_within = std::stoull(value());
     } else if (k == "--mix-commits") {
       kgroup::sim::mix_commits = true;
+    } else if (k == "--no-restarts") {
+      kgroup::sim::no_restarts = true;
     } else if (k == "--failure-exit") {
       a.failure_exit = std::stoi(value());
     } else if (k == "--group") {
@@ -248,7 +252,8 @@ int main(int argc, char** argv) {
                                 (kgroup::sim::group_static ? " --static" : "") +
                                 (kgroup::sim::group_unsubscribe ? " --unsubscribe" : "") +
                                 (kgroup::sim::group_real_data ? " --real-data" : "") +
-                                (kgroup::sim::mix_commits ? " --mix-commits" : "");
+                                (kgroup::sim::mix_commits ? " --mix-commits" : "") +
+                                (kgroup::sim::no_restarts ? " --no-restarts" : "");
       std::printf(
           "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",
           static_cast<unsigned long long>(seed), mutant.empty() ? "" : ", mutant ", mutant.c_str(),
