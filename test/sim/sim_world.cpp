@@ -259,7 +259,6 @@ class simulation final : public fetcher_calls {
   };
   std::map<std::int32_t, client_connection> connections_;
   std::uint64_t next_request_ = 1;
-  std::map<std::int32_t, std::uint64_t> sessions_lost_;  // per broker: restarts and evictions
   std::map<TopicPartition, std::int64_t> history_end_;
   data::fetch_positions fp_{policy_, [this](const std::string& r) { note("REFUSED " + r); }};
   data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
@@ -480,7 +479,6 @@ void simulation::crash() {
   auto& b = broker_[node];
   brokers_up_[node] = false;
   ++b.incarnation;
-  sessions_lost_[node] += b.sessions.size();
   b.sessions.clear();
   truth_.brokers.erase(node);
   bool others = false;
@@ -633,7 +631,6 @@ simulation::broker_view simulation::broker_fetch(std::int32_t node, const protoc
     return out;
   }
   if (restart_rng_.chance(0.01) && b.sessions.erase(req.session_id) > 0) {
-    ++sessions_lost_[node];
     note(fmt::format("broker {} evicts fetch session {}", node, req.session_id));
   }
   const auto it = b.sessions.find(req.session_id);
