@@ -16,9 +16,16 @@
 // not found here, and a change to the driver must be mirrored by hand. It mirrors:
 //   fetcher.cpp:          seek, refetch, cut_accepted, reset_position, seek_to, pause,
 //                         resume, wake, pump, schedule_retry(_at), maybe_refresh_metadata (its
-//                         5 x retry.backoff rate limit), send_fetches (plan, not_sent is never
-//                         needed: every broker is reachable), on_fetch_response (notes log_end_cut
-//                         and out_of_range, refresh, retry_at, slices -> shared_state::fetched).
+//                         5 x retry.backoff rate limit), send_fetches (plan; not_sent for a node
+//                         metadata does not name, which locate() keeps out of plans first, so it
+//                         is not reached), on_fetch_response (notes log_end_cut and out_of_range,
+//                         refresh, retry_at, slices -> shared_state::fetched; a connection error
+//                         or timeout through the planner's failure path).
+//   net/cluster.cpp, net/connection.cpp, in short (the seeds with broker restarts): a connection
+//                         per broker, its reconnect backoff, the requests waiting for a connection
+//                         attempt failing with it, requests in flight failing when it is reset,
+//                         connections dropped when metadata stops naming their broker, a refresh
+//                         failing with no broker up.
 //   fetcher_offsets.cpp:  send_offset_fetch and its answer (committed / committed_failed,
 //                         the initial position_event), send_list_offsets and its answer
 //                         (reset_requested / reset_current / reset_answered / reset_failed, the
@@ -32,6 +39,13 @@
 //                         (position_event, data_error), raise_data_error, drain.
 // Brokers answer OffsetFetch, ListOffsets and OffsetForLeaderEpoch as values (not encoded); the
 // group membership is not simulated (one member, assigned every partition).
+//
+// Broker crashes and restarts (about 30 % of the seeds, a PRNG stream of their own; --no-restarts:
+// none): a broker crashes, its requests in flight fail with a connection error, it leaves the
+// metadata and its partitions stay led by it (unavailable) or move to live brokers with a new
+// leader epoch (half each); it restarts 0.5-5 s later, before the quiet phase, with its fetch
+// sessions forgotten. Those seeds' brokers keep KIP-227 fetch sessions (incremental answers leave
+// out partitions with nothing new) and evict one now and then (FETCH_SESSION_ID_NOT_FOUND).
 //
 // Invariants, checked after every step (sim_world.cpp):
 //   1  every returned record's unique id was appended at that partition and offset ("in the
@@ -96,8 +110,10 @@ void usage() {
       "[--seed S | "
       "--seeds N "
       "[--first F|random]] [--time-budget SEC]\n"
-      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--keep-going] "
-      "[--verbose]\n"
+      "                  [--mutant NAME [--expect-caught-within N]] [--mix-commits] [--no-restarts] "
+      "[--keep-going] [--verbose]\n"
+      "--no-restarts: no broker crashes and restarts in the data world (the seeds that have them run as "
+      "they did before they existed)\n"
       "--static: every group seed has static members (group.instance.id, classic or KIP-848; else a third "
       "do)\n"
       "--unsubscribe: every group seed's applications unsubscribe() and subscribe() again now and then "
@@ -144,6 +160,8 @@ int main(int argc, char** argv) {
       a.expect_caught_within = std::stoull(value());
     } else if (k == "--mix-commits") {
       kgroup::sim::mix_commits = true;
+    } else if (k == "--no-restarts") {
+      kgroup::sim::no_restarts = true;
     } else if (k == "--failure-exit") {
       a.failure_exit = std::stoi(value());
     } else if (k == "--group") {
@@ -248,7 +266,8 @@ int main(int argc, char** argv) {
                                 (kgroup::sim::group_static ? " --static" : "") +
                                 (kgroup::sim::group_unsubscribe ? " --unsubscribe" : "") +
                                 (kgroup::sim::group_real_data ? " --real-data" : "") +
-                                (kgroup::sim::mix_commits ? " --mix-commits" : "");
+                                (kgroup::sim::mix_commits ? " --mix-commits" : "") +
+                                (kgroup::sim::no_restarts ? " --no-restarts" : "");
       std::printf(
           "FAILED: seed %llu%s%s: invariant %s\n%s\nlast events:\n%s\nreplay: kgroup-sim%s --seed %llu%s%s\n",
           static_cast<unsigned long long>(seed), mutant.empty() ? "" : ", mutant ", mutant.c_str(),

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,7 @@
 namespace kgroup::sim {
 
 bool mix_commits = false;
+bool no_restarts = false;
 
 namespace {
 
@@ -67,7 +69,9 @@ class simulation final : public fetcher_calls {
                                                          : data::reset_policy::earliest),
         compaction_rng_(seed ^ 0x2545f491u),
         compacted_topic_(compaction_rng_.below(100) < 30),
-        legacy_history_(compacted_topic_ && compaction_rng_.chance(0.5)) {}
+        legacy_history_(compacted_topic_ && compaction_rng_.chance(0.5)),
+        restart_rng_(seed ^ 0x68e31da4u),
+        restarts_(restart_rng_.below(100) < 30 && !no_restarts) {}
 
   run_result run();
 
@@ -121,6 +125,10 @@ class simulation final : public fetcher_calls {
   void produce();
   void fault();
   void compact();
+  void crash();
+  void restart(std::int32_t node);
+  bool up(std::int32_t node) const { return !restarts_ || brokers_up_.at(node); }
+  std::int32_t live(std::int32_t drawn) const;
   bool compacted_between(const TopicPartition& tp, std::int64_t from, std::int64_t to) const;
   bool compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to, std::int64_t id) const;
   void refresh_truth();
@@ -141,9 +149,33 @@ class simulation final : public fetcher_calls {
   void send_list_offsets();
   void send_validations();
   void send_fetches();
-  protocol::bytes fetch_answer(std::int32_t node, const data::fetch_set& sent);
+  void fetch_sent(std::int32_t node, std::shared_ptr<const data::fetch_set> sent,
+                  std::shared_ptr<const protocol::fetch_request> req, std::uint64_t id);
+  // What a broker makes of a Fetch request in the seeds with restarts, whose brokers keep KIP-227
+  // sessions: the partitions it answers (the session's, for an incremental request), the session
+  // it answers with, or a top-level error.
+  struct broker_view {
+    data::fetch_set parts;
+    std::int32_t session_id = 0;
+    bool incremental = false;
+    std::int16_t error_code = 0;
+  };
+  broker_view broker_fetch(std::int32_t node, const protocol::fetch_request& req);
+  protocol::bytes fetch_answer(std::int32_t node, const data::fetch_set& sent,
+                               const broker_view* view = nullptr);
   bool no_data(std::int32_t node, const data::fetch_set& sent);
-  void deliver_fetch(std::int32_t node, const data::fetch_set& sent);
+  void deliver_fetch(std::int32_t node, const data::fetch_set& sent, const broker_view* view = nullptr);
+  // A request to `node` over the client's connection to it (the seeds with restarts; in the others
+  // `sent` runs at once: every request reaches its broker). `sent(id)` runs when it is written
+  // (at once on a ready connection, else once a connection attempt succeeds); it is then in
+  // flight as `id` until reaches(). Else `failed` runs: the connection attempt failed (the broker
+  // is down), or the connection was reset by a restart the client had not seen yet.
+  void send(std::int32_t node, std::string what, std::function<void(std::uint64_t)> sent,
+            std::function<void()> failed);
+  void connection_attempt(std::int32_t node, std::uint64_t generation);
+  // Whether request `id` to `node` is still in flight (a crash failed it otherwise); `done`: it
+  // is answered now.
+  bool reaches(std::int32_t node, std::uint64_t id, bool done);
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          std::shared_ptr<const protocol::bytes> frame, const data::fetch_set& sent);
   void auto_commit();
@@ -193,6 +225,40 @@ class simulation final : public fetcher_calls {
   // (what was there before the consumer started) is served as magic-0 gzip wrappers, whose offset
   // stays when the cleaner removes their last messages (Fetch answers never convert old data up).
   bool legacy_history_;
+  // Broker crashes and restarts (about 30 % of the seeds) draw from a PRNG of their own too, and
+  // only those seeds' brokers keep fetch sessions and are reached over modelled connections: the
+  // other seeds replay as before.
+  prng restart_rng_;
+  bool restarts_;
+  std::map<std::int32_t, bool> brokers_up_;
+  struct broker_session {
+    data::fetch_set parts;
+    std::int32_t epoch = 1;  // the next incremental request's
+    // What the last answer naming each partition said: an incremental answer names a partition
+    // only with records, an error, or a changed high watermark or log start (KIP-227).
+    std::map<TopicPartition, std::pair<std::int64_t, std::int64_t>> told;
+  };
+  struct broker_state {
+    std::uint64_t incarnation = 0;  // crashes so far
+    // The requests in flight to it: their connection-error answers, run when it crashes.
+    std::map<std::uint64_t, std::function<void()>> in_flight;
+    std::map<std::int32_t, broker_session> sessions;  // forgotten by a crash
+    std::int32_t next_session = 1;
+  };
+  std::map<std::int32_t, broker_state> broker_;
+  // The client's connection to each broker (net/connection.cpp, in short): the broker incarnation
+  // it reached (-1: none, the next request connects), and its reconnect backoff after failures.
+  struct client_connection {
+    std::int64_t incarnation = -1;
+    int failures = 0;
+    time_point next_attempt{};
+    bool attempt_pending = false;
+    std::uint64_t generation = 0;  // bumped when dropped: a pending attempt is void
+    // Requests waiting for the connection (net::connection's waiters): what, sent, failed.
+    std::vector<std::tuple<std::string, std::function<void(std::uint64_t)>, std::function<void()>>> waiting;
+  };
+  std::map<std::int32_t, client_connection> connections_;
+  std::uint64_t next_request_ = 1;
   std::map<TopicPartition, std::int64_t> history_end_;
   data::fetch_positions fp_{policy_, [this](const std::string& r) { note("REFUSED " + r); }};
   data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
@@ -238,7 +304,13 @@ void simulation::setup() {
   const auto quiet = std::max<milliseconds>(duration / 5, milliseconds(6000));
   quiet_at_ = end_at_ - quiet;
   produce_until_ = quiet_at_ + quiet / 4;
-  for (std::int32_t b = 1; b <= brokers_; ++b) truth_.brokers[b].node_id = b;
+  for (std::int32_t b = 1; b <= brokers_; ++b) {
+    truth_.brokers[b].node_id = b;
+    if (restarts_) {
+      brokers_up_[b] = true;
+      broker_[b];
+    }
+  }
   for (int i = 0; i < partitions; ++i) {
     const TopicPartition tp{"t", i};
     auto& l = logs_[tp];
@@ -283,11 +355,12 @@ void simulation::setup() {
   refresh_truth();
   md_ = truth_;
   md_.refreshes = ++refreshes_;
-  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}{}", brokers_, partitions,
+  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}{}{}", brokers_, partitions,
                    duration.count(), policy_ == data::reset_policy::latest ? "latest" : "earliest",
                    auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : "",
                    compacted_topic_ ? ", compacted topic" : "",
-                   legacy_history_ ? " (history in magic 0)" : ""));
+                   legacy_history_ ? " (history in magic 0)" : "",
+                   restarts_ ? ", broker restarts (fetch sessions kept)" : ""));
 }
 
 void simulation::refresh_truth() {
@@ -305,6 +378,11 @@ void simulation::produce() {
   auto it = logs_.begin();
   std::advance(it, rng_.below(static_cast<std::int64_t>(logs_.size())));
   auto& [tp, l] = *it;
+  if (!up(l.leader)) {
+    // Its leader is down: the producer's send waits (and is retried) until there is one.
+    at(now_ + milliseconds(rng_.between(1, 100)), "produce", [this] { produce(); });
+    return;
+  }
   const auto n = rng_.between(1, 8);
   l.batch_starts.insert(l.end());
   for (std::int64_t i = 0; i < n; ++i) {
@@ -324,7 +402,7 @@ void simulation::fault() {
   const auto kind = rng_.below(10);
   if (kind < 4) {
     // A clean leader change: nothing lost, the new leader's epoch starts at the log's end.
-    l.leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    l.leader = live(static_cast<std::int32_t>(rng_.between(1, brokers_)));
     ++l.epoch;
     l.epoch_start[l.epoch] = l.end();
     note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
@@ -335,7 +413,7 @@ void simulation::fault() {
     // position there diverged (Java and kgroup validate only positions with an epoch).
     const std::int64_t lowest = legacy_history_ ? std::max(l.log_start, history_end_[tp]) : l.log_start;
     const std::int64_t cut = rng_.between(std::max(lowest, l.end() - 30), std::max(lowest, l.end()));
-    const auto leader = static_cast<std::int32_t>(rng_.between(1, brokers_));
+    const auto leader = live(static_cast<std::int32_t>(rng_.between(1, brokers_)));
     truncated_.truncated(unclean_election(l, cut, leader), now_);
     history_end_[tp] = std::min(history_end_[tp], cut);  // what follows is written as record batches
     note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut,
@@ -374,6 +452,209 @@ void simulation::compact() {
   if (removed > 0)
     note(fmt::format("FAULT compaction {}: {} records removed in [{}, {})", name(tp), removed, from, active));
   at(now_ + milliseconds(crng.between(200, 2000)), "compact", [this] { compact(); });
+}
+
+// A leader the controller can elect: `drawn` if it is up, else the next broker that is (the
+// seeds with restarts; a partition stays with `drawn` while no broker is up).
+std::int32_t simulation::live(std::int32_t drawn) const {
+  for (std::int32_t i = 0; i < brokers_; ++i) {
+    const std::int32_t b = (drawn - 1 + i) % brokers_ + 1;
+    if (up(b)) return b;
+  }
+  return drawn;
+}
+
+// A broker crashes (one at a time, in the seeds with restarts): every request in flight to it is
+// lost, and the client's connection to it is reset (the requests fail with a connection error a
+// moment later, as net::connection::fail fails them); it is gone from metadata until it restarts
+// (Kafka lists only live brokers; a partition it led keeps it as leader, which the planner's
+// locate() treats as no leader) and forgets its fetch sessions. Half the crashes, the controller
+// moves its partitions to brokers that are up (a clean election: a new leader epoch from the
+// log's end); otherwise they are unavailable until it restarts, 0.5-5 s later, and leads them
+// again with a new epoch. No crash in the quiet phase, and every broker is up when it begins.
+void simulation::crash() {
+  auto& rr = restart_rng_;
+  if (now_ + milliseconds(500) >= quiet_at_) return;
+  const auto node = static_cast<std::int32_t>(rr.between(1, brokers_));
+  auto& b = broker_[node];
+  brokers_up_[node] = false;
+  ++b.incarnation;
+  b.sessions.clear();
+  truth_.brokers.erase(node);
+  bool others = false;
+  for (std::int32_t o = 1; o <= brokers_; ++o) others = others || (o != node && up(o));
+  const bool move = others && rr.chance(0.5);
+  std::string moved;
+  for (auto& [tp, l] : logs_) {
+    if (l.leader != node) continue;
+    if (move) {
+      l.leader = live(static_cast<std::int32_t>(rr.between(1, brokers_)));
+      ++l.epoch;
+      l.epoch_start[l.epoch] = l.end();
+      moved += fmt::format(" {} to {} epoch {}", name(tp), l.leader, l.epoch);
+    } else {
+      moved += fmt::format(" {} unavailable", name(tp));
+    }
+  }
+  refresh_truth();
+  const auto lost_requests = b.in_flight.size();
+  note(fmt::format("FAULT broker {} crashes ({} request(s) in flight lost);{}", node, lost_requests,
+                   moved.empty() ? " leads nothing" : moved));
+  if (!b.in_flight.empty()) {
+    auto failed = std::move(b.in_flight);
+    b.in_flight.clear();
+    auto& c = connections_[node];
+    c.incarnation = -1;
+    c.failures = 1;
+    const auto reset = milliseconds(rr.between(1, 30));
+    c.next_attempt = now_ + reset + milliseconds(50);
+    at(now_ + reset, fmt::format("bg: connection to broker {} reset", node), [failed = std::move(failed)] {
+      for (const auto& [id, f] : failed) f();
+    });
+  }
+  const auto back = std::min(now_ + milliseconds(rr.between(500, 5000)), quiet_at_ - milliseconds(1));
+  at(back, "restart", [this, node] { restart(node); });
+}
+
+void simulation::restart(std::int32_t node) {
+  brokers_up_[node] = true;
+  truth_.brokers[node].node_id = node;
+  std::string led;
+  for (auto& [tp, l] : logs_) {
+    if (l.leader != node) continue;
+    ++l.epoch;
+    l.epoch_start[l.epoch] = l.end();
+    led += fmt::format(" {} epoch {}", name(tp), l.epoch);
+  }
+  refresh_truth();
+  note(fmt::format("FAULT broker {} restarts, fetch sessions forgotten;{}", node,
+                   led.empty() ? " leads nothing" : led));
+  at(now_ + milliseconds(restart_rng_.between(1000, 6000)), "crash", [this] { crash(); });
+}
+
+void simulation::send(std::int32_t node, std::string what, std::function<void(std::uint64_t)> sent,
+                      std::function<void()> failed) {
+  if (!restarts_) {
+    sent(0);
+    return;
+  }
+  auto& b = broker_[node];
+  auto& c = connections_[node];
+  if (c.incarnation >= 0 && static_cast<std::uint64_t>(c.incarnation) != b.incarnation) {
+    // The broker crashed since the connection was made, with nothing in flight then: the write is
+    // answered with a reset, and the next request connects again (after the backoff).
+    const auto d = milliseconds(restart_rng_.between(1, 5));
+    c.incarnation = -1;
+    c.failures = 1;
+    c.next_attempt = now_ + d + milliseconds(50);
+    at(now_ + d, fmt::format("bg: {} to broker {} failed (connection reset)", what, node), std::move(failed));
+    return;
+  }
+  if (c.incarnation >= 0) {
+    const auto id = next_request_++;
+    b.in_flight.emplace(id, std::move(failed));
+    sent(id);
+    return;
+  }
+  c.waiting.emplace_back(std::move(what), std::move(sent), std::move(failed));
+  if (c.attempt_pending) return;
+  // Connecting (again) once the reconnect backoff allows it; the attempt succeeds if the broker is
+  // up then.
+  c.attempt_pending = true;
+  at(std::max(now_, c.next_attempt) + milliseconds(restart_rng_.between(1, 10)),
+     fmt::format("bg: connecting to broker {}", node),
+     [this, node, generation = c.generation] { connection_attempt(node, generation); });
+}
+
+void simulation::connection_attempt(std::int32_t node, std::uint64_t generation) {
+  auto& b = broker_[node];
+  auto& c = connections_[node];
+  if (c.generation != generation) return;  // dropped meanwhile
+  c.attempt_pending = false;
+  auto waiting = std::move(c.waiting);
+  c.waiting.clear();
+  if (up(node)) {
+    c.incarnation = static_cast<std::int64_t>(b.incarnation);
+    c.failures = 0;
+    for (auto& [what, sent, failed] : waiting) {
+      const auto id = next_request_++;
+      b.in_flight.emplace(id, std::move(failed));
+      sent(id);
+    }
+    return;
+  }
+  // connection_core's reconnect backoff: 50 ms doubling up to 1 s (without its jitter).
+  ++c.failures;
+  c.next_attempt = now_ + std::min(milliseconds(50 << std::min(c.failures - 1, 5)), milliseconds(1000));
+  std::string whats;
+  for (const auto& w : waiting) whats += " " + std::get<0>(w);
+  note(fmt::format("bg: connecting to broker {} failed (it is down):{} failed", node, whats));
+  for (auto& w : waiting) std::get<2>(w)();
+}
+
+bool simulation::reaches(std::int32_t node, std::uint64_t id, bool done) {
+  if (!restarts_) return true;
+  auto& f = broker_[node].in_flight;
+  const auto it = f.find(id);
+  if (it == f.end()) return false;  // lost in a crash: its connection error is on its way
+  if (done) f.erase(it);
+  return true;
+}
+
+// A Fetch as a broker of the seeds with restarts takes it (KIP-227, as Kafka's FetchSession):
+// epoch -1 fetches without a session (closing `session_id`'s), epoch 0 closes `session_id`'s (if
+// it still exists) and opens a new one; an incremental request adds or updates the partitions it
+// names, drops the forgotten ones, and is answered from the session's partitions. A session it
+// does not hold (forgotten by a restart, or evicted: now and then, as a full session cache does)
+// is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH.
+simulation::broker_view simulation::broker_fetch(std::int32_t node, const protocol::fetch_request& req) {
+  auto& b = broker_[node];
+  broker_view out;
+  const auto read = [&](data::fetch_set& into) {
+    for (const auto& t : req.topics) {
+      for (const auto& p : t.partitions) {
+        into[TopicPartition{t.topic, p.partition}] = data::partition_fetch{
+            t.topic_id, p.fetch_offset, p.current_leader_epoch, p.partition_max_bytes, p.log_start_offset};
+      }
+    }
+  };
+  if (req.session_epoch <= 0) {
+    if (req.session_id != 0) b.sessions.erase(req.session_id);
+    if (req.session_epoch < 0) {
+      read(out.parts);
+      return out;
+    }
+    out.session_id = b.next_session++;
+    auto& s = b.sessions[out.session_id];
+    read(s.parts);
+    out.parts = s.parts;
+    return out;
+  }
+  if (restart_rng_.chance(0.01) && b.sessions.erase(req.session_id) > 0) {
+    note(fmt::format("broker {} evicts fetch session {}", node, req.session_id));
+  }
+  const auto it = b.sessions.find(req.session_id);
+  if (it == b.sessions.end()) {
+    out.error_code = code(kafka_errc::fetch_session_id_not_found);
+    return out;
+  }
+  auto& s = it->second;
+  if (req.session_epoch != s.epoch) {
+    out.error_code = code(kafka_errc::invalid_fetch_session_epoch);
+    return out;
+  }
+  read(s.parts);
+  for (const auto& t : req.forgotten_topics_data) {
+    for (const auto p : t.partitions) {
+      s.parts.erase(TopicPartition{t.topic, p});
+      s.told.erase(TopicPartition{t.topic, p});
+    }
+  }
+  s.epoch = s.epoch == std::numeric_limits<std::int32_t>::max() ? 1 : s.epoch + 1;
+  out.session_id = req.session_id;
+  out.incremental = true;
+  out.parts = s.parts;
+  return out;
 }
 
 // Whether every offset in [from, to) of the partition's log holds a record the cleaner removed.
@@ -436,9 +717,31 @@ void simulation::maybe_refresh_metadata() {
   refresh_in_flight_ = true;
   at(now_ + latency(), "bg: metadata refreshed", [this] {
     refresh_in_flight_ = false;
+    if (restarts_ && truth_.brokers.empty()) {
+      // No broker to ask (cluster::refresh_metadata retries until its timeout, then calls back
+      // with the error; the fetcher pumps either way).
+      note("bg: metadata refresh failed: no broker is up");
+      pump();
+      return;
+    }
     md_ = truth_;
     md_.refreshes = ++refreshes_;
     md_.updated = now_;
+    if (restarts_) {
+      // cluster::apply_metadata: the connections of brokers the answer does not name are closed
+      // (what waits on them fails with shutting_down); a later one starts afresh, without backoff.
+      for (auto& [node, c] : connections_) {
+        if (md_.brokers.count(node) != 0 || (c.incarnation < 0 && !c.attempt_pending && c.failures == 0))
+          continue;
+        auto waiting = std::move(c.waiting);
+        const auto generation = c.generation + 1;
+        c = client_connection{};
+        c.generation = generation;
+        note(fmt::format("bg: connection to broker {} dropped: not in metadata ({} waiting)", node,
+                         waiting.size()));
+        for (auto& w : waiting) std::get<2>(w)();
+      }
+    }
     pump();
   });
 }
@@ -505,34 +808,43 @@ void simulation::send_list_offsets() {
       sent[tp] = {fp_.reset_requested(tp, p),
                   md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader_epoch};
     }
-    const bool fails = lost();
-    at(now_ + (fails ? request_timeout : latency()),
-       fmt::format("bg: ListOffsets from {} {}", leader, fails ? "failed" : "answered"),
-       [this, node = leader, sent, fails] {
-         std::set<TopicPartition> answered;
-         for (const auto& [tp, s] : sent) {
-           auto* cur = fp_.reset_current(tp, s.first);
-           if (cur == nullptr || fails) continue;
-           const auto& l = log(tp);
-           if (l.leader != node || s.second != l.epoch) {
-             maybe_refresh_metadata();  // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
-             continue;
-           }
-           const bool earliest = cur->reset_timestamp() == -2;
-           const std::int64_t offset = earliest ? l.log_start : l.end();
-           const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
-           answered.insert(tp);
-           note(fmt::format("bg: {} reset to {} epoch {}", name(tp), offset, epoch));
-           fp_.reset_answered(tp, *cur, offset, epoch);
-           push_event(detail::position_event{tp, offset, true, epoch});
-         }
-         for (const auto& [tp, s] : sent) {
-           if (answered.count(tp)) continue;
-           if (auto* p = fp_.reset_current(tp, s.first)) fp_.reset_failed(tp, *p);
-         }
-         if (answered.size() != sent.size()) schedule_retry();
-         pump();
-       });
+    // fetcher_offsets.cpp: a failed request (ec) answers nothing: each reset fails and is retried.
+    auto answer = [this, node = leader, sent](bool fails) {
+      std::set<TopicPartition> answered;
+      for (const auto& [tp, s] : sent) {
+        auto* cur = fp_.reset_current(tp, s.first);
+        if (cur == nullptr || fails) continue;
+        const auto& l = log(tp);
+        if (l.leader != node || s.second != l.epoch) {
+          maybe_refresh_metadata();  // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
+          continue;
+        }
+        const bool earliest = cur->reset_timestamp() == -2;
+        const std::int64_t offset = earliest ? l.log_start : l.end();
+        const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
+        answered.insert(tp);
+        note(fmt::format("bg: {} reset to {} epoch {}", name(tp), offset, epoch));
+        fp_.reset_answered(tp, *cur, offset, epoch);
+        push_event(detail::position_event{tp, offset, true, epoch});
+      }
+      for (const auto& [tp, s] : sent) {
+        if (answered.count(tp)) continue;
+        if (auto* p = fp_.reset_current(tp, s.first)) fp_.reset_failed(tp, *p);
+      }
+      if (answered.size() != sent.size()) schedule_retry();
+      pump();
+    };
+    send(
+        leader, "ListOffsets",
+        [this, node = leader, answer](std::uint64_t id) {
+          const bool fails = lost();
+          at(now_ + (fails ? request_timeout : latency()),
+             fmt::format("bg: ListOffsets from {} {}", node, fails ? "failed" : "answered"),
+             [this, node, answer, fails, id] {
+               if (reaches(node, id, true)) answer(fails);
+             });
+        },
+        [answer] { answer(true); });
   }
 }
 
@@ -568,60 +880,67 @@ void simulation::send_validations() {
       note(fmt::format("bg: validate {} at {} epoch {} (leader epoch {})", name(tp), p.fetch_pos(), p.epoch(),
                        pi.leader_epoch));
     }
-    const bool fails = lost();
-    at(now_ + (fails ? request_timeout : latency()),
-       fmt::format("bg: OffsetForLeaderEpoch from {} {}", leader, fails ? "failed" : "answered"),
-       [this, node = leader, sent, fails] {
-         auto waiting = [&](const TopicPartition& tp) -> data::fetch_part* {
-           auto* p = fp_.find(tp);
-           auto s = sent.find(tp);
-           if (!p || s == sent.end() || p->state() != pstate::validating ||
-               p->fetch_pos() != s->second.position)
-             return nullptr;
-           return p;
-         };
-         if (!fails) {
-           for (const auto& [tp, sp] : sent) {
-             auto* p = waiting(tp);
-             if (p == nullptr) continue;
-             const auto& l = log(tp);
-             std::int16_t err = 0;
-             std::pair<std::int32_t, std::int64_t> end{-1, -1};
-             if (l.leader != node)
-               err = code(kafka_errc::not_leader_or_follower);
-             else if (sp.leader_epoch < l.epoch)
-               err = code(kafka_errc::fenced_leader_epoch);
-             else if (sp.leader_epoch > l.epoch)
-               err = code(kafka_errc::unknown_leader_epoch);
-             else
-               end = l.end_of_epoch(sp.epoch);
-             // fetcher::on_validated
-             const auto o = fp_.validated(tp, *p, sp.leader_epoch, err, end.first, end.second);
-             note(fmt::format(
-                 "bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}", name(tp),
-                 sp.position, sp.epoch, err, end.first, end.second, static_cast<int>(o.what)));
-             using verdict = data::validation_outcome::verdict;
-             if (o.what == verdict::retry) {
-               maybe_refresh_metadata();
-               schedule_retry();
-             } else if (o.what == verdict::awaiting_seek) {
-               fail("driver", "awaiting_seek with auto.offset.reset=earliest");
-             }
-             if (o.cut) push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
-           }
-         } else {
-           maybe_refresh_metadata();
-         }
-         bool retry = false;
-         for (const auto& [tp, sp] : sent) {
-           if (auto* p = waiting(tp)) {
-             fp_.validation_failed(tp, *p);
-             retry = true;
-           }
-         }
-         if (retry) schedule_retry();
-         pump();
-       });
+    auto answer = [this, node = leader, sent](bool fails) {
+      auto waiting = [&](const TopicPartition& tp) -> data::fetch_part* {
+        auto* p = fp_.find(tp);
+        auto s = sent.find(tp);
+        if (!p || s == sent.end() || p->state() != pstate::validating || p->fetch_pos() != s->second.position)
+          return nullptr;
+        return p;
+      };
+      if (!fails) {
+        for (const auto& [tp, sp] : sent) {
+          auto* p = waiting(tp);
+          if (p == nullptr) continue;
+          const auto& l = log(tp);
+          std::int16_t err = 0;
+          std::pair<std::int32_t, std::int64_t> end{-1, -1};
+          if (l.leader != node)
+            err = code(kafka_errc::not_leader_or_follower);
+          else if (sp.leader_epoch < l.epoch)
+            err = code(kafka_errc::fenced_leader_epoch);
+          else if (sp.leader_epoch > l.epoch)
+            err = code(kafka_errc::unknown_leader_epoch);
+          else
+            end = l.end_of_epoch(sp.epoch);
+          // fetcher::on_validated
+          const auto o = fp_.validated(tp, *p, sp.leader_epoch, err, end.first, end.second);
+          note(fmt::format("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}",
+                           name(tp), sp.position, sp.epoch, err, end.first, end.second,
+                           static_cast<int>(o.what)));
+          using verdict = data::validation_outcome::verdict;
+          if (o.what == verdict::retry) {
+            maybe_refresh_metadata();
+            schedule_retry();
+          } else if (o.what == verdict::awaiting_seek) {
+            fail("driver", "awaiting_seek with auto.offset.reset=earliest");
+          }
+          if (o.cut) push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
+        }
+      } else {
+        maybe_refresh_metadata();
+      }
+      bool retry = false;
+      for (const auto& [tp, sp] : sent) {
+        if (auto* p = waiting(tp)) {
+          fp_.validation_failed(tp, *p);
+          retry = true;
+        }
+      }
+      if (retry) schedule_retry();
+      pump();
+    };
+    send(
+        leader, "OffsetForLeaderEpoch",
+        [this, node = leader, answer](std::uint64_t id) {
+          const bool fails = lost();
+          at(now_ + (fails ? request_timeout : latency()),
+             fmt::format("bg: OffsetForLeaderEpoch from {} {}", node, fails ? "failed" : "answered"),
+             [this, node, answer, fails, id] {
+               if (reaches(node, id, true)) answer(fails);
+             });
+        },
+        [answer] { answer(true); });
   }
 }
 
@@ -638,28 +957,59 @@ void simulation::send_fetches() {
   for (auto& f : plan.requests) {
     const auto node = f.node;
     auto sent = f.partitions;
-    protocol::fetch_request req = std::move(f.request);
-    planner_.fill(node, req, 12, *sent);
+    if (md_.brokers.count(node) == 0) {
+      // fetcher.cpp: cluster::broker() has no connection for a node metadata does not name (a
+      // connection is dropped when metadata stops naming its broker): the plan is undone, metadata
+      // refreshed, and the partitions planned again after the backoff. (locate() leaves out a
+      // leader metadata does not name, so a plan names one only if a check there is lost.)
+      note(fmt::format("bg: fetch from {} not sent: not in metadata", node));
+      const auto retry = planner_.not_sent(now_, node, *sent);
+      maybe_refresh_metadata();
+      schedule_retry_at(retry);
+      continue;
+    }
+    // A broker that is down but still in this member's metadata has a connection object: the
+    // request waits for it to connect, which fails, and fails as a lost connection does.
+    auto req = std::make_shared<protocol::fetch_request>(std::move(f.request));
+    planner_.fill(node, *req, 12, *sent);
     std::string list;
     for (const auto& [tp, pf] : *sent)
       list += fmt::format(" {}@{}/e{}", name(tp), pf.fetch_offset, pf.current_leader_epoch);
+    if (restarts_) list += fmt::format(" (session {} epoch {})", req->session_id, req->session_epoch);
     note(fmt::format("bg: fetch from {}:{}", node, list));
+    send(
+        node, "fetch", [this, node, sent, req](std::uint64_t id) { fetch_sent(node, sent, req, id); },
+        [this, node, sent] {
+          on_fetch_response(node, make_error_code(client_errc::connection_closed), {}, nullptr, *sent);
+        });
+  }
+}
+
+void simulation::fetch_sent(std::int32_t node, std::shared_ptr<const data::fetch_set> sent,
+                            std::shared_ptr<const protocol::fetch_request> req, std::uint64_t id) {
+  {
     const bool fails = lost();
     at(now_ + (fails ? request_timeout : latency()), fmt::format("bg: fetch answer from {}", node),
-       [this, node, sent, fails] {
-         // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
-         if (!fails && no_data(node, *sent)) {
-           at(now_ + milliseconds(rng_.between(20, 500)),
-              fmt::format("bg: fetch answer from {} (waited)", node),
-              [this, node, sent] { deliver_fetch(node, *sent); });
-           return;
-         }
+       [this, node, sent, fails, id, req] {
+         if (!reaches(node, id, fails)) return;
          if (fails) {
            note(fmt::format("bg: fetch from {} failed (request timed out)", node));
            on_fetch_response(node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
            return;
          }
-         deliver_fetch(node, *sent);
+         std::shared_ptr<const broker_view> view;
+         if (restarts_) view = std::make_shared<broker_view>(broker_fetch(node, *req));
+         const auto& parts = view ? view->parts : *sent;
+         // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
+         if ((!view || view->error_code == 0) && no_data(node, parts)) {
+           at(now_ + milliseconds(rng_.between(20, 500)),
+              fmt::format("bg: fetch answer from {} (waited)", node), [this, node, sent, id, view] {
+                if (reaches(node, id, true)) deliver_fetch(node, *sent, view.get());
+              });
+           return;
+         }
+         reaches(node, id, true);
+         deliver_fetch(node, *sent, view.get());
        });
   }
 }
@@ -672,9 +1022,9 @@ bool simulation::no_data(std::int32_t node, const data::fetch_set& sent) {
   return true;
 }
 
-void simulation::deliver_fetch(std::int32_t node, const data::fetch_set& sent) {
+void simulation::deliver_fetch(std::int32_t node, const data::fetch_set& sent, const broker_view* view) {
   // Encoded and decoded as the driver receives it: the fetched data keeps spans into the frame.
-  auto frame = std::make_shared<protocol::bytes>(fetch_answer(node, sent));
+  auto frame = std::make_shared<protocol::bytes>(fetch_answer(node, view ? view->parts : sent, view));
   protocol::fetch_response r;
   std::size_t trailing = 0;
   if (auto ec = protocol::decode(*frame, 12, r, &trailing))
@@ -682,12 +1032,28 @@ void simulation::deliver_fetch(std::int32_t node, const data::fetch_set& sent) {
   on_fetch_response(node, {}, r, frame, sent);
 }
 
-protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_set& sent) {
+protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_set& sent,
+                                         const broker_view* view) {
   protocol::fetch_response r;
   std::deque<protocol::bytes> buffers;
   std::deque<std::string> values;
   std::string list;
-  for (const auto& [tp, pf] : sent) {
+  broker_session* session = nullptr;
+  if (view) {
+    r.session_id = view->session_id;
+    if (view->error_code != 0) {
+      r.error_code = view->error_code;
+      r.session_id = 0;
+      list += fmt::format(" error {}", view->error_code);
+    } else if (view->session_id != 0) {
+      // (Absent only if the request was lost meanwhile, which reaches() checked.)
+      auto& ss = broker_.at(node).sessions;
+      if (const auto it = ss.find(view->session_id); it != ss.end()) session = &it->second;
+      list += fmt::format(" (session {}{})", view->session_id, view->incremental ? ", incremental" : "");
+    }
+  }
+  static const data::fetch_set none;
+  for (const auto& [tp, pf] : view && view->error_code != 0 ? none : sent) {
     const auto& l = log(tp);
     partition_data pd;
     pd.partition_index = tp.partition;
@@ -711,6 +1077,15 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
       list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
     }
     if (pd.error_code != 0) list += fmt::format(" {} error {}", name(tp), pd.error_code);
+    if (session) {
+      // An incremental answer leaves out a partition with nothing new for it (KIP-227).
+      const std::pair<std::int64_t, std::int64_t> now{pd.high_watermark, pd.log_start_offset};
+      auto [told, first] = session->told.try_emplace(tp, now);
+      const bool news =
+          first || told->second != now || pd.error_code != 0 || (pd.records && !pd.records->data.empty());
+      told->second = now;
+      if (view->incremental && !news) continue;
+    }
     if (r.responses.empty() || r.responses.back().topic != tp.topic) {
       r.responses.emplace_back();
       r.responses.back().topic = tp.topic;
@@ -1008,6 +1383,7 @@ run_result simulation::run() {
     at(now_ + milliseconds(rng_.between(1, 40)), "app: poll", [this] { poll(); });
     if (compacted_topic_)
       at(now_ + milliseconds(compaction_rng_.between(200, 2000)), "compact", [this] { compact(); });
+    if (restarts_) at(now_ + milliseconds(restart_rng_.between(500, 5000)), "crash", [this] { crash(); });
     if (auto_commit_on_)
       at(now_ + milliseconds(rng_.between(100, 1000)), "bg: auto-commit", [this] { auto_commit(); });
     at(end_at_, "end", [this, &ended] {
@@ -1016,7 +1392,8 @@ run_result simulation::run() {
     });
     while (!ended && !queue_.empty()) {
       auto [what, f] = queue_.next();
-      if (what != "produce" && what != "app: poll" && what != "fault" && what != "compact")
+      if (what != "produce" && what != "app: poll" && what != "fault" && what != "compact" &&
+          what != "crash" && what != "restart")
         note(std::move(what));
       f();
       if (fp_.invalid_transitions() != 0)
