@@ -808,9 +808,11 @@ void simulation::send_list_offsets() {
       sent[tp] = {fp_.reset_requested(tp, p),
                   md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader_epoch};
     }
-    // fetcher_offsets.cpp: a failed request (ec) answers nothing: each reset fails and is retried.
+    // fetcher_offsets.cpp: a failed request (ec) answers nothing: it asks for fresh metadata (the
+    // leader's broker may be gone), and each reset fails and is retried.
     auto answer = [this, node = leader, sent](bool fails) {
       std::set<TopicPartition> answered;
+      if (fails) maybe_refresh_metadata();
       for (const auto& [tp, s] : sent) {
         auto* cur = fp_.reset_current(tp, s.first);
         if (cur == nullptr || fails) continue;
