@@ -40,12 +40,13 @@ void frame_buffer::allocate(std::size_t capacity) {
   const std::size_t tail = static_cast<std::size_t>(base + length - (aligned + rounded));
   if (tail != 0) ::munmap(aligned + rounded, tail);
 #ifdef MADV_HUGEPAGE
-  // Huge pages only for the whole 2 MiB the frame fills (its announced size, rounded down): the
-  // tail past them stays in 4 KiB pages, so a buffer's resident memory is what its frame's bytes
-  // reached, not that rounded up to 2 MiB. Advice only: where THP is off (or the call is
-  // refused), every page is a 4 KiB one.
-  if (const std::size_t whole = capacity / huge_page * huge_page; whole != 0)
-    (void)::madvise(aligned, whole, MADV_HUGEPAGE);
+  // Huge pages for each 2 MiB of which the frame (its announced size) fills at least half: a frame
+  // of 1-2 MiB is one fault instead of 256-512 (the frames of a member catching up are often that
+  // size), and the resident memory a buffer holds beyond its frame's bytes stays under 1 MiB (the
+  // rest of a tail under half of 2 MiB is in 4 KiB pages). Advice only: where THP is off (or the
+  // call is refused), every page is a 4 KiB one.
+  if (const std::size_t advised = (capacity + huge_page / 2) / huge_page * huge_page; advised != 0)
+    (void)::madvise(aligned, advised, MADV_HUGEPAGE);
 #endif
   data_ = aligned;
   capacity_ = rounded;

@@ -8,13 +8,14 @@
 //
 // The memory itself (frame_buffer): a buffer is never zero-filled; the socket writes the frame's
 // bytes into it and nothing reads past them (response_frame carries the frame's length). A large
-// buffer (from `mapped_from`) is an anonymous mapping of its own, 2 MiB aligned, with transparent
-// huge pages advised (madvise MADV_HUGEPAGE, which takes effect where the kernel's THP setting is
-// `madvise` or `always`) over the whole 2 MiB its frame fills: its pages are faulted in as the
-// bytes arrive, one fault per 2 MiB instead of one per 4 KiB, and the tail past the last whole
-// 2 MiB stays in 4 KiB pages (resident memory is not rounded up to 2 MiB). On a virtual machine a 4 KiB fault
-// costs 5-15 us; consuming uncompressed records, those faults and the zero-fill were most of the network
-// thread's CPU while a member caught up (docs/DESIGN.md, "Cost per record").
+// buffer (from `mapped_from`, 256 KiB) is an anonymous mapping of its own, 2 MiB aligned, with
+// transparent huge pages advised (madvise MADV_HUGEPAGE, which takes effect where the kernel's THP
+// setting is `madvise` or `always`) over each 2 MiB of which its frame fills at least half: its
+// pages are faulted in as the bytes arrive, one fault per 2 MiB instead of one per 4 KiB, and a
+// tail under 1 MiB stays in 4 KiB pages (the resident memory beyond a frame's bytes stays under
+// 1 MiB per buffer). On a virtual machine a 4 KiB fault costs 5-15 us; consuming uncompressed
+// records, those faults and the zero-fill were most of the network thread's CPU while a member
+// caught up (docs/DESIGN.md, "Cost per record").
 //
 // Bounds: at most `max_spares` buffers wait in a pool, and a spare much larger than the frames now
 // arriving is freed when such a frame is read, so a member that has caught up (small, empty
@@ -37,7 +38,7 @@ namespace kgroup::net {
 class frame_buffer {
  public:
   /// Capacities from this size get a mapping of their own, with huge pages advised.
-  static constexpr std::size_t mapped_from = std::size_t{2} << 20;
+  static constexpr std::size_t mapped_from = std::size_t{256} << 10;
   static constexpr std::size_t huge_page = std::size_t{2} << 20;
 
   /// Throws std::bad_alloc when the memory cannot be had.
