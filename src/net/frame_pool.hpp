@@ -8,8 +8,8 @@
 //
 // The memory itself (frame_buffer): a buffer is never zero-filled; the socket writes the frame's
 // bytes into it and nothing reads past them (response_frame carries the frame's length). A large
-// buffer (from `mapped_from`, 256 KiB) is an anonymous mapping of its own, 2 MiB aligned, with
-// transparent huge pages advised (madvise MADV_HUGEPAGE, which takes effect where the kernel's THP
+// buffer (from `mapped_from`, 1 MiB: half a huge page) is an anonymous mapping of its own, 2 MiB aligned,
+// with transparent huge pages advised (madvise MADV_HUGEPAGE, which takes effect where the kernel's THP
 // setting is `madvise` or `always`) over each 2 MiB of which its frame fills at least half: its
 // pages are faulted in as the bytes arrive, one fault per 2 MiB instead of one per 4 KiB, and a
 // tail under 1 MiB stays in 4 KiB pages (the resident memory beyond a frame's bytes stays under
@@ -37,8 +37,10 @@ namespace kgroup::net {
 /// Memory for one response frame: `capacity()` bytes, uninitialised until written.
 class frame_buffer {
  public:
-  /// Capacities from this size get a mapping of their own, with huge pages advised.
-  static constexpr std::size_t mapped_from = std::size_t{256} << 10;
+  /// Capacities from this size get a mapping of their own, with huge pages advised (the frame
+  /// fills at least half of its first 2 MiB). Smaller ones come from the heap, whose freed memory
+  /// the allocator hands out again without new page faults.
+  static constexpr std::size_t mapped_from = std::size_t{1} << 20;
   static constexpr std::size_t huge_page = std::size_t{2} << 20;
 
   /// Throws std::bad_alloc when the memory cannot be had.
