@@ -857,16 +857,15 @@ bool simulation::owns_for_commit(const std::string& member, std::int32_t generat
   // Legitimate: the generation assigned it to the member; or it assigned it to nobody (a
   // cooperative hand-over holds it back) and the last generation that assigned it to anyone
   // assigned it to this member (whether or not the member heard of the generations between).
+  // (The generation tests first: the set is searched only for a generation that would count.)
   std::int32_t last_gen = -1;
-  std::string last_owner;
+  const std::string* last_owner = nullptr;
   for (const auto& [key, parts] : assigned_) {
-    if (key.second > generation || !parts.count(tp)) continue;
-    if (key.second > last_gen) {
-      last_gen = key.second;
-      last_owner = key.first;
-    }
+    if (key.second > generation || key.second <= last_gen || !parts.count(tp)) continue;
+    last_gen = key.second;
+    last_owner = &key.first;
   }
-  return last_gen >= 0 && last_owner == member;
+  return last_gen >= 0 && *last_owner == member;
 }
 
 void simulation::coordinator_tick() {
