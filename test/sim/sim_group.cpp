@@ -1493,10 +1493,14 @@ bool simulation::poll_body(sim_member& m) {
     }
     // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
     at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
-      const bool no_events = m.shared.events.empty() && m.shared.fetched.empty();
-      run_events(m, [this, &m, no_events] {
-        if (!poll_body(m) && no_events) nothing_changed();
-      });
+      // (Two lambdas of two pointers: held inside the std::function, not allocated.)
+      if (m.shared.events.empty() && m.shared.fetched.empty()) {
+        run_events(m, [this, &m] {
+          if (!poll_body(m)) nothing_changed();
+        });
+      } else {
+        run_events(m, [this, &m] { poll_body(m); });
+      }
     });
     return false;
   }
@@ -1546,10 +1550,14 @@ bool simulation::poll_body(sim_member& m) {
   at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
     // A look that finds no event and no data and waits on changes only the application's side
     // (positions, the queue): nothing the checks after each step read.
-    const bool no_events = m.shared.events.empty();
-    run_events(m, [this, &m, no_events] {
-      if (!poll_body(m) && no_events) nothing_changed();
-    });
+    // (Two lambdas of two pointers: held inside the std::function, not allocated.)
+    if (m.shared.events.empty()) {
+      run_events(m, [this, &m] {
+        if (!poll_body(m)) nothing_changed();
+      });
+    } else {
+      run_events(m, [this, &m] { poll_body(m); });
+    }
   });
   return false;
 }
