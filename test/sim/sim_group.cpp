@@ -1940,7 +1940,9 @@ run_result simulation::run() {
     out.invariant = v.invariant;
     out.message = v.message;
   }
-  for (const auto& t : trace_) out.trace += fmt::format("{:10.3f} ms  {}\n", ms(t.at), t.what);
+  if (!out.ok) {
+    for (const auto& t : trace_) out.trace += fmt::format("{:10.3f} ms  {}\n", ms(t.at), t.what);
+  }
   // Member-seconds: every member simulated counts.
   out.simulated_seconds =
       std::chrono::duration<double>(now_ - start_).count() * static_cast<double>(live(members_));
