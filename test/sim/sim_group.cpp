@@ -857,16 +857,15 @@ bool simulation::owns_for_commit(const std::string& member, std::int32_t generat
   // Legitimate: the generation assigned it to the member; or it assigned it to nobody (a
   // cooperative hand-over holds it back) and the last generation that assigned it to anyone
   // assigned it to this member (whether or not the member heard of the generations between).
+  // (The generation tests first: the set is searched only for a generation that would count.)
   std::int32_t last_gen = -1;
-  std::string last_owner;
+  const std::string* last_owner = nullptr;
   for (const auto& [key, parts] : assigned_) {
-    if (key.second > generation || !parts.count(tp)) continue;
-    if (key.second > last_gen) {
-      last_gen = key.second;
-      last_owner = key.first;
-    }
+    if (key.second > generation || key.second <= last_gen || !parts.count(tp)) continue;
+    last_gen = key.second;
+    last_owner = &key.first;
   }
-  return last_gen >= 0 && last_owner == member;
+  return last_gen >= 0 && *last_owner == member;
 }
 
 void simulation::coordinator_tick() {
@@ -1494,10 +1493,14 @@ bool simulation::poll_body(sim_member& m) {
     }
     // Waiting inside poll(): woken by events and data (looked at every few milliseconds here).
     at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
-      const bool no_events = m.shared.events.empty() && m.shared.fetched.empty();
-      run_events(m, [this, &m, no_events] {
-        if (!poll_body(m) && no_events) nothing_changed();
-      });
+      // (Two lambdas of two pointers: held inside the std::function, not allocated.)
+      if (m.shared.events.empty() && m.shared.fetched.empty()) {
+        run_events(m, [this, &m] {
+          if (!poll_body(m)) nothing_changed();
+        });
+      } else {
+        run_events(m, [this, &m] { poll_body(m); });
+      }
     });
     return false;
   }
@@ -1547,10 +1550,14 @@ bool simulation::poll_body(sim_member& m) {
   at_member(m, std::min(m.poll_deadline, now_ + milliseconds(rng_.between(5, 50))), [this, &m] {
     // A look that finds no event and no data and waits on changes only the application's side
     // (positions, the queue): nothing the checks after each step read.
-    const bool no_events = m.shared.events.empty();
-    run_events(m, [this, &m, no_events] {
-      if (!poll_body(m) && no_events) nothing_changed();
-    });
+    // (Two lambdas of two pointers: held inside the std::function, not allocated.)
+    if (m.shared.events.empty()) {
+      run_events(m, [this, &m] {
+        if (!poll_body(m)) nothing_changed();
+      });
+    } else {
+      run_events(m, [this, &m] { poll_body(m); });
+    }
   });
   return false;
 }
@@ -1933,7 +1940,9 @@ run_result simulation::run() {
     out.invariant = v.invariant;
     out.message = v.message;
   }
-  for (const auto& t : trace_) out.trace += fmt::format("{:10.3f} ms  {}\n", ms(t.at), t.what);
+  if (!out.ok) {
+    for (const auto& t : trace_) out.trace += fmt::format("{:10.3f} ms  {}\n", ms(t.at), t.what);
+  }
   // Member-seconds: every member simulated counts.
   out.simulated_seconds =
       std::chrono::duration<double>(now_ - start_).count() * static_cast<double>(live(members_));

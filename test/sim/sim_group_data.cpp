@@ -463,6 +463,10 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
   }
   // Encoded and decoded as the driver receives it: the fetched data keeps spans into the frame.
   auto frame = std::make_shared<protocol::bytes>();
+  std::size_t size = 64;  // room for the frame (fewer reallocations while it is written)
+  for (const auto& t : r.responses) size += 32 + t.topic.size() + 64 * t.partitions.size();
+  for (const auto& b : buffers) size += b.size();
+  frame->reserve(size);
   if (protocol::encode(r, 12, *frame)) fail("codec", "Fetch answer does not encode");
   protocol::fetch_response decoded;
   std::size_t trailing = 0;

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,9 +41,12 @@ struct trace_line {
 
 // The events of a simulation in time order, ties in the order scheduled (so a seed replays the
 // same run). The clock is the simulation's own: next() moves it to the event it returns, and an
-// event scheduled in the past runs now. A binary heap of (time, sequence number, slot): the keys
-// are unique, so the order is the one a sorted map of them gives; the events stay in their slots
-// (reused), so the heap moves small keys only.
+// event scheduled in the past runs now. A binary heap of (time, sequence number, slot) keys: the
+// (time, sequence number) pairs are unique, so the order is the one a sorted map of them gives; the
+// events stay in their slots (reused), so the heap moves small keys only. A key is one unsigned
+// 128-bit number, compared at once: the time's ticks (sign bit flipped, so unsigned order is the
+// signed one) above, then the sequence number (40 bits) and the slot (24 bits), which the order
+// never reaches as sequence numbers are unique.
 template <class Event>
 class event_queue {
  public:
@@ -51,33 +56,35 @@ class event_queue {
     std::uint32_t slot;
     if (free_.empty()) {
       slot = static_cast<std::uint32_t>(slots_.size());
+      if (slot >= (1u << slot_bits)) throw std::length_error("event_queue: too many events pending");
       slots_.push_back(std::move(e));
     } else {
       slot = free_.back();
       free_.pop_back();
       slots_[slot] = std::move(e);
     }
-    heap_.push_back(key{std::max(when, now_), seq_++, slot});
-    std::push_heap(heap_.begin(), heap_.end(), later);
+    if (seq_ >> (64 - slot_bits) != 0) throw std::length_error("event_queue: too many events");
+    const auto ticks = static_cast<std::uint64_t>(std::max(when, now_).time_since_epoch().count()) ^ sign_bit;
+    heap_.push_back(static_cast<key>(ticks) << 64 | (seq_++ << slot_bits | slot));
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<key>{});
   }
   bool empty() const { return heap_.empty(); }
   Event next() {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<key>{});
     const key k = heap_.back();
     heap_.pop_back();
-    now_ = k.when;
-    free_.push_back(k.slot);
-    return std::move(slots_[k.slot]);
+    now_ = time_point(
+        time_point::duration(static_cast<time_point::rep>(static_cast<std::uint64_t>(k >> 64) ^ sign_bit)));
+    const auto slot = static_cast<std::uint32_t>(k & ((1u << slot_bits) - 1));
+    free_.push_back(slot);
+    return std::move(slots_[slot]);
   }
 
  private:
-  struct key {
-    time_point when;
-    std::uint64_t seq;
-    std::uint32_t slot;
-  };
-  // The heap's top is the earliest (time, sequence number).
-  static bool later(const key& a, const key& b) { return a.when != b.when ? a.when > b.when : a.seq > b.seq; }
+  using key = __uint128_t;
+  static constexpr int slot_bits = 24;
+  static constexpr std::uint64_t sign_bit = std::uint64_t{1} << 63;
+  static_assert(sizeof(time_point::rep) == 8);
   time_point& now_;
   std::uint64_t seq_ = 0;
   std::vector<key> heap_;

@@ -33,12 +33,16 @@ batches_written write_batches(const partition_log& l, std::int64_t fetch_offset,
                               protocol::bytes& buf) {
   auto first = l.batch_starts.upper_bound(fetch_offset);
   std::int64_t o = first == l.batch_starts.begin() ? fetch_offset : *std::prev(first);
+  std::vector<protocol::record_input> recs;  // one batch's, reused
   while (o < l.end() && (o <= fetch_offset || o - fetch_offset < want)) {
     const auto next = l.batch_starts.upper_bound(o);
     const std::int64_t batch_end = next == l.batch_starts.end() ? l.end() : std::min(*next, l.end());
     const auto epoch = l.entries[static_cast<std::size_t>(o)].epoch;
     std::int64_t b = o;
-    std::vector<protocol::record_input> recs;
+    recs.clear();
+    recs.reserve(static_cast<std::size_t>(batch_end - o));
+    // Room for the batch (a 61-byte header, records of about 20 bytes): fewer reallocations.
+    buf.reserve(buf.size() + 64 + 24 * static_cast<std::size_t>(batch_end - o));
     while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
       const auto& e = l.entries[static_cast<std::size_t>(b)];
       if (!e.compacted) {

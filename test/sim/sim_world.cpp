@@ -1406,7 +1406,9 @@ run_result simulation::run() {
     out.invariant = v.invariant;
     out.message = v.message;
   }
-  for (const auto& t : trace_) out.trace += line(t) + "\n";
+  if (!out.ok) {
+    for (const auto& t : trace_) out.trace += line(t) + "\n";
+  }
   out.simulated_seconds = std::chrono::duration<double>(now_ - start_).count();
   return out;
 }

@@ -13,7 +13,7 @@ struct run_result {
   bool ok = true;
   std::string invariant;  // the one that failed
   std::string message;
-  std::string trace;  // the last events, one a line
+  std::string trace;  // the last events, one a line (only of a failed seed: printed only then)
   double simulated_seconds = 0;
 };
 
