@@ -172,6 +172,9 @@ class simulation final : public fetcher_calls {
   // is down), or the connection was reset by a restart the client had not seen yet.
   void send(std::int32_t node, std::string what, std::function<void(std::uint64_t)> sent,
             std::function<void()> failed);
+  // A request that is answered or lost (then failed after request_timeout): `answer(fails)` runs
+  // when its answer or failure reaches the client (ListOffsets, OffsetForLeaderEpoch).
+  void send_answered(std::int32_t node, const char* api, std::function<void(bool)> answer);
   void connection_attempt(std::int32_t node, std::uint64_t generation);
   // Whether request `id` to `node` is still in flight (a crash failed it otherwise); `done`: it
   // is answered now.
@@ -787,6 +790,20 @@ void simulation::send_offset_fetch() {
      });
 }
 
+void simulation::send_answered(std::int32_t node, const char* api, std::function<void(bool)> answer) {
+  send(
+      node, api,
+      [this, node, api, answer](std::uint64_t id) {
+        const bool fails = lost();
+        at(now_ + (fails ? request_timeout : latency()),
+           fmt::format("bg: {} from {} {}", api, node, fails ? "failed" : "answered"),
+           [this, node, answer, fails, id] {
+             if (reaches(node, id, true)) answer(fails);
+           });
+      },
+      [answer] { answer(true); });
+}
+
 void simulation::send_list_offsets() {
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   bool missing = false;
@@ -836,17 +853,7 @@ void simulation::send_list_offsets() {
       if (answered.size() != sent.size()) schedule_retry();
       pump();
     };
-    send(
-        leader, "ListOffsets",
-        [this, node = leader, answer](std::uint64_t id) {
-          const bool fails = lost();
-          at(now_ + (fails ? request_timeout : latency()),
-             fmt::format("bg: ListOffsets from {} {}", node, fails ? "failed" : "answered"),
-             [this, node, answer, fails, id] {
-               if (reaches(node, id, true)) answer(fails);
-             });
-        },
-        [answer] { answer(true); });
+    send_answered(leader, "ListOffsets", answer);
   }
 }
 
@@ -932,17 +939,7 @@ void simulation::send_validations() {
       if (retry) schedule_retry();
       pump();
     };
-    send(
-        leader, "OffsetForLeaderEpoch",
-        [this, node = leader, answer](std::uint64_t id) {
-          const bool fails = lost();
-          at(now_ + (fails ? request_timeout : latency()),
-             fmt::format("bg: OffsetForLeaderEpoch from {} {}", node, fails ? "failed" : "answered"),
-             [this, node, answer, fails, id] {
-               if (reaches(node, id, true)) answer(fails);
-             });
-        },
-        [answer] { answer(true); });
+    send_answered(leader, "OffsetForLeaderEpoch", answer);
   }
 }
 
