@@ -290,6 +290,9 @@ class member : public member_skeleton {
   std::string member_id_;
   std::int32_t generation_ = -1;
   std::int32_t claimed_generation_ = -1;  // the generation the last JoinGroup's owned partitions are from
+  // The generation of the last SyncGroup answer: generation_ moves on at a JoinGroup answer, and
+  // until its SyncGroup is answered, it is not the one the partitions owned came with.
+  std::int32_t synced_generation_ = -1;
   std::string leader_id_;
   std::string protocol_name_;
   partition_set owned_;

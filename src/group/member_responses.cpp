@@ -178,6 +178,7 @@ void member::sync_group_done(time_point now, const protocol::sync_group_response
       return;
     }
     pending_assignment_ = std::move(assigned);
+    synced_generation_ = generation_;
     last_heartbeat_ok_ = now;
     last_heartbeat_sent_ = now;
     retry_backoff_.reset();

@@ -2,6 +2,7 @@
 // the standing it shows the data path. Pure, like member.cpp.
 #include <algorithm>
 
+#include "base/sim_mutants.hpp"
 #include "group/member.hpp"
 #include "group/poll_interval.hpp"
 #include "kgroup/error.hpp"
@@ -106,9 +107,20 @@ group::standing member::standing() const {
   s.left =
       state_ == classic_state::leaving && (!listener_.pending() || listener_.pending_is(listener_kind::lost));
   // A generation is settled from SyncGroup's answer until the member leaves it: commits of the
-  // previous owner's revoke (preparing, leaving) still belong to it.
-  s.stable = generation_ >= 0 && (state_ == classic_state::stable || state_ == classic_state::completing ||
-                                  state_ == classic_state::preparing || state_ == classic_state::leaving);
+  // previous owner's revoke (preparing, leaving) still belong to it. Not when a JoinGroup answer
+  // moved the generation on and its SyncGroup was not answered (a close() or unsubscribe() while
+  // syncing): the partitions owned are the earlier generation's, and the new one may have given
+  // them to another member (kgroup-sim --group, fresh seed 796587710215: after a coordinator
+  // failover the reloaded group made a generation of the same number, which accepted the
+  // commit). Java's commits take the generation only while STABLE (generationIfStable()).
+  s.stable = generation_ >= 0 && generation_ == synced_generation_ &&
+             (state_ == classic_state::stable || state_ == classic_state::completing ||
+              state_ == classic_state::preparing || state_ == classic_state::leaving);
+#ifdef KGROUP_SIM_MUTANTS
+  if (sim::mutant_enabled("commit_unsynced_generation"))  // the finding above, put back
+    s.stable = generation_ >= 0 && (state_ == classic_state::stable || state_ == classic_state::completing ||
+                                    state_ == classic_state::preparing || state_ == classic_state::leaving);
+#endif
   s.owned = owned_;
   return s;
 }

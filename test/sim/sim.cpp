@@ -125,7 +125,7 @@ void usage() {
       "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
       "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
       "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable\n"
-      "         stale_claim_commit;\n"
+      "         stale_claim_commit commit_unsynced_generation;\n"
       "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
                                     "unsubscribe_stranger_commit",
                                     "gone_commit_retriable",
                                     "static_unsubscribe_stale_join",
-                                    "stale_claim_commit"};
+                                    "stale_claim_commit",
+                                    "commit_unsynced_generation"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;

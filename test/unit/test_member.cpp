@@ -977,3 +977,29 @@ TEST_CASE("member: a commit after a fatal error or once the leave is next fails 
     CHECK(commit_now(h) == rebalancing);
   }
 }
+
+TEST_CASE(
+    "member: close() while syncing a new generation refuses the revoke's commits (not the generation they "
+    "own)",
+    "[member][committer][sim_finding]") {
+  // kgroup-sim --group, fresh seed 796587710215 (G2): a member's JoinGroup answer moved its
+  // generation from 2 to 3, and close() came before that generation's SyncGroup answer; the
+  // auto-commit before the revoke sent the partitions of generation 2 with generation 3. After a
+  // coordinator failover the reloaded group (stored at generation 2) made a generation 3 of its
+  // own, which gave one of them to another member and accepted the commit. Java takes the
+  // generation for a commit only while STABLE.
+  harness h(make_options(RebalanceProtocol::cooperative));
+  h.make_stable(t01, {"t"}, "m1", 4);
+  CHECK(commit_now(h) == "sent");
+  auto a = h.next_heartbeat(kafka_errc::rebalance_in_progress);
+  expect<send_join_group>(a);  // cooperative: t01 stays owned through the join
+  a = h.join(join_ok("m1", 5, "leader", h.proto));
+  REQUIRE(h.m.generation() == 5);
+  CHECK(commit_now(h) == rebalancing);  // syncing
+  h.m.close(h.now);
+  a = h.take();
+  (void)expect_listener(a, listener_kind::revoked, t01);
+  REQUIRE(h.m.state() == classic_state::leaving);
+  CHECK_FALSE(h.m.standing().stable);
+  CHECK(commit_now(h) == rebalancing);  // was "sent", with generation 5 and generation 4's partitions
+}
