@@ -286,16 +286,8 @@ void simulation::data_validations(sim_member& m) {
       auto* p = d.fp.find(tp);
       if (!p || p->state() != pstate::validating || p->fetch_pos() != s.position) continue;
       const auto& l = logs_.at(tp);
-      std::int16_t err = 0;
-      std::pair<std::int32_t, std::int64_t> end{-1, -1};
-      if (l.leader != s.node)
-        err = code(kafka_errc::not_leader_or_follower);
-      else if (s.leader_epoch < l.epoch)
-        err = code(kafka_errc::fenced_leader_epoch);
-      else if (s.leader_epoch > l.epoch)
-        err = code(kafka_errc::unknown_leader_epoch);
-      else
-        end = l.end_of_epoch(s.epoch);
+      std::pair<std::int32_t, std::int64_t> end;
+      const std::int16_t err = l.offset_for_leader_epoch(s.node, s.leader_epoch, s.epoch, end);
       const auto o = d.fp.validated(tp, *p, s.leader_epoch, err, end.first, end.second);
       note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
                        name(tp), s.position, s.epoch, err, end.first, end.second));

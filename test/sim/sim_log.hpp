@@ -62,6 +62,17 @@ struct partition_log {
     --it;
     return {it->first, end_offset};
   }
+  // The broker's OffsetForLeaderEpoch answer asked of broker `node` with the member's view of the
+  // leader epoch: the partition error, and end_of_epoch(epoch) when there is none.
+  std::int16_t offset_for_leader_epoch(std::int32_t node, std::int32_t leader_epoch, std::int32_t epoch,
+                                       std::pair<std::int32_t, std::int64_t>& end_out) const {
+    end_out = {-1, -1};
+    if (node != leader) return static_cast<std::int16_t>(kafka_errc::not_leader_or_follower);
+    if (leader_epoch < this->epoch) return static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch);
+    if (leader_epoch > this->epoch) return static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch);
+    end_out = end_of_epoch(epoch);
+    return 0;
+  }
 };
 
 // An unclean election (both worlds): the new leader, `leader`, has the log only up to `cut` (at or

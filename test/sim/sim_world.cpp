@@ -902,16 +902,8 @@ void simulation::send_validations() {
           auto* p = waiting(tp);
           if (p == nullptr) continue;
           const auto& l = log(tp);
-          std::int16_t err = 0;
-          std::pair<std::int32_t, std::int64_t> end{-1, -1};
-          if (l.leader != node)
-            err = code(kafka_errc::not_leader_or_follower);
-          else if (sp.leader_epoch < l.epoch)
-            err = code(kafka_errc::fenced_leader_epoch);
-          else if (sp.leader_epoch > l.epoch)
-            err = code(kafka_errc::unknown_leader_epoch);
-          else
-            end = l.end_of_epoch(sp.epoch);
+          std::pair<std::int32_t, std::int64_t> end;
+          const std::int16_t err = l.offset_for_leader_epoch(node, sp.leader_epoch, sp.epoch, end);
           // fetcher::on_validated
           const auto o = fp_.validated(tp, *p, sp.leader_epoch, err, end.first, end.second);
           note(fmt::format("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}",
