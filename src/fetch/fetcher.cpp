@@ -26,6 +26,7 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
                data::fetch_planner_options{opts_.fetch_min_bytes, opts_.fetch_max_bytes,
                                            opts_.fetch_max_wait_ms, opts_.max_partition_fetch_bytes,
                                            opts_.isolation_level, opts_.client_rack, opts_.retry_backoff}),
+      requests_(positions_, planner_, opts_.group_id, opts_.isolation_level),
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -33,12 +34,6 @@ void fetcher::shutdown() {
   stopped_ = true;
   retry_timer_.cancel();
   auto_commit_timer_.cancel();
-}
-
-bool fetcher::missing(const TopicPartition& tp, part& p) {
-  const auto where = planner_.locate(cluster_->metadata(), tp, p);
-  if (where.report) report_missing(tp);
-  return where.missing;
 }
 
 void fetcher::report_missing(const TopicPartition& tp) {

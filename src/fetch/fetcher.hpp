@@ -24,6 +24,7 @@
 #include "data/fetch_positions.hpp"
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
+#include "data/position_requests.hpp"
 #include "net/cluster.hpp"
 #include "runtime/shared_state.hpp"
 
@@ -124,17 +125,21 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   using part = data::fetch_part;
   /// Logs that `tp` reads from its leader again instead of `replica` (-1: nothing to log).
   void log_replica_dropped(const TopicPartition& tp, std::int32_t replica, std::string_view why);
-  /// True when `tp` is absent from metadata (or its leader is unknown); reports it (manual
-  /// assignment) once a refresh made after it went missing still lacks it (fetch_planner::locate).
-  bool missing(const TopicPartition& tp, part& p);
 
   void pump();
+  // OffsetFetch, ListOffsets and OffsetForLeaderEpoch: the requests_ core decides, these send,
+  // log, count and tell the user thread.
   void send_offset_fetch();
+  void on_committed(std::error_code ec, const protocol::offset_fetch_response& r);
   void send_list_offsets();
-  void send_fetches();
+  void on_resets(const data::sent_resets& sent, std::error_code ec, const protocol::list_offsets_response& r);
   void send_validations();
-  void on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
-                    std::int32_t end_epoch, std::int64_t end_offset);
+  void on_validations(const data::sent_validations& sent, std::error_code ec,
+                      const protocol::offset_for_leader_epoch_response& r);
+  void on_validated(const data::validation_result::validated& v);
+  /// Reports what `wants` names missing (manual assignment) and refreshes metadata for the rest.
+  void report_wants(const data::position_wants& wants);
+  void send_fetches();
   void on_fetch_response(std::int32_t node, std::error_code ec, const protocol::fetch_response& r,
                          const net::response_frame& frame, const data::fetch_set& sent);
   /// Fetch latency, size and throttle time for the metrics.
@@ -178,7 +183,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   detail::fetch_chains chains_;
   // The Fetch path's decisions (per-broker requests, sessions, the answers' error ladder).
   data::fetch_planner planner_;
-  bool offset_fetch_in_flight_ = false;
+  // Where partitions start: OffsetFetch, ListOffsets, OffsetForLeaderEpoch (their decisions).
+  data::position_requests requests_;
   boost::asio::steady_timer retry_timer_;
   bool retry_armed_ = false;
   boost::asio::steady_timer auto_commit_timer_;

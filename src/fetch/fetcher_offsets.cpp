@@ -16,17 +16,11 @@ using clock = std::chrono::steady_clock;
 // ---- committed offsets --------------------------------------------------------------------------
 
 void fetcher::send_offset_fetch() {
-  if (offset_fetch_in_flight_) return;
-  std::set<TopicPartition> wanted;
-  for (const auto& [tp, p] : positions_.parts()) {
-    if (p.state() == pstate::needs_committed) wanted.insert(wanted.end(), tp);
-  }
+  const auto wanted = requests_.committed_wanted();
   if (wanted.empty()) return;
   const auto id = identity_();
   if (!id.group_mode) {
-    positions_.for_each([&](const TopicPartition& tp, part& p) {
-      if (p.state() == pstate::needs_committed) positions_.no_group(tp, p);
-    });
+    requests_.no_group(wanted);
     return;
   }
   auto conn = coordinator_connection(id);
@@ -34,160 +28,80 @@ void fetcher::send_offset_fetch() {
     schedule_retry();
     return;
   }
-  for (const auto& tp : wanted) positions_.committed_requested(tp, *positions_.find(tp));
-  offset_fetch_in_flight_ = true;
   conn->send_adjusted(
-      data::make_offset_fetch_request(opts_.group_id, wanted), data::adjust_offset_fetch,
+      requests_.request_committed(wanted), data::adjust_offset_fetch,
       [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
                                   const net::response_frame&) {
-        self->offset_fetch_in_flight_ = false;
         if (self->stopped_) return;
-        auto retry_all = [&] {
-          self->positions_.for_each(
-              [&](const TopicPartition& tp, part& p) { self->positions_.committed_failed(tp, p); });
-          self->schedule_retry();
-        };
-        if (ec) {
-          self->coordinator_unusable(true);
-          retry_all();
-          return;
-        }
-        std::int16_t top = r.error_code;
-        if (!r.groups.empty()) top = r.groups.front().error_code;
-        if (top != 0) {
-          logger()->debug("OffsetFetch: {}", kafka_error_name(top));
-          if (protocol::reacts(top, protocol::reaction::coordinator_moved)) self->coordinator_unusable(true);
-          retry_all();
-          return;
-        }
-        auto apply = [&](const std::string& topic, std::int32_t partition, std::int64_t offset,
-                         const std::optional<std::string>&, std::int32_t epoch, std::int16_t err) {
-          const TopicPartition tp{topic, partition};
-          part* fp = self->positions_.find(tp);
-          if (!fp || fp->state() != pstate::fetching_committed) return;
-          if (err != 0) {
-            self->positions_.committed_failed(tp, *fp);  // e.g. UNSTABLE_OFFSET_COMMIT: retry
-            self->schedule_retry();
-            return;
-          }
-          self->positions_.committed(tp, *fp, offset, epoch);
-          if (offset >= 0) {
-            logger()->debug("{}-{}: committed offset {} (leader epoch {})", topic, partition, offset, epoch);
-            {
-              std::lock_guard lock(self->shared_.mutex);
-              self->shared_.metrics.committed[{topic, partition}] = offset;
-            }
-            self->shared_.push(detail::position_event{{topic, partition}, offset, false, epoch});
-          }
-        };
-        data::for_each_committed(r, apply);
-        // Anything the broker did not answer is asked again.
-        self->positions_.for_each(
-            [&](const TopicPartition& tp, part& p) { self->positions_.committed_failed(tp, p); });
-        self->pump();
+        self->on_committed(ec, r);
       });
+}
+
+void fetcher::on_committed(std::error_code ec, const protocol::offset_fetch_response& r) {
+  const auto got = requests_.on_committed(ec, r);
+  if (got.error_code != 0) logger()->debug("OffsetFetch: {}", kafka_error_name(got.error_code));
+  if (got.coordinator_failed) coordinator_unusable(true);
+  for (const auto& c : got.offsets) {
+    logger()->debug("{}-{}: committed offset {} (leader epoch {})", c.tp.topic, c.tp.partition, c.offset,
+                    c.epoch);
+    {
+      std::lock_guard lock(shared_.mutex);
+      shared_.metrics.committed[c.tp] = c.offset;
+    }
+    shared_.push(detail::position_event{c.tp, c.offset, false, c.epoch});
+  }
+  if (got.retry) schedule_retry();
+  if (!ec && got.error_code == 0) pump();
 }
 
 // ---- resets ---------------------------------------------------------------------------------------
 
+void fetcher::report_wants(const data::position_wants& wants) {
+  for (const auto& tp : wants.report_missing) report_missing(tp);
+  if (wants.missing) retry_after_metadata();
+}
+
 void fetcher::send_list_offsets() {
-  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
   const auto& md = cluster_->metadata();
-  bool missing = false;
-  positions_.for_each([&](const TopicPartition& tp, part& p) {
-    if (p.state() != pstate::needs_reset) return;
-    if (positions_.reset_waits_for_seek(tp, p)) {
-      shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
-                                      "no committed offset for " + tp.topic + "-" +
-                                          std::to_string(tp.partition) + " and auto.offset.reset=none"});
-      return;
-    }
-    if (this->missing(tp, p)) {
-      missing = true;
-      return;
-    }
-    auto t = md.topics.find(tp.topic);
-    by_leader[t->second.partitions[static_cast<std::size_t>(tp.partition)].leader].push_back(tp);
-  });
-  if (missing) {
-    retry_after_metadata();
+  const auto wants = requests_.resets_wanted(md);
+  for (const auto& tp : wants.no_reset_policy) {
+    shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
+                                    "no committed offset for " + tp.topic + "-" +
+                                        std::to_string(tp.partition) + " and auto.offset.reset=none"});
   }
-  for (auto& [leader, tps] : by_leader) {
+  report_wants(wants);
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  for (const auto& [leader, tps] : wants.by_leader) {
     auto conn = leader_connection(leader);
     if (!conn) continue;
-    protocol::list_offsets_request req;
-    req.replica_id = -1;
-    req.isolation_level = opts_.isolation_level;
-    std::map<std::string, std::size_t> index;
-    // Each request's answer applies only while it is the partition's latest: a seek_to_*() can
-    // start a new reset while an older one is in flight (the older answer is then stale).
-    std::map<TopicPartition, std::uint64_t> seqs;
-    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-    for (const auto& tp : tps) {
-      auto& p = *positions_.find(tp);
-      seqs[tp] = positions_.reset_requested(tp, p);
-      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
-      if (inserted) req.topics.push_back({tp.topic, {}});
-      // current_leader_epoch travels from v4 on (the leader fences a stale one).
-      const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      req.topics[it->second].partitions.push_back(
-          {tp.partition, pi.leader_epoch, positions_.list_offsets_timestamp(p, now_ms), 1});
-    }
+    auto sent = std::make_shared<data::sent_resets>(requests_.request_resets(leader, tps, md, now_ms));
     conn->send_adjusted(
-        std::move(req),
-        [](protocol::list_offsets_request& r, std::int16_t version) {
-          if (version < 2) r.isolation_level = 0;
-        },
-        [self = shared_from_this(), tps, seqs](std::error_code ec, const protocol::list_offsets_response& r,
-                                               const net::response_frame&) {
+        sent->request, data::adjust_list_offsets,
+        [self = shared_from_this(), sent](std::error_code ec, const protocol::list_offsets_response& r,
+                                          const net::response_frame&) {
           if (self->stopped_) return;
-          const auto current = [&](const TopicPartition& tp) -> part* {
-            const auto s = seqs.find(tp);
-            return s == seqs.end() ? nullptr : self->positions_.reset_current(tp, s->second);
-          };
-          std::set<TopicPartition> answered;
-          if (ec) {
-            // The broker could not be reached or the request was lost: its leadership may have
-            // moved (a broker gone for good), so ask for fresh metadata before the retry, as for
-            // Fetch and OffsetForLeaderEpoch (Java refreshes on every disconnect). Without it the
-            // retry went to the same broker until metadata.max.age.ms (found by kgroup-sim).
-            logger()->debug("ListOffsets failed: {}", ec.message());
-            self->maybe_refresh_metadata();
-          } else {
-            for (const auto& t : r.topics) {
-              for (const auto& p : t.partitions) {
-                TopicPartition tp{t.name, p.partition_index};
-                part* cur = current(tp);
-                if (cur == nullptr) continue;
-                if (p.error_code == 0 && p.offset < 0 && self->positions_.reset_found_nothing(tp, *cur)) {
-                  // auto.offset.reset=by_duration found no record that recent: the log's end.
-                  logger()->info(
-                      "{}-{}: no record within auto.offset.reset's duration; reset to the log's end",
-                      tp.topic, tp.partition);
-                  answered.insert(tp);  // not a failure: pump() below asks for the end at once
-                  continue;
-                }
-                if (p.error_code != 0 || p.offset < 0) {
-                  if (protocol::reacts(p.error_code, protocol::reaction::refresh_metadata)) self->maybe_refresh_metadata();
-                  continue;
-                }
-                answered.insert(tp);
-                logger()->debug("{}-{}: reset to offset {}", tp.topic, tp.partition, p.offset);
-                self->positions_.reset_answered(tp, *cur, p.offset, p.leader_epoch);  // epoch: v4+; -1 before
-                self->shared_.push(detail::position_event{tp, p.offset, true, p.leader_epoch});
-              }
-            }
-          }
-          for (const auto& tp : tps) {
-            if (answered.count(tp)) continue;
-            if (auto* p = current(tp)) self->positions_.reset_failed(tp, *p);
-          }
-          if (answered.size() != tps.size()) self->schedule_retry();
-          self->pump();
+          self->on_resets(*sent, ec, r);
         });
   }
+}
+
+void fetcher::on_resets(const data::sent_resets& sent, std::error_code ec,
+                        const protocol::list_offsets_response& r) {
+  if (ec) logger()->debug("ListOffsets failed: {}", ec.message());
+  const auto got = requests_.on_resets(sent, ec, r);
+  for (const auto& tp : got.found_nothing) {
+    logger()->info("{}-{}: no record within auto.offset.reset's duration; reset to the log's end", tp.topic,
+                   tp.partition);
+  }
+  for (const auto& p : got.positions) {
+    logger()->debug("{}-{}: reset to offset {}", p.tp.topic, p.tp.partition, p.offset);
+    shared_.push(detail::position_event{p.tp, p.offset, true, p.epoch});
+  }
+  if (got.refresh_metadata) maybe_refresh_metadata();
+  if (got.retry) schedule_retry();
+  pump();
 }
 
 // ---- validation (KIP-320) --------------------------------------------------------------------------
@@ -198,104 +112,42 @@ void fetcher::send_list_offsets() {
 // ends in the leader's log. An end below the position means the log was truncated under it.
 void fetcher::send_validations() {
   const auto& md = cluster_->metadata();
-  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
-  bool missing = false;
-  positions_.for_each([&](const TopicPartition& tp, part& p) {
-    if (p.state() != pstate::needs_validation) return;
-    if (this->missing(tp, p)) {
-      missing = true;
-      return;
-    }
-    const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-    if (p.epoch() < 0 || pi.leader_epoch < 0) {
-      // Nothing to check with: a position without an epoch (legacy records, a plain seek), or
-      // metadata without leader epochs (Metadata before v7). Fetched as it is, as Java does.
-      positions_.validation_skipped(tp, p, pi.leader_epoch);
-      return;
-    }
-    by_leader[pi.leader].push_back(tp);
-  });
-  if (missing) {
-    retry_after_metadata();
-  }
-  struct sent_part {
-    std::int64_t position;
-    std::int32_t leader_epoch;
-  };
-  for (auto& [leader, tps] : by_leader) {
+  const auto wants = requests_.validations_wanted(md);
+  report_wants(wants);
+  for (const auto& [leader, tps] : wants.by_leader) {
     auto conn = leader_connection(leader);
     if (!conn) continue;
-    protocol::offset_for_leader_epoch_request req;
-    req.replica_id = -1;  // a consumer (v3+)
-    std::map<std::string, std::size_t> index;
-    auto sent = std::make_shared<std::map<TopicPartition, sent_part>>();
-    for (const auto& tp : tps) {
-      auto& p = *positions_.find(tp);
-      const auto& pi = md.topics.find(tp.topic)->second.partitions[static_cast<std::size_t>(tp.partition)];
-      positions_.validation_requested(tp, p);
-      auto [it, inserted] = index.emplace(tp.topic, req.topics.size());
-      if (inserted) req.topics.push_back({tp.topic, {}});
-      req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, p.epoch()});
-      sent->emplace(tp, sent_part{p.fetch_pos(), pi.leader_epoch});
-    }
-    conn->send(std::move(req), [self = shared_from_this(), sent](std::error_code ec,
-                                                                const protocol::offset_for_leader_epoch_response& r) {
+    auto sent = std::make_shared<data::sent_validations>(requests_.request_validations(leader, tps, md));
+    conn->send(sent->request, [self = shared_from_this(), sent](
+                                  std::error_code ec, const protocol::offset_for_leader_epoch_response& r) {
       if (self->stopped_) return;
-      // Still waiting for this answer: not seeked, reset or revoked meanwhile.
-      auto waiting = [&](const TopicPartition& tp) -> part* {
-        part* p = self->positions_.find(tp);
-        auto s = sent->find(tp);
-        if (!p || s == sent->end() || p->state() != pstate::validating || p->fetch_pos() != s->second.position)
-          return nullptr;
-        return p;
-      };
-      if (ec == make_error_code(client_errc::no_compatible_version)) {
-        // A broker older than OffsetForLeaderEpoch v2 (Kafka 2.1) cannot validate: fetch as is.
-        logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
-        for (const auto& [tp, sp] : *sent) {
-          if (part* p = waiting(tp); p != nullptr) {
-            self->positions_.validation_skipped(tp, *p, sp.leader_epoch);
-          }
-        }
-        self->pump();
-        return;
-      }
-      if (!ec) {
-        for (const auto& t : r.topics) {
-          for (const auto& e : t.partitions) {
-            const TopicPartition tp{t.topic, e.partition};
-            part* p = waiting(tp);
-            if (p == nullptr) continue;
-            self->on_validated(tp, *p, sent->at(tp).leader_epoch, e.error_code, e.leader_epoch, e.end_offset);
-          }
-        }
-      } else {
-        logger()->debug("OffsetForLeaderEpoch failed: {}", ec.message());
-        self->maybe_refresh_metadata();
-      }
-      bool retry = false;
-      for (const auto& [tp, sp] : *sent) {
-        if (part* p = waiting(tp); p != nullptr) {  // not answered: asked again
-          self->positions_.validation_failed(tp, *p);
-          retry = true;
-        }
-      }
-      if (retry) self->schedule_retry();
-      self->pump();
+      self->on_validations(*sent, ec, r);
     });
   }
 }
 
-void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leader_epoch, std::int16_t error_code,
-                           std::int32_t end_epoch, std::int64_t end_offset) {
+void fetcher::on_validations(const data::sent_validations& sent, std::error_code ec,
+                             const protocol::offset_for_leader_epoch_response& r) {
+  const auto got = requests_.on_validations(sent, ec, r);
+  if (got.unsupported) {
+    logger()->debug("OffsetForLeaderEpoch v2+ not supported by the leader; positions are not validated");
+  } else if (ec) {
+    logger()->debug("OffsetForLeaderEpoch failed: {}", ec.message());
+  }
+  for (const auto& v : got.results) on_validated(v);
+  if (got.refresh_metadata) maybe_refresh_metadata();
+  if (got.retry) schedule_retry();
+  pump();
+}
+
+void fetcher::on_validated(const data::validation_result::validated& v) {
+  const auto& tp = v.tp;
+  const auto& o = v.outcome;
   const std::string name = tp.topic + "-" + std::to_string(tp.partition);
   using verdict = data::validation_outcome::verdict;
-  const auto o = positions_.validated(tp, p, leader_epoch, error_code, end_epoch, end_offset);
   if (o.what == verdict::retry) {
     // FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...: asked again once metadata is fresh.
-    logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(error_code));
-    if (protocol::reacts(error_code, protocol::reaction::refresh_metadata)) maybe_refresh_metadata();
-    schedule_retry();
+    logger()->debug("{}: OffsetForLeaderEpoch: {}", name, kafka_error_name(v.error_code));
     return;
   }
   // Counted once the outcome is published: an application that sees the count sees the cut too.
@@ -321,7 +173,7 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
       logger()->warn(
           "{}: log truncation detected: position {} (leader epoch {}) is past the leader's log, which "
           "diverged at offset {} (epoch {}); resuming there",
-          name, o.position, o.epoch, end_offset, end_epoch);
+          name, o.position, o.epoch, v.end_offset, v.end_epoch);
       break;
     case verdict::awaiting_seek:
       // auto.offset.reset=none: poll() raises LogTruncationError only if the application's
@@ -331,8 +183,8 @@ void fetcher::on_validated(const TopicPartition& tp, part& p, std::int32_t leade
                      name, o.position, o.epoch,
                      o.divergence_unknown
                          ? std::string("the leader cannot tell where its log diverged")
-                         : "the leader's log diverged at offset " + std::to_string(end_offset) + " (epoch " +
-                               std::to_string(end_epoch) + ")");
+                         : "the leader's log diverged at offset " + std::to_string(v.end_offset) +
+                               " (epoch " + std::to_string(v.end_epoch) + ")");
       break;
   }
   if (o.cut) shared_.push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);

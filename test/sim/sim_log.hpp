@@ -73,6 +73,20 @@ struct partition_log {
     end_out = end_of_epoch(epoch);
     return 0;
   }
+  // ListOffsets as the leader answers it for a reset (timestamp -2 earliest, -1 latest), asked of
+  // `node` with the client's `leader_epoch`: the error code (0: `offset_out` and `epoch_out` set).
+  std::int16_t list_offsets(std::int32_t node, std::int32_t leader_epoch, std::int64_t timestamp,
+                            std::int64_t& offset_out, std::int32_t& epoch_out) const {
+    offset_out = -1;
+    epoch_out = -1;
+    if (node != leader) return static_cast<std::int16_t>(kafka_errc::not_leader_or_follower);
+    if (leader_epoch < this->epoch) return static_cast<std::int16_t>(kafka_errc::fenced_leader_epoch);
+    if (leader_epoch > this->epoch) return static_cast<std::int16_t>(kafka_errc::unknown_leader_epoch);
+    const bool earliest = timestamp == -2;
+    offset_out = earliest ? log_start : end();
+    epoch_out = earliest ? epoch_for(offset_out) : epoch_start.rbegin()->first;
+    return 0;
+  }
 };
 
 // An unclean election (both worlds): the new leader, `leader`, has the log only up to `cut` (at or

@@ -32,6 +32,7 @@
 #include "data/committer.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
+#include "data/position_requests.hpp"
 #include "kgroup/error.hpp"
 #include "kgroup/kafka_errc.hpp"
 #include "protocol/messages.hpp"
@@ -265,13 +266,13 @@ class simulation final : public fetcher_calls {
   std::map<TopicPartition, std::int64_t> history_end_;
   data::fetch_positions fp_{policy_, [this](const std::string& r) { note("REFUSED " + r); }};
   data::fetch_planner planner_{fp_, data::fetch_planner_options{}};
+  data::position_requests requests_{fp_, planner_, "sim", 0};
   detail::fetch_chains chains_;  // fetcher.cpp's: the application's restarts received (fetched_data::chain)
   data::cluster_metadata md_;
   std::uint64_t refreshes_ = 0;
   bool refresh_in_flight_ = false;
   time_point last_refresh_{};
   bool retry_armed_ = false;
-  bool offset_fetch_in_flight_ = false;
   std::size_t buffer_max_bytes_ = 16 * 1024;
   std::map<TopicPartition, std::int64_t> last_auto_committed_;
   // The answer time of each diverged cut pushed and of the last one applied (invariant 3).
@@ -757,36 +758,36 @@ void simulation::push_cut(const TopicPartition& tp, std::int64_t offset, std::in
   shared_.push_cut(tp, offset, epoch, kind, halted);
 }
 
+// fetcher_offsets.cpp's glue around the library's position_requests core: the requests it
+// builds are answered by the brokers' logs, and what the core makes of the answers is carried out
+// as the driver does (the notes stand for its log lines).
+static const std::error_code request_failed = make_error_code(client_errc::request_timed_out);
+
 void simulation::send_offset_fetch() {
-  if (offset_fetch_in_flight_) return;
-  std::set<TopicPartition> wanted;
-  for (const auto& [tp, p] : fp_.parts()) {
-    if (p.state() == pstate::needs_committed) wanted.insert(tp);
-  }
+  const auto wanted = requests_.committed_wanted();
   if (wanted.empty()) return;
-  for (const auto& tp : wanted) fp_.committed_requested(tp, *fp_.find(tp));
-  offset_fetch_in_flight_ = true;
+  auto req = requests_.request_committed(wanted);
   const bool fails = lost();
   at(now_ + (fails ? request_timeout : latency()),
-     fails ? "bg: OffsetFetch failed" : "bg: OffsetFetch answered", [this, wanted, fails] {
-       offset_fetch_in_flight_ = false;
-       if (fails) {
-         fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) { fp_.committed_failed(tp, p); });
-         schedule_retry();
-         return;
-       }
-       for (const auto& tp : wanted) {
-         auto* p = fp_.find(tp);
-         if (!p || p->state() != pstate::fetching_committed) continue;
-         const auto c = log(tp).committed;
-         fp_.committed(tp, *p, c.offset, c.epoch);
-         if (c.offset >= 0) {
-           note(fmt::format("bg: {} committed offset {} epoch {}", name(tp), c.offset, c.epoch));
-           push_event(detail::position_event{tp, c.offset, false, c.epoch});
+     fails ? "bg: OffsetFetch failed" : "bg: OffsetFetch answered", [this, req = std::move(req), fails] {
+       protocol::offset_fetch_response r;
+       if (!fails) {
+         for (const auto& t : *req.topics) {
+           auto& rt = r.topics.emplace_back();
+           rt.name = t.name;
+           for (const auto p : t.partition_indexes) {
+             const auto c = log({t.name, p}).committed;
+             rt.partitions.push_back({p, c.offset, c.epoch, std::string{}, 0});
+           }
          }
        }
-       fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) { fp_.committed_failed(tp, p); });
-       pump();
+       const auto got = requests_.on_committed(fails ? request_failed : std::error_code{}, r);
+       for (const auto& c : got.offsets) {
+         note(fmt::format("bg: {} committed offset {} epoch {}", name(c.tp), c.offset, c.epoch));
+         push_event(detail::position_event{c.tp, c.offset, false, c.epoch});
+       }
+       if (got.retry) schedule_retry();
+       if (!fails) pump();
      });
 }
 
@@ -805,52 +806,34 @@ void simulation::send_answered(std::int32_t node, const char* api, std::function
 }
 
 void simulation::send_list_offsets() {
-  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
-  bool missing = false;
-  fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
-    if (p.state() != pstate::needs_reset) return;
-    if (fp_.reset_waits_for_seek(tp, p)) return;  // not with auto.offset.reset=earliest
-    if (planner_.locate(md_, tp, p).missing) {
-      missing = true;
-      return;
-    }
-    by_leader[md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader].push_back(
-        tp);
-  });
-  if (missing) retry_after_metadata();
-  for (auto& [leader, tps] : by_leader) {
-    std::map<TopicPartition, std::pair<std::uint64_t, std::int32_t>> sent;  // seq, leader epoch (metadata)
-    for (const auto& tp : tps) {
-      auto& p = *fp_.find(tp);
-      sent[tp] = {fp_.reset_requested(tp, p),
-                  md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition)).leader_epoch};
-    }
-    // fetcher_offsets.cpp: a failed request (ec) answers nothing: it asks for fresh metadata (the
-    // leader's broker may be gone), and each reset fails and is retried.
-    auto answer = [this, node = leader, sent](bool fails) {
-      std::set<TopicPartition> answered;
-      if (fails) maybe_refresh_metadata();
-      for (const auto& [tp, s] : sent) {
-        auto* cur = fp_.reset_current(tp, s.first);
-        if (cur == nullptr || fails) continue;
-        const auto& l = log(tp);
-        if (l.leader != node || s.second != l.epoch) {
-          maybe_refresh_metadata();  // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
-          continue;
+  const auto wants = requests_.resets_wanted(md_);
+  if (!wants.no_reset_policy.empty()) fail("driver", "a reset waits for a seek with a reset policy");
+  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (wants.missing) retry_after_metadata();
+  for (const auto& [leader, tps] : wants.by_leader) {
+    auto sent = std::make_shared<const data::sent_resets>(requests_.request_resets(leader, tps, md_, 0));
+    auto answer = [this, sent](bool fails) {
+      protocol::list_offsets_response r;
+      if (!fails) {
+        for (const auto& t : sent->request.topics) {
+          auto& rt = r.topics.emplace_back();
+          rt.name = t.name;
+          for (const auto& p : t.partitions) {
+            auto& rp = rt.partitions.emplace_back();
+            rp.partition_index = p.partition_index;
+            rp.error_code = log({t.name, p.partition_index})
+                                .list_offsets(sent->node, p.current_leader_epoch, p.timestamp, rp.offset,
+                                              rp.leader_epoch);
+          }
         }
-        const bool earliest = cur->reset_timestamp() == -2;
-        const std::int64_t offset = earliest ? l.log_start : l.end();
-        const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
-        answered.insert(tp);
-        note(fmt::format("bg: {} reset to {} epoch {}", name(tp), offset, epoch));
-        fp_.reset_answered(tp, *cur, offset, epoch);
-        push_event(detail::position_event{tp, offset, true, epoch});
       }
-      for (const auto& [tp, s] : sent) {
-        if (answered.count(tp)) continue;
-        if (auto* p = fp_.reset_current(tp, s.first)) fp_.reset_failed(tp, *p);
+      const auto got = requests_.on_resets(*sent, fails ? request_failed : std::error_code{}, r);
+      for (const auto& p : got.positions) {
+        note(fmt::format("bg: {} reset to {} epoch {}", name(p.tp), p.offset, p.epoch));
+        push_event(detail::position_event{p.tp, p.offset, true, p.epoch});
       }
-      if (answered.size() != sent.size()) schedule_retry();
+      if (got.refresh_metadata) maybe_refresh_metadata();
+      if (got.retry) schedule_retry();
       pump();
     };
     send_answered(leader, "ListOffsets", answer);
@@ -858,77 +841,47 @@ void simulation::send_list_offsets() {
 }
 
 void simulation::send_validations() {
-  std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
-  bool missing = false;
-  fp_.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
-    if (p.state() != pstate::needs_validation) return;
-    if (planner_.locate(md_, tp, p).missing) {
-      missing = true;
-      return;
+  const auto wants = requests_.validations_wanted(md_);
+  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (wants.missing) retry_after_metadata();
+  for (const auto& [leader, tps] : wants.by_leader) {
+    auto sent =
+        std::make_shared<const data::sent_validations>(requests_.request_validations(leader, tps, md_));
+    for (const auto& t : sent->request.topics) {
+      for (const auto& p : t.partitions) {
+        const auto& sp = sent->sent.at({t.topic, p.partition});
+        note(fmt::format("bg: validate {} at {} epoch {} (leader epoch {})", name({t.topic, p.partition}),
+                         sp.position, sp.epoch, sp.leader_epoch));
+      }
     }
-    const auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
-    if (p.epoch() < 0 || pi.leader_epoch < 0) {
-      fp_.validation_skipped(tp, p, pi.leader_epoch);
-      return;
-    }
-    by_leader[pi.leader].push_back(tp);
-  });
-  if (missing) retry_after_metadata();
-  struct sent_part {
-    std::int64_t position;
-    std::int32_t leader_epoch;
-    std::int32_t epoch;
-  };
-  for (auto& [leader, tps] : by_leader) {
-    std::map<TopicPartition, sent_part> sent;
-    for (const auto& tp : tps) {
-      auto& p = *fp_.find(tp);
-      const auto& pi = md_.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
-      fp_.validation_requested(tp, p);
-      sent[tp] = {p.fetch_pos(), pi.leader_epoch, p.epoch()};
-      note(fmt::format("bg: validate {} at {} epoch {} (leader epoch {})", name(tp), p.fetch_pos(), p.epoch(),
-                       pi.leader_epoch));
-    }
-    auto answer = [this, node = leader, sent](bool fails) {
-      auto waiting = [&](const TopicPartition& tp) -> data::fetch_part* {
-        auto* p = fp_.find(tp);
-        auto s = sent.find(tp);
-        if (!p || s == sent.end() || p->state() != pstate::validating || p->fetch_pos() != s->second.position)
-          return nullptr;
-        return p;
-      };
+    auto answer = [this, sent](bool fails) {
+      protocol::offset_for_leader_epoch_response r;
       if (!fails) {
-        for (const auto& [tp, sp] : sent) {
-          auto* p = waiting(tp);
-          if (p == nullptr) continue;
-          const auto& l = log(tp);
-          std::pair<std::int32_t, std::int64_t> end;
-          const std::int16_t err = l.offset_for_leader_epoch(node, sp.leader_epoch, sp.epoch, end);
-          // fetcher::on_validated
-          const auto o = fp_.validated(tp, *p, sp.leader_epoch, err, end.first, end.second);
-          note(fmt::format("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}",
-                           name(tp), sp.position, sp.epoch, err, end.first, end.second,
-                           static_cast<int>(o.what)));
-          using verdict = data::validation_outcome::verdict;
-          if (o.what == verdict::retry) {
-            maybe_refresh_metadata();
-            schedule_retry();
-          } else if (o.what == verdict::awaiting_seek) {
-            fail("driver", "awaiting_seek with auto.offset.reset=earliest");
+        for (const auto& t : sent->request.topics) {
+          auto& rt = r.topics.emplace_back();
+          rt.topic = t.topic;
+          for (const auto& p : t.partitions) {
+            std::pair<std::int32_t, std::int64_t> end;
+            const auto err =
+                log({t.topic, p.partition})
+                    .offset_for_leader_epoch(sent->node, p.current_leader_epoch, p.leader_epoch, end);
+            rt.partitions.push_back({err, p.partition, end.first, end.second});
           }
-          if (o.cut) push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
-        }
-      } else {
-        maybe_refresh_metadata();
-      }
-      bool retry = false;
-      for (const auto& [tp, sp] : sent) {
-        if (auto* p = waiting(tp)) {
-          fp_.validation_failed(tp, *p);
-          retry = true;
         }
       }
-      if (retry) schedule_retry();
+      const auto got = requests_.on_validations(*sent, fails ? request_failed : std::error_code{}, r);
+      for (const auto& v : got.results) {
+        const auto& o = v.outcome;
+        const auto& sp = sent->sent.at(v.tp);
+        note(fmt::format("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}",
+                         name(v.tp), sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset,
+                         static_cast<int>(o.what)));
+        if (o.what == data::validation_outcome::verdict::awaiting_seek)
+          fail("driver", "awaiting_seek with auto.offset.reset=earliest");
+        if (o.cut) push_cut(v.tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
+      }
+      if (got.refresh_metadata) maybe_refresh_metadata();
+      if (got.retry) schedule_retry();
       pump();
     };
     send_answered(leader, "OffsetForLeaderEpoch", answer);
