@@ -27,6 +27,7 @@ fetcher::fetcher(asio::io_context& io, std::shared_ptr<net::cluster> c, fetcher_
                                            opts_.fetch_max_wait_ms, opts_.max_partition_fetch_bytes,
                                            opts_.isolation_level, opts_.client_rack, opts_.retry_backoff}),
       requests_(positions_, planner_, opts_.group_id, opts_.isolation_level),
+      calls_{positions_, chains_, shared_},
       retry_timer_(io),
       auto_commit_timer_(io) {}
 
@@ -53,48 +54,31 @@ void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
 }
 
 void fetcher::seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
-  chains_.restart(tp);
-  shared_.push(detail::position_event{tp, offset, false, epoch, true});
-  if (!positions_.seek(tp, offset, epoch)) return;
-  pump();
+  if (calls_.seek(tp, offset, epoch)) pump();
 }
 
 void fetcher::refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) {
-  chains_.restart(tp);  // counted even when not applied: the user thread counted the call
-  if (!positions_.refetch(tp, offset, epoch)) return;  // moved on meanwhile (reset, seek)
-  pump();
+  if (calls_.refetch(tp, offset, epoch)) pump();
 }
 
 void fetcher::cut_accepted(const TopicPartition& tp, std::int64_t offset) {
-  if (positions_.cut_accepted(tp, offset)) pump();
+  if (calls_.cut_accepted(tp, offset)) pump();
 }
 
 void fetcher::reset_position(const TopicPartition& tp) {
-  chains_.restart(tp);
-  shared_.push(detail::position_event{tp, -1, false, -1, true});
-  if (auto* p = positions_.find(tp)) positions_.offset_out_of_range(tp, *p);
-  pump();
+  if (calls_.reset_position(tp)) pump();
 }
 
 void fetcher::seek_to(const std::set<TopicPartition>& tps, bool beginning) {
-  for (const auto& tp : tps) {
-    chains_.restart(tp);
-    shared_.push(detail::position_event{tp, -1, false, -1, true});
-    positions_.seek_to(tp, beginning);
-  }
-  pump();
+  if (calls_.seek_to(tps, beginning)) pump();
 }
 
 void fetcher::pause(const std::set<TopicPartition>& tps) {
-  for (const auto& tp : tps) positions_.pause(tp);
+  if (calls_.pause(tps)) pump();
 }
 
 void fetcher::resume(const std::map<TopicPartition, detail::epoch_offset>& positions) {
-  for (const auto& [tp, pos] : positions) {
-    if (pos.offset >= 0) chains_.restart(tp);  // as the user thread counted it (data_reader::resume)
-    positions_.resume(tp, pos.offset, pos.epoch);
-  }
-  pump();
+  if (calls_.resume(positions)) pump();
 }
 
 void fetcher::wake() {

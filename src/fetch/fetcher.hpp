@@ -25,6 +25,7 @@
 #include "data/fetch_session.hpp"
 #include "data/next_offset.hpp"
 #include "data/position_requests.hpp"
+#include "fetch/position_calls.hpp"
 #include "net/cluster.hpp"
 #include "runtime/shared_state.hpp"
 
@@ -185,6 +186,8 @@ class fetcher : public std::enable_shared_from_this<fetcher> {
   data::fetch_planner planner_;
   // Where partitions start: OffsetFetch, ListOffsets, OffsetForLeaderEpoch (their decisions).
   data::position_requests requests_;
+  // The data reader's calls (seek, pause, resume, ...) applied to the positions.
+  position_calls calls_;
   boost::asio::steady_timer retry_timer_;
   bool retry_armed_ = false;
   boost::asio::steady_timer auto_commit_timer_;

@@ -1,8 +1,7 @@
-// The fetcher's side of the data reader's calls (fetcher_port), as src/fetch/fetcher.cpp carries
-// them out, for both simulations (sim_world.cpp's one member, sim_group_data.cpp's members with
-// --group --real-data): each call is posted to the background thread (post(), in order) and then
-// applied to the fetcher's position table and chains. A change to fetcher.cpp's callbacks is
-// mirrored here, once.
+// The fetcher's side of the data reader's calls (fetcher_port), for both simulations (sim_world.cpp's
+// one member, sim_group_data.cpp's members with --group --real-data): each call is posted to the
+// background thread (post(), in order) and then applied by the library's fetch::position_calls,
+// as src/fetch/fetcher.cpp applies it.
 #pragma once
 
 #include <fmt/format.h>
@@ -15,6 +14,7 @@
 
 #include "consumer/data_reader.hpp"
 #include "data/fetch_positions.hpp"
+#include "fetch/position_calls.hpp"
 #include "runtime/shared_state.hpp"
 
 namespace kgroup::sim {
@@ -23,61 +23,44 @@ class fetcher_calls : public detail::fetcher_port {
  public:
   // The three are the derived class's members: bound here, used only once it is constructed.
   fetcher_calls(data::fetch_positions& fp, detail::fetch_chains& chains, detail::shared_state& shared)
-      : fp_(fp), chains_(chains), shared_(shared) {}
+      : calls_{fp, chains, shared} {}
 
   void wake() override {
     post("wake", [this] { pump(); });
   }
   void refetch(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
     post(fmt::format("refetch {} {}", name(tp), offset), [this, tp, offset, epoch] {
-      chains_.restart(tp);
-      if (!fp_.refetch(tp, offset, epoch)) return;
-      pump();
+      if (calls_.refetch(tp, offset, epoch)) pump();
     });
   }
   void seek(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch) override {
     post(fmt::format("seek {} {} epoch {}", name(tp), offset, epoch), [this, tp, offset, epoch] {
-      chains_.restart(tp);
-      shared_.push(detail::position_event{tp, offset, false, epoch, true});
-      if (!fp_.seek(tp, offset, epoch)) return;
-      pump();
+      if (calls_.seek(tp, offset, epoch)) pump();
     });
   }
   void seek_to(const std::set<TopicPartition>& tps, bool beginning) override {
     post("seek_to", [this, tps, beginning] {
-      for (const auto& tp : tps) {
-        chains_.restart(tp);
-        shared_.push(detail::position_event{tp, -1, false, -1, true});
-        fp_.seek_to(tp, beginning);
-      }
-      pump();
+      if (calls_.seek_to(tps, beginning)) pump();
     });
   }
   void pause(const std::set<TopicPartition>& tps) override {
     post("pause", [this, tps] {
-      for (const auto& tp : tps) fp_.pause(tp);
+      if (calls_.pause(tps)) pump();
     });
   }
   void resume(const std::map<TopicPartition, detail::epoch_offset>& positions) override {
     post("resume", [this, positions] {
-      for (const auto& [tp, pos] : positions) {
-        if (pos.offset >= 0) chains_.restart(tp);
-        fp_.resume(tp, pos.offset, pos.epoch);
-      }
-      pump();
+      if (calls_.resume(positions)) pump();
     });
   }
   void cut_accepted(const TopicPartition& tp, std::int64_t offset) override {
     post("cut_accepted", [this, tp, offset] {
-      if (fp_.cut_accepted(tp, offset)) pump();
+      if (calls_.cut_accepted(tp, offset)) pump();
     });
   }
   void reset_position(const TopicPartition& tp) override {
     post(fmt::format("reset_position {}", name(tp)), [this, tp] {
-      chains_.restart(tp);
-      shared_.push(detail::position_event{tp, -1, false, -1, true});
-      if (auto* p = fp_.find(tp)) fp_.offset_out_of_range(tp, *p);
-      pump();
+      if (calls_.reset_position(tp)) pump();
     });
   }
 
@@ -90,9 +73,7 @@ class fetcher_calls : public detail::fetcher_port {
 
  private:
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
-  data::fetch_positions& fp_;
-  detail::fetch_chains& chains_;
-  detail::shared_state& shared_;
+  fetch::position_calls calls_;
 };
 
 }  // namespace kgroup::sim

@@ -30,6 +30,7 @@
 #include "data/committer.hpp"
 #include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
+#include "data/position_requests.hpp"
 #include "group/consumer_member.hpp"
 #include "group/member.hpp"
 #include "kgroup/assignor.hpp"
@@ -309,6 +310,7 @@ struct member_data final : fetcher_calls {
   std::string refused;  // fetch_positions' last refused transition
   data::fetch_positions fp;
   data::fetch_planner planner{fp, data::fetch_planner_options{}};
+  data::position_requests requests{fp, planner, "sim", 0};
   detail::fetch_chains chains;  // fetcher.cpp's: the application's restarts received
   detail::poll_stats stats;
   detail::data_reader reader;
@@ -317,7 +319,6 @@ struct member_data final : fetcher_calls {
   bool refresh_in_flight = false;
   time_point last_refresh{};
   bool retry_armed = false;
-  bool offset_fetch_in_flight = false;
   // The checker's view: each owned partition's next offset for the application (from the position
   // events the reader applied and the records it returned).
   std::map<TopicPartition, std::int64_t> expected;
@@ -596,6 +597,8 @@ class simulation {
   void data_offset_fetch(sim_member& m);
   void data_list_offsets(sim_member& m);
   void data_validations(sim_member& m);
+  // What position_requests' *_wanted() asks of the driver besides the requests.
+  void data_wants(sim_member& m, const data::position_wants& wants);
   void data_fetches(sim_member& m);
   void data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent);
   /// fetcher::on_fetch_response: the answer (or, with `ec`, none) to a Fetch of `sent`.

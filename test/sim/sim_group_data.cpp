@@ -1,9 +1,10 @@
 // The group simulation's real data path (kgroup-sim --group --real-data): each member runs the
 // real data reader (detail::data_reader: its position table and record cursor, drain(), the
 // commit positions) on its application's thread, and the fetcher's real cores
-// (data::fetch_positions, data::fetch_planner) on its background thread, as sim_world.cpp runs
-// them for one member; the fetcher's glue is mirrored (sim_fetcher.hpp for the reader's calls,
-// below for OffsetFetch, ListOffsets, OffsetForLeaderEpoch, Fetch and metadata refreshes). Three
+// (data::fetch_positions, data::fetch_planner, data::position_requests for OffsetFetch, ListOffsets
+// and OffsetForLeaderEpoch, fetch::position_calls for the reader's calls) on its background thread,
+// as sim_world.cpp runs them for one member; the rest of the fetcher's glue is mirrored below
+// (Fetch, metadata refreshes, the retry timer). Three
 // brokers serve the partitions' logs (sim_log.hpp), each partition from its leader. The data
 // path's faults, in the fault phase: clean leader changes (the leader moves, a new leader epoch
 // starts at the log's end; requests to the old leader or with an old epoch are refused until the
@@ -167,148 +168,130 @@ void simulation::data_retry_at(sim_member& m, time_point t) {
   });
 }
 
+// fetcher_offsets.cpp's glue around the library's position_requests core (OffsetFetch, ListOffsets,
+// OffsetForLeaderEpoch): its requests are answered from the coordinator's committed offsets and
+// the brokers' logs, and what the core makes of the answers is carried out as the driver does.
+static const std::error_code request_failed = make_error_code(client_errc::request_timed_out);
+
 void simulation::data_offset_fetch(sim_member& m) {
-  // fetcher_offsets.cpp's send_offset_fetch: one request in flight, to the coordinator.
   auto& d = *m.data;
-  if (d.offset_fetch_in_flight) return;
-  std::set<TopicPartition> wanted;
-  for (const auto& [tp, p] : d.fp.parts()) {
-    if (p.state() == pstate::needs_committed) wanted.insert(tp);
-  }
+  const auto wanted = d.requests.committed_wanted();
   if (wanted.empty()) return;
-  for (const auto& tp : wanted) d.fp.committed_requested(tp, *d.fp.find(tp));
-  d.offset_fetch_in_flight = true;
+  auto req = d.requests.request_committed(wanted);
   const bool fails = fault_phase() && rng_.chance(0.05);
-  at_member(m, now_ + latency(), [this, &m, wanted, fails] {
+  at_member(m, now_ + latency(), [this, &m, req = std::move(req), fails] {
     auto& d = *m.data;
-    d.offset_fetch_in_flight = false;
-    if (!fails && !not_serving(coord_node_)) {
-      for (const auto& tp : wanted) {
-        auto* p = d.fp.find(tp);
-        if (!p || p->state() != pstate::fetching_committed) continue;
-        const auto c = committed_.find(tp);
-        const std::int64_t offset = c == committed_.end() ? -1 : c->second;
-        // The commit's leader epoch (OffsetFetch v5+), in the seeds with unclean elections.
-        const auto ce = committed_epoch_.find(tp);
-        const std::int32_t epoch = unclean_ && offset >= 0 && ce != committed_epoch_.end() ? ce->second : -1;
-        d.fp.committed(tp, *p, offset, epoch);
-        note(fmt::format(
-            "{}: {} {}", m.name, name(tp),
-            offset >= 0 ? fmt::format("committed at {}", offset) : std::string("has no committed offset")));
-        if (offset >= 0) m.shared.push(detail::position_event{tp, offset, false, epoch});
+    const bool failed = fails || not_serving(coord_node_);
+    protocol::offset_fetch_response r;
+    if (!failed) {
+      for (const auto& t : *req.topics) {
+        auto& rt = r.topics.emplace_back();
+        rt.name = t.name;
+        for (const auto p : t.partition_indexes) {
+          const TopicPartition tp{t.name, p};
+          const auto c = committed_.find(tp);
+          const std::int64_t offset = c == committed_.end() ? -1 : c->second;
+          // The commit's leader epoch (OffsetFetch v5+), in the seeds with unclean elections.
+          const auto ce = committed_epoch_.find(tp);
+          const std::int32_t epoch =
+              unclean_ && offset >= 0 && ce != committed_epoch_.end() ? ce->second : -1;
+          rt.partitions.push_back({p, offset, epoch, std::string{}, 0});
+        }
       }
     }
-    bool failed = false;
-    d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
-      failed = failed || p.state() == pstate::fetching_committed;
-      d.fp.committed_failed(tp, p);
-    });
-    if (failed) data_retry_at(m, now_ + milliseconds(100));
-    data_pump(m);
+    const auto got = d.requests.on_committed(failed ? request_failed : std::error_code{}, r);
+    for (const auto& c : got.offsets) {
+      note(fmt::format("{}: {} committed at {}", m.name, name(c.tp), c.offset));
+      m.shared.push(detail::position_event{c.tp, c.offset, false, c.epoch});
+    }
+    if (got.retry) data_retry_at(m, now_ + milliseconds(100));
+    if (!failed) data_pump(m);  // after a failure, the retry timer asks again
   });
 }
 
-// The partition's leader and leader epoch in `md` (the fetcher's metadata).
-static const data::partition_metadata& leader_in(const data::cluster_metadata& md, const TopicPartition& tp) {
-  return md.topics.at(tp.topic).partitions.at(static_cast<std::size_t>(tp.partition));
+void simulation::data_wants(sim_member& m, const data::position_wants& wants) {
+  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (!wants.no_reset_policy.empty()) fail("driver", "a reset waits for a seek with a reset policy");
+  if (wants.missing) {
+    data_refresh(m);
+    data_retry_at(m, now_ + milliseconds(100));
+  }
 }
 
 void simulation::data_list_offsets(sim_member& m) {
-  // send_list_offsets (auto.offset.reset=earliest), to the leader in the fetcher's metadata: a
-  // leader that moved, or a leader epoch the metadata has not caught up with, fails it.
+  // To the leader in the fetcher's metadata: a leader that moved, or a leader epoch the metadata
+  // has not caught up with, refuses it (sim_log.hpp's list_offsets).
   auto& d = *m.data;
-  struct sent_part {
-    std::uint64_t seq;
-    std::int32_t node;
-    std::int32_t leader_epoch;
-  };
-  std::map<TopicPartition, sent_part> sent;
-  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
-    if (p.state() != pstate::needs_reset || d.fp.reset_waits_for_seek(tp, p)) return;
-    const auto& pi = leader_in(d.md, tp);
-    sent[tp] = {d.fp.reset_requested(tp, p), pi.leader, pi.leader_epoch};
-  });
-  if (sent.empty()) return;
-  at_member(m, now_ + latency(), [this, &m, sent] {
-    auto& d = *m.data;
-    bool failed = false;
-    for (const auto& [tp, s] : sent) {
-      auto* cur = d.fp.reset_current(tp, s.seq);
-      if (cur == nullptr) continue;
-      const auto& l = logs_.at(tp);
-      if (l.leader != s.node || l.epoch != s.leader_epoch) {
-        // NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH
-        d.fp.reset_failed(tp, *cur);
-        failed = true;
-        continue;
+  const auto wants = d.requests.resets_wanted(d.md);
+  data_wants(m, wants);
+  for (const auto& [leader, tps] : wants.by_leader) {
+    auto sent = std::make_shared<const data::sent_resets>(d.requests.request_resets(leader, tps, d.md, 0));
+    at_member(m, now_ + latency(), [this, &m, sent] {
+      auto& d = *m.data;
+      protocol::list_offsets_response r;
+      for (const auto& t : sent->request.topics) {
+        auto& rt = r.topics.emplace_back();
+        rt.name = t.name;
+        for (const auto& p : t.partitions) {
+          auto& rp = rt.partitions.emplace_back();
+          rp.partition_index = p.partition_index;
+          rp.error_code =
+              logs_.at({t.name, p.partition_index})
+                  .list_offsets(sent->node, p.current_leader_epoch, p.timestamp, rp.offset, rp.leader_epoch);
+        }
       }
-      const bool earliest = cur->reset_timestamp() == -2;
-      const std::int64_t offset = earliest ? l.log_start : l.end();
-      const std::int32_t epoch = earliest ? l.epoch_for(offset) : l.epoch_start.rbegin()->first;
-      note(fmt::format("{}: {} reset to {}", m.name, name(tp), offset));
-      d.fp.reset_answered(tp, *cur, offset, epoch);
-      m.shared.push(detail::position_event{tp, offset, true, epoch});
-    }
-    if (failed) {
-      data_refresh(m);
-      data_retry_at(m, now_ + milliseconds(100));
-    }
-    data_pump(m);
-  });
+      const auto got = d.requests.on_resets(*sent, {}, r);
+      for (const auto& p : got.positions) {
+        note(fmt::format("{}: {} reset to {}", m.name, name(p.tp), p.offset));
+        m.shared.push(detail::position_event{p.tp, p.offset, true, p.epoch});
+      }
+      if (got.refresh_metadata) data_refresh(m);
+      if (got.retry) data_retry_at(m, now_ + milliseconds(100));
+      data_pump(m);
+    });
+  }
 }
 
 void simulation::data_validations(sim_member& m) {
-  // send_validations and on_validated (KIP-320), to the leader in the fetcher's metadata. A
-  // position past an unclean election's truncation diverged: the cut goes to the user thread.
+  // KIP-320, to the leader in the fetcher's metadata. A position past an unclean election's
+  // truncation diverged: the cut goes to the user thread.
   auto& d = *m.data;
-  struct sent_part {
-    std::int64_t position;
-    std::int32_t epoch;  // the position's
-    std::int32_t node;
-    std::int32_t leader_epoch;
-  };
-  std::map<TopicPartition, sent_part> sent;
-  d.fp.for_each([&](const TopicPartition& tp, data::fetch_part& p) {
-    if (p.state() != pstate::needs_validation) return;
-    const auto& pi = leader_in(d.md, tp);
-    if (p.epoch() < 0 || pi.leader_epoch < 0) {
-      d.fp.validation_skipped(tp, p, pi.leader_epoch);
-      return;
-    }
-    d.fp.validation_requested(tp, p);
-    sent[tp] = {p.fetch_pos(), p.epoch(), pi.leader, pi.leader_epoch};
-  });
-  if (sent.empty()) return;
-  at_member(m, now_ + latency(), [this, &m, sent] {
-    auto& d = *m.data;
-    bool retry = false;
-    for (const auto& [tp, s] : sent) {
-      auto* p = d.fp.find(tp);
-      if (!p || p->state() != pstate::validating || p->fetch_pos() != s.position) continue;
-      const auto& l = logs_.at(tp);
-      std::pair<std::int32_t, std::int64_t> end;
-      const std::int16_t err = l.offset_for_leader_epoch(s.node, s.leader_epoch, s.epoch, end);
-      const auto o = d.fp.validated(tp, *p, s.leader_epoch, err, end.first, end.second);
-      note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
-                       name(tp), s.position, s.epoch, err, end.first, end.second));
-      if (o.what == data::validation_outcome::verdict::retry) {
-        data_refresh(m);
-        retry = true;
+  const auto wants = d.requests.validations_wanted(d.md);
+  data_wants(m, wants);
+  for (const auto& [leader, tps] : wants.by_leader) {
+    auto sent =
+        std::make_shared<const data::sent_validations>(d.requests.request_validations(leader, tps, d.md));
+    at_member(m, now_ + latency(), [this, &m, sent] {
+      auto& d = *m.data;
+      protocol::offset_for_leader_epoch_response r;
+      for (const auto& t : sent->request.topics) {
+        auto& rt = r.topics.emplace_back();
+        rt.topic = t.topic;
+        for (const auto& p : t.partitions) {
+          std::pair<std::int32_t, std::int64_t> end;
+          const auto err =
+              logs_.at({t.topic, p.partition})
+                  .offset_for_leader_epoch(sent->node, p.current_leader_epoch, p.leader_epoch, end);
+          rt.partitions.push_back({err, p.partition, end.first, end.second});
+        }
       }
-      if (o.cut) {
-        note(fmt::format("{}: bg: cut {} at {} epoch {} (diverged)", m.name, name(tp), o.cut->offset,
-                         o.cut->epoch));
-        d.div.pushed(tp, now_);
-        m.shared.push_cut(tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
+      const auto got = d.requests.on_validations(*sent, {}, r);
+      for (const auto& v : got.results) {
+        const auto& sp = sent->sent.at(v.tp);
+        note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
+                         name(v.tp), sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset));
+        if (const auto& cut = v.outcome.cut) {
+          note(fmt::format("{}: bg: cut {} at {} epoch {} (diverged)", m.name, name(v.tp), cut->offset,
+                           cut->epoch));
+          d.div.pushed(v.tp, now_);
+          m.shared.push_cut(v.tp, cut->offset, cut->epoch, detail::cut_kind::diverged, cut->halted);
+        }
       }
-      if (p->state() == pstate::validating && p->fetch_pos() == s.position) {
-        d.fp.validation_failed(tp, *p);
-        retry = true;
-      }
-    }
-    if (retry) data_retry_at(m, now_ + milliseconds(100));
-    data_pump(m);
-  });
+      if (got.refresh_metadata) data_refresh(m);
+      if (got.retry) data_retry_at(m, now_ + milliseconds(100));
+      data_pump(m);
+    });
+  }
 }
 
 // The log of a partition `r` picks.
