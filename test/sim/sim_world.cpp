@@ -72,7 +72,8 @@ class simulation final : public fetcher_calls {
         compacted_topic_(compaction_rng_.below(100) < 30),
         legacy_history_(compacted_topic_ && compaction_rng_.chance(0.5)),
         restart_rng_(seed ^ 0x68e31da4u),
-        restarts_(restart_rng_.below(100) < 30 && !no_restarts) {}
+        restarts_(restart_rng_.below(100) < 30 && !no_restarts),
+        down_rng_(seed ^ 0x1b873593u) {}
 
   run_result run();
 
@@ -128,6 +129,8 @@ class simulation final : public fetcher_calls {
   void compact();
   void crash();
   void restart(std::int32_t node);
+  void fence(std::int32_t node);
+  bool gone(std::int32_t node) const { return gone_.count(node) != 0; }
   bool up(std::int32_t node) const { return !restarts_ || brokers_up_.at(node); }
   std::int32_t live(std::int32_t drawn) const;
   bool compacted_between(const TopicPartition& tp, std::int64_t from, std::int64_t to) const;
@@ -235,6 +238,11 @@ class simulation final : public fetcher_calls {
   prng restart_rng_;
   bool restarts_;
   std::map<std::int32_t, bool> brokers_up_;
+  // Brokers down for good (some crashes of those seeds): they never restart. Whether a crash is
+  // one, and how it ends, draws from a PRNG of its own, so the seeds with restarts whose crashes
+  // all restart run as before.
+  prng down_rng_;
+  std::set<std::int32_t> gone_;
   struct broker_session {
     data::fetch_set parts;
     std::int32_t epoch = 1;  // the next incremental request's
@@ -459,11 +467,16 @@ void simulation::compact() {
 }
 
 // A leader the controller can elect: `drawn` if it is up, else the next broker that is (the
-// seeds with restarts; a partition stays with `drawn` while no broker is up).
+// seeds with restarts; while no broker is up, a partition stays with `drawn`, or the next broker
+// after it that is not down for good: one that will restart).
 std::int32_t simulation::live(std::int32_t drawn) const {
   for (std::int32_t i = 0; i < brokers_; ++i) {
     const std::int32_t b = (drawn - 1 + i) % brokers_ + 1;
     if (up(b)) return b;
+  }
+  for (std::int32_t i = 0; i < brokers_; ++i) {
+    const std::int32_t b = (drawn - 1 + i) % brokers_ + 1;
+    if (!gone(b)) return b;
   }
   return drawn;
 }
@@ -475,19 +488,40 @@ std::int32_t simulation::live(std::int32_t drawn) const {
 // locate() treats as no leader) and forgets its fetch sessions. Half the crashes, the controller
 // moves its partitions to brokers that are up (a clean election: a new leader epoch from the
 // log's end); otherwise they are unavailable until it restarts, 0.5-5 s later, and leads them
-// again with a new epoch. No crash in the quiet phase, and every broker is up when it begins.
+// again with a new epoch. No crash in the quiet phase, and every broker that is not down for good
+// (below) is up when it begins.
+//
+// A crash with another broker up is for good half the time (down_rng_): the broker never restarts
+// (it is down longer than the seed runs, as real outages are). A quarter of those, the controller
+// notices at once (as above, and its partitions always move). The others it notices only after the
+// broker's session timeout (1-9 s here; Kafka's broker.session.timeout.ms is 9 s): until then the
+// broker stays registered, in metadata and leader of its partitions, and every connection attempt
+// to it fails; then the controller fences it (fence()), up to 2 s into the quiet phase (the
+// timeout began before it; what the client must then do, follow the partitions to their new
+// leaders, is what the quiet phase checks). Either way its partitions move to live brokers, it
+// stays out of metadata, and no election, leader change or crash picks it again; the next crash
+// comes 1-6 s after the controller saw it. A crash never picks a broker down for good (the next
+// one that is not, instead), so the last broker that could lead only crashes to restart. Session
+// 29's ListOffsets bug (a failed request refreshed no metadata) needs such a broker: a partition
+// resetting when its leader moves away from it asks it again every backoff, and nothing else
+// refreshes metadata in the quiet phase.
 void simulation::crash() {
   auto& rr = restart_rng_;
   if (now_ + milliseconds(500) >= quiet_at_) return;
-  const auto node = static_cast<std::int32_t>(rr.between(1, brokers_));
+  auto node = static_cast<std::int32_t>(rr.between(1, brokers_));
+  while (gone(node)) node = node % brokers_ + 1;
   auto& b = broker_[node];
   brokers_up_[node] = false;
   ++b.incarnation;
   b.sessions.clear();
-  truth_.brokers.erase(node);
   bool others = false;
   for (std::int32_t o = 1; o <= brokers_; ++o) others = others || (o != node && up(o));
-  const bool move = others && rr.chance(0.5);
+  const bool for_good = others && down_rng_.chance(0.5);
+  const bool fenced_later = for_good && down_rng_.chance(0.75);
+  if (for_good) gone_.insert(node);
+  if (!fenced_later) truth_.brokers.erase(node);
+  bool move = others && rr.chance(0.5);
+  if (for_good) move = !fenced_later;
   std::string moved;
   for (auto& [tp, l] : logs_) {
     if (l.leader != node) continue;
@@ -502,8 +536,11 @@ void simulation::crash() {
   }
   refresh_truth();
   const auto lost_requests = b.in_flight.size();
-  note(fmt::format("FAULT broker {} crashes ({} request(s) in flight lost);{}", node, lost_requests,
-                   moved.empty() ? " leads nothing" : moved));
+  note(fmt::format("FAULT broker {} crashes{} ({} request(s) in flight lost);{}", node,
+                   !for_good      ? ""
+                   : fenced_later ? " for good, registered until its session times out"
+                                  : " for good",
+                   lost_requests, moved.empty() ? " leads nothing" : moved));
   if (!b.in_flight.empty()) {
     auto failed = std::move(b.in_flight);
     b.in_flight.clear();
@@ -516,8 +553,35 @@ void simulation::crash() {
       for (const auto& [id, f] : failed) f();
     });
   }
-  const auto back = std::min(now_ + milliseconds(rr.between(500, 5000)), quiet_at_ - milliseconds(1));
-  at(back, "restart", [this, node] { restart(node); });
+  if (fenced_later) {
+    const auto fenced =
+        std::min(now_ + milliseconds(down_rng_.between(1000, 9000)), quiet_at_ + milliseconds(2000));
+    at(fenced, "fence", [this, node] { fence(node); });
+  } else if (for_good) {
+    at(now_ + milliseconds(rr.between(1000, 6000)), "crash", [this] { crash(); });
+  } else {
+    const auto back = std::min(now_ + milliseconds(rr.between(500, 5000)), quiet_at_ - milliseconds(1));
+    at(back, "restart", [this, node] { restart(node); });
+  }
+}
+
+// The controller fences a broker down for good whose session timed out: it leaves metadata and
+// its partitions move to live brokers (every other broker that is not down for good is up: one
+// crash at a time).
+void simulation::fence(std::int32_t node) {
+  truth_.brokers.erase(node);
+  std::string moved;
+  for (auto& [tp, l] : logs_) {
+    if (l.leader != node) continue;
+    l.leader = live(static_cast<std::int32_t>(down_rng_.between(1, brokers_)));
+    ++l.epoch;
+    l.epoch_start[l.epoch] = l.end();
+    moved += fmt::format(" {} to {} epoch {}", name(tp), l.leader, l.epoch);
+  }
+  refresh_truth();
+  note(
+      fmt::format("FAULT broker {} fenced (down for good);{}", node, moved.empty() ? " led nothing" : moved));
+  at(now_ + milliseconds(restart_rng_.between(1000, 6000)), "crash", [this] { crash(); });
 }
 
 void simulation::restart(std::int32_t node) {
@@ -1337,7 +1401,7 @@ run_result simulation::run() {
     while (!ended && !queue_.empty()) {
       auto [what, f] = queue_.next();
       if (what != "produce" && what != "app: poll" && what != "fault" && what != "compact" &&
-          what != "crash" && what != "restart")
+          what != "crash" && what != "restart" && what != "fence")
         note(std::move(what));
       f();
       if (fp_.invalid_transitions() != 0)
