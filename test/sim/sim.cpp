@@ -122,7 +122,7 @@ void usage() {
       "the Fetch codec) against simulated partition logs, instead of its model\n"
       "mutants: seek_to_consumed truncation_at_prefetch resume_during_validation read_old_chain "
       "commit_behind_sync commit_behind_explicit revoke_commit_behind resume_past_divergence\n"
-      "         reset_keeps_queued compacted_tail legacy_wrapper_end;\n"
+      "         reset_keeps_queued compacted_tail legacy_wrapper_end list_offsets_no_refresh;\n"
       "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
       "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable\n"
       "         stale_claim_commit commit_unsynced_generation;\n"
@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
                                     "gone_commit_retriable",
                                     "static_unsubscribe_stale_join",
                                     "stale_claim_commit",
-                                    "commit_unsynced_generation"};
+                                    "commit_unsynced_generation",
+                                    "list_offsets_no_refresh"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());
     return 2;
