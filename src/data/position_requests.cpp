@@ -100,11 +100,11 @@ position_wants position_requests::resets_wanted(const cluster_metadata& md) {
   positions_.for_each([&](const TopicPartition& tp, fetch_part& p) {
     if (p.state() != fetch_state::needs_reset) return;
     if (positions_.reset_waits_for_seek(tp, p)) {
-      out.no_reset_policy.push_back(tp);
+      out.reports.push_back({tp, position_report::kind::no_reset_policy});
       return;
     }
     const auto where = planner_.locate(md, tp, p);
-    if (where.report) out.report_missing.push_back(tp);
+    if (where.report) out.reports.push_back({tp, position_report::kind::missing});
     if (where.missing) {
       out.missing = true;
       return;
@@ -187,7 +187,7 @@ position_wants position_requests::validations_wanted(const cluster_metadata& md)
   positions_.for_each([&](const TopicPartition& tp, fetch_part& p) {
     if (p.state() != fetch_state::needs_validation) return;
     const auto where = planner_.locate(md, tp, p);
-    if (where.report) out.report_missing.push_back(tp);
+    if (where.report) out.reports.push_back({tp, position_report::kind::missing});
     if (where.missing) {
       out.missing = true;
       return;

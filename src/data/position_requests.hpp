@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "data/cluster_metadata.hpp"
@@ -31,14 +32,23 @@
 
 namespace kgroup::data {
 
+/// A partition the driver reports to the user thread (a data_error from poll()).
+struct position_report {
+  enum class kind {
+    missing,          // absent from metadata long enough with manual assignment (fetch_planner::locate):
+                      // client_errc::partition_not_found
+    no_reset_policy,  // a reset with auto.offset.reset=none and nothing committed: waits for a seek();
+                      // client_errc::offset_out_of_range, each time it is asked
+  };
+  TopicPartition tp;
+  kind what = kind::missing;
+};
+
 /// Partitions that want a request now, by the broker to ask (their leader in metadata).
 struct position_wants {
   std::map<std::int32_t, std::vector<TopicPartition>> by_leader;
-  /// A reset with auto.offset.reset=none and nothing committed: waits for a seek(); the driver
-  /// reports it (client_errc::offset_out_of_range), each time it is asked.
-  std::vector<TopicPartition> no_reset_policy;
-  /// Absent from metadata long enough with manual assignment (fetch_planner::locate): reported.
-  std::vector<TopicPartition> report_missing;
+  /// What to report, in partition order.
+  std::vector<position_report> reports;
   /// Some partition is absent from metadata or its leader is unknown: refresh metadata and try
   /// again after the backoff.
   bool missing = false;
@@ -59,7 +69,8 @@ struct committed_result {
   /// The coordinator failed (its connection, or NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE):
   /// rediscover it.
   bool coordinator_failed = false;
-  /// Something was not answered: asked again after the backoff.
+  /// A failure, or a partition's error: asked again after the backoff (a partition the answer
+  /// leaves out is asked again at once).
   bool retry = false;
 };
 
@@ -85,7 +96,9 @@ struct reset_result {
   std::vector<TopicPartition> found_nothing;
   /// The request failed (its broker may be gone for good) or a partition's error asks for it.
   bool refresh_metadata = false;
-  /// Some reset was not answered: asked again after the backoff.
+  /// Some reset was not answered (a failure, an error, a partition left out, or an answer a newer
+  /// reset made stale): the retry timer is armed (the pump after the answer asks for a stale one's
+  /// newer reset at once).
   bool retry = false;
 };
 

@@ -6,7 +6,6 @@
 
 #include "base/log.hpp"
 #include "data/offset_fetch.hpp"
-#include "protocol/error_reactions.hpp"
 
 namespace kgroup::fetch {
 
@@ -32,7 +31,11 @@ void fetcher::send_offset_fetch() {
       requests_.request_committed(wanted), data::adjust_offset_fetch,
       [self = shared_from_this()](std::error_code ec, const protocol::offset_fetch_response& r,
                                   const net::response_frame&) {
-        if (self->stopped_) return;
+        if (self->stopped_) {
+          // The core's request ends here too (its in-flight mark, its partitions asked again).
+          (void)self->requests_.on_committed(make_error_code(client_errc::shutting_down), r);
+          return;
+        }
         self->on_committed(ec, r);
       });
 }
@@ -57,18 +60,21 @@ void fetcher::on_committed(std::error_code ec, const protocol::offset_fetch_resp
 // ---- resets ---------------------------------------------------------------------------------------
 
 void fetcher::report_wants(const data::position_wants& wants) {
-  for (const auto& tp : wants.report_missing) report_missing(tp);
+  for (const auto& r : wants.reports) {
+    if (r.what == data::position_report::kind::missing) {
+      report_missing(r.tp);
+    } else {
+      shared_.push(detail::data_error{r.tp, make_error_code(client_errc::offset_out_of_range),
+                                      "no committed offset for " + r.tp.topic + "-" +
+                                          std::to_string(r.tp.partition) + " and auto.offset.reset=none"});
+    }
+  }
   if (wants.missing) retry_after_metadata();
 }
 
 void fetcher::send_list_offsets() {
   const auto& md = cluster_->metadata();
   const auto wants = requests_.resets_wanted(md);
-  for (const auto& tp : wants.no_reset_policy) {
-    shared_.push(detail::data_error{tp, make_error_code(client_errc::offset_out_of_range),
-                                    "no committed offset for " + tp.topic + "-" +
-                                        std::to_string(tp.partition) + " and auto.offset.reset=none"});
-  }
   report_wants(wants);
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
@@ -285,11 +291,9 @@ void fetcher::run_query(std::shared_ptr<offsets_query> q) {
         req.topics[it->second].partitions.push_back({tp.partition, pi.leader_epoch, q->wanted.at(tp), 1});
       }
       conn->send_adjusted(
-          std::move(req),
-          [](protocol::list_offsets_request& r, std::int16_t version) {
-            if (version < 2) r.isolation_level = 0;
-          },
-          [q, one_done](std::error_code ec, const protocol::list_offsets_response& r, const net::response_frame&) {
+          std::move(req), data::adjust_list_offsets,
+          [q, one_done](std::error_code ec, const protocol::list_offsets_response& r,
+                        const net::response_frame&) {
             if (ec) {
               q->last_error = ec;
               q->last_message = "ListOffsets: " + ec.message();

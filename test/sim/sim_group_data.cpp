@@ -210,8 +210,8 @@ void simulation::data_offset_fetch(sim_member& m) {
 }
 
 void simulation::data_wants(sim_member& m, const data::position_wants& wants) {
-  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
-  if (!wants.no_reset_policy.empty()) fail("driver", "a reset waits for a seek with a reset policy");
+  if (!wants.reports.empty())
+    fail("driver", "a partition reported (missing from metadata, or no reset policy)");
   if (wants.missing) {
     data_refresh(m);
     data_retry_at(m, now_ + milliseconds(100));

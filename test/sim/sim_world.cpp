@@ -871,8 +871,8 @@ void simulation::send_answered(std::int32_t node, const char* api, std::function
 
 void simulation::send_list_offsets() {
   const auto wants = requests_.resets_wanted(md_);
-  if (!wants.no_reset_policy.empty()) fail("driver", "a reset waits for a seek with a reset policy");
-  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (!wants.reports.empty())
+    fail("driver", "a partition reported (missing from metadata, or no reset policy)");
   if (wants.missing) retry_after_metadata();
   for (const auto& [leader, tps] : wants.by_leader) {
     auto sent = std::make_shared<const data::sent_resets>(requests_.request_resets(leader, tps, md_, 0));
@@ -906,7 +906,7 @@ void simulation::send_list_offsets() {
 
 void simulation::send_validations() {
   const auto wants = requests_.validations_wanted(md_);
-  if (!wants.report_missing.empty()) fail("driver", "a partition reported missing from metadata");
+  if (!wants.reports.empty()) fail("driver", "a partition reported missing from metadata");
   if (wants.missing) retry_after_metadata();
   for (const auto& [leader, tps] : wants.by_leader) {
     auto sent =
