@@ -228,18 +228,7 @@ void simulation::data_list_offsets(sim_member& m) {
     auto sent = std::make_shared<const data::sent_resets>(d.requests.request_resets(leader, tps, d.md, 0));
     at_member(m, now_ + latency(), [this, &m, sent] {
       auto& d = *m.data;
-      protocol::list_offsets_response r;
-      for (const auto& t : sent->request.topics) {
-        auto& rt = r.topics.emplace_back();
-        rt.name = t.name;
-        for (const auto& p : t.partitions) {
-          auto& rp = rt.partitions.emplace_back();
-          rp.partition_index = p.partition_index;
-          rp.error_code =
-              logs_.at({t.name, p.partition_index})
-                  .list_offsets(sent->node, p.current_leader_epoch, p.timestamp, rp.offset, rp.leader_epoch);
-        }
-      }
+      const auto r = answer_list_offsets(logs_, sent->node, sent->request);
       const auto got = d.requests.on_resets(*sent, {}, r);
       for (const auto& p : got.positions) {
         note(fmt::format("{}: {} reset to {}", m.name, name(p.tp), p.offset));
@@ -263,18 +252,7 @@ void simulation::data_validations(sim_member& m) {
         std::make_shared<const data::sent_validations>(d.requests.request_validations(leader, tps, d.md));
     at_member(m, now_ + latency(), [this, &m, sent] {
       auto& d = *m.data;
-      protocol::offset_for_leader_epoch_response r;
-      for (const auto& t : sent->request.topics) {
-        auto& rt = r.topics.emplace_back();
-        rt.topic = t.topic;
-        for (const auto& p : t.partitions) {
-          std::pair<std::int32_t, std::int64_t> end;
-          const auto err =
-              logs_.at({t.topic, p.partition})
-                  .offset_for_leader_epoch(sent->node, p.current_leader_epoch, p.leader_epoch, end);
-          rt.partitions.push_back({err, p.partition, end.first, end.second});
-        }
-      }
+      const auto r = answer_offset_for_leader_epoch(logs_, sent->node, sent->request);
       const auto got = d.requests.on_validations(*sent, {}, r);
       for (const auto& v : got.results) {
         const auto& sp = sent->sent.at(v.tp);

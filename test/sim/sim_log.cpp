@@ -79,4 +79,39 @@ batches_written write_batches(const partition_log& l, std::int64_t fetch_offset,
   return {o, nullptr};
 }
 
+protocol::list_offsets_response answer_list_offsets(const std::map<TopicPartition, partition_log>& logs,
+                                                    std::int32_t node,
+                                                    const protocol::list_offsets_request& req) {
+  protocol::list_offsets_response r;
+  for (const auto& t : req.topics) {
+    auto& rt = r.topics.emplace_back();
+    rt.name = t.name;
+    for (const auto& p : t.partitions) {
+      auto& rp = rt.partitions.emplace_back();
+      rp.partition_index = p.partition_index;
+      rp.error_code =
+          logs.at({t.name, p.partition_index})
+              .list_offsets(node, p.current_leader_epoch, p.timestamp, rp.offset, rp.leader_epoch);
+    }
+  }
+  return r;
+}
+
+protocol::offset_for_leader_epoch_response answer_offset_for_leader_epoch(
+    const std::map<TopicPartition, partition_log>& logs, std::int32_t node,
+    const protocol::offset_for_leader_epoch_request& req) {
+  protocol::offset_for_leader_epoch_response r;
+  for (const auto& t : req.topics) {
+    auto& rt = r.topics.emplace_back();
+    rt.topic = t.topic;
+    for (const auto& p : t.partitions) {
+      std::pair<std::int32_t, std::int64_t> end;
+      const auto err = logs.at({t.topic, p.partition})
+                           .offset_for_leader_epoch(node, p.current_leader_epoch, p.leader_epoch, end);
+      rt.partitions.push_back({err, p.partition, end.first, end.second});
+    }
+  }
+  return r;
+}
+
 }  // namespace kgroup::sim

@@ -16,6 +16,7 @@
 
 #include "data/types.hpp"
 #include "kgroup/kafka_errc.hpp"
+#include "protocol/messages.hpp"
 #include "protocol/records.hpp"
 
 namespace kgroup::sim {
@@ -97,6 +98,15 @@ std::vector<std::int64_t> unclean_election(partition_log& l, std::int64_t cut, s
 // Retention (both worlds): the log's start moves forward to `to` (at or below its end); the
 // leader epoch cache is cut from the start too.
 void delete_records_before(partition_log& l, std::int64_t to);
+
+// What broker `node` answers (both worlds) to the client's ListOffsets for resets and its
+// OffsetForLeaderEpoch (the requests data::position_requests builds), from the partitions' logs.
+protocol::list_offsets_response answer_list_offsets(const std::map<TopicPartition, partition_log>& logs,
+                                                    std::int32_t node,
+                                                    const protocol::list_offsets_request& req);
+protocol::offset_for_leader_epoch_response answer_offset_for_leader_epoch(
+    const std::map<TopicPartition, partition_log>& logs, std::int32_t node,
+    const protocol::offset_for_leader_epoch_request& req);
 
 // Invariant 3 of both worlds, "nothing from a truncated branch after the divergence was applied":
 // when each record was truncated (the world's), and, per reader, the answer time of each diverged

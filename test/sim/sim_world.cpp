@@ -877,20 +877,8 @@ void simulation::send_list_offsets() {
   for (const auto& [leader, tps] : wants.by_leader) {
     auto sent = std::make_shared<const data::sent_resets>(requests_.request_resets(leader, tps, md_, 0));
     auto answer = [this, sent](bool fails) {
-      protocol::list_offsets_response r;
-      if (!fails) {
-        for (const auto& t : sent->request.topics) {
-          auto& rt = r.topics.emplace_back();
-          rt.name = t.name;
-          for (const auto& p : t.partitions) {
-            auto& rp = rt.partitions.emplace_back();
-            rp.partition_index = p.partition_index;
-            rp.error_code = log({t.name, p.partition_index})
-                                .list_offsets(sent->node, p.current_leader_epoch, p.timestamp, rp.offset,
-                                              rp.leader_epoch);
-          }
-        }
-      }
+      const auto r =
+          fails ? protocol::list_offsets_response{} : answer_list_offsets(logs_, sent->node, sent->request);
       const auto got = requests_.on_resets(*sent, fails ? request_failed : std::error_code{}, r);
       for (const auto& p : got.positions) {
         note(fmt::format("bg: {} reset to {} epoch {}", name(p.tp), p.offset, p.epoch));
@@ -919,20 +907,8 @@ void simulation::send_validations() {
       }
     }
     auto answer = [this, sent](bool fails) {
-      protocol::offset_for_leader_epoch_response r;
-      if (!fails) {
-        for (const auto& t : sent->request.topics) {
-          auto& rt = r.topics.emplace_back();
-          rt.topic = t.topic;
-          for (const auto& p : t.partitions) {
-            std::pair<std::int32_t, std::int64_t> end;
-            const auto err =
-                log({t.topic, p.partition})
-                    .offset_for_leader_epoch(sent->node, p.current_leader_epoch, p.leader_epoch, end);
-            rt.partitions.push_back({err, p.partition, end.first, end.second});
-          }
-        }
-      }
+      const auto r = fails ? protocol::offset_for_leader_epoch_response{}
+                           : answer_offset_for_leader_epoch(logs_, sent->node, sent->request);
       const auto got = requests_.on_validations(*sent, fails ? request_failed : std::error_code{}, r);
       for (const auto& v : got.results) {
         const auto& o = v.outcome;
