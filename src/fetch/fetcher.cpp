@@ -45,10 +45,8 @@ void fetcher::report_missing(const TopicPartition& tp) {
 
 void fetcher::assign(const std::set<TopicPartition>& owned, bool manual) {
   planner_.set_manual(manual);
-  const auto dropped = positions_.assign(owned);
+  calls_.assign(owned, auto_committer_);
   ids_dirty_ = true;
-  for (const auto& tp : dropped) auto_committer_.forget(tp);
-  shared_.drop_fetched(dropped);
   arm_auto_commit();
   pump();
 }
@@ -304,22 +302,7 @@ void fetcher::on_fetch_response(std::int32_t node, std::error_code ec, const pro
   }
   if (answer.refresh_metadata) maybe_refresh_metadata();
   if (answer.retry_at) schedule_retry_at(*answer.retry_at);
-  if (!answer.slices.empty()) {
-    std::size_t pushed_bytes = 0;
-    std::vector<detail::fetched_data> out;
-    for (const auto& sl : answer.slices) {
-      auto d = data::to_fetched(sl, frame.frame, node);
-      d.chain = chains_.of(sl.tp);
-      pushed_bytes += d.bytes;
-      out.push_back(std::move(d));
-    }
-    {
-      std::lock_guard lock(shared_.mutex);
-      for (auto& d : out) shared_.fetched.push_back(std::move(d));
-      shared_.buffered_bytes += pushed_bytes;
-    }
-    shared_.cv.notify_all();
-  }
+  calls_.deliver(answer.slices, frame.frame, node);
   if (answer.plan_again) pump();
 }
 

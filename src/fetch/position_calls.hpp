@@ -7,8 +7,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
+#include <utility>
+#include <vector>
 
+#include "data/committer.hpp"
+#include "data/fetch_planner.hpp"
 #include "data/fetch_positions.hpp"
 #include "data/types.hpp"
 #include "runtime/shared_state.hpp"
@@ -19,6 +24,36 @@ struct position_calls {
   data::fetch_positions& positions;
   detail::fetch_chains& chains;
   detail::shared_state& shared;
+
+  /// The owned set changed: what stays owned keeps its position, what is gone is forgotten (its
+  /// queued data, auto-commit's memory of it), and what is new asks for its start. Always pumps.
+  bool assign(const std::set<TopicPartition>& owned, data::auto_committer& auto_committer) {
+    const auto dropped = positions.assign(owned);
+    for (const auto& tp : dropped) auto_committer.forget(tp);
+    shared.drop_fetched(dropped);
+    return true;
+  }
+  /// A Fetch answer's record slices (read from `node`, kept alive by `frame`) for the user thread,
+  /// each marked with its partition's chain of Fetches.
+  void deliver(const std::vector<data::fetched_slice>& slices, const std::shared_ptr<const void>& frame,
+               std::int32_t node) {
+    if (slices.empty()) return;
+    std::size_t bytes = 0;
+    std::vector<detail::fetched_data> out;
+    out.reserve(slices.size());
+    for (const auto& sl : slices) {
+      auto d = data::to_fetched(sl, frame, node);
+      d.chain = chains.of(sl.tp);
+      bytes += d.bytes;
+      out.push_back(std::move(d));
+    }
+    {
+      std::lock_guard lock(shared.mutex);
+      for (auto& d : out) shared.fetched.push_back(std::move(d));
+      shared.buffered_bytes += bytes;
+    }
+    shared.cv.notify_all();
+  }
 
   /// With `epoch` (the leader epoch of the record before `offset`) the position is validated
   /// against the leader's log before fetching (KIP-320).

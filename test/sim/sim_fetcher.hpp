@@ -70,10 +70,11 @@ class fetcher_calls : public detail::fetcher_port {
   virtual void post(std::string what, std::function<void()> f) = 0;
   /// fetcher::pump(): sends what the position table and the planner ask for.
   virtual void pump() = 0;
+  /// The library's side of the calls (also assign() and the delivery of a Fetch answer's slices).
+  fetch::position_calls calls_;
 
  private:
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
-  fetch::position_calls calls_;
 };
 
 }  // namespace kgroup::sim

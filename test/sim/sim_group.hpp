@@ -304,6 +304,8 @@ struct member_data final : fetcher_calls {
   member_data(simulation& s, sim_member& owner);
   void post(std::string what, std::function<void()> f) override;
   void pump() override;
+  /// The fetcher's side of the reader's calls, assign() and the delivery of Fetch answers.
+  fetch::position_calls& calls() { return calls_; }
 
   simulation& sim;
   sim_member& m;

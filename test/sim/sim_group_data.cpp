@@ -127,11 +127,7 @@ void simulation::data_post(sim_member& m, std::string what, std::function<void()
 void simulation::data_assign(sim_member& m, const partition_set& owned) {
   // fetcher::assign: the position table keeps what stays owned, forgets the rest (its queued data,
   // its consumed position, auto-commit's memory of it) and asks for the start of what is new.
-  auto& d = *m.data;
-  const auto dropped = d.fp.assign(owned);
-  for (const auto& tp : dropped) m.auto_committer.forget(tp);
-  m.shared.drop_fetched(dropped);
-  data_pump(m);
+  if (m.data->calls().assign(owned, m.auto_committer)) data_pump(m);
 }
 
 void simulation::data_pump(sim_member& m) {
@@ -443,15 +439,7 @@ void simulation::data_answer(sim_member& m, std::int32_t node, std::error_code e
   }
   if (answer.refresh_metadata) data_refresh(m);
   if (answer.retry_at) data_retry_at(m, *answer.retry_at);
-  if (!answer.slices.empty()) {
-    std::lock_guard lock(m.shared.mutex);
-    for (const auto& sl : answer.slices) {
-      auto f = data::to_fetched(sl, frame, node);
-      f.chain = d.chains.of(sl.tp);
-      m.shared.buffered_bytes += f.bytes;
-      m.shared.fetched.push_back(std::move(f));
-    }
-  }
+  d.calls().deliver(answer.slices, frame, node);
   if (answer.plan_again) data_pump(m);
 }
 

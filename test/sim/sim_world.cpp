@@ -1097,15 +1097,7 @@ void simulation::on_fetch_response(std::int32_t node, std::error_code ec, const 
   }
   if (answer.refresh_metadata) maybe_refresh_metadata();
   if (answer.retry_at) schedule_retry_at(*answer.retry_at);
-  if (!answer.slices.empty()) {
-    std::lock_guard lock(shared_.mutex);
-    for (const auto& sl : answer.slices) {
-      auto d = data::to_fetched(sl, frame, node);
-      d.chain = chains_.of(sl.tp);
-      shared_.buffered_bytes += d.bytes;
-      shared_.fetched.push_back(std::move(d));
-    }
-  }
+  calls_.deliver(answer.slices, frame, node);
   if (answer.plan_again) pump();
 }
 
