@@ -201,6 +201,18 @@ bool member::check_poll_timeout(time_point now) {
   const auto measured = poll_interval_exceeded(now, opts_.max_poll_interval);
   if (!measured) return false;
   if (!member_id_.empty() && !opts_.group_instance_id && coord_.node()) {
+    // The request in flight (a JoinGroup the coordinator holds, a SyncGroup, a heartbeat) belongs
+    // to the membership that just ended, and the core forgets it: abandoned first, so that its
+    // answer or failure (a JoinGroup's timeout comes max.poll.interval.ms + 5 s after it was
+    // sent) is not taken for the LeaveGroup's or, later, the rejoin's. Found by kgroup-sim
+    // --group, seed 796594772677: a stale JoinGroup's timeout was taken for the rejoin's, which
+    // was sent again while the coordinator still held it.
+    if (in_flight_ != in_flight::none
+#ifdef KGROUP_SIM_MUTANTS
+        && !sim::mutant_enabled("dynamic_stale_join")
+#endif
+    )
+      actions_.emplace_back(abandon_requests{*coord_.node()});
     protocol::leave_group_request req;
     req.group_id = opts_.group_id;
     req.member_id = member_id_;

@@ -125,7 +125,7 @@ void usage() {
       "         reset_keeps_queued compacted_tail legacy_wrapper_end list_offsets_no_refresh;\n"
       "         with --group: commit_not_owned no_late_cancel poll_time_counts stale_leave_sent "
       "static_stale_join static_unsubscribe_stale_join unsubscribe_stranger_commit gone_commit_retriable\n"
-      "         stale_claim_commit commit_unsynced_generation;\n"
+      "         stale_claim_commit commit_unsynced_generation dynamic_stale_join;\n"
       "         with --group --protocol consumer: assign_unreported stale_answer_taken\n");
 }
 
@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
                                     "static_unsubscribe_stale_join",
                                     "stale_claim_commit",
                                     "commit_unsynced_generation",
+                                    "dynamic_stale_join",
                                     "list_offsets_no_refresh"};
   if (!mutant.empty() && !known.count(mutant)) {
     std::fprintf(stderr, "unknown mutant %s\n", mutant.c_str());

@@ -234,6 +234,20 @@ bool simulation::slot_running(int slot, const sim_member* except) const {
   });
 }
 
+// A pause of a process already paused never ends it sooner: the events held until the end of the
+// pause under way (an answer that came meanwhile, a timer) stay held until then (run_event), so
+// waking the process earlier would deliver them late, after what it does once awake (found on
+// seed 796594772677: a JoinGroup answer held past the wake-up let the request's timeout fire
+// first).
+void simulation::pause(sim_member& m, milliseconds d) {
+  m.frozen_until = std::max(m.frozen_until, now_ + d);
+}
+
+std::string simulation::paused_note(const sim_member& m, milliseconds d) const {
+  if (m.frozen_until == now_ + d) return "";
+  return fmt::format(" (within a pause until {:.0f} ms)", ms(m.frozen_until));
+}
+
 void simulation::restart_slot(int slot, time_point when, const char* why) {
   at(when, [this, slot, why] {
     note(fmt::format("the process of slot {} starts again ({})", slot, why));
@@ -264,11 +278,11 @@ void simulation::static_fault(std::int64_t kind, sim_member& victim) {
     return;
   }
   const auto d = milliseconds(rng_.between(3000, base_.session_timeout.count() + 4000));
-  victim.frozen_until = now_ + d;
-  note(
-      fmt::format("FAULT {} paused (both threads) for {} ms; presumed dead, its group.instance.id is started "
-                  "again meanwhile",
-                  victim.name, d.count()));
+  pause(victim, d);
+  note(fmt::format(
+      "FAULT {} paused (both threads) for {} ms{}; presumed dead, its group.instance.id is started "
+      "again meanwhile",
+      victim.name, d.count(), paused_note(victim, d)));
   restart_slot(victim.slot, now_ + milliseconds(rng_.between(100, 1500)), "its old process is paused");
 }
 
@@ -304,8 +318,9 @@ void simulation::fault() {
     note(fmt::format("FAULT coordinator {} unavailable until {:.0f} ms", coord_node_, ms(coord_down_until_)));
   } else if (kind < 6 && victim) {
     const auto d = milliseconds(rng_.between(1000, base_.session_timeout.count() + 4000));
-    victim->frozen_until = now_ + d;
-    note(fmt::format("FAULT {} paused (both threads) for {} ms", victim->name, d.count()));
+    pause(*victim, d);
+    note(fmt::format("FAULT {} paused (both threads) for {} ms{}", victim->name, d.count(),
+                     paused_note(*victim, d)));
   } else if (kind < 7 && victim) {
     crash(*victim, "crashes");
   } else if (kind < 8 && victim) {

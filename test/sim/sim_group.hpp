@@ -473,6 +473,10 @@ class simulation {
   /// A later incarnation of `m`'s process slot has started.
   bool superseded(const sim_member& m) const;
   void static_fault(std::int64_t kind, sim_member& victim);
+  /// Pauses `m`'s process (both threads) for `d`, or until the end of a pause under way if later.
+  void pause(sim_member& m, milliseconds d);
+  /// The trace's words for a pause within a longer one under way ("" when it sets the end).
+  std::string paused_note(const sim_member& m, milliseconds d) const;
 
   // ---- the coordinator ----
   void coordinator_tick();

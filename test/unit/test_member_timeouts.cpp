@@ -236,7 +236,7 @@ void hold_rejoin(harness& h) {
 // subscription it carried, which still named the lost partitions: cooperative-sticky held them
 // back for this member to revoke, it owned nothing to revoke and never rejoined, and the
 // partitions stayed unassigned until some other rebalance. (A dynamic member's LeaveGroup
-// supersedes the JoinGroup; Java resets its state on the poll timeout and drops the answer.)
+// supersedes the JoinGroup's answer, though not its failure: see the next case.)
 // The poll timeout now abandons the request in flight, and the rejoin sends a JoinGroup that
 // owns nothing.
 TEST_CASE("member: a static member's poll timeout abandons its JoinGroup in flight; the rejoin owns nothing",
@@ -263,6 +263,57 @@ TEST_CASE("member: a static member's poll timeout abandons its JoinGroup in flig
   CHECK(j.request.member_id == "m1");
   CHECK(j.request.group_instance_id == "i1");
   CHECK(h.snapshots->back().owned.empty());
+}
+
+// Found by kgroup-sim --group (seed 796594772677, invariant G6). A dynamic member's poll timeout
+// sent its LeaveGroup while a JoinGroup was in flight and forgot that JoinGroup without
+// abandoning it: the request stayed outstanding in the driver, and its failure (its timeout,
+// max.poll.interval.ms + 5 s after it was sent) came while the rejoin's JoinGroup was in flight,
+// which the core took for that one's. It sent another JoinGroup while the coordinator still
+// held the first, and in the simulation every JoinGroup's REBALANCE_IN_PROGRESS answer was taken
+// for the next one's: a rejoin loop that kept the group rebalancing. Java never has two
+// JoinGroups out and never takes one request's answer for another's. The poll timeout now
+// abandons the request in flight before its LeaveGroup, as a static member's does.
+TEST_CASE("member: a dynamic member's poll timeout abandons its JoinGroup in flight before the LeaveGroup",
+          "[member][sim_finding]") {
+  harness h(make_options(RebalanceProtocol::cooperative));
+  hold_rejoin(h);
+  const auto limit = h.m.last_poll() + 60000ms;
+  expect_empty(h.run_until(limit - 1ms, false));
+  auto a = h.to_deadline();
+  REQUIRE(h.now == limit);
+  // The abandon comes first: the driver fails the group connection's requests in flight, and the
+  // LeaveGroup goes out after it.
+  REQUIRE_FALSE(a.empty());
+  REQUIRE(std::holds_alternative<abandon_requests>(a.front()));
+  CHECK(expect<abandon_requests>(a).node == 1);
+  auto l = expect<send_leave_group>(a);
+  CHECK(l.request.member_id == "m1");
+  CHECK_FALSE(expect<report_error>(a).fatal);
+  expect_empty(a);
+  REQUIRE(h.m.state() == classic_state::poll_timed_out);
+  a = h.leave();
+  expect_empty(a);
+  a = h.poll();
+  auto lost = expect_listener(a, listener_kind::lost, t01);
+  expect_empty(a);
+  a = h.done(lost);
+  REQUIRE(last_owned(a).empty());
+  auto j = expect<send_join_group>(a);
+  expect_empty(a);
+  CHECK(j.request.member_id.empty());
+}
+
+TEST_CASE("member: a poll timeout with nothing in flight abandons nothing", "[member]") {
+  harness h(make_options(RebalanceProtocol::cooperative));
+  h.make_stable(t01);
+  const auto limit = h.m.last_poll() + 60000ms;
+  auto a = h.run_until(limit, false);
+  REQUIRE(h.now == limit);
+  REQUIRE(count_of<abandon_requests>(a) == 0);
+  expect<send_leave_group>(a);
+  expect<report_error>(a);
+  expect_empty(a);
 }
 
 TEST_CASE("member: poll timeout while a listener runs: its continuation is dropped, the next poll rejoins",
