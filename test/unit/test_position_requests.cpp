@@ -288,6 +288,29 @@ TEST_CASE("position requests: auto.offset.reset=none without a committed offset 
   CHECK(wants.by_leader.empty());
 }
 
+TEST_CASE("position requests: what to report comes in partition order, both kinds interleaved",
+          "[position_requests]") {
+  // The driver reported them in one walk over the partitions before the core existed; poll()
+  // raises the first, so the order is the user's (found in review: the core's first version gave
+  // all of one kind first).
+  world w(reset_policy::none);
+  w.planner.set_manual(true);
+  w.md.topics["t"].partitions.resize(1);                      // t-1 is gone from metadata
+  CHECK(w.planner.locate(w.md, t1, *w.fp.find(t1)).missing);  // missing since this refresh
+  w.commit_answer({{t0, -1}, {t1, -1}, {u0, -1}});
+  REQUIRE(w.fp.seek_to(t1, true));  // t-1 resets to the beginning: it asks (t-0, u-0 wait for a seek)
+  w.md.refreshes = 2;               // a refresh later it is still gone: reported
+  const auto wants = w.requests.resets_wanted(w.md);
+  CHECK(wants.missing);
+  REQUIRE(wants.reports.size() == 3);
+  CHECK(wants.reports[0].tp == t0);
+  CHECK(wants.reports[0].what == position_report::kind::no_reset_policy);
+  CHECK(wants.reports[1].tp == t1);
+  CHECK(wants.reports[1].what == position_report::kind::missing);
+  CHECK(wants.reports[2].tp == u0);
+  CHECK(wants.reports[2].what == position_report::kind::no_reset_policy);
+}
+
 TEST_CASE("position requests: validation (KIP-320) asks each leader where the position's epoch ends",
           "[position_requests]") {
   world w;
