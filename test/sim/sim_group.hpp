@@ -402,7 +402,8 @@ class simulation {
     sim_member* member = nullptr;
     std::function<void()> f;
   };
-  simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
+  // `traced`: keep the trace (always with `verbose`).
+  simulation(std::uint64_t seed, bool verbose, group_protocol protocol, bool traced)
       : rng_(seed),
         static_rng_(seed ^ 0x5354415449430345ull),
         unsub_rng_(seed ^ 0x554e535542534352ull),
@@ -411,6 +412,7 @@ class simulation {
         async_rng_(seed ^ 0x4153594e43434f4dull),
         seek_rng_(seed ^ 0x5345454b464f5257ull),
         verbose_(verbose),
+        traced_(verbose || traced),
         protocol_(protocol) {}
   run_result run();
 
@@ -421,10 +423,19 @@ class simulation {
  private:
   bool consumer() const { return protocol_ == group_protocol::consumer; }
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  // The trace (the last events a failure prints, every event with --verbose): kept only when
+  // traced_ (a failed seed runs again with it, run_group_seed()), so that a passing seed formats
+  // none of its lines.
   void note(std::string what) {
+    if (!traced_) return;
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
     trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 60) trace_.pop_front();
+  }
+  // note(fmt::format(f, args...)), formatted only when traced_ (the arguments are evaluated anyway).
+  template <class... A>
+  void notef(fmt::format_string<A...> f, A&&... args) {
+    if (traced_) note(fmt::format(f, std::forward<A>(args)...));
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
     note("FAILED " + std::string(invariant) + ": " + message);
@@ -691,6 +702,7 @@ class simulation {
   std::map<TopicPartition, std::set<std::int64_t>> past_end_targets_;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
+  bool traced_;
   group_protocol protocol_;
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
@@ -711,6 +723,7 @@ class simulation {
   std::map<TopicPartition, partition_log> logs_;
   std::int64_t next_id_ = 1;
   std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
+  std::vector<protocol::bytes> answer_buffers_;  // data_deliver()'s, reused
   data::cluster_metadata md_;
   std::uint64_t records_returned_ = 0;
   // G3 with seeks: per partition, the member whose application seeked it, where to, and the last

@@ -156,11 +156,10 @@ struct batches_written {
 // A Fetch answer's records of `l` from `fetch_offset` (below the log's end): whole batches as they
 // were produced, from the one holding the fetch offset (so an answer may begin below it, as
 // Kafka's do), up to about `want` records past the fetch offset, appended to `buf`. A record's
-// value is its id (kept alive in `values`, which `buf` does not outlive while encoding). Batches
-// ending at or below `legacy_until` are written as magic-0 gzip wrappers (-1: none).
+// value is its id (in decimal). Batches ending at or below `legacy_until` are written as magic-0
+// gzip wrappers (-1: none).
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
-                              std::int64_t legacy_until, std::deque<std::string>& values,
-                              protocol::bytes& buf);
+                              std::int64_t legacy_until, protocol::bytes& buf);
 
 // The partition error a broker answers a Fetch of `l` with (0: none), in Kafka's order: not the
 // leader, a fenced or unknown leader epoch, then `inject()` (a transient error the world's schedule
