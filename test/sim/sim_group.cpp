@@ -1275,7 +1275,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   if (traced_)
     for (const auto& [tp, om] : offsets) list += fmt::format(" {}@{}", name(tp), om.offset);
   notef("{}: {} sends generation {}:{}", m.name, who, id.generation, list);
-  const auto req = data::make_commit_request("g", id, offsets);
+  auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
   auto answer = [this, &m, offsets, who, done, deadline, listener_seq, first_sent,
@@ -1315,7 +1315,9 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
     });
     return;
   }
-  at(m.last_send, [this, &m, req, answer, first_sent, node = id.coordinator.value_or(-1)] {
+  // (The request and the answer's handler move into the events: each runs once.)
+  at(m.last_send, [this, &m, req = std::move(req), answer = std::move(answer), first_sent,
+                   node = id.coordinator.value_or(-1)]() mutable {
     protocol::offset_commit_response r;
     if (auto err = not_serving(node)) {
       for (const auto& t : req.topics) {
@@ -1329,7 +1331,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       r = handle_commit(m, req);
     }
     m.last_answer = std::max(now_ + latency(), m.last_answer);
-    at_member(m, m.last_answer, [answer, r] { answer(r); });
+    at_member(m, m.last_answer, [answer = std::move(answer), r = std::move(r)] { answer(r); });
   });
 }
 
@@ -1493,8 +1495,8 @@ std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp,
     return l->second.epoch;
   const auto e = m.data->returned_epochs.find(tp);
   if (e == m.data->returned_epochs.end()) return -1;
-  const auto r = e->second.find(offset - 1);
-  return r == e->second.end() ? -1 : r->second;
+  const auto* r = e->second.find(offset - 1);
+  return r == nullptr ? -1 : *r;
 }
 
 bool simulation::poll_body(sim_member& m) {

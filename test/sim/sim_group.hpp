@@ -332,7 +332,7 @@ struct member_data final : fetcher_calls {
   divergences div;
   // The leader epoch of each record the application was given, per partition and offset (its
   // seeks carry the epoch of the record before the target, as Java's seek(OffsetAndMetadata)).
-  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs;
+  std::map<TopicPartition, offset_epochs> returned_epochs;
   std::map<TopicPartition, detail::epoch_offset> last_pos;  // the reader's last position (m.pos's)
   // The application's seek_to_end() calls not resolved yet: the position each was called at (the
   // records from there to the resolved end are skipped on purpose once it resolves).
@@ -639,7 +639,19 @@ class simulation {
   void data_event(sim_member& m, detail::user_event& e);
   /// poll()'s drain: true when it returned records.
   bool data_poll(sim_member& m);
-  void data_record(sim_member& m, const ConsumerRecord& r);
+  /// data_record()'s look-ups of one partition, kept while records of it follow one another in a
+  /// poll()'s batch (nothing they read changes between its records; only what they point to is
+  /// written, and only once the record's checks passed).
+  struct record_lookup {
+    bool valid = false;
+    TopicPartition tp;
+    bool owned = false;                                         // m.app_owned has it
+    bool paused = false;                                        // its application paused it
+    std::map<TopicPartition, std::int64_t>::iterator expected;  // end(): none
+    offset_epochs* returned_epochs = nullptr;                   // looked up once needed
+    std::vector<bool>* processed = nullptr;                     // looked up once needed
+  };
+  void data_record(sim_member& m, const ConsumerRecord& r, record_lookup& look);
   /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
   void data_sync_pos(sim_member& m);
   /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()

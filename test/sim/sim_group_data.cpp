@@ -537,7 +537,8 @@ bool simulation::data_poll(sim_member& m) {
   }
   auto batch = d.reader.drain();
   if (batch.records.empty()) return false;
-  for (const auto& r : batch.records) data_record(m, r);
+  record_lookup look;
+  for (const auto& r : batch.records) data_record(m, r, look);
   if (verbose_) {
     std::string got;
     for (const auto& r : batch.records) got += fmt::format(" {}-{}@{}", r.topic, r.partition, r.offset);
@@ -547,9 +548,17 @@ bool simulation::data_poll(sim_member& m) {
   return true;
 }
 
-void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
+void simulation::data_record(sim_member& m, const ConsumerRecord& r, record_lookup& look) {
   auto& d = *m.data;
-  const TopicPartition tp{std::string(r.topic), r.partition};
+  if (!look.valid || look.tp.partition != r.partition || look.tp.topic != r.topic) {
+    look = record_lookup{};
+    look.valid = true;
+    look.tp = TopicPartition{std::string(r.topic), r.partition};
+    look.owned = m.app_owned.count(look.tp) > 0;
+    look.paused = d.paused.count(look.tp) > 0;
+    look.expected = d.expected.find(look.tp);
+  }
+  const TopicPartition& tp = look.tp;
   ++records_returned_;
   std::int64_t id = -1;
   if (r.value) {
@@ -564,15 +573,15 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
          fmt::format(
              "{}: {} offset {} holds id {}, appended at {}", m.name, name(tp), r.offset, id,
              w == nullptr ? std::string("nowhere") : fmt::format("{} offset {}", name(w->first), w->second)));
-  if (!m.app_owned.count(tp))
+  if (!look.owned)
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: poll() returned {} offset {}, a partition its application does not own (owned: {})",
                      m.name, name(tp), r.offset, names(m.app_owned)));
-  if (d.paused.count(tp))
+  if (look.paused)
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: poll() returned {} offset {}, which its application paused", m.name, name(tp),
                      r.offset));
-  const auto exp = d.expected.find(tp);
+  const auto exp = look.expected;
   if (exp == d.expected.end() || exp->second != r.offset)
     fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
                                      m.name, name(tp), r.offset, exp == d.expected.end() ? -1 : exp->second));
@@ -582,9 +591,15 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
                      "applied (found at {:.3f} ms)",
                      m.name, name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
   exp->second = r.offset + 1;
-  if (unclean_) d.returned_epochs[tp][r.offset] = r.leader_epoch;
+  if (unclean_) {
+    if (!look.returned_epochs) look.returned_epochs = &d.returned_epochs[tp];
+    look.returned_epochs->set(r.offset, r.leader_epoch);
+  }
   // A record of a truncated branch is not the one its offset holds now.
-  if (!truncated_.died.count(id)) processed_[tp][static_cast<std::size_t>(r.offset)] = true;
+  if (!truncated_.died.count(id)) {
+    if (!look.processed) look.processed = &processed_[tp];
+    (*look.processed)[static_cast<std::size_t>(r.offset)] = true;
+  }
 }
 
 bool simulation::data_app_action(sim_member& m, const std::function<void()>& next) {
@@ -627,8 +642,8 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
     std::int32_t epoch = -1;
     if (unclean_ && target > 0) {
       const auto& e = d.returned_epochs[tp];
-      if (const auto r = e.find(target - 1); r != e.end()) {
-        epoch = r->second;
+      if (const auto* r = e.find(target - 1)) {
+        epoch = *r;
       } else {
         target = p->offset;
         epoch = p->epoch;

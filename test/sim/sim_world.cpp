@@ -206,7 +206,15 @@ class simulation final : public fetcher_calls {
   void poll();
   void app_action();
   void on_position_event(const detail::position_event& e);
-  void check_record(const ConsumerRecord& r);
+  // check_record()'s look-ups of one partition, kept while records of it follow one another in a
+  // poll()'s batch (nothing it reads changes between them but what it writes through them).
+  struct record_lookup {
+    bool valid = false;
+    TopicPartition tp;
+    std::map<TopicPartition, std::int64_t>::iterator expected;  // expected_.end(): none
+    offset_epochs* epochs = nullptr;                            // looked up once needed
+  };
+  void check_record(const ConsumerRecord& r, record_lookup& look);
   void commit(const TopicPartition& tp, std::int64_t offset, const char* who);
   void check_end();
 
@@ -236,7 +244,7 @@ class simulation final : public fetcher_calls {
                : nullptr;
   }
   truncated_records truncated_;  // invariant 3: when each record was truncated
-  // The records the cleaner removed (partition_log::ids_at has every record ever appended).
+  // The records the cleaner removed (partition_log::for_each_id_at() has every record ever appended).
   std::set<std::int64_t> compacted_ids_;
 
   // Client: the background side.
@@ -312,7 +320,7 @@ class simulation final : public fetcher_calls {
 
   // What the checks know of the application.
   std::map<TopicPartition, std::int64_t> expected_;  // the application's next offset
-  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs_;  // offset -> epoch
+  std::map<TopicPartition, offset_epochs> returned_epochs_;
   std::map<TopicPartition, int> seek_tos_pending_;
   std::map<TopicPartition, std::int64_t> last_commit_;
   std::map<TopicPartition, std::set<std::int64_t>> sanctioned_;  // positions a commit may move back to
@@ -754,13 +762,13 @@ bool simulation::compacted_between(const TopicPartition& tp, std::int64_t from, 
 bool simulation::compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to,
                                   std::int64_t id) const {
   if (from >= to || from < 0) return false;
-  const auto& at = logs_.at(tp).ids_at;
+  const auto& l = logs_.at(tp);
   for (std::int64_t o = from; o < to; ++o) {
-    if (static_cast<std::size_t>(o) >= at.size() || at[static_cast<std::size_t>(o)].empty()) return false;
     std::int64_t branch = -1;
-    for (const auto i : at[static_cast<std::size_t>(o)]) {
+    const bool any = l.for_each_id_at(o, [&](std::int64_t i) {
       if (i < id) branch = std::max(branch, i);
-    }
+    });
+    if (!any) return false;
     if (branch < 0 || !compacted_ids_.count(branch)) return false;
   }
   return true;
@@ -1197,8 +1205,14 @@ void simulation::on_position_event(const detail::position_event& e) {
   sanctioned_[tp].insert(after->offset);
 }
 
-void simulation::check_record(const ConsumerRecord& r) {
-  const TopicPartition tp{std::string(r.topic), r.partition};
+void simulation::check_record(const ConsumerRecord& r, record_lookup& look) {
+  if (!look.valid || look.tp.partition != r.partition || look.tp.topic != r.topic) {
+    look = record_lookup{};
+    look.valid = true;
+    look.tp = TopicPartition{std::string(r.topic), r.partition};
+    look.expected = expected_.find(look.tp);
+  }
+  const TopicPartition& tp = look.tp;
   ++returned_count_;
   if (verbose_) notef("app: record {}@{} epoch {}", name(tp), r.offset, r.leader_epoch);
   std::int64_t id = -1;
@@ -1214,7 +1228,7 @@ void simulation::check_record(const ConsumerRecord& r) {
     fail("1 (offsets)", fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
                                     w == nullptr ? std::string("nowhere")
                                                  : fmt::format("{} offset {}", name(w->first), w->second)));
-  const auto exp = expected_.find(tp);
+  const auto exp = look.expected;
   if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
                                     name(tp), r.offset, exp == expected_.end() ? -1 : exp->second));
@@ -1223,8 +1237,9 @@ void simulation::check_record(const ConsumerRecord& r) {
          fmt::format("{} offset {} (id {}) was truncated at {} ms, before the divergence the reader applied "
                      "(found at {} ms)",
                      name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
-  expected_[tp] = r.offset + 1;
-  returned_epochs_[tp][r.offset] = r.leader_epoch;
+  exp->second = r.offset + 1;
+  if (!look.epochs) look.epochs = &returned_epochs_[tp];
+  look.epochs->set(r.offset, r.leader_epoch);
 }
 
 void simulation::poll() {
@@ -1260,7 +1275,8 @@ void simulation::poll() {
       notef("app: poll returned {} records, first {}-{}@{}", batch.records.size(),
             batch.records.front().topic, batch.records.front().partition, batch.records.front().offset);
     }
-    for (const auto& r : batch.records) check_record(r);
+    record_lookup look;
+    for (const auto& r : batch.records) check_record(r, look);
     if (!batch.records.empty()) break;
     std::lock_guard lock(shared_.mutex);
     if (shared_.events.empty()) break;
@@ -1283,12 +1299,11 @@ void simulation::app_action() {
   if (rng_.chance(0.03)) {
     const auto& back = returned_epochs_[tp];
     if (back.empty()) return;
-    auto r = back.begin();
-    std::advance(r, rng_.below(static_cast<std::int64_t>(back.size())));
-    const std::int64_t target = r->first;
+    const std::int64_t target =
+        back.offset_at(static_cast<std::size_t>(rng_.below(static_cast<std::int64_t>(back.size()))));
     std::int32_t epoch = -1;
     if (rng_.chance(0.5)) {
-      if (auto prev = back.find(target - 1); prev != back.end()) epoch = prev->second;
+      if (const auto* prev = back.find(target - 1)) epoch = *prev;
     }
     notef("app: seek {} to {} epoch {}", name(tp), target, epoch);
     reader_.seek(tp, target, epoch);
