@@ -400,7 +400,7 @@ class simulation {
   // An event: of a member (at_member), or of the world (nullptr).
   struct event {
     sim_member* member = nullptr;
-    std::function<void()> f;
+    event_fn f;
   };
   // `traced`: keep the trace (always with `verbose`).
   simulation(std::uint64_t seed, bool verbose, group_protocol protocol, bool traced)
@@ -441,10 +441,14 @@ class simulation {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::function<void()> f) { queue_.at(when, event{nullptr, std::move(f)}); }
+  template <class F>
+  void at(time_point when, F&& f) {
+    queue_.at(when, event{nullptr, event_fn(std::forward<F>(f))});
+  }
   // An event of member `m`: dropped once it crashed, held while its process is paused (run_event).
-  void at_member(sim_member& m, time_point when, std::function<void()> f) {
-    queue_.at(when, event{&m, std::move(f)});
+  template <class F>
+  void at_member(sim_member& m, time_point when, F&& f) {
+    queue_.at(when, event{&m, event_fn(std::forward<F>(f))});
   }
   void run_event(event& e) {
     if (e.member != nullptr) {

@@ -119,8 +119,9 @@ class simulation final : public fetcher_calls {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::string what, std::function<void()> f) {
-    queue_.at(when, std::make_pair(std::move(what), std::move(f)));
+  template <class F>
+  void at(time_point when, std::string what, F&& f) {
+    queue_.at(when, std::pair<std::string, event_fn>(std::move(what), event_fn(std::forward<F>(f))));
   }
   // A call posted to the background thread: run in the order posted.
   void post(std::string what, std::function<void()> f) override {
@@ -224,7 +225,7 @@ class simulation final : public fetcher_calls {
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  event_queue<std::pair<std::string, std::function<void()>>> queue_{now_};
+  event_queue<std::pair<std::string, event_fn>> queue_{now_};
   time_point last_post_ = start_;
   std::deque<trace_line> trace_;
   std::map<TopicPartition, std::deque<trace_line>> part_trace_;
