@@ -70,7 +70,8 @@ std::error_code encode_v2(std::span<const record_input> records, const batch_enc
 
   bytes plain;  // uncompressed records, only when compressing
   writer body(opts.codec == compression::none ? out : plain);
-  bytes rec;
+  bytes rec;  // one record, reused: room for a small one at once (it grows for a larger one)
+  rec.reserve(64);
   for (std::size_t i = 0; i < records.size(); ++i) {
     const record_input& in = records[i];
     rec.clear();

@@ -116,7 +116,7 @@ void simulation::setup() {
   // --unsubscribe).
   unsubscribes_ = group_unsubscribe || unsub_rng_.below(3) == 0;
   max_members_ = static_cast<std::size_t>(rng_.between(1, 4));
-  note(fmt::format(
+  notef(
       "setup: {} protocol, topics {}, {}, session {} ms, heartbeat {} ms, max.poll.interval {} ms, {} "
       "ms{}{}{}{}{}{}{}",
       consumer() ? "consumer" : "classic", topics_, assignor_, base_.session_timeout.count(),
@@ -129,7 +129,7 @@ void simulation::setup() {
       async_commits_ ? ", commit_async" : "",
       !seeks_forward_ ? ""
       : unclean_      ? ", seek_to_end"
-                      : ", seeks forward and seek_to_end"));
+                      : ", seeks forward and seek_to_end");
   const auto first = rng_.between(1, static_cast<std::int64_t>(max_members_));
   for (std::int64_t i = 0; i < first; ++i) add_member();
 }
@@ -196,9 +196,9 @@ sim_member& simulation::add_member(int slot) {
     o.max_poll_records = static_cast<std::size_t>(rng_.between(10, 200));
     m->data->reader.configure(o);
   }
-  note(fmt::format("{} starts: {}{}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
-                   m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : "",
-                   m->instance_id ? " group.instance.id " + *m->instance_id : ""));
+  notef("{} starts: {}{}{}{}", m->name, m->auto_commit ? "auto-commit " : "",
+        m->sync_commits ? "sync commits " : "", m->commit_in_revoke ? "commits in revoke" : "",
+        m->instance_id ? " group.instance.id " + *m->instance_id : "");
   auto& ref = *m;
   members_.push_back(std::move(m));
   std::vector<std::string> topics;
@@ -213,7 +213,7 @@ sim_member& simulation::add_member(int slot) {
 }
 
 void simulation::crash(sim_member& m, const char* why) {
-  note(fmt::format("FAULT {} {}", m.name, why));
+  notef("FAULT {} {}", m.name, why);
   m.alive = false;
 }
 
@@ -250,7 +250,7 @@ std::string simulation::paused_note(const sim_member& m, milliseconds d) const {
 
 void simulation::restart_slot(int slot, time_point when, const char* why) {
   at(when, [this, slot, why] {
-    note(fmt::format("the process of slot {} starts again ({})", slot, why));
+    notef("the process of slot {} starts again ({})", slot, why);
     add_member(slot);
   });
 }
@@ -279,10 +279,10 @@ void simulation::static_fault(std::int64_t kind, sim_member& victim) {
   }
   const auto d = milliseconds(rng_.between(3000, base_.session_timeout.count() + 4000));
   pause(victim, d);
-  note(fmt::format(
+  notef(
       "FAULT {} paused (both threads) for {} ms{}; presumed dead, its group.instance.id is started "
       "again meanwhile",
-      victim.name, d.count(), paused_note(victim, d)));
+      victim.name, d.count(), paused_note(victim, d));
   restart_slot(victim.slot, now_ + milliseconds(rng_.between(100, 1500)), "its old process is paused");
 }
 
@@ -315,12 +315,11 @@ void simulation::fault() {
     move_coordinator();
   } else if (kind < 4) {
     coord_down_until_ = now_ + milliseconds(rng_.between(200, 3000));
-    note(fmt::format("FAULT coordinator {} unavailable until {:.0f} ms", coord_node_, ms(coord_down_until_)));
+    notef("FAULT coordinator {} unavailable until {:.0f} ms", coord_node_, ms(coord_down_until_));
   } else if (kind < 6 && victim) {
     const auto d = milliseconds(rng_.between(1000, base_.session_timeout.count() + 4000));
     pause(*victim, d);
-    note(fmt::format("FAULT {} paused (both threads) for {} ms{}", victim->name, d.count(),
-                     paused_note(*victim, d)));
+    notef("FAULT {} paused (both threads) for {} ms{}", victim->name, d.count(), paused_note(*victim, d));
   } else if (kind < 7 && victim) {
     crash(*victim, "crashes");
   } else if (kind < 8 && victim) {
@@ -381,8 +380,8 @@ void simulation::move_coordinator() {
     cm.last_seen = now_;
     cm.awaiting_sync = false;
   }
-  note(fmt::format("FAULT coordinator moves to {}: group {} generation {} with {} members", coord_node_,
-                   to_string(g_.state), g_.generation, g_.members.size()));
+  notef("FAULT coordinator moves to {}: group {} generation {} with {} members", coord_node_,
+        to_string(g_.state), g_.generation, g_.members.size());
 }
 
 void simulation::prepare_rebalance(const std::string& why) {
@@ -401,8 +400,7 @@ void simulation::prepare_rebalance(const std::string& why) {
     milliseconds longest{0};
     for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
     rebalance_deadline_ = now_ + longest;
-    note(fmt::format("coordinator: PreparingRebalance ({}), deadline {:.0f} ms", why,
-                     ms(rebalance_deadline_)));
+    notef("coordinator: PreparingRebalance ({}), deadline {:.0f} ms", why, ms(rebalance_deadline_));
   }
   g_.state = gstate::preparing;
   for (auto& [id, cm] : g_.members) cm.awaiting_sync = false;
@@ -411,7 +409,7 @@ void simulation::prepare_rebalance(const std::string& why) {
 void simulation::remove_member(const std::string& id, const std::string& why) {
   auto it = g_.members.find(id);
   if (it == g_.members.end()) return;
-  note(fmt::format("coordinator: removes {} ({})", id, why));
+  notef("coordinator: removes {} ({})", id, why);
   answer_held(it->second, kafka_errc::unknown_member_id, "");
   if (const auto& instance = it->second.instance_id) {
     auto s = g_.statics.find(*instance);
@@ -443,7 +441,7 @@ void simulation::complete_join() {
   for (const auto& [id, cm] : g_.members)
     if (!cm.pending_join && !cm.instance_id) late.push_back(id);
   for (const auto& id : late) {
-    note(fmt::format("coordinator: {} did not rejoin within the rebalance timeout", id));
+    notef("coordinator: {} did not rejoin within the rebalance timeout", id);
     g_.members.erase(id);
   }
   if (!g_.members.empty() && std::none_of(g_.members.begin(), g_.members.end(),
@@ -463,7 +461,7 @@ void simulation::complete_join() {
     g_.state = gstate::empty;
     g_.leader.clear();
     store_group();
-    note(fmt::format("coordinator: generation {} is empty", g_.generation));
+    notef("coordinator: generation {} is empty", g_.generation);
     return;
   }
   // The leader is a member that joined this round (Kafka's maybeElectNewJoinedLeader).
@@ -480,8 +478,7 @@ void simulation::complete_join() {
   milliseconds longest{0};
   for (const auto& [id, cm] : g_.members) longest = std::max(longest, cm.rebalance);
   rebalance_deadline_ = now_ + longest;
-  note(fmt::format("coordinator: generation {} with {} members, leader {}", g_.generation, g_.members.size(),
-                   g_.leader));
+  notef("coordinator: generation {} with {} members, leader {}", g_.generation, g_.members.size(), g_.leader);
   const auto list = member_list();
   for (auto& [id, cm] : g_.members) {
     cm.awaiting_sync = true;
@@ -575,7 +572,7 @@ void simulation::handle_static_join(sim_member& m, join_req r, std::function<voi
     cm.sim = m.index;
     cm.instance_id = instance;
     g_.statics[instance] = id;
-    note(fmt::format("coordinator: static member {} joins as {}", instance, id));
+    notef("coordinator: static member {} joins as {}", instance, id);
     update(g_.members.emplace(id, std::move(cm)).first->second, std::move(reply));
     if (g_.state != gstate::preparing) prepare_rebalance("JoinGroup from static member " + instance);
     maybe_complete_join();
@@ -595,8 +592,8 @@ void simulation::handle_static_join(sim_member& m, join_req r, std::function<voi
   if (cm.protocols == r.protocols &&
       (g_.state == gstate::completing || (g_.state == gstate::stable && g_.leader != r.member_id))) {
     cm.last_seen = now_;
-    note(fmt::format("coordinator: {} joins again unchanged: generation {} without a rebalance", r.member_id,
-                     g_.generation));
+    notef("coordinator: {} joins again unchanged: generation {} without a rebalance", r.member_id,
+          g_.generation);
     reply(current_generation(r.member_id, g_.state == gstate::completing && g_.leader == r.member_id, false));
     return;
   }
@@ -621,8 +618,8 @@ void simulation::replace_static(sim_member& m, const std::string& instance, cons
   cm.last_seen = now_;
   if (g_.leader == old_id) g_.leader = new_id;
   g_.statics[instance] = new_id;
-  note(fmt::format("coordinator: static member {} joins as {}, replacing {} ({})", instance, new_id, old_id,
-                   to_string(g_.state)));
+  notef("coordinator: static member {} joins as {}, replacing {} ({})", instance, new_id, old_id,
+        to_string(g_.state));
   auto& ref = g_.members.emplace(new_id, std::move(cm)).first->second;
   switch (g_.state) {
     case gstate::stable: {
@@ -733,7 +730,7 @@ void simulation::handle_sync(sim_member&, protocol::sync_group_request r,
   }
   g_.state = gstate::stable;
   store_group();
-  note(fmt::format("coordinator: generation {} Stable", g_.generation));
+  notef("coordinator: generation {} Stable", g_.generation);
   for (auto& [id, member] : g_.members) {
     if (!member.pending_sync) continue;
     protocol::sync_group_response ok;
@@ -853,8 +850,8 @@ protocol::offset_commit_response simulation::handle_commit(sim_member& m,
     }
     out.topics.push_back(std::move(rt));
   }
-  note(fmt::format("coordinator: OffsetCommit from {} generation {}: error {}", r.member_id,
-                   r.generation_id_or_member_epoch, err));
+  notef("coordinator: OffsetCommit from {} generation {}: error {}", r.member_id,
+        r.generation_id_or_member_epoch, err);
   if (it != g_.members.end() && err == 0) it->second.last_seen = now_;
   return out;
 }
@@ -960,7 +957,7 @@ void simulation::send(sim_member& m, const char* what, milliseconds timeout, Han
   auto fail_request = [this, &m, epoch, done, what](std::error_code ec) {
     if (*done || epoch != m.request_epoch) return;
     *done = true;
-    note(fmt::format("{}: {} failed: {}", m.name, what, ec.message()));
+    notef("{}: {} failed: {}", m.name, what, ec.message());
     m.core->request_failed(now_, ec);
     process(m);
     check_poll_timeout(m);
@@ -1020,13 +1017,13 @@ void simulation::apply(sim_member& m, group::action& a) {
     if constexpr (std::is_same_v<T, group::find_coordinator>) {
       find_coordinator(m, [this, &m] { core_of<group::member>(m).coordinator_found(now_, coord_node_); });
     } else if constexpr (std::is_same_v<T, group::send_join_group>) {
-      note(fmt::format("{}: JoinGroup as '{}'", m.name, act.request.member_id));
+      notef("{}: JoinGroup as '{}'", m.name, act.request.member_id);
       send<join_resp>(
           m, "JoinGroup", act.timeout,
           [this, &m, r = act.request](auto respond) { handle_join(m, r, respond); },
           [this](sim_member& mm, const join_resp& r) {
-            note(fmt::format("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
-                             r.generation_id, r.leader));
+            notef("{}: JoinGroup answer: error {} generation {} leader {}", mm.name, r.error_code,
+                  r.generation_id, r.leader);
             fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).join_group_done(now_, r);
           });
@@ -1035,7 +1032,7 @@ void simulation::apply(sim_member& m, group::action& a) {
           m, "SyncGroup", milliseconds(0),
           [this, &m, r = act.request](auto respond) { handle_sync(m, r, respond); },
           [this](sim_member& mm, const protocol::sync_group_response& r) {
-            note(fmt::format("{}: SyncGroup answer: error {}", mm.name, r.error_code));
+            notef("{}: SyncGroup answer: error {}", mm.name, r.error_code);
             fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).sync_group_done(now_, r);
           });
@@ -1044,12 +1041,12 @@ void simulation::apply(sim_member& m, group::action& a) {
           m, "Heartbeat", milliseconds(0),
           [this, r = act.request](auto respond) { respond(handle_heartbeat(r)); },
           [this](sim_member& mm, const protocol::heartbeat_response& r) {
-            if (r.error_code != 0) note(fmt::format("{}: Heartbeat answer: error {}", mm.name, r.error_code));
+            if (r.error_code != 0) notef("{}: Heartbeat answer: error {}", mm.name, r.error_code);
             fenced_seen(mm, r.error_code);
             core_of<group::member>(mm).heartbeat_done(now_, r);
           });
     } else if constexpr (std::is_same_v<T, group::send_leave_group>) {
-      note(fmt::format("{}: LeaveGroup", m.name));
+      notef("{}: LeaveGroup", m.name);
       send<protocol::leave_group_response>(
           m, "LeaveGroup", milliseconds(0),
           [this, r = act.request](auto respond) { respond(handle_leave(r)); },
@@ -1090,8 +1087,7 @@ void simulation::find_coordinator(sim_member& m, std::function<void()> found) {
 
 // The actions both cores emit (driver_base::apply_shared).
 void simulation::apply_shared(sim_member& m, group::run_listener& act) {
-  note(fmt::format("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind),
-                   names(act.partitions)));
+  notef("{}: listener call {} {} ({})", m.name, act.seq, group::to_string(act.kind), names(act.partitions));
   detail::listener_call call{act.kind, std::move(act.partitions), act.seq};
   call.stale_claim = act.stale_claim;
   m.shared.push(std::move(call));
@@ -1111,14 +1107,14 @@ void simulation::apply_shared(sim_member& m, group::report_error& act) {
     // KIP-848: or a join found the instance id still held by a member that did not leave with
     // epoch -2 (a crashed or paused process, until its session times out): UNRELEASED_INSTANCE_ID,
     // fatal as in Java's client; the orchestrator starts the process again later.
-    note(fmt::format("{}: fenced: {}; the application closes it", m.name, act.message));
+    notef("{}: fenced: {}; the application closes it", m.name, act.message);
     m.fenced_fatal = true;
     m.close_requested = true;
     return;
   }
   if (act.fatal)
     fail("G4 (no fatal error, no refused transition)", fmt::format("{}: {}", m.name, act.message));
-  note(fmt::format("{}: error: {}", m.name, act.message));
+  notef("{}: error: {}", m.name, act.message);
 }
 
 void simulation::apply_shared(sim_member& m, group::cancel_listener& act) {
@@ -1145,17 +1141,17 @@ void simulation::apply(sim_member& m, kip848::action& a) {
       });
     } else if constexpr (std::is_same_v<T, kip848::send_consumer_group_heartbeat>) {
       const auto& r = act.request;
-      note(fmt::format("{}: ConsumerGroupHeartbeat '{}' epoch {}{}", m.name, r.member_id, r.member_epoch,
-                       r.topic_partitions ? " owning " + names(from_wire(*r.topic_partitions)) : ""));
+      notef("{}: ConsumerGroupHeartbeat '{}' epoch {}{}", m.name, r.member_id, r.member_epoch,
+            r.topic_partitions ? " owning " + names(from_wire(*r.topic_partitions)) : "");
       ++m.request_epoch;  // supersede::earlier
       send<cg_response>(
           m, "ConsumerGroupHeartbeat", milliseconds(0),
           [this, &m, r](auto respond) { respond(cg_heartbeat(m, r, heartbeat_version_)); },
           [this](sim_member& mm, const cg_response& resp) {
-            note(fmt::format(
+            notef(
                 "{}: ConsumerGroupHeartbeat answer: error {} epoch {}{}", mm.name, resp.error_code,
                 resp.member_epoch,
-                resp.assignment ? " assignment " + names(from_wire(resp.assignment->topic_partitions)) : ""));
+                resp.assignment ? " assignment " + names(from_wire(resp.assignment->topic_partitions)) : "");
             core_of<kip848::consumer_member>(mm).heartbeat_done(now_, resp);
           });
     } else if constexpr (std::is_same_v<T, kip848::need_topic_names>) {
@@ -1202,7 +1198,7 @@ void simulation::offset_fetch(sim_member& m, const TopicPartition& tp, std::uint
     const auto c = committed_.find(tp);
     const std::int64_t p = c == committed_.end() ? 0 : c->second;  // auto.offset.reset=earliest
     m.fetched_pos[tp] = p;
-    note(fmt::format("{}: {} starts at {}{}", m.name, name(tp), p, c == committed_.end() ? " (reset)" : ""));
+    notef("{}: {} starts at {}{}", m.name, name(tp), p, c == committed_.end() ? " (reset)" : "");
   });
 }
 
@@ -1243,7 +1239,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
   if (first_sent == 0) first_sent = ++commits_sent_;
   // fetcher::commit: no attempt once the listener call it was made in is cancelled late.
   if (listener_seq != 0 && m.shared.late_cancels.count(listener_seq)) {
-    note(fmt::format("{}: {} refused: made in a superseded callback", m.name, who));
+    notef("{}: {} refused: made in a superseded callback", m.name, who);
     done(data::superseded_callback_commit());
     return;
   }
@@ -1253,7 +1249,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       done(std::nullopt);
       return;
     }
-    note(fmt::format("{}: {} refused: {}", m.name, who, refused->message));
+    notef("{}: {} refused: {}", m.name, who, refused->message);
     done(refused);
     return;
   }
@@ -1276,9 +1272,10 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
                        p == m.pos.end() ? -1 : p->second));
   }
   std::string list;
-  for (const auto& [tp, om] : offsets) list += fmt::format(" {}@{}", name(tp), om.offset);
-  note(fmt::format("{}: {} sends generation {}:{}", m.name, who, id.generation, list));
-  const auto req = data::make_commit_request("g", id, offsets);
+  if (traced_)
+    for (const auto& [tp, om] : offsets) list += fmt::format(" {}@{}", name(tp), om.offset);
+  notef("{}: {} sends generation {}:{}", m.name, who, id.generation, list);
+  auto req = data::make_commit_request("g", id, offsets);
   const bool lost = fault_phase() && rng_.chance(0.02);
   m.last_send = std::max(now_ + latency(), m.last_send);
   auto answer = [this, &m, offsets, who, done, deadline, listener_seq, first_sent,
@@ -1301,12 +1298,12 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
                 });
       return;
     }
-    note(fmt::format("{}: {} failed: {}", m.name, who, failure->error.message));
+    notef("{}: {} failed: {}", m.name, who, failure->error.message);
     done(failure->error);
   };
   if (lost) {
     at_member(m, m.last_send, [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
-      note(fmt::format("{}: {} lost (connection reset)", m.name, who));
+      notef("{}: {} lost (connection reset)", m.name, who);
       if (now_ + milliseconds(100) < deadline) {
         at_member(m, now_ + milliseconds(100),
                   [this, &m, offsets, who, done, deadline, listener_seq, first_sent] {
@@ -1318,7 +1315,9 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
     });
     return;
   }
-  at(m.last_send, [this, &m, req, answer, first_sent, node = id.coordinator.value_or(-1)] {
+  // (The request and the answer's handler move into the events: each runs once.)
+  at(m.last_send, [this, &m, req = std::move(req), answer = std::move(answer), first_sent,
+                   node = id.coordinator.value_or(-1)]() mutable {
     protocol::offset_commit_response r;
     if (auto err = not_serving(node)) {
       for (const auto& t : req.topics) {
@@ -1332,7 +1331,7 @@ void simulation::send_commit(sim_member& m, const data::commit_map& offsets, con
       r = handle_commit(m, req);
     }
     m.last_answer = std::max(now_ + latency(), m.last_answer);
-    at_member(m, m.last_answer, [answer, r] { answer(r); });
+    at_member(m, m.last_answer, [answer = std::move(answer), r = std::move(r)] { answer(r); });
   });
 }
 
@@ -1355,7 +1354,7 @@ data::group_identity simulation::identity(const sim_member& m) const {
 
 void simulation::poll_start(sim_member& m) {
   if (m.closing) return;
-  if (verbose_) note(fmt::format("{}: poll()", m.name));
+  if (verbose_) notef("{}: poll()", m.name);
   ++m.polls;
   m.in_poll = true;
   m.clock_from = now_;
@@ -1448,8 +1447,8 @@ void simulation::callback(sim_member& m, const detail::listener_call& call, std:
   milliseconds d(rng_.between(0, 30));
   if (fault_phase() && rng_.chance(0.05))
     d = milliseconds(rng_.between(500, m.max_poll_interval.count() + 3000));
-  note(fmt::format("{}: on_partitions_{}({}) runs {} ms", m.name, group::to_string(call.kind),
-                   names(call.partitions), d.count()));
+  notef("{}: on_partitions_{}({}) runs {} ms", m.name, group::to_string(call.kind), names(call.partitions),
+        d.count());
   at_member(m, now_ + d, [this, &m, call, done] {
     auto end = [this, &m, call, done] {
       if (call.kind == group::listener_kind::revoked) ownership_changed(m, call);
@@ -1496,8 +1495,8 @@ std::int32_t simulation::position_epoch(sim_member& m, const TopicPartition& tp,
     return l->second.epoch;
   const auto e = m.data->returned_epochs.find(tp);
   if (e == m.data->returned_epochs.end()) return -1;
-  const auto r = e->second.find(offset - 1);
-  return r == e->second.end() ? -1 : r->second;
+  const auto* r = e->second.find(offset - 1);
+  return r == nullptr ? -1 : *r;
 }
 
 bool simulation::poll_body(sim_member& m) {
@@ -1553,7 +1552,7 @@ bool simulation::poll_body(sim_member& m) {
     budget -= n;
   }
   if (any) {
-    if (verbose_) note(fmt::format("{}: poll returns {}", m.name, fmt::join(got, " ")));
+    if (verbose_) notef("{}: poll returns {}", m.name, fmt::join(got, " "));
     poll_return(m);
     return true;
   }
@@ -1585,14 +1584,13 @@ void simulation::poll_return(sim_member& m) {
   // The application's work between polls.
   milliseconds work(rng_.between(1, 40));
   if (fault_phase() && rng_.chance(0.01)) work = m.max_poll_interval + milliseconds(rng_.between(100, 3000));
-  if (work > milliseconds(1000))
-    note(fmt::format("{}: app works {} ms before the next poll", m.name, work.count()));
+  if (work > milliseconds(1000)) notef("{}: app works {} ms before the next poll", m.name, work.count());
   at_member(m, now_ + work, [this, &m] { after_work(m); });
 }
 
 void simulation::after_work(sim_member& m) {
   if (m.close_requested) {
-    note(fmt::format("{}: the application calls close()", m.name));
+    notef("{}: the application calls close()", m.name);
     close_member(m);
     return;
   }
@@ -1658,7 +1656,7 @@ void simulation::commit_async(sim_member& m, data::commit_map offsets, const cha
   send_commit(
       m, offsets, who,
       [this, &m, who](std::optional<data::commit_error> e) {
-        if (e) note(fmt::format("{}: {} callback: {}", m.name, who, e->message));
+        if (e) notef("{}: {} callback: {}", m.name, who, e->message);
       },
       now_, m.mailbox.running_seq());
   then();
@@ -1668,7 +1666,7 @@ void simulation::commit_sync(sim_member& m, data::commit_map offsets, const char
                              std::function<void()> then) {
   if (m.mailbox.running_superseded()) {
     // commit_client: a commit from inside a callback the core superseded fails for good.
-    note(fmt::format("{}: {} refused: the callback's rebalance is over", m.name, who));
+    notef("{}: {} refused: the callback's rebalance is over", m.name, who);
     then();
     return;
   }
@@ -1705,7 +1703,7 @@ void simulation::close_member(sim_member& m) {
   auto op = group::close_membership::default_operation;
   if (m.instance_id && !m.fenced_fatal && !m.restart_after_close && rng_.chance(0.3))
     op = group::close_membership::leave_group;
-  if (op != group::close_membership::default_operation) note(fmt::format("{}: close(LEAVE_GROUP)", m.name));
+  if (op != group::close_membership::default_operation) notef("{}: close(LEAVE_GROUP)", m.name);
   const auto left_before = m.left_count;
   m.core->close(now_, op);
   process(m);
@@ -1716,7 +1714,7 @@ void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point
   run_events(m, [this, &m, left_before, deadline] {
     const bool left = m.left_count > left_before;
     if (left || now_ >= deadline) {
-      note(fmt::format("{} closed{}", m.name, left ? "" : " (timed out)"));
+      notef("{} closed{}", m.name, left ? "" : " (timed out)");
       m.alive = false;
       // A process that exits on FENCED_INSTANCE_ID is started again by its orchestrator, unless
       // the process that took its instance id over is still running.
@@ -1735,7 +1733,7 @@ void simulation::close_wait(sim_member& m, std::uint64_t left_before, time_point
 }
 
 void simulation::unsubscribe_member(sim_member& m) {
-  note(fmt::format("{}: the application calls unsubscribe()", m.name));
+  notef("{}: the application calls unsubscribe()", m.name);
   m.unsubscribing = true;
   // The mutant puts back issue 13's item 3 (fixed in 01fea93): unsubscribe() left the subscription
   // before the leave, so the auto-commit before the revoke and the callback's commits went out as
@@ -1772,8 +1770,8 @@ void simulation::unsubscribe_wait(sim_member& m, std::uint64_t left_before, time
     auto when = now_ + milliseconds(unsub_rng_.between(0, 5000));
     if (fault_phase()) when = std::min(when, quiet_at_);
     if (!fault_phase()) when = now_;
-    note(fmt::format("{}: unsubscribe() returns{}; subscribe() at {:.0f} ms", m.name,
-                     left ? "" : " (timed out)", ms(when)));
+    notef("{}: unsubscribe() returns{}; subscribe() at {:.0f} ms", m.name, left ? "" : " (timed out)",
+          ms(when));
     at_member(m, when, [this, &m] { resubscribe(m); });
   });
 }
@@ -1781,11 +1779,11 @@ void simulation::unsubscribe_wait(sim_member& m, std::uint64_t left_before, time
 void simulation::resubscribe(sim_member& m) {
   m.unsubscribed = false;
   if (m.close_requested) {
-    note(fmt::format("{}: the application calls close() (unsubscribed)", m.name));
+    notef("{}: the application calls close() (unsubscribed)", m.name);
     close_member(m);
     return;
   }
-  note(fmt::format("{}: the application calls subscribe() again", m.name));
+  notef("{}: the application calls subscribe() again", m.name);
   m.subscribed = true;  // check_can_subscribe()
   std::vector<std::string> topics;
   for (const auto& [t, n] : topics_) topics.push_back(t);
@@ -1900,10 +1898,10 @@ void simulation::check_end() {
   }
   for (const auto& [tp, end] : log_end_) {
     if (!owner.count(tp) && held_back_for_good(tp)) {
-      note(fmt::format(
+      notef(
           "{}: nobody owns {}: the generation holds it back for a cooperative hand-over whose revoking "
           "static member was replaced without a rebalance (Kafka's protocol has no rebalance for it)",
-          where, name(tp)));
+          where, name(tp));
       continue;
     }
     if (!owner.count(tp)) fail("G6 (convergence)", fmt::format("{}: nobody owns {}", where, name(tp)));
@@ -1969,10 +1967,12 @@ run_result simulation::run() {
 namespace kgroup::sim {
 
 run_result run_group_seed(std::uint64_t seed, bool verbose, bool consumer_protocol) {
-  auto s = std::make_unique<group_sim::simulation>(
-      seed, verbose,
-      consumer_protocol ? group_sim::group_protocol::consumer : group_sim::group_protocol::classic);
-  return s->run();
+  const auto protocol =
+      consumer_protocol ? group_sim::group_protocol::consumer : group_sim::group_protocol::classic;
+  auto r = std::make_unique<group_sim::simulation>(seed, verbose, protocol, false)->run();
+  if (r.ok || verbose) return r;
+  // A failed seed without its trace (a passing one formats none): it runs again, with the trace.
+  return replay_traced(r, std::make_unique<group_sim::simulation>(seed, false, protocol, true)->run());
 }
 
 }  // namespace kgroup::sim

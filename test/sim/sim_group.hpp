@@ -332,7 +332,7 @@ struct member_data final : fetcher_calls {
   divergences div;
   // The leader epoch of each record the application was given, per partition and offset (its
   // seeks carry the epoch of the record before the target, as Java's seek(OffsetAndMetadata)).
-  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs;
+  std::map<TopicPartition, offset_epochs> returned_epochs;
   std::map<TopicPartition, detail::epoch_offset> last_pos;  // the reader's last position (m.pos's)
   // The application's seek_to_end() calls not resolved yet: the position each was called at (the
   // records from there to the resolved end are skipped on purpose once it resolves).
@@ -400,9 +400,10 @@ class simulation {
   // An event: of a member (at_member), or of the world (nullptr).
   struct event {
     sim_member* member = nullptr;
-    std::function<void()> f;
+    event_fn f;
   };
-  simulation(std::uint64_t seed, bool verbose, group_protocol protocol)
+  // `traced`: keep the trace (always with `verbose`).
+  simulation(std::uint64_t seed, bool verbose, group_protocol protocol, bool traced)
       : rng_(seed),
         static_rng_(seed ^ 0x5354415449430345ull),
         unsub_rng_(seed ^ 0x554e535542534352ull),
@@ -411,6 +412,7 @@ class simulation {
         async_rng_(seed ^ 0x4153594e43434f4dull),
         seek_rng_(seed ^ 0x5345454b464f5257ull),
         verbose_(verbose),
+        traced_(verbose || traced),
         protocol_(protocol) {}
   run_result run();
 
@@ -421,19 +423,32 @@ class simulation {
  private:
   bool consumer() const { return protocol_ == group_protocol::consumer; }
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
+  // The trace (the last events a failure prints, every event with --verbose): kept only when
+  // traced_ (a failed seed runs again with it, run_group_seed()), so that a passing seed formats
+  // none of its lines.
   void note(std::string what) {
+    if (!traced_) return;
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
     trace_.push_back({now_, std::move(what)});
     if (trace_.size() > 60) trace_.pop_front();
+  }
+  // note(fmt::format(f, args...)), formatted only when traced_ (the arguments are evaluated anyway).
+  template <class... A>
+  void notef(fmt::format_string<A...> f, A&&... args) {
+    if (traced_) note(fmt::format(f, std::forward<A>(args)...));
   }
   [[noreturn]] void fail(const char* invariant, std::string message) {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::function<void()> f) { queue_.at(when, event{nullptr, std::move(f)}); }
+  template <class F>
+  void at(time_point when, F&& f) {
+    queue_.at(when, event{nullptr, event_fn(std::forward<F>(f))});
+  }
   // An event of member `m`: dropped once it crashed, held while its process is paused (run_event).
-  void at_member(sim_member& m, time_point when, std::function<void()> f) {
-    queue_.at(when, event{&m, std::move(f)});
+  template <class F>
+  void at_member(sim_member& m, time_point when, F&& f) {
+    queue_.at(when, event{&m, event_fn(std::forward<F>(f))});
   }
   void run_event(event& e) {
     if (e.member != nullptr) {
@@ -628,7 +643,19 @@ class simulation {
   void data_event(sim_member& m, detail::user_event& e);
   /// poll()'s drain: true when it returned records.
   bool data_poll(sim_member& m);
-  void data_record(sim_member& m, const ConsumerRecord& r);
+  /// data_record()'s look-ups of one partition, kept while records of it follow one another in a
+  /// poll()'s batch (nothing they read changes between its records; only what they point to is
+  /// written, and only once the record's checks passed).
+  struct record_lookup {
+    bool valid = false;
+    TopicPartition tp;
+    bool owned = false;                                         // m.app_owned has it
+    bool paused = false;                                        // its application paused it
+    std::map<TopicPartition, std::int64_t>::iterator expected;  // end(): none
+    offset_epochs* returned_epochs = nullptr;                   // looked up once needed
+    std::vector<bool>* processed = nullptr;                     // looked up once needed
+  };
+  void data_record(sim_member& m, const ConsumerRecord& r, record_lookup& look);
   /// The application's positions (m.pos, which the commits and G3 read) from the reader's.
   void data_sync_pos(sim_member& m);
   /// The application's data calls between polls: seek back, seek_to_beginning(), pause(), resume()
@@ -691,6 +718,7 @@ class simulation {
   std::map<TopicPartition, std::set<std::int64_t>> past_end_targets_;
   std::map<int, int> incarnations_;  // per slot, the incarnations started so far
   bool verbose_;
+  bool traced_;
   group_protocol protocol_;
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
@@ -711,6 +739,7 @@ class simulation {
   std::map<TopicPartition, partition_log> logs_;
   std::int64_t next_id_ = 1;
   std::vector<std::pair<TopicPartition, std::int64_t>> appended_at_;
+  std::vector<protocol::bytes> answer_buffers_;  // data_deliver()'s, reused
   data::cluster_metadata md_;
   std::uint64_t records_returned_ = 0;
   // G3 with seeks: per partition, the member whose application seeked it, where to, and the last

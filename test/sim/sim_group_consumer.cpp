@@ -107,8 +107,8 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
   cg_response out;
   auto refuse = [&](kafka_errc e, std::string why) {
     out.error_code = code(e);
-    note(fmt::format("coordinator: ConsumerGroupHeartbeat from {} ('{}' epoch {}): {} ({})", m.name,
-                     r.member_id, r.member_epoch, kafka_error_name(code(e)), why));
+    notef("coordinator: ConsumerGroupHeartbeat from {} ('{}' epoch {}): {} ({})", m.name, r.member_id,
+          r.member_epoch, kafka_error_name(code(e)), why);
     return out;
   };
   // throwIfConsumerGroupHeartbeatRequestIsInvalid: a join carries everything, and owns nothing.
@@ -138,8 +138,8 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
     cm.instance_id = r.instance_id;
     if (r.instance_id) cg_.statics[*r.instance_id] = id;
     it = cg_.members.emplace(id, std::move(cm)).first;
-    note(fmt::format("coordinator: {} joins as '{}'{}", m.name, id,
-                     r.instance_id ? " (static member '" + *r.instance_id + "')" : ""));
+    notef("coordinator: {} joins as '{}'{}", m.name, id,
+          r.instance_id ? " (static member '" + *r.instance_id + "')" : "");
     cg_bump("member joined");
   } else if (r.member_epoch > it->second.epoch) {
     // throwIfMemberEpochIsInvalid.
@@ -234,8 +234,8 @@ cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
   cg_response out;
   auto refuse = [&](kafka_errc e, const std::string& why) {
     out.error_code = code(e);
-    note(fmt::format("coordinator: leave of {} ('{}' epoch {}): {} ({})", m.name, r.member_id, r.member_epoch,
-                     kafka_error_name(code(e)), why));
+    notef("coordinator: leave of {} ('{}' epoch {}): {} ({})", m.name, r.member_id, r.member_epoch,
+          kafka_error_name(code(e)), why);
     return out;
   };
   if (r.member_epoch == kip848::leave_epoch_static && !r.instance_id)
@@ -252,8 +252,8 @@ cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
       // consumerGroupStaticMemberGroupLeave: epoch -2, nothing pending revocation, the assignment
       // kept for the instance id until the session times out; no new group epoch.
       auto& cm = cg_.members.at(r.member_id);
-      note(fmt::format("coordinator: '{}' (static member '{}') leaves with epoch -2, keeping [{}]",
-                       r.member_id, *r.instance_id, names(cm.assigned)));
+      notef("coordinator: '{}' (static member '{}') leaves with epoch -2, keeping [{}]", r.member_id,
+            *r.instance_id, names(cm.assigned));
       cm.epoch = kip848::leave_epoch_static;
       cm.revoking.clear();
       cm.revoke_deadline.reset();
@@ -275,13 +275,13 @@ cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
 void simulation::cg_bump(const std::string& why) {
   ++cg_.epoch;
   ++generations_;
-  note(fmt::format("coordinator: group epoch {} ({})", cg_.epoch, why));
+  notef("coordinator: group epoch {} ({})", cg_.epoch, why);
 }
 
 void simulation::cg_remove(const std::string& id, const std::string& why) {
   auto it = cg_.members.find(id);
   if (it == cg_.members.end()) return;
-  note(fmt::format("coordinator: removes '{}' ({}), which held {}", id, why, names(held(it->second))));
+  notef("coordinator: removes '{}' ({}), which held {}", id, why, names(held(it->second)));
   if (const auto& instance = it->second.instance_id) {
     const auto s = cg_.statics.find(*instance);
     if (s != cg_.statics.end() && s->second == id) cg_.statics.erase(s);
@@ -344,8 +344,7 @@ void simulation::cg_compute_target() {
   cg_.assignment_epoch = cg_.epoch;
   std::string summary;
   for (const auto& [id, parts] : cg_.target) summary += fmt::format(" '{}': [{}]", id, names(parts));
-  note(fmt::format("coordinator: target assignment of epoch {} ({}):{}", cg_.epoch, server_assignor_,
-                   summary));
+  notef("coordinator: target assignment of epoch {} ({}):{}", cg_.epoch, server_assignor_, summary);
 }
 
 bool simulation::cg_held_by_other(const std::string& id, const TopicPartition& tp) const {
@@ -373,9 +372,8 @@ void simulation::cg_reconcile(cg_member& cm, const std::optional<partition_set>&
       break;
   }
   if (cm.state != was || cm.epoch != epoch)
-    note(fmt::format("coordinator: '{}' {} epoch {} -> {} epoch {}: assigned [{}], revoking [{}]", cm.id,
-                     to_string(was), epoch, to_string(cm.state), cm.epoch, names(cm.assigned),
-                     names(cm.revoking)));
+    notef("coordinator: '{}' {} epoch {} -> {} epoch {}: assigned [{}], revoking [{}]", cm.id, to_string(was),
+          epoch, to_string(cm.state), cm.epoch, names(cm.assigned), names(cm.revoking));
 }
 
 void simulation::cg_next_assignment(cg_member& cm) {
@@ -425,8 +423,8 @@ void simulation::cg_moved() {
     cm.last_seen = now_;
     if (cm.revoke_deadline) cm.revoke_deadline = now_ + cm.rebalance;
   }
-  note(fmt::format("FAULT coordinator moves to {}: group epoch {} with {} members", coord_node_, cg_.epoch,
-                   cg_.members.size()));
+  notef("FAULT coordinator moves to {}: group epoch {} with {} members", coord_node_, cg_.epoch,
+        cg_.members.size());
 }
 
 std::int16_t simulation::cg_commit_error(const protocol::offset_commit_request& r) const {

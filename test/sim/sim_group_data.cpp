@@ -119,7 +119,7 @@ void simulation::data_post(sim_member& m, std::string what, std::function<void()
   auto& d = *m.data;
   d.last_post = std::max(now_ + milliseconds(rng_.below(2)), d.last_post);
   at_member(m, d.last_post, [this, &m, what = std::move(what), f = std::move(f)] {
-    if (verbose_) note(fmt::format("{}: bg: {}", m.name, what));
+    if (verbose_) notef("{}: bg: {}", m.name, what);
     f();
   });
 }
@@ -197,7 +197,7 @@ void simulation::data_offset_fetch(sim_member& m) {
     }
     const auto got = d.requests.on_committed(failed ? request_failed : std::error_code{}, r);
     for (const auto& c : got.offsets) {
-      note(fmt::format("{}: {} committed at {}", m.name, name(c.tp), c.offset));
+      notef("{}: {} committed at {}", m.name, name(c.tp), c.offset);
       m.shared.push(detail::position_event{c.tp, c.offset, false, c.epoch});
     }
     if (got.retry) data_retry_at(m, now_ + milliseconds(100));
@@ -227,7 +227,7 @@ void simulation::data_list_offsets(sim_member& m) {
       const auto r = answer_list_offsets(logs_, sent->node, sent->request);
       const auto got = d.requests.on_resets(*sent, {}, r);
       for (const auto& p : got.positions) {
-        note(fmt::format("{}: {} reset to {}", m.name, name(p.tp), p.offset));
+        notef("{}: {} reset to {}", m.name, name(p.tp), p.offset);
         m.shared.push(detail::position_event{p.tp, p.offset, true, p.epoch});
       }
       if (got.refresh_metadata) data_refresh(m);
@@ -252,11 +252,10 @@ void simulation::data_validations(sim_member& m) {
       const auto got = d.requests.on_validations(*sent, {}, r);
       for (const auto& v : got.results) {
         const auto& sp = sent->sent.at(v.tp);
-        note(fmt::format("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name,
-                         name(v.tp), sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset));
+        notef("{}: bg: {} validated at {} epoch {}: error {}, end epoch {} offset {}", m.name, name(v.tp),
+              sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset);
         if (const auto& cut = v.outcome.cut) {
-          note(fmt::format("{}: bg: cut {} at {} epoch {} (diverged)", m.name, name(v.tp), cut->offset,
-                           cut->epoch));
+          notef("{}: bg: cut {} at {} epoch {} (diverged)", m.name, name(v.tp), cut->offset, cut->epoch);
           d.div.pushed(v.tp, now_);
           m.shared.push_cut(v.tp, cut->offset, cut->epoch, detail::cut_kind::diverged, cut->halted);
         }
@@ -286,7 +285,7 @@ void simulation::data_fault() {
   ++l.epoch;
   l.epoch_start[l.epoch] = l.end();
   data_new_leader(tp, l);
-  note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+  notef("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch);
   at(now_ + milliseconds(rng_.between(300, 3000)), [this] { data_fault(); });
 }
 
@@ -317,8 +316,7 @@ void simulation::data_unclean() {
   }
   processed_[tp].resize(static_cast<std::size_t>(cut));
   data_new_leader(tp, l);
-  note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader,
-                   l.epoch));
+  notef("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader, l.epoch);
   at(now_ + milliseconds(u.between(500, 4000)), [this] { data_unclean(); });
 }
 
@@ -333,7 +331,7 @@ void simulation::data_retention() {
   delete_records_before(l, to);
   auto& seen = processed_[tp];
   std::fill(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(to), true);
-  note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
+  notef("FAULT retention {}: log start {}", name(tp), to);
   at(now_ + milliseconds(r.between(1000, 8000)), [this] { data_retention(); });
 }
 
@@ -358,7 +356,7 @@ void simulation::data_fetches(sim_member& m) {
     d.planner.fill(node, req, 12, *sent);
     if (fault_phase() && rng_.chance(0.02)) {
       at_member(m, now_ + milliseconds(1000), [this, &m, node, sent] {
-        note(fmt::format("{}: bg: fetch from {} failed (request timed out)", m.name, node));
+        notef("{}: bg: fetch from {} failed (request timed out)", m.name, node);
         data_answer(m, node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
       });
       continue;
@@ -382,8 +380,10 @@ void simulation::data_fetches(sim_member& m) {
 
 void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<const data::fetch_set> sent) {
   protocol::fetch_response r;
-  std::deque<protocol::bytes> buffers;
-  std::deque<std::string> values;
+  // Each partition's records until the answer is encoded (reused from answer to answer).
+  auto& buffers = answer_buffers_;
+  std::size_t buffers_used = 0;
+  if (buffers.size() < sent->size()) buffers.resize(sent->size());
   for (const auto& [tp, pf] : *sent) {
     const auto& l = logs_.at(tp);
     partition_data pd;
@@ -395,12 +395,13 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
       if (!fault_phase() || !rng_.chance(0.03)) return 0;
       const auto e =
           code(rng_.chance(0.5) ? kafka_errc::not_leader_or_follower : kafka_errc::unknown_leader_epoch);
-      note(fmt::format("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), e));
+      notef("{}: bg: broker {} answers {} with error {}", m.name, node, name(tp), e);
       return e;
     });
     if (pd.error_code == 0 && pf.fetch_offset < l.end()) {
-      auto& buf = buffers.emplace_back();
-      const auto w = write_batches(l, pf.fetch_offset, rng_.between(1, 40), -1, values, buf);
+      auto& buf = buffers[buffers_used++];
+      buf.clear();
+      const auto w = write_batches(l, pf.fetch_offset, rng_.between(1, 40), -1, buf);
       if (w.error) fail("codec", w.error);
       pd.records = protocol::records_view{buf};
     }
@@ -414,7 +415,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
   auto frame = std::make_shared<protocol::bytes>();
   std::size_t size = 64;  // room for the frame (fewer reallocations while it is written)
   for (const auto& t : r.responses) size += 32 + t.topic.size() + 64 * t.partitions.size();
-  for (const auto& b : buffers) size += b.size();
+  for (std::size_t i = 0; i < buffers_used; ++i) size += buffers[i].size();
   frame->reserve(size);
   if (protocol::encode(r, 12, *frame)) fail("codec", "Fetch answer does not encode");
   protocol::fetch_response decoded;
@@ -431,10 +432,10 @@ void simulation::data_answer(sim_member& m, std::int32_t node, std::error_code e
   const auto answer = d.planner.on_answer(now_, d.md, node, ec, r, sent);
   for (const auto& n : answer.notes) {
     if (n.what == data::fetch_note::kind::log_end_cut) {
-      note(fmt::format("{}: bg: cut {} at {} (log end)", m.name, name(n.tp), n.end));
+      notef("{}: bg: cut {} at {} (log end)", m.name, name(n.tp), n.end);
       m.shared.push_cut(n.tp, n.end, -1, detail::cut_kind::log_end, n.halted);
     } else if (n.what == data::fetch_note::kind::out_of_range) {
-      note(fmt::format("{}: bg: {} offset {} out of range: reset", m.name, name(n.tp), n.offset));
+      notef("{}: bg: {} offset {} out of range: reset", m.name, name(n.tp), n.offset);
     }
   }
   if (answer.refresh_metadata) data_refresh(m);
@@ -475,14 +476,14 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
     const auto to = std::clamp<std::int64_t>(after->offset, from, static_cast<std::int64_t>(seen.size()));
     std::fill(seen.begin() + static_cast<std::ptrdiff_t>(from),
               seen.begin() + static_cast<std::ptrdiff_t>(to), true);
-    note(fmt::format("{}: seek_to_end({}) resolved at {}: offsets [{}, {}) skipped on purpose", m.name,
-                     name(tp), after->offset, te->second, after->offset));
+    notef("{}: seek_to_end({}) resolved at {}: offsets [{}, {}) skipped on purpose", m.name, name(tp),
+          after->offset, te->second, after->offset);
     d.to_end.erase(te);
   }
-  note(fmt::format("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
-                   pe->cut != detail::cut_kind::none ? "a cut"
-                   : pe->forced                      ? "reset"
-                                                     : "committed offset"));
+  notef("{}: position of {} is {} ({})", m.name, name(tp), after->offset,
+        pe->cut != detail::cut_kind::none ? "a cut"
+        : pe->forced                      ? "reset"
+                                          : "committed offset");
   // G9: a member starts where every record below was given to an application already (the
   // committed offset never passes what its committer's application processed).
   if (!m.app_owned.count(tp))
@@ -498,8 +499,8 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
     // truncated (a committed offset, or a cut or reset an election overtook since), validated
     // first (its leader epoch; one past the log's end is out of range, and reset), or below the
     // log's start (out of range, reset). The position that follows is checked instead.
-    note(fmt::format("{}: {} is at {}, of a truncated branch or below the log's start: not checked", m.name,
-                     name(tp), after->offset));
+    notef("{}: {} is at {}, of a truncated branch or below the log's start: not checked", m.name, name(tp),
+          after->offset);
   } else {
     // (Records an application skipped by its own seek forward count as given.)
     const auto upto = std::min<std::int64_t>(std::max<std::int64_t>(after->offset, 0),
@@ -513,8 +514,8 @@ void simulation::data_event(sim_member& m, detail::user_event& e) {
     const bool seeked_there = !pe->forced && pe->cut == detail::cut_kind::none &&
                               pe_target != past_end_targets_.end() && pe_target->second.count(after->offset);
     if (seeked_there && after->offset > log_end_[tp])
-      note(fmt::format("{}: {} is at {}, past the log's end {}, where an application seeked: not checked",
-                       m.name, name(tp), after->offset, log_end_[tp]));
+      notef("{}: {} is at {}, past the log's end {}, where an application seeked: not checked", m.name,
+            name(tp), after->offset, log_end_[tp]);
     else if (after->offset > log_end_[tp])
       fail("G9 (no skip)", fmt::format("{} starts {} at {}, past the log's end {}", m.name, name(tp),
                                        after->offset, log_end_[tp]));
@@ -536,19 +537,28 @@ bool simulation::data_poll(sim_member& m) {
   }
   auto batch = d.reader.drain();
   if (batch.records.empty()) return false;
-  for (const auto& r : batch.records) data_record(m, r);
+  record_lookup look;
+  for (const auto& r : batch.records) data_record(m, r, look);
   if (verbose_) {
     std::string got;
     for (const auto& r : batch.records) got += fmt::format(" {}-{}@{}", r.topic, r.partition, r.offset);
-    note(fmt::format("{}: poll returns{}", m.name, got));
+    notef("{}: poll returns{}", m.name, got);
   }
   data_sync_pos(m);
   return true;
 }
 
-void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
+void simulation::data_record(sim_member& m, const ConsumerRecord& r, record_lookup& look) {
   auto& d = *m.data;
-  const TopicPartition tp{std::string(r.topic), r.partition};
+  if (!look.valid || look.tp.partition != r.partition || look.tp.topic != r.topic) {
+    look = record_lookup{};
+    look.valid = true;
+    look.tp = TopicPartition{std::string(r.topic), r.partition};
+    look.owned = m.app_owned.count(look.tp) > 0;
+    look.paused = d.paused.count(look.tp) > 0;
+    look.expected = d.expected.find(look.tp);
+  }
+  const TopicPartition& tp = look.tp;
   ++records_returned_;
   std::int64_t id = -1;
   if (r.value) {
@@ -563,15 +573,15 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
          fmt::format(
              "{}: {} offset {} holds id {}, appended at {}", m.name, name(tp), r.offset, id,
              w == nullptr ? std::string("nowhere") : fmt::format("{} offset {}", name(w->first), w->second)));
-  if (!m.app_owned.count(tp))
+  if (!look.owned)
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: poll() returned {} offset {}, a partition its application does not own (owned: {})",
                      m.name, name(tp), r.offset, names(m.app_owned)));
-  if (d.paused.count(tp))
+  if (look.paused)
     fail("G8 (records only of owned partitions)",
          fmt::format("{}: poll() returned {} offset {}, which its application paused", m.name, name(tp),
                      r.offset));
-  const auto exp = d.expected.find(tp);
+  const auto exp = look.expected;
   if (exp == d.expected.end() || exp->second != r.offset)
     fail("G9 (no skip)", fmt::format("{}: poll() returned {} offset {}, the application's position is {}",
                                      m.name, name(tp), r.offset, exp == d.expected.end() ? -1 : exp->second));
@@ -581,16 +591,22 @@ void simulation::data_record(sim_member& m, const ConsumerRecord& r) {
                      "applied (found at {:.3f} ms)",
                      m.name, name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
   exp->second = r.offset + 1;
-  if (unclean_) d.returned_epochs[tp][r.offset] = r.leader_epoch;
+  if (unclean_) {
+    if (!look.returned_epochs) look.returned_epochs = &d.returned_epochs[tp];
+    look.returned_epochs->set(r.offset, r.leader_epoch);
+  }
   // A record of a truncated branch is not the one its offset holds now.
-  if (!truncated_.died.count(id)) processed_[tp][static_cast<std::size_t>(r.offset)] = true;
+  if (!truncated_.died.count(id)) {
+    if (!look.processed) look.processed = &processed_[tp];
+    (*look.processed)[static_cast<std::size_t>(r.offset)] = true;
+  }
 }
 
 bool simulation::data_app_action(sim_member& m, const std::function<void()>& next) {
   auto& d = *m.data;
   if (!fault_phase()) {
     if (!d.paused.empty()) {
-      note(fmt::format("{}: the application resumes {} (no more faults)", m.name, names(d.paused)));
+      notef("{}: the application resumes {} (no more faults)", m.name, names(d.paused));
       d.reader.resume(d.paused);
       d.paused.clear();
     }
@@ -626,22 +642,22 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
     std::int32_t epoch = -1;
     if (unclean_ && target > 0) {
       const auto& e = d.returned_epochs[tp];
-      if (const auto r = e.find(target - 1); r != e.end()) {
-        epoch = r->second;
+      if (const auto* r = e.find(target - 1)) {
+        epoch = *r;
       } else {
         target = p->offset;
         epoch = p->epoch;
       }
     }
-    note(fmt::format("{}: the application seeks {} to {}{} (position {})", m.name, name(tp), target,
-                     unclean_ ? fmt::format(" epoch {}", epoch) : std::string(), p->offset));
+    notef("{}: the application seeks {} to {}{} (position {})", m.name, name(tp), target,
+          unclean_ ? fmt::format(" epoch {}", epoch) : std::string(), p->offset);
     d.reader.seek(tp, target, epoch);
     d.expected[tp] = target;
     d.to_end.erase(tp);
     seek_floors_[tp].push_back({m.index, target, commits_sent_});
     data_sync_pos(m);
   } else if (kind < 35) {
-    note(fmt::format("{}: the application calls seek_to_beginning({})", m.name, name(tp)));
+    notef("{}: the application calls seek_to_beginning({})", m.name, name(tp));
     d.reader.seek_to({tp}, true);
     d.expected.erase(tp);
     d.to_end.erase(tp);
@@ -649,13 +665,13 @@ bool simulation::data_app_action(sim_member& m, const std::function<void()>& nex
     seek_floors_[tp].push_back({m.index, logs_.at(tp).log_start, unresolved});
   } else if (kind < 60) {
     if (d.paused.count(tp)) return false;
-    note(fmt::format("{}: the application pauses {}", m.name, name(tp)));
+    notef("{}: the application pauses {}", m.name, name(tp));
     d.paused.insert(tp);
     d.reader.pause({tp});
   } else {
     if (!d.paused.count(tp) && !rng_.chance(0.1)) return false;
-    note(fmt::format("{}: the application resumes {}{}", m.name, name(tp),
-                     d.paused.count(tp) ? "" : " (not paused: nothing to do)"));
+    notef("{}: the application resumes {}{}", m.name, name(tp),
+          d.paused.count(tp) ? "" : " (not paused: nothing to do)");
     d.paused.erase(tp);
     d.reader.resume({tp});
   }
@@ -671,8 +687,8 @@ void simulation::data_seek_forward(sim_member& m, const TopicPartition& tp) {
   // seek_to_end() (the only one with unclean elections: a seek forward without the leader epoch of
   // the record before its target could land in a branch an election truncates, unvalidated).
   if (unclean_ || r.chance(0.4)) {
-    note(fmt::format("{}: the application calls seek_to_end({}) (position {}, log end {})", m.name, name(tp),
-                     p->offset, l.end()));
+    notef("{}: the application calls seek_to_end({}) (position {}, log end {})", m.name, name(tp), p->offset,
+          l.end());
     d.reader.seek_to({tp}, false);
     d.expected.erase(tp);
     // The records it skips start at its position, or where the log diverged from it (a position
@@ -693,8 +709,8 @@ void simulation::data_seek_forward(sim_member& m, const TopicPartition& tp) {
   const std::int64_t target = past_end
                                   ? r.between(std::max(end, p->offset) + 1, std::max(end, p->offset) + 20)
                                   : r.between(p->offset + 1, end);
-  note(fmt::format("{}: the application seeks {} forward to {} (position {}, log end {})", m.name, name(tp),
-                   target, p->offset, end));
+  notef("{}: the application seeks {} forward to {} (position {}, log end {})", m.name, name(tp), target,
+        p->offset, end);
   d.reader.seek(tp, target, -1);
   d.expected[tp] = target;
   d.to_end.erase(tp);

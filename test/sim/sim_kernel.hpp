@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,72 @@ struct prng {
   }
   std::int64_t between(std::int64_t lo, std::int64_t hi) { return lo + below(hi - lo + 1); }
   bool chance(double p) { return static_cast<double>(gen() >> 11) * 0x1.0p-53 < p; }
+};
+
+// An event's call: a move-only void() callable that holds a closure of up to 56 bytes inline (most
+// of the sims' events: no allocation of their own, where std::function holds 16 bytes), a larger
+// one on the heap. Called at most once per event, but may be called more often.
+class event_fn {
+ public:
+  event_fn() noexcept = default;
+  template <class F, std::enable_if_t<!std::is_same_v<std::decay_t<F>, event_fn>, int> = 0>
+  event_fn(F&& f) {  // implicit, as std::function's
+    using T = std::decay_t<F>;
+    if constexpr (fits<T>) {
+      ::new (static_cast<void*>(buf_)) T(std::forward<F>(f));
+      ops_ = &inline_ops<T>;
+    } else {
+      ::new (static_cast<void*>(buf_)) T*(new T(std::forward<F>(f)));
+      ops_ = &heap_ops<T>;
+    }
+  }
+  event_fn(event_fn&& o) noexcept : ops_(o.ops_) {
+    if (ops_ != nullptr) ops_->move(o.buf_, buf_);
+    o.ops_ = nullptr;
+  }
+  event_fn& operator=(event_fn&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ops_ = o.ops_;
+      if (ops_ != nullptr) ops_->move(o.buf_, buf_);
+      o.ops_ = nullptr;
+    }
+    return *this;
+  }
+  event_fn(const event_fn&) = delete;
+  event_fn& operator=(const event_fn&) = delete;
+  ~event_fn() { reset(); }
+  void operator()() { ops_->call(buf_); }
+  explicit operator bool() const noexcept { return ops_ != nullptr; }
+
+ private:
+  static constexpr std::size_t capacity = 56;
+  struct ops {
+    void (*call)(void*);
+    void (*move)(void* from, void* to) noexcept;  // into raw storage; `from` is left destroyed
+    void (*destroy)(void*) noexcept;
+  };
+  template <class T>
+  static constexpr bool fits =
+      sizeof(T) <= capacity &&
+      alignof(T) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<T>;
+  template <class T>
+  static constexpr ops inline_ops{[](void* p) { (*static_cast<T*>(p))(); },
+                                  [](void* from, void* to) noexcept {
+                                    ::new (to) T(std::move(*static_cast<T*>(from)));
+                                    static_cast<T*>(from)->~T();
+                                  },
+                                  [](void* p) noexcept { static_cast<T*>(p)->~T(); }};
+  template <class T>
+  static constexpr ops heap_ops{[](void* p) { (**static_cast<T**>(p))(); },
+                                [](void* from, void* to) noexcept { ::new (to) T*(*static_cast<T**>(from)); },
+                                [](void* p) noexcept { delete *static_cast<T**>(p); }};
+  void reset() noexcept {
+    if (ops_ != nullptr) ops_->destroy(buf_);
+    ops_ = nullptr;
+  }
+  alignas(std::max_align_t) unsigned char buf_[capacity];
+  const ops* ops_ = nullptr;
 };
 
 // One line of a seed's trace (the last events a failure prints): its time and text, formatted

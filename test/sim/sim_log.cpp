@@ -1,7 +1,9 @@
 // The record batches of a simulated Fetch answer (sim_log.hpp).
 #include "sim_log.hpp"
 
+#include <charconv>
 #include <optional>
+#include <string>
 
 namespace kgroup::sim {
 
@@ -29,11 +31,12 @@ void delete_records_before(partition_log& l, std::int64_t to) {
 }
 
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
-                              std::int64_t legacy_until, std::deque<std::string>& values,
-                              protocol::bytes& buf) {
+                              std::int64_t legacy_until, protocol::bytes& buf) {
   auto first = l.batch_starts.upper_bound(fetch_offset);
   std::int64_t o = first == l.batch_starts.begin() ? fetch_offset : *std::prev(first);
-  std::vector<protocol::record_input> recs;  // one batch's, reused
+  // One batch's records and their values (reused: scratch only, rewritten for every batch).
+  static thread_local std::vector<protocol::record_input> recs;
+  static thread_local std::string values;
   while (o < l.end() && (o <= fetch_offset || o - fetch_offset < want)) {
     const auto next = l.batch_starts.upper_bound(o);
     const std::int64_t batch_end = next == l.batch_starts.end() ? l.end() : std::min(*next, l.end());
@@ -41,14 +44,22 @@ batches_written write_batches(const partition_log& l, std::int64_t fetch_offset,
     std::int64_t b = o;
     recs.clear();
     recs.reserve(static_cast<std::size_t>(batch_end - o));
+    // Room for every value of the batch (an id has at most 20 characters): the records' views
+    // into it stay valid.
+    values.clear();
+    values.reserve(20 * static_cast<std::size_t>(batch_end - o));
     // Room for the batch (a 61-byte header, records of about 20 bytes): fewer reallocations.
     buf.reserve(buf.size() + 64 + 24 * static_cast<std::size_t>(batch_end - o));
     while (b < batch_end && l.entries[static_cast<std::size_t>(b)].epoch == epoch) {
       const auto& e = l.entries[static_cast<std::size_t>(b)];
       if (!e.compacted) {
-        const auto& v = values.emplace_back(std::to_string(e.id));
+        char digits[20];
+        const auto end = std::to_chars(digits, digits + sizeof digits, e.id).ptr;
+        const std::size_t at = values.size();
+        values.append(digits, end);
         recs.push_back({std::nullopt,
-                        protocol::byte_view(reinterpret_cast<const std::uint8_t*>(v.data()), v.size()),
+                        protocol::byte_view(reinterpret_cast<const std::uint8_t*>(values.data() + at),
+                                            static_cast<std::size_t>(end - digits)),
                         1,
                         {},
                         static_cast<std::int32_t>(b - o)});

@@ -38,12 +38,29 @@ struct partition_log {
   std::set<std::int64_t> batch_starts;               // each produced batch's base offset
   detail::epoch_offset committed;                    // the group's committed offset (-1: none)
   // Every record ever appended at each offset (branches diverge after unclean elections), by
-  // offset: ids_at[o] holds the ids appended at o, oldest first (empty: none yet).
-  std::vector<std::vector<std::int64_t>> ids_at;
+  // offset: the first at o is first_id_at[o] (-1: none yet), the ones appended there later (after
+  // a truncation) are later_ids_at's entries of o, oldest first. (Most offsets hold one record: no
+  // allocation of its own.)
+  std::vector<std::int64_t> first_id_at;
+  std::multimap<std::int64_t, std::int64_t> later_ids_at;  // offset -> id
   void appended_at(std::int64_t offset, std::int64_t id) {
     const auto o = static_cast<std::size_t>(offset);
-    if (ids_at.size() <= o) ids_at.resize(o + 1);
-    ids_at[o].push_back(id);
+    if (first_id_at.size() <= o) first_id_at.resize(o + 1, -1);
+    if (first_id_at[o] < 0) {
+      first_id_at[o] = id;
+    } else {
+      later_ids_at.emplace(offset, id);
+    }
+  }
+  // Calls f(id) for every id appended at `offset`, oldest first; false when there is none.
+  template <class F>
+  bool for_each_id_at(std::int64_t offset, F&& f) const {
+    const auto o = static_cast<std::size_t>(offset);
+    if (offset < 0 || o >= first_id_at.size() || first_id_at[o] < 0) return false;
+    f(first_id_at[o]);
+    const auto [from, to] = later_ids_at.equal_range(offset);
+    for (auto i = from; i != to; ++i) f(i->second);
+    return true;
   }
 
   std::int64_t end() const { return static_cast<std::int64_t>(entries.size()); }
@@ -147,6 +164,42 @@ struct divergences {
   }
 };
 
+// The leader epoch of each record an application was returned, by offset (both worlds; the last
+// returned at an offset counts): a vector sorted by offset, as records come mostly in offset
+// order (no allocation per record).
+class offset_epochs {
+ public:
+  void set(std::int64_t offset, std::int32_t epoch) {
+    if (v_.empty() || v_.back().first < offset) {
+      v_.emplace_back(offset, epoch);
+      return;
+    }
+    const auto it = lower(offset);
+    if (it != v_.end() && it->first == offset) {
+      it->second = epoch;
+    } else {
+      v_.insert(it, {offset, epoch});
+    }
+  }
+  // The epoch of the record returned at `offset` (nullptr: none).
+  const std::int32_t* find(std::int64_t offset) const {
+    const auto it = std::lower_bound(v_.begin(), v_.end(), offset,
+                                     [](const auto& e, std::int64_t o) { return e.first < o; });
+    return it != v_.end() && it->first == offset ? &it->second : nullptr;
+  }
+  bool empty() const { return v_.empty(); }
+  std::size_t size() const { return v_.size(); }
+  // The `i`th offset, in offset order.
+  std::int64_t offset_at(std::size_t i) const { return v_[i].first; }
+
+ private:
+  std::vector<std::pair<std::int64_t, std::int32_t>>::iterator lower(std::int64_t offset) {
+    return std::lower_bound(v_.begin(), v_.end(), offset,
+                            [](const auto& e, std::int64_t o) { return e.first < o; });
+  }
+  std::vector<std::pair<std::int64_t, std::int32_t>> v_;
+};
+
 // What write_batches() wrote: the offset after its last batch, or what failed to encode.
 struct batches_written {
   std::int64_t stop = 0;
@@ -156,11 +209,10 @@ struct batches_written {
 // A Fetch answer's records of `l` from `fetch_offset` (below the log's end): whole batches as they
 // were produced, from the one holding the fetch offset (so an answer may begin below it, as
 // Kafka's do), up to about `want` records past the fetch offset, appended to `buf`. A record's
-// value is its id (kept alive in `values`, which `buf` does not outlive while encoding). Batches
-// ending at or below `legacy_until` are written as magic-0 gzip wrappers (-1: none).
+// value is its id (in decimal). Batches ending at or below `legacy_until` are written as magic-0
+// gzip wrappers (-1: none).
 batches_written write_batches(const partition_log& l, std::int64_t fetch_offset, std::int64_t want,
-                              std::int64_t legacy_until, std::deque<std::string>& values,
-                              protocol::bytes& buf);
+                              std::int64_t legacy_until, protocol::bytes& buf);
 
 // The partition error a broker answers a Fetch of `l` with (0: none), in Kafka's order: not the
 // leader, a fenced or unknown leader epoch, then `inject()` (a transient error the world's schedule

@@ -62,10 +62,12 @@ std::int16_t code(kafka_errc e) {
 class simulation final : public fetcher_calls {
  public:
   // auto.offset.reset: earliest, latest in about 15 % of the seeds (drawn apart from the schedule).
-  simulation(std::uint64_t seed, bool verbose)
+  // `traced`: keep the trace (always with `verbose`).
+  simulation(std::uint64_t seed, bool verbose, bool traced)
       : fetcher_calls(fp_, chains_, shared_),
         rng_(seed),
         verbose_(verbose),
+        traced_(verbose || traced),
         policy_(prng(seed ^ 0x5bd1e995u).below(100) < 15 ? data::reset_policy::latest
                                                          : data::reset_policy::earliest),
         compaction_rng_(seed ^ 0x2545f491u),
@@ -81,7 +83,20 @@ class simulation final : public fetcher_calls {
   static std::string name(const TopicPartition& tp) { return tp.topic + "-" + std::to_string(tp.partition); }
   double ms(time_point t) const { return std::chrono::duration<double, std::milli>(t - start_).count(); }
   std::string line(const trace_line& t) const { return fmt::format("{:10.3f} ms  {}", ms(t.at), t.what); }
+  // The trace (the last events overall and per partition, which a failure prints; every event with
+  // --verbose): kept only when traced_ (a failed seed runs again with it, run_seed()), so that a
+  // passing seed formats none of its lines.
+  template <class... A>
+  void notef(fmt::format_string<A...> f, A&&... args) {
+    if (traced_) note(fmt::format(f, std::forward<A>(args)...));
+  }
+  // fmt::format(f, args...) when traced_, else "" (an event's or a trace line's words).
+  template <class... A>
+  std::string words(fmt::format_string<A...> f, A&&... args) {
+    return traced_ ? fmt::format(f, std::forward<A>(args)...) : std::string();
+  }
   void note(std::string what) {
+    if (!traced_) return;
     if (verbose_) std::printf("%10.3f ms  %s\n", ms(now_), what.c_str());
     // Per partition too: a stall shows in the partition's own last events, not the last overall.
     // (Fetch requests and appends left out: they crowd out what the application saw.)
@@ -104,8 +119,9 @@ class simulation final : public fetcher_calls {
     note("FAILED " + std::string(invariant) + ": " + message);
     throw violation{invariant, std::move(message)};
   }
-  void at(time_point when, std::string what, std::function<void()> f) {
-    queue_.at(when, std::make_pair(std::move(what), std::move(f)));
+  template <class F>
+  void at(time_point when, std::string what, F&& f) {
+    queue_.at(when, std::pair<std::string, event_fn>(std::move(what), event_fn(std::forward<F>(f))));
   }
   // A call posted to the background thread: run in the order posted.
   void post(std::string what, std::function<void()> f) override {
@@ -191,19 +207,29 @@ class simulation final : public fetcher_calls {
   void poll();
   void app_action();
   void on_position_event(const detail::position_event& e);
-  void check_record(const ConsumerRecord& r);
+  // check_record()'s look-ups of one partition, kept while records of it follow one another in a
+  // poll()'s batch (nothing it reads changes between them but what it writes through them).
+  struct record_lookup {
+    bool valid = false;
+    TopicPartition tp;
+    std::map<TopicPartition, std::int64_t>::iterator expected;  // expected_.end(): none
+    offset_epochs* epochs = nullptr;                            // looked up once needed
+  };
+  void check_record(const ConsumerRecord& r, record_lookup& look);
   void commit(const TopicPartition& tp, std::int64_t offset, const char* who);
   void check_end();
 
   prng rng_;
   bool verbose_;
+  bool traced_;
   time_point start_{std::chrono::seconds(1000)};
   time_point now_ = start_;
   time_point quiet_at_, produce_until_, end_at_;
-  event_queue<std::pair<std::string, std::function<void()>>> queue_{now_};
+  event_queue<std::pair<std::string, event_fn>> queue_{now_};
   time_point last_post_ = start_;
   std::deque<trace_line> trace_;
   std::map<TopicPartition, std::deque<trace_line>> part_trace_;
+  std::vector<protocol::bytes> answer_buffers_;                     // fetch_answer()'s, reused
   std::vector<std::pair<TopicPartition, std::string>> part_names_;  // logs_'s keys and name()s
 
   // World.
@@ -219,7 +245,7 @@ class simulation final : public fetcher_calls {
                : nullptr;
   }
   truncated_records truncated_;  // invariant 3: when each record was truncated
-  // The records the cleaner removed (partition_log::ids_at has every record ever appended).
+  // The records the cleaner removed (partition_log::for_each_id_at() has every record ever appended).
   std::set<std::int64_t> compacted_ids_;
 
   // Client: the background side.
@@ -295,7 +321,7 @@ class simulation final : public fetcher_calls {
 
   // What the checks know of the application.
   std::map<TopicPartition, std::int64_t> expected_;  // the application's next offset
-  std::map<TopicPartition, std::map<std::int64_t, std::int32_t>> returned_epochs_;  // offset -> epoch
+  std::map<TopicPartition, offset_epochs> returned_epochs_;
   std::map<TopicPartition, int> seek_tos_pending_;
   std::map<TopicPartition, std::int64_t> last_commit_;
   std::map<TopicPartition, std::set<std::int64_t>> sanctioned_;  // positions a commit may move back to
@@ -367,12 +393,11 @@ void simulation::setup() {
   refresh_truth();
   md_ = truth_;
   md_.refreshes = ++refreshes_;
-  note(fmt::format("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}{}{}", brokers_, partitions,
-                   duration.count(), policy_ == data::reset_policy::latest ? "latest" : "earliest",
-                   auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : "",
-                   compacted_topic_ ? ", compacted topic" : "",
-                   legacy_history_ ? " (history in magic 0)" : "",
-                   restarts_ ? ", broker restarts (fetch sessions kept)" : ""));
+  notef("setup: {} brokers, {} partitions, {} ms, reset {}, {}{}{}{}{}", brokers_, partitions,
+        duration.count(), policy_ == data::reset_policy::latest ? "latest" : "earliest",
+        auto_commit_on_ ? "auto-commit " : "", sync_commits_ ? "sync commits" : "",
+        compacted_topic_ ? ", compacted topic" : "", legacy_history_ ? " (history in magic 0)" : "",
+        restarts_ ? ", broker restarts (fetch sessions kept)" : "");
 }
 
 void simulation::refresh_truth() {
@@ -402,7 +427,7 @@ void simulation::produce() {
     appended_at_.emplace_back(tp, l.end());
     l.entries.push_back({next_id_++, l.epoch});
   }
-  note(fmt::format("produce {} records to {}, end {}", n, name(tp), l.end()));
+  notef("produce {} records to {}, end {}", n, name(tp), l.end());
   at(now_ + milliseconds(rng_.between(1, 100)), "produce", [this] { produce(); });
 }
 
@@ -417,7 +442,7 @@ void simulation::fault() {
     l.leader = live(static_cast<std::int32_t>(rng_.between(1, brokers_)));
     ++l.epoch;
     l.epoch_start[l.epoch] = l.end();
-    note(fmt::format("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch));
+    notef("FAULT clean leader change {}: leader {} epoch {}", name(tp), l.leader, l.epoch);
   } else if (kind < 7) {
     // An unclean election: the new leader's log ends at a random offset at or below the old
     // one's; later appends diverge from what was fetched.
@@ -428,13 +453,12 @@ void simulation::fault() {
     const auto leader = live(static_cast<std::int32_t>(rng_.between(1, brokers_)));
     truncated_.truncated(unclean_election(l, cut, leader), now_);
     history_end_[tp] = std::min(history_end_[tp], cut);  // what follows is written as record batches
-    note(fmt::format("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut,
-                     l.leader, l.epoch));
+    notef("FAULT unclean election {}: truncated to {}, leader {} epoch {}", name(tp), cut, l.leader, l.epoch);
   } else {
     // Retention: the log's start moves forward (the epoch cache is cut from the start too).
     const std::int64_t to = rng_.between(l.log_start, l.end());
     delete_records_before(l, to);
-    note(fmt::format("FAULT retention {}: log start {}", name(tp), to));
+    notef("FAULT retention {}: log start {}", name(tp), to);
   }
   refresh_truth();
   at(now_ + milliseconds(rng_.between(100, 1500)), "fault", [this] { fault(); });
@@ -462,7 +486,7 @@ void simulation::compact() {
     }
   }
   if (removed > 0)
-    note(fmt::format("FAULT compaction {}: {} records removed in [{}, {})", name(tp), removed, from, active));
+    notef("FAULT compaction {}: {} records removed in [{}, {})", name(tp), removed, from, active);
   at(now_ + milliseconds(crng.between(200, 2000)), "compact", [this] { compact(); });
 }
 
@@ -536,11 +560,11 @@ void simulation::crash() {
   }
   refresh_truth();
   const auto lost_requests = b.in_flight.size();
-  note(fmt::format("FAULT broker {} crashes{} ({} request(s) in flight lost);{}", node,
-                   !for_good      ? ""
-                   : fenced_later ? " for good, registered until its session times out"
-                                  : " for good",
-                   lost_requests, moved.empty() ? " leads nothing" : moved));
+  notef("FAULT broker {} crashes{} ({} request(s) in flight lost);{}", node,
+        !for_good      ? ""
+        : fenced_later ? " for good, registered until its session times out"
+                       : " for good",
+        lost_requests, moved.empty() ? " leads nothing" : moved);
   if (!b.in_flight.empty()) {
     auto failed = std::move(b.in_flight);
     b.in_flight.clear();
@@ -595,8 +619,7 @@ void simulation::restart(std::int32_t node) {
     led += fmt::format(" {} epoch {}", name(tp), l.epoch);
   }
   refresh_truth();
-  note(fmt::format("FAULT broker {} restarts, fetch sessions forgotten;{}", node,
-                   led.empty() ? " leads nothing" : led));
+  notef("FAULT broker {} restarts, fetch sessions forgotten;{}", node, led.empty() ? " leads nothing" : led);
   at(now_ + milliseconds(restart_rng_.between(1000, 6000)), "crash", [this] { crash(); });
 }
 
@@ -630,7 +653,7 @@ void simulation::send(std::int32_t node, std::string what, std::function<void(st
   // up then.
   c.attempt_pending = true;
   at(std::max(now_, c.next_attempt) + milliseconds(restart_rng_.between(1, 10)),
-     fmt::format("bg: connecting to broker {}", node),
+     words("bg: connecting to broker {}", node),
      [this, node, generation = c.generation] { connection_attempt(node, generation); });
 }
 
@@ -656,7 +679,7 @@ void simulation::connection_attempt(std::int32_t node, std::uint64_t generation)
   c.next_attempt = now_ + std::min(milliseconds(50 << std::min(c.failures - 1, 5)), milliseconds(1000));
   std::string whats;
   for (const auto& w : waiting) whats += " " + std::get<0>(w);
-  note(fmt::format("bg: connecting to broker {} failed (it is down):{} failed", node, whats));
+  notef("bg: connecting to broker {} failed (it is down):{} failed", node, whats);
   for (auto& w : waiting) std::get<2>(w)();
 }
 
@@ -699,7 +722,7 @@ simulation::broker_view simulation::broker_fetch(std::int32_t node, const protoc
     return out;
   }
   if (restart_rng_.chance(0.01) && b.sessions.erase(req.session_id) > 0) {
-    note(fmt::format("broker {} evicts fetch session {}", node, req.session_id));
+    notef("broker {} evicts fetch session {}", node, req.session_id);
   }
   const auto it = b.sessions.find(req.session_id);
   if (it == b.sessions.end()) {
@@ -740,13 +763,13 @@ bool simulation::compacted_between(const TopicPartition& tp, std::int64_t from, 
 bool simulation::compacted_before(const TopicPartition& tp, std::int64_t from, std::int64_t to,
                                   std::int64_t id) const {
   if (from >= to || from < 0) return false;
-  const auto& at = logs_.at(tp).ids_at;
+  const auto& l = logs_.at(tp);
   for (std::int64_t o = from; o < to; ++o) {
-    if (static_cast<std::size_t>(o) >= at.size() || at[static_cast<std::size_t>(o)].empty()) return false;
     std::int64_t branch = -1;
-    for (const auto i : at[static_cast<std::size_t>(o)]) {
+    const bool any = l.for_each_id_at(o, [&](std::int64_t i) {
       if (i < id) branch = std::max(branch, i);
-    }
+    });
+    if (!any) return false;
     if (branch < 0 || !compacted_ids_.count(branch)) return false;
   }
   return true;
@@ -805,8 +828,7 @@ void simulation::maybe_refresh_metadata() {
         const auto generation = c.generation + 1;
         c = client_connection{};
         c.generation = generation;
-        note(fmt::format("bg: connection to broker {} dropped: not in metadata ({} waiting)", node,
-                         waiting.size()));
+        notef("bg: connection to broker {} dropped: not in metadata ({} waiting)", node, waiting.size());
         for (auto& w : waiting) std::get<2>(w)();
       }
     }
@@ -816,8 +838,8 @@ void simulation::maybe_refresh_metadata() {
 
 void simulation::push_cut(const TopicPartition& tp, std::int64_t offset, std::int32_t epoch,
                           detail::cut_kind kind, bool halted) {
-  note(fmt::format("bg: cut {} at {} epoch {} ({})", name(tp), offset, epoch,
-                   kind == detail::cut_kind::diverged ? "diverged" : "log end"));
+  notef("bg: cut {} at {} epoch {} ({})", name(tp), offset, epoch,
+        kind == detail::cut_kind::diverged ? "diverged" : "log end");
   if (kind == detail::cut_kind::diverged) divergences_.pushed(tp, now_);
   shared_.push_cut(tp, offset, epoch, kind, halted);
 }
@@ -847,7 +869,7 @@ void simulation::send_offset_fetch() {
        }
        const auto got = requests_.on_committed(fails ? request_failed : std::error_code{}, r);
        for (const auto& c : got.offsets) {
-         note(fmt::format("bg: {} committed offset {} epoch {}", name(c.tp), c.offset, c.epoch));
+         notef("bg: {} committed offset {} epoch {}", name(c.tp), c.offset, c.epoch);
          push_event(detail::position_event{c.tp, c.offset, false, c.epoch});
        }
        if (got.retry) schedule_retry();
@@ -861,7 +883,7 @@ void simulation::send_answered(std::int32_t node, const char* api, std::function
       [this, node, api, answer](std::uint64_t id) {
         const bool fails = lost();
         at(now_ + (fails ? request_timeout : latency()),
-           fmt::format("bg: {} from {} {}", api, node, fails ? "failed" : "answered"),
+           words("bg: {} from {} {}", api, node, fails ? "failed" : "answered"),
            [this, node, answer, fails, id] {
              if (reaches(node, id, true)) answer(fails);
            });
@@ -881,7 +903,7 @@ void simulation::send_list_offsets() {
           fails ? protocol::list_offsets_response{} : answer_list_offsets(logs_, sent->node, sent->request);
       const auto got = requests_.on_resets(*sent, fails ? request_failed : std::error_code{}, r);
       for (const auto& p : got.positions) {
-        note(fmt::format("bg: {} reset to {} epoch {}", name(p.tp), p.offset, p.epoch));
+        notef("bg: {} reset to {} epoch {}", name(p.tp), p.offset, p.epoch);
         push_event(detail::position_event{p.tp, p.offset, true, p.epoch});
       }
       if (got.refresh_metadata) maybe_refresh_metadata();
@@ -902,8 +924,8 @@ void simulation::send_validations() {
     for (const auto& t : sent->request.topics) {
       for (const auto& p : t.partitions) {
         const auto& sp = sent->sent.at({t.topic, p.partition});
-        note(fmt::format("bg: validate {} at {} epoch {} (leader epoch {})", name({t.topic, p.partition}),
-                         sp.position, sp.epoch, sp.leader_epoch));
+        notef("bg: validate {} at {} epoch {} (leader epoch {})", name({t.topic, p.partition}), sp.position,
+              sp.epoch, sp.leader_epoch);
       }
     }
     auto answer = [this, sent](bool fails) {
@@ -913,9 +935,8 @@ void simulation::send_validations() {
       for (const auto& v : got.results) {
         const auto& o = v.outcome;
         const auto& sp = sent->sent.at(v.tp);
-        note(fmt::format("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}",
-                         name(v.tp), sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset,
-                         static_cast<int>(o.what)));
+        notef("bg: {} validated at {} epoch {}: error {}, end epoch {} offset {} -> verdict {}", name(v.tp),
+              sp.position, sp.epoch, v.error_code, v.end_epoch, v.end_offset, static_cast<int>(o.what));
         if (o.what == data::validation_outcome::verdict::awaiting_seek)
           fail("driver", "awaiting_seek with auto.offset.reset=earliest");
         if (o.cut) push_cut(v.tp, o.cut->offset, o.cut->epoch, detail::cut_kind::diverged, o.cut->halted);
@@ -946,7 +967,7 @@ void simulation::send_fetches() {
       // connection is dropped when metadata stops naming its broker): the plan is undone, metadata
       // refreshed, and the partitions planned again after the backoff. (locate() leaves out a
       // leader metadata does not name, so a plan names one only if a check there is lost.)
-      note(fmt::format("bg: fetch from {} not sent: not in metadata", node));
+      notef("bg: fetch from {} not sent: not in metadata", node);
       const auto retry = planner_.not_sent(now_, node, *sent);
       maybe_refresh_metadata();
       schedule_retry_at(retry);
@@ -957,10 +978,12 @@ void simulation::send_fetches() {
     auto req = std::make_shared<protocol::fetch_request>(std::move(f.request));
     planner_.fill(node, *req, 12, *sent);
     std::string list;
-    for (const auto& [tp, pf] : *sent)
-      list += fmt::format(" {}@{}/e{}", name(tp), pf.fetch_offset, pf.current_leader_epoch);
-    if (restarts_) list += fmt::format(" (session {} epoch {})", req->session_id, req->session_epoch);
-    note(fmt::format("bg: fetch from {}:{}", node, list));
+    if (traced_) {
+      for (const auto& [tp, pf] : *sent)
+        list += fmt::format(" {}@{}/e{}", name(tp), pf.fetch_offset, pf.current_leader_epoch);
+      if (restarts_) list += fmt::format(" (session {} epoch {})", req->session_id, req->session_epoch);
+    }
+    notef("bg: fetch from {}:{}", node, list);
     send(
         node, "fetch", [this, node, sent, req](std::uint64_t id) { fetch_sent(node, sent, req, id); },
         [this, node, sent] {
@@ -973,11 +996,11 @@ void simulation::fetch_sent(std::int32_t node, std::shared_ptr<const data::fetch
                             std::shared_ptr<const protocol::fetch_request> req, std::uint64_t id) {
   {
     const bool fails = lost();
-    at(now_ + (fails ? request_timeout : latency()), fmt::format("bg: fetch answer from {}", node),
+    at(now_ + (fails ? request_timeout : latency()), words("bg: fetch answer from {}", node),
        [this, node, sent, fails, id, req] {
          if (!reaches(node, id, fails)) return;
          if (fails) {
-           note(fmt::format("bg: fetch from {} failed (request timed out)", node));
+           notef("bg: fetch from {} failed (request timed out)", node);
            on_fetch_response(node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
            return;
          }
@@ -986,8 +1009,8 @@ void simulation::fetch_sent(std::int32_t node, std::shared_ptr<const data::fetch
          const auto& parts = view ? view->parts : *sent;
          // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
          if ((!view || view->error_code == 0) && no_data(node, parts)) {
-           at(now_ + milliseconds(rng_.between(20, 500)),
-              fmt::format("bg: fetch answer from {} (waited)", node), [this, node, sent, id, view] {
+           at(now_ + milliseconds(rng_.between(20, 500)), words("bg: fetch answer from {} (waited)", node),
+              [this, node, sent, id, view] {
                 if (reaches(node, id, true)) deliver_fetch(node, *sent, view.get());
               });
            return;
@@ -1019,8 +1042,8 @@ void simulation::deliver_fetch(std::int32_t node, const data::fetch_set& sent, c
 protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_set& sent,
                                          const broker_view* view) {
   protocol::fetch_response r;
-  std::deque<protocol::bytes> buffers;
-  std::deque<std::string> values;
+  std::size_t buffers_used = 0;  // of answer_buffers_ (each partition's records, until encoded)
+  if (answer_buffers_.size() < sent.size()) answer_buffers_.resize(sent.size());
   std::string list;
   broker_session* session = nullptr;
   if (view) {
@@ -1028,12 +1051,12 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     if (view->error_code != 0) {
       r.error_code = view->error_code;
       r.session_id = 0;
-      list += fmt::format(" error {}", view->error_code);
+      list += words(" error {}", view->error_code);
     } else if (view->session_id != 0) {
       // (Absent only if the request was lost meanwhile, which reaches() checked.)
       auto& ss = broker_.at(node).sessions;
       if (const auto it = ss.find(view->session_id); it != ss.end()) session = &it->second;
-      list += fmt::format(" (session {}{})", view->session_id, view->incremental ? ", incremental" : "");
+      list += words(" (session {}{})", view->session_id, view->incremental ? ", incremental" : "");
     }
   }
   static const data::fetch_set none;
@@ -1051,16 +1074,16 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     if (pd.error_code == 0 && pf.fetch_offset < l.end()) {
       // Whole batches as they were produced, from the one holding the fetch offset (so an answer
       // may begin below it, as Kafka's do), up to about `want` records past the fetch offset.
-      auto& buf = buffers.emplace_back();
+      auto& buf = answer_buffers_[buffers_used++];
+      buf.clear();
       const std::int64_t want = rng_.between(1, 40);
-      const auto w =
-          write_batches(l, pf.fetch_offset, want, legacy_history_ ? history_end_.at(tp) : -1, values, buf);
+      const auto w = write_batches(l, pf.fetch_offset, want, legacy_history_ ? history_end_.at(tp) : -1, buf);
       if (w.error) fail("codec", w.error);
       const std::int64_t stop = w.stop;
       pd.records = protocol::records_view{buf};
-      list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
+      if (traced_) list += fmt::format(" {}[{}, {})", name(tp), pf.fetch_offset, stop);
     }
-    if (pd.error_code != 0) list += fmt::format(" {} error {}", name(tp), pd.error_code);
+    if (traced_ && pd.error_code != 0) list += fmt::format(" {} error {}", name(tp), pd.error_code);
     if (session) {
       // An incremental answer leaves out a partition with nothing new for it (KIP-227).
       const std::pair<std::int64_t, std::int64_t> now{pd.high_watermark, pd.log_start_offset};
@@ -1076,7 +1099,7 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     }
     r.responses.back().partitions.push_back(std::move(pd));
   }
-  note(fmt::format("broker {} answers:{}", node, list));
+  notef("broker {} answers:{}", node, list);
   protocol::bytes out;
   if (protocol::encode(r, 12, out)) fail("codec", "Fetch answer does not encode");
   return out;
@@ -1091,7 +1114,7 @@ void simulation::on_fetch_response(std::int32_t node, std::error_code ec, const 
     if (n.what == nk::log_end_cut) {
       push_cut(n.tp, n.end, -1, detail::cut_kind::log_end, n.halted);
     } else if (n.what == nk::out_of_range) {
-      note(fmt::format("bg: {} offset {} out of range: reset", name(n.tp), n.offset));
+      notef("bg: {} offset {} out of range: reset", name(n.tp), n.offset);
       if (n.halted) fail("driver", "out of range halted with auto.offset.reset=earliest");
     }
   }
@@ -1118,7 +1141,7 @@ void simulation::auto_commit() {
 // ---- the application and the checks ------------------------------------------------------------------
 
 void simulation::commit(const TopicPartition& tp, std::int64_t offset, const char* who) {
-  note(fmt::format("{} commits {} at {}", who, name(tp), offset));
+  notef("{} commits {} at {}", who, name(tp), offset);
   const auto last = last_commit_.find(tp);
   if (last != last_commit_.end() && offset < last->second) {
     // Invariant 4: back only to (or past) a position the application or a truncation moved to
@@ -1183,10 +1206,16 @@ void simulation::on_position_event(const detail::position_event& e) {
   sanctioned_[tp].insert(after->offset);
 }
 
-void simulation::check_record(const ConsumerRecord& r) {
-  const TopicPartition tp{std::string(r.topic), r.partition};
+void simulation::check_record(const ConsumerRecord& r, record_lookup& look) {
+  if (!look.valid || look.tp.partition != r.partition || look.tp.topic != r.topic) {
+    look = record_lookup{};
+    look.valid = true;
+    look.tp = TopicPartition{std::string(r.topic), r.partition};
+    look.expected = expected_.find(look.tp);
+  }
+  const TopicPartition& tp = look.tp;
   ++returned_count_;
-  if (verbose_) note(fmt::format("app: record {}@{} epoch {}", name(tp), r.offset, r.leader_epoch));
+  if (verbose_) notef("app: record {}@{} epoch {}", name(tp), r.offset, r.leader_epoch);
   std::int64_t id = -1;
   if (r.value) {
     // (std::stoll's answer, and its exception, for a value that is not all digits.)
@@ -1200,7 +1229,7 @@ void simulation::check_record(const ConsumerRecord& r) {
     fail("1 (offsets)", fmt::format("{} offset {} holds id {}, appended at {}", name(tp), r.offset, id,
                                     w == nullptr ? std::string("nowhere")
                                                  : fmt::format("{} offset {}", name(w->first), w->second)));
-  const auto exp = expected_.find(tp);
+  const auto exp = look.expected;
   if (exp == expected_.end() || (r.offset != exp->second && !compacted_before(tp, exp->second, r.offset, id)))
     fail("2 (no skip)", fmt::format("{}: record at offset {} returned, the application's position is {}",
                                     name(tp), r.offset, exp == expected_.end() ? -1 : exp->second));
@@ -1209,8 +1238,9 @@ void simulation::check_record(const ConsumerRecord& r) {
          fmt::format("{} offset {} (id {}) was truncated at {} ms, before the divergence the reader applied "
                      "(found at {} ms)",
                      name(tp), r.offset, id, ms(truncated_.died.at(id)), ms(*seen)));
-  expected_[tp] = r.offset + 1;
-  returned_epochs_[tp][r.offset] = r.leader_epoch;
+  exp->second = r.offset + 1;
+  if (!look.epochs) look.epochs = &returned_epochs_[tp];
+  look.epochs->set(r.offset, r.leader_epoch);
 }
 
 void simulation::poll() {
@@ -1243,11 +1273,11 @@ void simulation::poll() {
     }
     auto batch = reader_.drain();
     if (!batch.records.empty()) {
-      note(fmt::format("app: poll returned {} records, first {}-{}@{}", batch.records.size(),
-                       batch.records.front().topic, batch.records.front().partition,
-                       batch.records.front().offset));
+      notef("app: poll returned {} records, first {}-{}@{}", batch.records.size(),
+            batch.records.front().topic, batch.records.front().partition, batch.records.front().offset);
     }
-    for (const auto& r : batch.records) check_record(r);
+    record_lookup look;
+    for (const auto& r : batch.records) check_record(r, look);
     if (!batch.records.empty()) break;
     std::lock_guard lock(shared_.mutex);
     if (shared_.events.empty()) break;
@@ -1270,32 +1300,31 @@ void simulation::app_action() {
   if (rng_.chance(0.03)) {
     const auto& back = returned_epochs_[tp];
     if (back.empty()) return;
-    auto r = back.begin();
-    std::advance(r, rng_.below(static_cast<std::int64_t>(back.size())));
-    const std::int64_t target = r->first;
+    const std::int64_t target =
+        back.offset_at(static_cast<std::size_t>(rng_.below(static_cast<std::int64_t>(back.size()))));
     std::int32_t epoch = -1;
     if (rng_.chance(0.5)) {
-      if (auto prev = back.find(target - 1); prev != back.end()) epoch = prev->second;
+      if (const auto* prev = back.find(target - 1)) epoch = *prev;
     }
-    note(fmt::format("app: seek {} to {} epoch {}", name(tp), target, epoch));
+    notef("app: seek {} to {} epoch {}", name(tp), target, epoch);
     reader_.seek(tp, target, epoch);
     expected_[tp] = target;
     sanctioned_[tp].insert(target);
   } else if (rng_.chance(0.01)) {
     const bool beginning = rng_.chance(0.5);
-    note(fmt::format("app: seek_to_{} {}", beginning ? "beginning" : "end", name(tp)));
+    notef("app: seek_to_{} {}", beginning ? "beginning" : "end", name(tp));
     ++seek_tos_pending_[tp];
     reader_.seek_to({tp}, beginning);
   } else if (rng_.chance(0.02) && !paused_.count(tp)) {
-    note(fmt::format("app: pause {}", name(tp)));
+    notef("app: pause {}", name(tp));
     paused_.insert(tp);
     reader_.pause({tp});
   } else if (rng_.chance(0.1) && paused_.count(tp)) {
-    note(fmt::format("app: resume {}", name(tp)));
+    notef("app: resume {}", name(tp));
     paused_.erase(tp);
     reader_.resume({tp});
   } else if (rng_.chance(0.01) && !paused_.count(tp)) {
-    note(fmt::format("app: resume {} (not paused: nothing to do)", name(tp)));
+    notef("app: resume {} (not paused: nothing to do)", name(tp));
     reader_.resume({tp});
   } else if (sync_commits_ && rng_.chance(0.01) && expected_.count(tp)) {
     // commit_sync() of an explicit offset (consumer_offsets.cpp): after a record the application
@@ -1368,7 +1397,7 @@ run_result simulation::run() {
     });
     while (!ended && !queue_.empty()) {
       auto [what, f] = queue_.next();
-      if (what != "produce" && what != "app: poll" && what != "fault" && what != "compact" &&
+      if (traced_ && what != "produce" && what != "app: poll" && what != "fault" && what != "compact" &&
           what != "crash" && what != "restart" && what != "fence")
         note(std::move(what));
       f();
@@ -1390,8 +1419,10 @@ run_result simulation::run() {
 }  // namespace
 
 run_result run_seed(std::uint64_t seed, bool verbose) {
-  auto s = std::make_unique<simulation>(seed, verbose);
-  return s->run();
+  auto r = std::make_unique<simulation>(seed, verbose, false)->run();
+  if (r.ok || verbose) return r;
+  // A failed seed without its trace (a passing one formats none): it runs again, with the trace.
+  return replay_traced(r, std::make_unique<simulation>(seed, false, true)->run());
 }
 
 }  // namespace kgroup::sim

@@ -17,6 +17,18 @@ struct run_result {
   double simulated_seconds = 0;
 };
 
+/// A failed seed's result with its trace. A seed runs without its trace (the last events, which
+/// only a failure prints) unless verbose; one that fails runs again keeping it, and `traced` is
+/// that run's result: it is returned when it failed the same way (the same invariant at the same
+/// simulated time), else `first`, saying so (the seed did not replay: a bug of the simulation).
+inline run_result replay_traced(run_result first, run_result traced) {
+  if (!traced.ok && traced.invariant == first.invariant &&
+      traced.simulated_seconds == first.simulated_seconds)
+    return traced;
+  first.trace = "(none: the seed ran differently when run again to keep its trace)\n";
+  return first;
+}
+
 /// Both auto-commit and sync commits in every seed (else one of them per seed).
 extern bool mix_commits;
 /// No broker crashes and restarts in the data world (else about 30 % of the seeds have them): the
