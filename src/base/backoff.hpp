@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <random>
 
+#include "base/lazy_rng.hpp"
+
 namespace kgroup::base {
 
 class backoff {
@@ -43,13 +45,15 @@ class backoff {
   void reset() noexcept { attempts_ = 0; }
 
   [[nodiscard]] int attempts() const noexcept { return attempts_; }
+  /// Whether a jittered delay was drawn yet (the generator exists); for tests.
+  [[nodiscard]] bool drew() const noexcept { return rng_.started(); }
 
  private:
   ms initial_;
   ms max_;
   double jitter_;
   int attempts_ = 0;
-  std::mt19937 rng_;
+  lazy_mt19937 rng_;  // made at the first jittered delay (lazy_rng.hpp)
 };
 
 }  // namespace kgroup::base

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "base/backoff.hpp"
+#include "base/lazy_rng.hpp"
 #include "protocol/compression.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/otlp.hpp"
@@ -179,7 +180,7 @@ class core {
   std::uint64_t sent_at_ = 0;
   std::uint64_t pending_at_ = 0;
   std::uint64_t pushes_ = 0;
-  std::mt19937 rng_;
+  base::lazy_mt19937 rng_;  // made at the first draw (base/lazy_rng.hpp)
   std::vector<note> notes_;
 };
 

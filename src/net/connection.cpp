@@ -569,7 +569,8 @@ void connection::on_timer() {
 void connection::fail(std::error_code ec, const char* why) {
   if (core_.terminal()) return;
   drop_transport();
-  auto lost = core_.failed(clock::now());
+  const bool closing = ec == make_error_code(client_errc::shutting_down);  // close(): no reconnect
+  auto lost = core_.failed(clock::now(), closing);
   const auto wait = lost.wait;
   const bool was_ready = lost.was_ready;
   auto& in_flight = lost.in_flight;

@@ -172,7 +172,7 @@ bool connection_core::idle_due(time_point now) const noexcept {
          now >= last_used_ + opts_.max_idle;
 }
 
-connection_core::failure connection_core::failed(time_point now) {
+connection_core::failure connection_core::failed(time_point now, bool closing) {
   failure out;
   out.was_ready = state_ == state::ready;
   out.in_flight = std::move(in_flight_);
@@ -181,7 +181,7 @@ connection_core::failure connection_core::failed(time_point now) {
   reauth_draining_ = false;
   reauth_at_ = time_point::max();
   state_ = state::backoff;
-  out.wait = reconnect_backoff_.next();
+  out.wait = closing ? ms(0) : reconnect_backoff_.next();
   backoff_until_ = now + out.wait;
   return out;
 }

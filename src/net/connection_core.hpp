@@ -93,6 +93,8 @@ class connection_core {
   /// Attempts that failed since the connection was last `ready` (losing a ready connection counts
   /// one): the count its reconnect backoff grows with.
   int failed_attempts() const noexcept { return reconnect_backoff_.attempts(); }
+  /// Whether a jittered reconnect backoff was drawn yet (its generator exists); for tests.
+  bool reconnect_jitter_drawn() const noexcept { return reconnect_backoff_.drew(); }
 
   // ---- the connection's steps, as the driver reports them ----
 
@@ -172,8 +174,10 @@ class connection_core {
     bool was_ready = false;
   };
   /// The connection is lost (or given up): everything in flight is returned to fail, the state is
-  /// backoff until now + the next reconnect backoff.
-  failure failed(time_point now);
+  /// backoff until now + the next reconnect backoff. `closing`: the client closes it for good
+  /// (stop() follows), so no reconnect backoff is drawn (wait 0, the attempts not counted): a
+  /// jittered draw would make the backoff's generator, 5,000 bytes, at every close (issue 37).
+  failure failed(time_point now, bool closing = false);
   /// Terminal: close() (closed) or a failure retrying cannot fix (failed).
   void stop(state terminal) noexcept { state_ = terminal; }
 

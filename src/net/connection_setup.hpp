@@ -26,6 +26,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/lazy_rng.hpp"
 #include "net/api_versions.hpp"
 #include "net/connection_core.hpp"
 #include "protocol/messages.hpp"
@@ -137,7 +138,7 @@ class connection_setup {
   bool reauth_ = false;        // the SASL exchange is a re-authentication
   api_version_table versions_;
   std::unique_ptr<security::sasl_session> sasl_;
-  std::mt19937 rng_;
+  base::lazy_mt19937 rng_;  // made at the first re-authentication draw (base/lazy_rng.hpp)
 };
 const char* to_string(connection_setup::step s) noexcept;
 

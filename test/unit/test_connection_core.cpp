@@ -143,6 +143,31 @@ TEST_CASE("connection core: setup must reach ready within connect.timeout", "[co
   }
 }
 
+TEST_CASE("connection core: a close fails what is in flight without drawing a reconnect backoff",
+          "[connection_core]") {
+  // Issue 37: the jittered draw would make the backoff's generator (5,000 bytes) at every close.
+  auto o = quiet_options();
+  o.reconnect_jitter = 0.2;
+  fixture f{.core = connection_core(o), .done = {}};
+  f.connect();
+  f.send();
+  auto closing = f.core.failed(f.now, /*closing=*/true);
+  CHECK(closing.wait == 0ms);
+  CHECK(closing.was_ready);
+  CHECK(closing.in_flight.size() == 1);
+  CHECK(f.core.failed_attempts() == 0);
+  CHECK_FALSE(f.core.reconnect_jitter_drawn());
+  f.core.stop(st::closed);
+  CHECK(f.core.current() == st::closed);
+  // A lost connection still backs off with jitter.
+  connection_core lost(o);
+  lost.connect_started(f.now);
+  const auto wait = lost.failed(f.now).wait;
+  CHECK(wait >= 40ms);
+  CHECK(wait <= 60ms);
+  CHECK(lost.reconnect_jitter_drawn());
+}
+
 TEST_CASE("connection core: reconnect backoff doubles per failed attempt and starts over once ready",
           "[connection_core]") {
   fixture f;
