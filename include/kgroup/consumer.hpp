@@ -346,6 +346,17 @@ class KGROUP_EXPORT Consumer {
   /// Commits exactly these offsets without waiting (as commit_async() and commit_sync(offsets)).
   /// \throws kgroup::Error client_errc::invalid_argument for a negative offset (commits nothing).
   void commit_async(const OffsetMap& offsets, CommitCallback callback = nullptr);
+  /// Registers `callback` (null removes it) to receive the outcome of every auto-commit
+  /// (enable.auto.commit=true): the periodic one, the one before a revoke, and those of a manual
+  /// assignment (a narrower assign(), close()); with the offsets committed and an empty
+  /// error_code, or the error it failed with (failed auto-commits are not retried; the next one
+  /// commits the newer positions). It runs on this thread: inside poll() for the periodic
+  /// commits; inside the call that waited for the others (the poll() or close() that runs a
+  /// revoke, close() of a manual assignment), or, for the one a narrower assign() sends without waiting,
+  /// inside a later poll(), commit_sync() or close(). What it throws is rethrown by the next poll(), as a
+  /// listener's is. librdkafka reports auto-commits to its offset_commit_cb; Java has no equivalent besides
+  /// interceptors (ConsumerInterceptor::onCommit sees successes only).
+  void set_auto_commit_callback(CommitCallback callback);
   /// The last committed offsets of these partitions (absent: nothing committed). Blocks up to
   /// default.api.timeout.ms, retrying coordinator errors.
   /// \throws kgroup::Error client_errc::request_timed_out (retriable) or the last retriable

@@ -71,23 +71,49 @@ std::map<TopicPartition, offset_meta> commit_client::committed(std::set<TopicPar
       .offsets;
 }
 
+OffsetMap commit_client::to_offset_map(const fetch::commit_map& offsets) {
+  OffsetMap out;
+  for (const auto& [tp, om] : offsets)
+    out[tp] = {om.offset, om.metadata, om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
+  return out;
+}
+
 void commit_client::auto_commit(fetch::commit_map offsets, std::optional<clock::time_point> deadline,
                                 const char* what) {
   if (offsets.empty()) return;
+  OffsetMap user_offsets = to_offset_map(offsets);
   if (!deadline) {
-    OffsetMap user_offsets;
-    for (const auto& [tp, om] : offsets)
-      user_offsets[tp] = {om.offset, "",
-                          om.epoch >= 0 ? std::optional<std::int32_t>(om.epoch) : std::nullopt};
-    commit_async(std::move(offsets), user_offsets, [what](const OffsetMap&, std::error_code ec) {
+    commit_async(std::move(offsets), user_offsets, [this, what](const OffsetMap& o, std::error_code ec) {
       if (ec) logger()->warn("{} failed: {}", what, ec.message());
+      report_auto_commit(o, ec);
     });
     return;
   }
+  std::error_code failed;
   try {
     commit_and_wait(std::move(offsets), *deadline);
+  } catch (const Error& e) {
+    logger()->warn("{} failed: {}", what, e.what());
+    failed = e.code();
   } catch (const std::exception& e) {
     logger()->warn("{} failed: {}", what, e.what());
+    failed = make_error_code(client_errc::commit_failed);
+  }
+  report_auto_commit(user_offsets, failed);
+}
+
+void commit_client::set_auto_commit_callback(CommitCallback cb) {
+  auto_commit_cb_ = std::move(cb);
+  std::lock_guard lock(shared_.mutex);
+  shared_.report_auto_commits = static_cast<bool>(auto_commit_cb_);
+}
+
+void commit_client::report_auto_commit(const OffsetMap& offsets, std::error_code ec) {
+  if (!auto_commit_cb_) return;
+  try {
+    auto_commit_cb_(offsets, ec);
+  } catch (...) {
+    listeners_.keep_error();
   }
 }
 
@@ -104,6 +130,10 @@ void commit_client::commit_async(fetch::commit_map m, const OffsetMap& offsets, 
 }
 
 void commit_client::complete(const commit_done& done) {
+  if (done.id == commit_done::auto_commit_report_id) {
+    report_auto_commit(to_offset_map(done.offsets), done.code);
+    return;
+  }
   auto it = async_.find(done.id);
   if (it == async_.end()) return;
   auto [offsets, cb] = std::move(it->second);

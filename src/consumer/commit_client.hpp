@@ -49,14 +49,21 @@ class commit_client {
   /// it throws is rethrown by the next poll(), as a listener's is). A null `cb`: nobody awaits it
   /// (a manual assignment's auto-commit), but close() still waits for it.
   void commit_async(fetch::commit_map m, const OffsetMap& offsets, CommitCallback cb);
-  /// An answer taken off the event queue: its async commit's callback runs.
+  /// An answer taken off the event queue: its async commit's callback runs (or, for a timed
+  /// auto-commit's report, the auto-commit callback).
   void complete(const commit_done& done);
+  /// The callback every auto-commit's outcome goes to (null: none; Consumer::set_auto_commit_callback).
+  void set_auto_commit_callback(CommitCallback cb);
   /// Runs the callbacks of every async commit made so far, in order, waiting for the answers
   /// still out until `deadline`.
   void finish_async(clock::time_point deadline) { finish_async(next_id_, deadline); }
 
  private:
   void finish_async(std::uint64_t up_to, clock::time_point deadline);
+  // Runs the auto-commit callback (if any) for an auto-commit's outcome; what it throws is kept
+  // for the next poll(), as a listener's is.
+  void report_auto_commit(const OffsetMap& offsets, std::error_code ec);
+  static OffsetMap to_offset_map(const fetch::commit_map& offsets);
   // Waits for the commit_done event `id`, leaving every other event queued.
   std::optional<commit_done> wait(std::uint64_t id, clock::time_point deadline);
   // Posts `send(fetcher, id)` with a fresh id and waits for its answer; throws its error.
@@ -68,6 +75,7 @@ class commit_client {
   std::function<void(fetcher_call)> to_fetcher_;
   std::map<std::uint64_t, std::pair<OffsetMap, CommitCallback>> async_;
   std::uint64_t next_id_ = 0;
+  CommitCallback auto_commit_cb_;
 };
 
 }  // namespace kgroup::detail

@@ -208,6 +208,9 @@ std::string Consumer::group_state() const {
 ConsumerMetrics Consumer::metrics() const {
   return self(/*any_thread=*/true)->metrics();
 }
+void Consumer::set_auto_commit_callback(CommitCallback callback) {
+  self()->set_auto_commit_callback(std::move(callback));
+}
 void Consumer::set_statistics_callback(StatisticsCallback callback) {
   self()->set_statistics_callback(std::move(callback));
 }

@@ -95,6 +95,7 @@ class Consumer::impl {
   ConsumerMetrics metrics();
   std::string http_endpoint() const;
   std::optional<std::string> client_instance_id(std::chrono::milliseconds timeout);
+  void set_auto_commit_callback(CommitCallback cb) { commits_.set_auto_commit_callback(std::move(cb)); }
   void set_statistics_callback(StatisticsCallback cb) {
     poll_stats_.set_statistics_callback(std::move(cb), statistics_interval_, clock::now());
   }

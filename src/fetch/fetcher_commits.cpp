@@ -3,6 +3,7 @@
 #include "fetch/fetcher.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "base/backoff.hpp"
 #include "base/log.hpp"
@@ -54,6 +55,13 @@ void fetcher::attempt(std::shared_ptr<retried> r) {
 
 void fetcher::commit(std::uint64_t id, commit_map offsets, std::optional<clock::time_point> retry_until,
                      std::uint64_t listener_seq) {
+  // A timed auto-commit (id 0) is reported to the user thread when the user asked for it
+  // (Consumer::set_auto_commit_callback), with the offsets it was for.
+  std::optional<commit_map> report;
+  if (id == 0) {
+    std::lock_guard lock(shared_.mutex);
+    if (shared_.report_auto_commits) report = offsets;
+  }
   auto r = std::make_shared<retried>(opts_, retry_until);
   r->attempt = [self = shared_from_this(), offsets = std::move(offsets),
                 listener_seq](coordinator_done done) {
@@ -71,12 +79,17 @@ void fetcher::commit(std::uint64_t id, commit_map offsets, std::optional<clock::
     }
     self->commit_once(offsets, std::move(done));
   };
-  r->done = [self = shared_from_this(), id](detail::commit_done d) {
+  r->done = [self = shared_from_this(), id, report = std::move(report)](detail::commit_done d) {
     if (id != 0) {
       d.id = id;
       self->shared_.push(std::move(d));
-    } else if (d.code) {
-      logger()->warn("auto-commit failed: {}", d.message);
+      return;
+    }
+    if (d.code) logger()->warn("auto-commit failed: {}", d.message);
+    if (report) {
+      d.id = detail::commit_done::auto_commit_report_id;
+      d.offsets = *report;
+      self->shared_.push(std::move(d));
     }
   };
   attempt(std::move(r));

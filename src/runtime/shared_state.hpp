@@ -91,6 +91,8 @@ struct data_error {
 };
 /// Outcome of a commit or committed() request started by the user thread.
 struct commit_done {
+  /// The id of a timed auto-commit's report (Consumer::set_auto_commit_callback).
+  static constexpr std::uint64_t auto_commit_report_id = ~std::uint64_t{0};
   std::uint64_t id = 0;
   std::map<TopicPartition, offset_meta> offsets;  // committed()
   std::error_code code;
@@ -181,6 +183,9 @@ struct shared_state {
   // the background thread: records count as processed once the application polls again.
   // Written by the user thread only.
   std::map<TopicPartition, epoch_offset> consumed;
+  // The user registered an auto-commit callback: the fetcher's timed auto-commits are reported to
+  // the user thread (commit_done with auto_commit_report_id).
+  bool report_auto_commits = false;
   metrics_state metrics;
   // Listener calls queued for the user thread that the core has since superseded (a revoke
   // overtaken by the loss of the partitions): skipped, not run. Background thread writes.

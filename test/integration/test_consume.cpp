@@ -1,5 +1,6 @@
 // The data path against the mock cluster: every seeded record consumed once, in order, in every
 // codec; commits and restarts; seek, pause, resume; offset reset policies.
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -461,6 +462,73 @@ TEST_CASE("auto-commit commits a poll's records only once the application polls 
   CHECK(committed.at(tp).offset == static_cast<std::int64_t>(first));
   (void)second;
   c.close(5s);
+}
+
+TEST_CASE(
+    "set_auto_commit_callback() reports every auto-commit: periodic ones, a failed one, the one before a "
+    "revoke",
+    "[consume]") {
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 1);
+  mc.produce("orders", 100);
+  auto cfg = consumer_config(mc, "g-auto-commit-callback");
+  cfg.set("enable.auto.commit", "true");
+  cfg.set("auto.commit.interval.ms", "100");
+  cfg.set("max.poll.records", "50");
+  const kgroup::TopicPartition tp{"orders", 0};
+  struct report {
+    std::int64_t offset;
+    std::error_code ec;
+  };
+  std::vector<report> reports;
+  kgroup::Consumer c(cfg);
+  c.set_auto_commit_callback([&](const kgroup::OffsetMap& offsets, std::error_code ec) {
+    REQUIRE(offsets.size() == 1);  // one partition: every auto-commit is of it
+    reports.push_back({offsets.begin()->second.offset, ec});
+  });
+  c.subscribe({"orders"});
+  // Polls until a successful auto-commit of `offset` is reported (records polled on the way).
+  std::size_t polled = 0;
+  auto poll_until_reported = [&](std::int64_t offset) {
+    return kgroup::test::eventually(
+        [&] {
+          polled += c.poll(50ms).size();
+          return std::any_of(reports.begin(), reports.end(),
+                             [&](const report& r) { return r.offset == offset && !r.ec; });
+        },
+        20s, 1ms);
+  };
+  REQUIRE(poll_until_reported(100));
+  CHECK(polled == 100);
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    CHECK(!reports[i].ec);
+    CHECK(reports[i].offset <= 100);
+    if (i > 0) CHECK(reports[i].offset > reports[i - 1].offset);  // only changed positions are committed
+  }
+  auto committed = c.committed({tp});
+  REQUIRE(committed.count(tp) == 1);
+  CHECK(committed.at(tp).offset == 100);
+
+  // The next periodic commit fails (not retried): the callback gets its error; the one after it
+  // commits the newer position.
+  const std::size_t before_failure = reports.size();
+  mc.push_request_errors(8, {14});  // OffsetCommit: COORDINATOR_LOAD_IN_PROGRESS
+  mc.produce("orders", 20);
+  REQUIRE(poll_until_reported(120));
+  REQUIRE(reports.size() > before_failure + 1);
+  CHECK(reports[before_failure].ec == make_error_code(kgroup::kafka_errc::coordinator_load_in_progress));
+  CHECK(reports[before_failure].offset > 100);
+  CHECK(!reports.back().ec);
+
+  // close() revokes: the auto-commit before the revoke is reported inside close(), with the
+  // position after the last poll's records (processed once the partition is given back).
+  mc.produce("orders", 10);
+  REQUIRE(kgroup::test::eventually([&] { return (polled += c.poll(50ms).size()) == 130; }, 20s, 1ms));
+  reports.clear();
+  c.close(5s);
+  REQUIRE(!reports.empty());
+  CHECK(reports.back().offset == 130);
+  CHECK(!reports.back().ec);
 }
 
 TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), and per-call timeouts", "[consume]") {

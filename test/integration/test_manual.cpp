@@ -219,8 +219,13 @@ TEST_CASE("a manual consumer with auto-commit commits its positions on close() a
   cfg.set("enable.auto.commit", "true");
   cfg.set("auto.commit.interval.ms", "60000");  // the periodic commit never comes in this test
   cfg.set("max.poll.records", "10");
+  kgroup::OffsetMap reported;  // what set_auto_commit_callback() was told was committed
   {
     kgroup::Consumer c(cfg);
+    c.set_auto_commit_callback([&](const kgroup::OffsetMap& offsets, std::error_code ec) {
+      CHECK(!ec);
+      for (const auto& [tp, om] : offsets) reported[tp] = om;
+    });
     c.assign({{"t", 0}, {"t", 1}});
     auto seen = read(c, 40, 20s);
     REQUIRE(seen[{"t", 1}].size() == 20);
@@ -230,6 +235,12 @@ TEST_CASE("a manual consumer with auto-commit commits its positions on close() a
     c.seek({"t", 0}, 10);
     c.close(5s);  // t-0's position (10) is committed
   }
+  // Both auto-commits were reported: the one assign() sent without waiting (inside close()) and
+  // close()'s own.
+  REQUIRE(reported.count({"t", 0}));
+  REQUIRE(reported.count({"t", 1}));
+  CHECK(reported.at({"t", 0}).offset == 10);
+  CHECK(reported.at({"t", 1}).offset == 15);
   kgroup::Consumer check(manual_config(mc, "g-manual-auto"));
   auto committed = check.committed({{"t", 0}, {"t", 1}});
   REQUIRE(committed.count({"t", 0}));

@@ -420,6 +420,19 @@ class recorder {
     }
   }
 
+  // The members that reported committing `offset` for partition `p` between `from` and `to`
+  // (CLOCK_MONOTONIC ns): who a committed offset the sampler saw came from.
+  std::set<std::string> committers(int p, std::int64_t offset, std::int64_t from, std::int64_t to) const {
+    std::lock_guard lock(mutex_);
+    std::set<std::string> who;
+    auto it = commits_.find(p);
+    if (it == commits_.end()) return who;
+    for (const auto& c : it->second) {
+      if (c.offset == offset && c.t >= from && c.t <= to) who.insert(c.member);
+    }
+    return who;
+  }
+
   void explain_partition(int p) const {
     std::lock_guard lock(mutex_);
     std::set<std::string> who;
@@ -741,11 +754,25 @@ class commit_sampler {
     }
   }
 
+  // A committed offset lower than the one the sample before saw. The lower commit landed between
+  // `from` (the start of that earlier sample) and `to` (the end of this one), CLOCK_MONOTONIC ns.
+  struct regression {
+    int partition = -1;
+    std::int64_t low = -1, high = -1;
+    std::int64_t from = 0, to = 0;
+    std::string describe() const {
+      return "partition " + std::to_string(partition) + ": committed " + std::to_string(low) + " after " +
+             std::to_string(high);
+    }
+  };
+
   // Called by the sampling thread, or by the test once that thread is stopped.
   void sample() {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partition_count);
     for (int p = 0; p < partition_count; ++p) rd_kafka_topic_partition_list_add(list, chaos_topic.c_str(), p);
+    const std::int64_t started = now_ns();
     const rd_kafka_resp_err_t e = rd_kafka_committed(rk_, list, 5000);
+    const std::int64_t ended = now_ns();
     std::lock_guard lock(mutex_);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
       ++failed_;
@@ -755,20 +782,18 @@ class commit_sampler {
         const auto& el = list->elems[i];
         if (el.err != RD_KAFKA_RESP_ERR_NO_ERROR || el.offset < 0) continue;  // nothing committed (yet)
         auto& last = last_[el.partition];
-        if (el.offset < last) {
+        if (el.offset < last.first) {
           ++regression_count_;
-          if (regressions_.size() < 10) {
-            regressions_.push_back("partition " + std::to_string(el.partition) + ": committed " +
-                                   std::to_string(el.offset) + " after " + std::to_string(last));
-          }
+          if (regressions_.size() < 100)
+            regressions_.push_back({el.partition, el.offset, last.first, last.second, ended});
         }
-        last = el.offset;
+        last = {el.offset, started};
       }
     }
     rd_kafka_topic_partition_list_destroy(list);
   }
 
-  std::vector<std::string> regressions(std::size_t* count) const {
+  std::vector<regression> regressions(std::size_t* count) const {
     std::lock_guard lock(mutex_);
     *count = regression_count_;
     return regressions_;
@@ -784,7 +809,7 @@ class commit_sampler {
   std::int64_t committed_total() const {
     std::lock_guard lock(mutex_);
     std::int64_t total = 0;
-    for (const auto& [p, v] : last_) total += v;
+    for (const auto& [p, v] : last_) total += v.first;
     return total;
   }
 
@@ -793,8 +818,9 @@ class commit_sampler {
   std::thread thread_;
   std::atomic<bool> running_{true};
   mutable std::mutex mutex_;
-  std::map<int, std::int64_t> last_;  // partition -> last committed offset seen
-  std::vector<std::string> regressions_;
+  // partition -> last committed offset seen, and when the sample that saw it started
+  std::map<int, std::pair<std::int64_t, std::int64_t>> last_;
+  std::vector<regression> regressions_;
   std::size_t regression_count_ = 0;
   int samples_ = 0;
   int failed_ = 0;

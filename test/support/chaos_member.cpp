@@ -115,6 +115,12 @@ class kgroup_chaos_member : public chaos_member {
                        // A commit_sync() must not keep the loop from poll() past max.poll.interval.ms.
                        {"default.api.timeout.ms", "5000"}};
     consumer_ = std::make_unique<kgroup::Consumer>(cfg);
+    if (spec_.commit == "auto") {
+      // Auto-commits are reported as the explicit ones are (invariant 3 names who committed what).
+      consumer_->set_auto_commit_callback([this](const kgroup::OffsetMap& offsets, std::error_code ec) {
+        report_commit("auto-commit", offsets, ec);
+      });
+    }
     consumer_->subscribe({chaos_topic}, std::make_shared<listener>(*this));
   }
   ~kgroup_chaos_member() override { leave(); }
@@ -158,15 +164,7 @@ class kgroup_chaos_member : public chaos_member {
       }
     } else {
       consumer_->commit_async([this](const kgroup::OffsetMap& offsets, std::error_code ec) {
-        if (ec) {
-          emit_("N commit_async: " + ec.message());
-          return;
-        }
-        std::string committed;
-        for (const auto& [tp, om] : offsets)
-          committed +=
-              (committed.empty() ? "" : ",") + std::to_string(tp.partition) + ":" + std::to_string(om.offset);
-        if (!committed.empty()) emit_("K " + std::to_string(now_ns()) + " " + committed);
+        report_commit("commit_async", offsets, ec);
       });
     }
   }
@@ -193,6 +191,19 @@ class kgroup_chaos_member : public chaos_member {
   // kgroup has no join event; the generation is sampled after every poll() and at the start of
   // every callback (group_metadata() holds the generation of the last JoinGroup answer).
   void note_generation() { joined_generation(consumer_->group_metadata().generation_id, now_ns()); }
+
+  // A commit's outcome as the recorder reads it: a "K" line with what was committed, or a note.
+  void report_commit(const char* what, const kgroup::OffsetMap& offsets, std::error_code ec) {
+    if (ec) {
+      emit_(std::string("N ") + what + ": " + ec.message());
+      return;
+    }
+    std::string committed;
+    for (const auto& [tp, om] : offsets)
+      committed +=
+          (committed.empty() ? "" : ",") + std::to_string(tp.partition) + ":" + std::to_string(om.offset);
+    if (!committed.empty()) emit_("K " + std::to_string(now_ns()) + " " + committed);
+  }
 
   std::unique_ptr<kgroup::Consumer> consumer_;
   std::mutex mutex_;
