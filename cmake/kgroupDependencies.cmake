@@ -1,11 +1,10 @@
 # Finds kgroup's link dependencies (all Debian 12 packages). Used by the build and by the
 # installed package config, so an application's find_package(kgroup) resolves the same targets.
 # Except Threads, all are private: the static library's link line names them ($<LINK_ONLY:...>),
-# no public header includes them (fmt and spdlog neither: kgroup/log.hpp is a plain interface).
+# no public header includes them (fmt neither: kgroup/log.hpp is a plain interface).
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 find_dependency(fmt)
-find_dependency(spdlog)
 find_dependency(ZLIB)
 # 3.0: the SCRAM and TLS code calls OpenSSL 3.0's API (EVP_MD_get_size, ...).
 find_dependency(OpenSSL 3.0)

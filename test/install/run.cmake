@@ -7,7 +7,7 @@ file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 # No logging library in the public headers (the LogSink interface replaced spdlog's logger), so
-# applications need neither spdlog's nor fmt's headers.
+# applications need no logging library's headers (nor spdlog at all since issue 37), nor fmt's.
 file(GLOB_RECURSE installed_headers ${prefix}/include/kgroup/*.hpp)
 foreach(header IN LISTS installed_headers)
   file(STRINGS ${header} bad REGEX "#include[ \t]*[<\"](spdlog|fmt)/")

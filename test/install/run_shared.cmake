@@ -32,6 +32,11 @@ run("readelf" readelf -d ${lib})
 if(NOT out MATCHES "SONAME[^\n]*libkgroup\\.so\\.0\\.2\\]")
   message(FATAL_ERROR "libkgroup.so has no soname libkgroup.so.0.2:\n${out}")
 endif()
+# No spdlog (issue 37: the stderr sink is written on fmt, and mapping libspdlog.so cost an idle
+# Consumer's process ~230 KB resident).
+if(out MATCHES "NEEDED[^\n]*spdlog")
+  message(FATAL_ERROR "libkgroup.so needs spdlog:\n${out}")
+endif()
 # No Asio symbol at all, and no Boost symbol that is not weak: what Boost.System and
 # Boost.Exception mark visible on purpose (typeinfo, vtables and inline members of exception and
 # error-category types, weak or unique) merges with an application's own copies, as header-only

@@ -1,17 +1,25 @@
 // The log sink interface (issue 17): which sink a line reaches (the thread's scope, else the
 // default), the default replaced and restored, min_level() checked before formatting, and a
 // throwing sink contained. The routing of whole Consumers is in integration/test_log_routing.cpp.
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <ctime>
 #include <memory>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include "base/log.hpp"
+#include "base/stderr_sink.hpp"
 #include "kgroup/log.hpp"
 
 using kgroup::LogLevel;
@@ -47,6 +55,62 @@ struct counted {
 struct default_sink_restorer {
   ~default_sink_restorer() { kgroup::set_default_log_sink(nullptr); }
 };
+
+// Points fd 1 and fd 2 at temporary files until finish(), which returns what each received.
+// Nothing may be CHECKed in between: Catch reports to stdout.
+class std_capture {
+ public:
+  std_capture() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    for (int i = 0; i < 2; ++i) {
+      files_[i] = std::tmpfile();
+      saved_[i] = ::dup(i + 1);
+      ok_ = ok_ && files_[i] != nullptr && saved_[i] >= 0 && ::dup2(::fileno(files_[i]), i + 1) >= 0;
+    }
+  }
+  ~std_capture() { finish(); }
+  std_capture(const std_capture&) = delete;
+  std_capture& operator=(const std_capture&) = delete;
+
+  bool ok() const { return ok_; }
+  // {stdout, stderr}
+  std::array<std::string, 2> finish() {
+    std::array<std::string, 2> out;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    for (int i = 0; i < 2; ++i) {
+      if (saved_[i] >= 0) {
+        ::dup2(saved_[i], i + 1);
+        ::close(saved_[i]);
+        saved_[i] = -1;
+      }
+      if (files_[i] != nullptr) {
+        std::rewind(files_[i]);
+        char buffer[4096];
+        std::size_t n = 0;
+        while ((n = std::fread(buffer, 1, sizeof buffer, files_[i])) > 0) out[i].append(buffer, n);
+        std::fclose(files_[i]);
+        files_[i] = nullptr;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::array<std::FILE*, 2> files_{};
+  std::array<int, 2> saved_{-1, -1};
+  bool ok_ = true;
+};
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+    lines.push_back(text.substr(start, end - start));
+  if (start < text.size()) lines.push_back(text.substr(start));  // an unterminated rest
+  return lines;
+}
 
 }  // namespace
 
@@ -157,6 +221,114 @@ TEST_CASE("the stderr sink: its level, and lines below it are dropped", "[log]")
   const kgroup::detail::log_scope scope(quiet.get());
   CHECK_FALSE(kgroup::logger()->should_log(LogLevel::warn));
   CHECK(kgroup::logger()->should_log(LogLevel::error));
+}
+
+// Issue 37: the sink writes spdlog 1.10's default pattern itself (spdlog is no longer linked).
+TEST_CASE("the stderr sink's line: spdlog's default pattern, level names and colours", "[log]") {
+  using namespace std::chrono;
+  const system_clock::time_point when = system_clock::time_point(seconds(1796696174)) + milliseconds(7);
+  // The local date and time, as strftime prints it.
+  const std::time_t t = 1796696174;
+  std::tm local{};
+  REQUIRE(localtime_r(&t, &local) != nullptr);
+  char date[32];
+  REQUIRE(std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &local) > 0);
+  const std::string stamp = "[" + std::string(date) + ".007] ";
+
+  using kgroup::detail::stderr_log_line;
+  CHECK(stderr_log_line(when, "kgroup", LogLevel::warn, "broker 3 is down", false) ==
+        stamp + "[kgroup] [warning] broker 3 is down\n");
+  CHECK(stderr_log_line(when + milliseconds(726), "kgroup", LogLevel::info, "x", false) ==
+        "[" + std::string(date) + ".733] [kgroup] [info] x\n");
+  const std::pair<LogLevel, std::string> names[]{
+      {LogLevel::trace, "trace"},  {LogLevel::debug, "debug"}, {LogLevel::info, "info"},
+      {LogLevel::warn, "warning"}, {LogLevel::error, "error"}, {LogLevel::critical, "critical"}};
+  for (const auto& [level, name] : names) {
+    CHECK(stderr_log_line(when, "my-app", level, "m", false) == stamp + "[my-app] [" + name + "] m\n");
+  }
+  // No name: no "[] " (as spdlog with an empty logger name). An empty message: the line still ends.
+  CHECK(stderr_log_line(when, "", LogLevel::error, "no name", false) == stamp + "[error] no name\n");
+  CHECK(stderr_log_line(when, "kgroup", LogLevel::info, "", false) == stamp + "[kgroup] [info] \n");
+  CHECK(stderr_log_line(when, "kgroup", LogLevel::off, "never", false).empty());
+
+  // On a colour terminal the level's name only, in spdlog's colour for the level, then a reset.
+  const std::pair<LogLevel, std::string> colours[]{
+      {LogLevel::trace, "\033[37mtrace"},        {LogLevel::debug, "\033[36mdebug"},
+      {LogLevel::info, "\033[32minfo"},          {LogLevel::warn, "\033[33m\033[1mwarning"},
+      {LogLevel::error, "\033[31m\033[1merror"}, {LogLevel::critical, "\033[1m\033[41mcritical"}};
+  for (const auto& [level, coloured] : colours) {
+    CHECK(stderr_log_line(when, "kgroup", level, "m", true) ==
+          stamp + "[kgroup] [" + coloured + "\033[m] m\n");
+  }
+}
+
+TEST_CASE("the stderr sink writes whole lines to stderr, none to stdout", "[log]") {
+  std::array<std::string, 2> out;
+  bool captured = false;
+  {
+    std_capture capture;
+    // Made while stderr is a file: no colour, whatever the terminal the tests run in.
+    const auto sink = kgroup::make_stderr_log_sink(LogLevel::trace, "capture-test");
+    const auto unnamed = kgroup::make_stderr_log_sink(LogLevel::trace, "");
+    sink->log(LogLevel::trace, "one");
+    sink->log(LogLevel::debug, "two");
+    sink->log(LogLevel::info, "three");
+    sink->log(LogLevel::warn, "broker 3 is down");
+    sink->log(LogLevel::error, "five");
+    sink->log(LogLevel::critical, "six");
+    unnamed->log(LogLevel::info, "seven");
+    // Through the logging front, as the library logs.
+    {
+      const kgroup::detail::log_scope scope(sink.get());
+      kgroup::logger()->warn("member '{}' left", "m-1");
+    }
+    // Two sinks on four threads: every line arrives whole (one mutex, one write per line).
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i) {
+      threads.emplace_back([&, i] {
+        const std::string text(100 + i * 37, static_cast<char>('a' + i));
+        for (int n = 0; n < 200; ++n) (i % 2 == 0 ? sink : unnamed)->log(LogLevel::info, text);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    captured = capture.ok();
+    out = capture.finish();
+  }
+  REQUIRE(captured);
+  CHECK(out[0].empty());  // stdout
+  const std::vector<std::string> lines = split_lines(out[1]);
+  REQUIRE(lines.size() == 8 + 4 * 200);
+  REQUIRE(out[1].back() == '\n');
+  const std::string stamp = R"(\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}\] )";
+  const char* expected[]{"[capture-test] [trace] one",
+                         "[capture-test] [debug] two",
+                         "[capture-test] [info] three",
+                         "[capture-test] [warning] broker 3 is down",
+                         "[capture-test] [error] five",
+                         "[capture-test] [critical] six",
+                         "[info] seven",
+                         "[capture-test] [warning] member 'm-1' left"};
+  const std::regex stamp_re(stamp + ".*");
+  for (std::size_t i = 0; i < 8; ++i) {
+    INFO(lines[i]);
+    CHECK(std::regex_match(lines[i], stamp_re));
+    CHECK(lines[i].substr(lines[i].find("] ") + 2) == expected[i]);
+  }
+  const std::regex threaded(stamp + R"((\[capture-test\] )?\[info\] ([a-d]+))");
+  std::array<int, 4> per_thread{};
+  for (std::size_t i = 8; i < lines.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(lines[i], m, threaded)) {
+      FAIL_CHECK("a torn line: " << lines[i]);
+      continue;
+    }
+    const std::string text = m[2].str();
+    const int thread = text[0] - 'a';
+    CHECK(text == std::string(100 + static_cast<std::size_t>(thread) * 37, text[0]));
+    CHECK(m[1].matched == (thread % 2 == 0));  // the named sink's threads: 0 and 2
+    ++per_thread[static_cast<std::size_t>(thread)];
+  }
+  CHECK(per_thread == std::array<int, 4>{200, 200, 200, 200});
 }
 
 // Issue 31, lower items: strings a peer controls (a broker's error message, a member id, a
