@@ -465,6 +465,12 @@ class simulation {
   // read (a dropped or held event, a timer or timeout already overtaken): their verdict is the
   // last step's, so they are not run again (run()).
   void nothing_changed() { idle_ = true; }
+  // Said by an event of a member's background data path (sim_group_data.cpp: a Fetch,
+  // OffsetFetch, ListOffsets or OffsetForLeaderEpoch answer, a metadata refresh, the retry timer,
+  // a call the reader posted), which changes that member's fetcher, its queue for the
+  // application, the world's PRNG and the event queue, and nothing else the checks after each
+  // step read but its fetch_positions' refusals: only those are checked after it (check_data_step()).
+  void data_only() { data_only_ = true; }
   bool fault_phase() const { return now_ < quiet_at_; }
   milliseconds latency() {
     std::int64_t d = rng_.between(1, 10);
@@ -675,6 +681,8 @@ class simulation {
 
   // ---- checks ----
   void check_step();
+  /// check_step() after an event that was data_only(): the checks its changes can fail.
+  void check_data_step();
   /// Whether cg_check_step() may find something (a quick look, without copies; false: it would not).
   bool cg_check_step_suspect();
   void check_poll_timeout(sim_member& m);
@@ -726,6 +734,7 @@ class simulation {
   event_queue<event> queue_{now_};
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
+  bool data_only_ = false;        // it changed only a member's data path (data_only())
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
