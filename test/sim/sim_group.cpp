@@ -295,6 +295,7 @@ void simulation::produce() {
   processed_[it->first].resize(static_cast<std::size_t>(it->second), false);
   if (real_data_) data_produce(it->first, n);
   at(now_ + milliseconds(rng_.between(5, 200)), [this] { produce(); });
+  data_only();  // the logs' ends: nothing check_step() reads
 }
 
 std::size_t live(const std::vector<std::unique_ptr<sim_member>>& ms) {
@@ -1512,9 +1513,16 @@ bool simulation::poll_body(sim_member& m) {
         run_events(m, [this, &m] {
           if (!poll_body(m)) nothing_changed();
         });
-      } else {
-        run_events(m, [this, &m] { poll_body(m); });
+        return;
       }
+      // Without a listener call among the events (position events and data errors: the real
+      // reader's), run_events() and poll_body() change only the member's data path and its
+      // application's side unless poll() returns (poll_return(): the core's poll_returned()).
+      const bool data_events =
+          std::none_of(m.shared.events.begin(), m.shared.events.end(),
+                       [](const auto& e) { return std::holds_alternative<detail::listener_call>(e); });
+      run_events(m, [this, &m] { poll_body(m); });
+      if (data_events && m.in_poll) data_only();
     });
     return false;
   }

@@ -244,22 +244,52 @@ class core_box final : public member_core {
   explicit core_box(Options opts) : core(std::move(opts)) {}
   Core core;
 
+  // Every call that may change the core marks it touched (owned_ref() below).
   void subscribe(time_point now, std::vector<std::string> topics) override {
+    touched_ = true;
     core.subscribe(now, std::move(topics));
   }
-  void unsubscribe(time_point now) override { core.unsubscribe(now); }
+  void unsubscribe(time_point now) override {
+    touched_ = true;
+    core.unsubscribe(now);
+  }
   bool unsubscribed() const override { return core.state() == decltype(core.state())::unsubscribed; }
-  void poll_called(time_point now) override { core.poll_called(now); }
-  void poll_returned(time_point now) override { core.poll_returned(now); }
-  void listener_started(time_point now, std::uint64_t seq) override { core.listener_started(now, seq); }
-  void listener_done(time_point now, std::uint64_t seq) override { core.listener_done(now, seq); }
+  void poll_called(time_point now) override {
+    touched_ = true;
+    core.poll_called(now);
+  }
+  void poll_returned(time_point now) override {
+    touched_ = true;
+    core.poll_returned(now);
+  }
+  void listener_started(time_point now, std::uint64_t seq) override {
+    touched_ = true;
+    core.listener_started(now, seq);
+  }
+  void listener_done(time_point now, std::uint64_t seq) override {
+    touched_ = true;
+    core.listener_done(now, seq);
+  }
   void commit_failed(time_point now, std::int32_t generation, std::int16_t code) override {
+    touched_ = true;
     core.commit_failed(now, generation, code);
   }
-  void close(time_point now, group::close_membership op) override { core.close(now, op); }
-  void tick(time_point now) override { core.tick(now); }
-  void request_failed(time_point now, std::error_code ec) override { core.request_failed(now, ec); }
-  void coordinator_failed(time_point now, std::error_code ec) override { core.coordinator_failed(now, ec); }
+  void close(time_point now, group::close_membership op) override {
+    touched_ = true;
+    core.close(now, op);
+  }
+  void tick(time_point now) override {
+    touched_ = true;
+    core.tick(now);
+  }
+  void request_failed(time_point now, std::error_code ec) override {
+    touched_ = true;
+    core.request_failed(now, ec);
+  }
+  void coordinator_failed(time_point now, std::error_code ec) override {
+    touched_ = true;
+    core.coordinator_failed(now, ec);
+  }
   std::optional<time_point> next_deadline() const override { return core.next_deadline(); }
   std::optional<std::int32_t> coordinator() const override { return core.coordinator(); }
   group::standing standing() const override { return core.standing(); }
@@ -268,13 +298,15 @@ class core_box final : public member_core {
     if constexpr (std::is_reference_v<decltype(core.owned())>) {
       return core.owned();
     } else {
-      if (!cache_.valid || cache_.ids != core.owned_ids()) {
+      // (An untouched core's ids are the ones compared last time: no need to compare again.)
+      if (touched_ && (!cache_.valid || cache_.ids != core.owned_ids())) {
         cache_.ids = core.owned_ids();
         cache_.names = core.owned();
         cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(), [](const TopicPartition& tp) {
           return tp.topic.starts_with("<topic id ");
         });
       }
+      touched_ = !cache_.valid;  // names with a placeholder: named again next time
       return cache_.names;
     }
   }
@@ -285,9 +317,12 @@ class core_box final : public member_core {
   std::string state_name() const override { return to_string(core.state()); }
   std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
   bool apply_actions(simulation& sim, sim_member& m) override;
+  /// The core is about to be called directly (core_of()).
+  void touch() { touched_ = true; }
 
  private:
   owned_cache<Core> cache_;
+  bool touched_ = true;  // called since owned_ref() last compared its ids
 };
 
 // The real core of member `m`, known to run `Core`.
@@ -798,6 +833,7 @@ class simulation {
 
 template <class Core>
 bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
+  touched_ = true;
   auto actions = core.take_actions();
   for (auto& a : actions) sim.apply(m, a);
   return !actions.empty();
@@ -805,7 +841,9 @@ bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
 
 template <class Core>
 Core& core_of(sim_member& m) {
-  return static_cast<core_box<Core>&>(*m.core).core;
+  auto& box = static_cast<core_box<Core>&>(*m.core);
+  box.touch();
+  return box.core;
 }
 
 /// Whether `T` is one of the actions both cores emit (simulation::apply_shared).
