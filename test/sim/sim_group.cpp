@@ -1843,6 +1843,18 @@ void simulation::check_step() {
     cg_check_step();
     return;
   }
+  // G1 below reads only the cores and which members are alive: when no core was called and no
+  // member died or started since it last ran (and passed), its verdict is the same.
+  bool unchanged = g1_inputs_.size() == members_.size();
+  g1_inputs_.resize(members_.size());
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    const std::pair<std::uint64_t, bool> in{members_[i]->core->calls(), members_[i]->alive};
+    if (g1_inputs_[i] != in) {
+      g1_inputs_[i] = in;
+      unchanged = false;
+    }
+  }
+  if (unchanged) return;
   // G1: members stable in one generation own disjoint partitions. Two incarnations of one static
   // member's process (the same group.instance.id) may both think they own a partition in one
   // generation: the coordinator knows the instance id by one member id only and fences the other

@@ -220,6 +220,9 @@ class member_core {
   virtual bool poll_timed_out() const = 0;
   virtual std::string state_name() const = 0;
   virtual std::uint64_t invalid_transitions() const = 0;
+  /// How many calls that may change the core it has had (the checks after each step skip what
+  /// reads only cores that had none since).
+  virtual std::uint64_t calls() const = 0;
   /// Takes the core's actions and carries each out (simulation::apply); false when it had none.
   virtual bool apply_actions(simulation& sim, sim_member& m) = 0;
 };
@@ -246,48 +249,48 @@ class core_box final : public member_core {
 
   // Every call that may change the core marks it touched (owned_ref() below).
   void subscribe(time_point now, std::vector<std::string> topics) override {
-    touched_ = true;
+    touch();
     core.subscribe(now, std::move(topics));
   }
   void unsubscribe(time_point now) override {
-    touched_ = true;
+    touch();
     core.unsubscribe(now);
   }
   bool unsubscribed() const override { return core.state() == decltype(core.state())::unsubscribed; }
   void poll_called(time_point now) override {
-    touched_ = true;
+    touch();
     core.poll_called(now);
   }
   void poll_returned(time_point now) override {
-    touched_ = true;
+    touch();
     core.poll_returned(now);
   }
   void listener_started(time_point now, std::uint64_t seq) override {
-    touched_ = true;
+    touch();
     core.listener_started(now, seq);
   }
   void listener_done(time_point now, std::uint64_t seq) override {
-    touched_ = true;
+    touch();
     core.listener_done(now, seq);
   }
   void commit_failed(time_point now, std::int32_t generation, std::int16_t code) override {
-    touched_ = true;
+    touch();
     core.commit_failed(now, generation, code);
   }
   void close(time_point now, group::close_membership op) override {
-    touched_ = true;
+    touch();
     core.close(now, op);
   }
   void tick(time_point now) override {
-    touched_ = true;
+    touch();
     core.tick(now);
   }
   void request_failed(time_point now, std::error_code ec) override {
-    touched_ = true;
+    touch();
     core.request_failed(now, ec);
   }
   void coordinator_failed(time_point now, std::error_code ec) override {
-    touched_ = true;
+    touch();
     core.coordinator_failed(now, ec);
   }
   std::optional<time_point> next_deadline() const override { return core.next_deadline(); }
@@ -317,12 +320,17 @@ class core_box final : public member_core {
   std::string state_name() const override { return to_string(core.state()); }
   std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
   bool apply_actions(simulation& sim, sim_member& m) override;
-  /// The core is about to be called directly (core_of()).
-  void touch() { touched_ = true; }
+  /// The core is about to be called directly (core_of()), or through the calls above.
+  void touch() {
+    touched_ = true;
+    ++calls_;
+  }
+  std::uint64_t calls() const override { return calls_; }
 
  private:
   owned_cache<Core> cache_;
-  bool touched_ = true;  // called since owned_ref() last compared its ids
+  bool touched_ = true;      // called since owned_ref() last compared its ids
+  std::uint64_t calls_ = 0;  // calls that may have changed it (touch())
 };
 
 // The real core of member `m`, known to run `Core`.
@@ -770,6 +778,9 @@ class simulation {
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
   bool data_only_ = false;        // it changed only a member's data path (data_only())
+  // What check_step()'s classic G1 read when it last ran: each member's core's calls() and
+  // whether it was alive.
+  std::vector<std::pair<std::uint64_t, bool>> g1_inputs_;
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
@@ -833,7 +844,7 @@ class simulation {
 
 template <class Core>
 bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
-  touched_ = true;
+  touch();
   auto actions = core.take_actions();
   for (auto& a : actions) sim.apply(m, a);
   return !actions.empty();
