@@ -778,9 +778,10 @@ class simulation {
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
   bool data_only_ = false;        // it changed only a member's data path (data_only())
-  // What check_step()'s classic G1 read when it last ran: each member's core's calls() and
-  // whether it was alive.
+  // What check_step()'s G1 read when it last ran: each member's core's calls() and whether it
+  // was alive (and with KIP-848, last, cg_changes_).
   std::vector<std::pair<std::uint64_t, bool>> g1_inputs_;
+  std::uint64_t cg_changes_ = 0;  // calls of the cg_ functions that may change the coordinator
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
