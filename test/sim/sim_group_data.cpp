@@ -394,6 +394,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
   auto& buffers = answer_buffers_;
   std::size_t buffers_used = 0;
   if (buffers.size() < sent->size()) buffers.resize(sent->size());
+  r.responses.reserve(sent->size());  // (at most one topic per partition: no reallocation)
   for (const auto& [tp, pf] : *sent) {
     const auto& l = logs_.at(tp);
     partition_data pd;
@@ -418,6 +419,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     if (r.responses.empty() || r.responses.back().topic != tp.topic) {
       r.responses.emplace_back();
       r.responses.back().topic = tp.topic;
+      r.responses.back().partitions.reserve(sent->size());
     }
     r.responses.back().partitions.push_back(std::move(pd));
   }
