@@ -778,10 +778,14 @@ class simulation {
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
   bool data_only_ = false;        // it changed only a member's data path (data_only())
-  // What check_step()'s G1 read when it last ran: each member's core's calls() and whether it
-  // was alive (and with KIP-848, last, cg_changes_).
+  // What check_step()'s classic G1 read when it last ran: each member's core's calls() and
+  // whether it was alive.
   std::vector<std::pair<std::uint64_t, bool>> g1_inputs_;
   std::uint64_t cg_changes_ = 0;  // calls of the cg_ functions that may change the coordinator
+  // cg_check_step_suspect()'s looks that found nothing: the coordinator's cg_changes_ at the
+  // last one of its first half, and each member's core calls() and cg_changes_ at its last one.
+  std::uint64_t cg_pairs_looked_ = ~std::uint64_t{0};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> cg_member_looked_;
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.

@@ -454,44 +454,45 @@ bool simulation::cg_holds(const std::string& member, const TopicPartition& tp) c
 // ---- checks ---------------------------------------------------------------------------------------------
 
 bool simulation::cg_check_step_suspect() {
+  // Each half reads only some of the coordinator, the cores and which members are alive, and a
+  // look that found nothing is not taken again while what it read stays the same (cg_changes_,
+  // each core's calls()): a step that called one core looks at that member only.
   // G1's first half: two members' held partitions (assigned or revoking) in common.
-  for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
-    for (auto b = std::next(a); b != cg_.members.end(); ++b) {
-      const auto& x = a->second;
-      const auto& y = b->second;
-      if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
-          intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
-        return true;
+  if (cg_pairs_looked_ != cg_changes_) {
+    for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
+      for (auto b = std::next(a); b != cg_.members.end(); ++b) {
+        const auto& x = a->second;
+        const auto& y = b->second;
+        if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
+            intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
+          return true;
+      }
     }
+    cg_pairs_looked_ = cg_changes_;
   }
   // Its second half: a core owns what the coordinator does not count as held by it.
-  for (const auto& m : members_) {
-    if (!m->alive) continue;
-    const auto epoch = m->core->generation();
-    if (epoch <= 0) continue;
-    const auto it = cg_.members.find(m->core->member_id());
+  const auto owns_unheld = [this](sim_member& m) {
+    const auto epoch = m.core->generation();
+    if (epoch <= 0) return false;
+    const auto it = cg_.members.find(m.core->member_id());
     if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch))
-      continue;
-    if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
+      return false;
+    return !within(m.core->owned_ref(), it->second.assigned, it->second.revoking);
+  };
+  if (cg_member_looked_.size() < members_.size())
+    cg_member_looked_.resize(members_.size(), {~std::uint64_t{0}, ~std::uint64_t{0}});
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    auto& m = *members_[i];
+    if (!m.alive) continue;
+    const std::pair<std::uint64_t, std::uint64_t> inputs{m.core->calls(), cg_changes_};
+    if (cg_member_looked_[i] == inputs) continue;
+    if (owns_unheld(m)) return true;
+    cg_member_looked_[i] = inputs;
   }
   return false;
 }
 
 void simulation::cg_check_step() {
-  // G1 reads only the coordinator, the cores and which members are alive: when none of them
-  // changed since it last ran (and passed), its verdict is the same.
-  bool unchanged = g1_inputs_.size() == members_.size() + 1;
-  g1_inputs_.resize(members_.size() + 1);
-  for (std::size_t i = 0; i <= members_.size(); ++i) {
-    const std::pair<std::uint64_t, bool> in = i < members_.size()
-                                                  ? std::pair{members_[i]->core->calls(), members_[i]->alive}
-                                                  : std::pair{cg_changes_, true};
-    if (g1_inputs_[i] != in) {
-      g1_inputs_[i] = in;
-      unchanged = false;
-    }
-  }
-  if (unchanged) return;
   // The full check (with the maps and sets its messages name) only when the quick look suspects
   // something; it decides.
   if (!cg_check_step_suspect()) return;
