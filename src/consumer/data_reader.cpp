@@ -228,21 +228,27 @@ void data_reader::publish_partitions(metrics_state& m, const std::set<TopicParti
   }
 }
 
+// (Both walk the table itself: position_table::positions() would build a map to walk.)
 OffsetMap data_reader::current_positions() const {
   OffsetMap out;
-  for (const auto& [tp, p] : positions_.positions())
-    out[tp] = {p.offset, "", p.epoch >= 0 ? std::optional<std::int32_t>(p.epoch) : std::nullopt};
+  for (const auto& [tp, p] : positions_.entries()) {
+    if (p.position < 0) continue;
+    out.emplace_hint(out.end(), tp,
+                     OffsetAndMetadata{p.position, "",
+                                       p.epoch >= 0 ? std::optional<std::int32_t>(p.epoch) : std::nullopt});
+  }
   return out;
 }
 
 OffsetMap data_reader::positions_for_commit() {
   {
     std::lock_guard lock(shared_.mutex);
-    for (const auto& [tp, p] : positions_.positions()) {
+    for (const auto& [tp, p] : positions_.entries()) {
+      if (p.position < 0) continue;
 #ifdef KGROUP_SIM_MUTANTS
       if (sim::mutant_enabled("commit_behind_sync")) break;  // the fix of the --mix-commits finding reverted
 #endif
-      consumed_is(tp, p);
+      consumed_is(tp, {p.position, p.epoch});
     }
   }
   return current_positions();

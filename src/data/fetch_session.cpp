@@ -46,16 +46,18 @@ void add_forgotten(protocol::fetch_request& req, const TopicPartition& tp, const
 }  // namespace
 
 std::vector<const fetch_set::value_type*> fetch_session::in_order(const fetch_set& wanted) {
-  for (auto it = rank_.begin(); it != rank_.end();) {
-    it = wanted.count(it->first) ? std::next(it) : rank_.erase(it);
-  }
+  // rank_ and `wanted` are in the same order: one walk of both drops the ranks of partitions no
+  // longer wanted and ranks the new ones (in `wanted`'s order), without a look-up per partition.
   std::vector<std::pair<std::uint64_t, const fetch_set::value_type*>> ranked;
   ranked.reserve(wanted.size());
+  auto it = rank_.begin();
   for (const auto& entry : wanted) {
-    auto [it, added] = rank_.try_emplace(entry.first, next_rank_);
-    if (added) ++next_rank_;
+    while (it != rank_.end() && it->first < entry.first) it = rank_.erase(it);
+    if (it == rank_.end() || entry.first < it->first) it = rank_.emplace_hint(it, entry.first, next_rank_++);
     ranked.emplace_back(it->second, &entry);
+    ++it;
   }
+  rank_.erase(it, rank_.end());
   std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<const fetch_set::value_type*> out;
   out.reserve(ranked.size());

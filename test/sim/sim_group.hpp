@@ -220,6 +220,9 @@ class member_core {
   virtual bool poll_timed_out() const = 0;
   virtual std::string state_name() const = 0;
   virtual std::uint64_t invalid_transitions() const = 0;
+  /// How many calls that may change the core it has had (the checks after each step skip what
+  /// reads only cores that had none since).
+  virtual std::uint64_t calls() const = 0;
   /// Takes the core's actions and carries each out (simulation::apply); false when it had none.
   virtual bool apply_actions(simulation& sim, sim_member& m) = 0;
 };
@@ -244,22 +247,52 @@ class core_box final : public member_core {
   explicit core_box(Options opts) : core(std::move(opts)) {}
   Core core;
 
+  // Every call that may change the core marks it touched (owned_ref() below).
   void subscribe(time_point now, std::vector<std::string> topics) override {
+    touch();
     core.subscribe(now, std::move(topics));
   }
-  void unsubscribe(time_point now) override { core.unsubscribe(now); }
+  void unsubscribe(time_point now) override {
+    touch();
+    core.unsubscribe(now);
+  }
   bool unsubscribed() const override { return core.state() == decltype(core.state())::unsubscribed; }
-  void poll_called(time_point now) override { core.poll_called(now); }
-  void poll_returned(time_point now) override { core.poll_returned(now); }
-  void listener_started(time_point now, std::uint64_t seq) override { core.listener_started(now, seq); }
-  void listener_done(time_point now, std::uint64_t seq) override { core.listener_done(now, seq); }
+  void poll_called(time_point now) override {
+    touch();
+    core.poll_called(now);
+  }
+  void poll_returned(time_point now) override {
+    touch();
+    core.poll_returned(now);
+  }
+  void listener_started(time_point now, std::uint64_t seq) override {
+    touch();
+    core.listener_started(now, seq);
+  }
+  void listener_done(time_point now, std::uint64_t seq) override {
+    touch();
+    core.listener_done(now, seq);
+  }
   void commit_failed(time_point now, std::int32_t generation, std::int16_t code) override {
+    touch();
     core.commit_failed(now, generation, code);
   }
-  void close(time_point now, group::close_membership op) override { core.close(now, op); }
-  void tick(time_point now) override { core.tick(now); }
-  void request_failed(time_point now, std::error_code ec) override { core.request_failed(now, ec); }
-  void coordinator_failed(time_point now, std::error_code ec) override { core.coordinator_failed(now, ec); }
+  void close(time_point now, group::close_membership op) override {
+    touch();
+    core.close(now, op);
+  }
+  void tick(time_point now) override {
+    touch();
+    core.tick(now);
+  }
+  void request_failed(time_point now, std::error_code ec) override {
+    touch();
+    core.request_failed(now, ec);
+  }
+  void coordinator_failed(time_point now, std::error_code ec) override {
+    touch();
+    core.coordinator_failed(now, ec);
+  }
   std::optional<time_point> next_deadline() const override { return core.next_deadline(); }
   std::optional<std::int32_t> coordinator() const override { return core.coordinator(); }
   group::standing standing() const override { return core.standing(); }
@@ -268,13 +301,15 @@ class core_box final : public member_core {
     if constexpr (std::is_reference_v<decltype(core.owned())>) {
       return core.owned();
     } else {
-      if (!cache_.valid || cache_.ids != core.owned_ids()) {
+      // (An untouched core's ids are the ones compared last time: no need to compare again.)
+      if (touched_ && (!cache_.valid || cache_.ids != core.owned_ids())) {
         cache_.ids = core.owned_ids();
         cache_.names = core.owned();
         cache_.valid = std::none_of(cache_.names.begin(), cache_.names.end(), [](const TopicPartition& tp) {
           return tp.topic.starts_with("<topic id ");
         });
       }
+      touched_ = !cache_.valid;  // names with a placeholder: named again next time
       return cache_.names;
     }
   }
@@ -285,9 +320,17 @@ class core_box final : public member_core {
   std::string state_name() const override { return to_string(core.state()); }
   std::uint64_t invalid_transitions() const override { return core.invalid_transitions(); }
   bool apply_actions(simulation& sim, sim_member& m) override;
+  /// The core is about to be called directly (core_of()), or through the calls above.
+  void touch() {
+    touched_ = true;
+    ++calls_;
+  }
+  std::uint64_t calls() const override { return calls_; }
 
  private:
   owned_cache<Core> cache_;
+  bool touched_ = true;      // called since owned_ref() last compared its ids
+  std::uint64_t calls_ = 0;  // calls that may have changed it (touch())
 };
 
 // The real core of member `m`, known to run `Core`.
@@ -465,6 +508,12 @@ class simulation {
   // read (a dropped or held event, a timer or timeout already overtaken): their verdict is the
   // last step's, so they are not run again (run()).
   void nothing_changed() { idle_ = true; }
+  // Said by an event of a member's background data path (sim_group_data.cpp: a Fetch,
+  // OffsetFetch, ListOffsets or OffsetForLeaderEpoch answer, a metadata refresh, the retry timer,
+  // a call the reader posted), which changes that member's fetcher, its queue for the
+  // application, the world's PRNG and the event queue, and nothing else the checks after each
+  // step read but its fetch_positions' refusals: only those are checked after it (check_data_step()).
+  void data_only() { data_only_ = true; }
   bool fault_phase() const { return now_ < quiet_at_; }
   milliseconds latency() {
     std::int64_t d = rng_.between(1, 10);
@@ -675,6 +724,8 @@ class simulation {
 
   // ---- checks ----
   void check_step();
+  /// check_step() after an event that was data_only(): the checks its changes can fail.
+  void check_data_step();
   /// Whether cg_check_step() may find something (a quick look, without copies; false: it would not).
   bool cg_check_step_suspect();
   void check_poll_timeout(sim_member& m);
@@ -726,6 +777,15 @@ class simulation {
   event_queue<event> queue_{now_};
   std::deque<trace_line> trace_;  // the last 60 events
   bool idle_ = false;             // the current event changed nothing (nothing_changed())
+  bool data_only_ = false;        // it changed only a member's data path (data_only())
+  // What check_step()'s classic G1 read when it last ran: each member's core's calls() and
+  // whether it was alive.
+  std::vector<std::pair<std::uint64_t, bool>> g1_inputs_;
+  std::uint64_t cg_changes_ = 0;  // calls of the cg_ functions that may change the coordinator
+  // cg_check_step_suspect()'s looks that found nothing: the coordinator's cg_changes_ at the
+  // last one of its first half, and each member's core calls() and cg_changes_ at its last one.
+  std::uint64_t cg_pairs_looked_ = ~std::uint64_t{0};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> cg_member_looked_;
   std::vector<std::pair<std::int32_t, const partition_set*>> stable_;  // check_step()'s, reused
 
   // World.
@@ -789,6 +849,7 @@ class simulation {
 
 template <class Core>
 bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
+  touch();
   auto actions = core.take_actions();
   for (auto& a : actions) sim.apply(m, a);
   return !actions.empty();
@@ -796,7 +857,9 @@ bool core_box<Core>::apply_actions(simulation& sim, sim_member& m) {
 
 template <class Core>
 Core& core_of(sim_member& m) {
-  return static_cast<core_box<Core>&>(*m.core).core;
+  auto& box = static_cast<core_box<Core>&>(*m.core);
+  box.touch();
+  return box.core;
 }
 
 /// Whether `T` is one of the actions both cores emit (simulation::apply_shared).

@@ -102,6 +102,7 @@ std::vector<cg_response::topic_partitions_t> simulation::to_wire(const partition
 // ---- ConsumerGroupHeartbeat -------------------------------------------------------------------------
 
 cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::int16_t version) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   if (r.member_epoch == kip848::leave_epoch_dynamic || r.member_epoch == kip848::leave_epoch_static)
     return cg_leave(m, r);
   cg_response out;
@@ -177,6 +178,7 @@ cg_response simulation::cg_heartbeat(sim_member& m, const cg_request& r, std::in
 
 std::int16_t simulation::cg_static(sim_member& m, const cg_request& r, const std::string& id,
                                    std::string& why) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   const std::string& instance = *r.instance_id;
   const auto s = cg_.statics.find(instance);
   auto fenced = [&](kafka_errc e) {
@@ -231,6 +233,7 @@ std::int16_t simulation::cg_static(sim_member& m, const cg_request& r, const std
 }
 
 cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   cg_response out;
   auto refuse = [&](kafka_errc e, const std::string& why) {
     out.error_code = code(e);
@@ -273,12 +276,14 @@ cg_response simulation::cg_leave(sim_member& m, const cg_request& r) {
 }
 
 void simulation::cg_bump(const std::string& why) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   ++cg_.epoch;
   ++generations_;
   notef("coordinator: group epoch {} ({})", cg_.epoch, why);
 }
 
 void simulation::cg_remove(const std::string& id, const std::string& why) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   auto it = cg_.members.find(id);
   if (it == cg_.members.end()) return;
   notef("coordinator: removes '{}' ({}), which held {}", id, why, names(held(it->second)));
@@ -292,6 +297,7 @@ void simulation::cg_remove(const std::string& id, const std::string& why) {
 }
 
 void simulation::cg_compute_target() {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   // Every member subscribes to every topic here.
   std::vector<std::string> ids;
   for (const auto& [id, cm] : cg_.members) ids.push_back(id);
@@ -354,6 +360,7 @@ bool simulation::cg_held_by_other(const std::string& id, const TopicPartition& t
 }
 
 void simulation::cg_reconcile(cg_member& cm, const std::optional<partition_set>& owned) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   const auto was = cm.state;
   const auto epoch = cm.epoch;
   switch (cm.state) {
@@ -377,6 +384,7 @@ void simulation::cg_reconcile(cg_member& cm, const std::optional<partition_set>&
 }
 
 void simulation::cg_next_assignment(cg_member& cm) {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   // CurrentAssignmentBuilder.computeNextAssignment: revoke first (the epoch stays), then take
   // what nobody else holds any more.
   const auto t = cg_.target.find(cm.id);
@@ -406,6 +414,7 @@ void simulation::cg_next_assignment(cg_member& cm) {
 // ---- timers, moves, commits -------------------------------------------------------------------------
 
 void simulation::cg_tick() {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   std::vector<std::pair<std::string, std::string>> expired;
   for (const auto& [id, cm] : cg_.members) {
     if (now_ - cm.last_seen > cg_session_) {
@@ -418,6 +427,7 @@ void simulation::cg_tick() {
 }
 
 void simulation::cg_moved() {
+  ++cg_changes_;  // (the checks after each step: the coordinator may change)
   // The new coordinator replays the group from the log and starts its timers again.
   for (auto& [id, cm] : cg_.members) {
     cm.last_seen = now_;
@@ -444,25 +454,40 @@ bool simulation::cg_holds(const std::string& member, const TopicPartition& tp) c
 // ---- checks ---------------------------------------------------------------------------------------------
 
 bool simulation::cg_check_step_suspect() {
+  // Each half reads only some of the coordinator, the cores and which members are alive, and a
+  // look that found nothing is not taken again while what it read stays the same (cg_changes_,
+  // each core's calls()): a step that called one core looks at that member only.
   // G1's first half: two members' held partitions (assigned or revoking) in common.
-  for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
-    for (auto b = std::next(a); b != cg_.members.end(); ++b) {
-      const auto& x = a->second;
-      const auto& y = b->second;
-      if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
-          intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
-        return true;
+  if (cg_pairs_looked_ != cg_changes_) {
+    for (auto a = cg_.members.begin(); a != cg_.members.end(); ++a) {
+      for (auto b = std::next(a); b != cg_.members.end(); ++b) {
+        const auto& x = a->second;
+        const auto& y = b->second;
+        if (intersect(x.assigned, y.assigned) || intersect(x.assigned, y.revoking) ||
+            intersect(x.revoking, y.assigned) || intersect(x.revoking, y.revoking))
+          return true;
+      }
     }
+    cg_pairs_looked_ = cg_changes_;
   }
   // Its second half: a core owns what the coordinator does not count as held by it.
-  for (const auto& m : members_) {
-    if (!m->alive) continue;
-    const auto epoch = m->core->generation();
-    if (epoch <= 0) continue;
-    const auto it = cg_.members.find(m->core->member_id());
+  const auto owns_unheld = [this](sim_member& m) {
+    const auto epoch = m.core->generation();
+    if (epoch <= 0) return false;
+    const auto it = cg_.members.find(m.core->member_id());
     if (it == cg_.members.end() || (epoch != it->second.epoch && epoch != it->second.previous_epoch))
-      continue;
-    if (!within(m->core->owned_ref(), it->second.assigned, it->second.revoking)) return true;
+      return false;
+    return !within(m.core->owned_ref(), it->second.assigned, it->second.revoking);
+  };
+  if (cg_member_looked_.size() < members_.size())
+    cg_member_looked_.resize(members_.size(), {~std::uint64_t{0}, ~std::uint64_t{0}});
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    auto& m = *members_[i];
+    if (!m.alive) continue;
+    const std::pair<std::uint64_t, std::uint64_t> inputs{m.core->calls(), cg_changes_};
+    if (cg_member_looked_[i] == inputs) continue;
+    if (owns_unheld(m)) return true;
+    cg_member_looked_[i] = inputs;
   }
   return false;
 }

@@ -119,6 +119,7 @@ void simulation::data_post(sim_member& m, std::string what, std::function<void()
   auto& d = *m.data;
   d.last_post = std::max(now_ + milliseconds(rng_.below(2)), d.last_post);
   at_member(m, d.last_post, [this, &m, what = std::move(what), f = std::move(f)] {
+    data_only();
     if (verbose_) notef("{}: bg: {}", m.name, what);
     f();
   });
@@ -143,6 +144,7 @@ void simulation::data_refresh(sim_member& m) {
   d.last_refresh = now_;
   d.refresh_in_flight = true;
   at_member(m, now_ + latency(), [this, &m] {
+    data_only();
     auto& d = *m.data;
     d.refresh_in_flight = false;
     const auto refreshes = d.md.refreshes + 1;
@@ -159,6 +161,7 @@ void simulation::data_retry_at(sim_member& m, time_point t) {
   d.retry_armed = true;
   const auto after = std::chrono::ceil<milliseconds>(std::max(t - now_, time_point::duration::zero()));
   at_member(m, now_ + after, [this, &m] {
+    data_only();
     m.data->retry_armed = false;
     data_pump(m);
   });
@@ -176,6 +179,7 @@ void simulation::data_offset_fetch(sim_member& m) {
   auto req = d.requests.request_committed(wanted);
   const bool fails = fault_phase() && rng_.chance(0.05);
   at_member(m, now_ + latency(), [this, &m, req = std::move(req), fails] {
+    data_only();
     auto& d = *m.data;
     const bool failed = fails || not_serving(coord_node_);
     protocol::offset_fetch_response r;
@@ -223,6 +227,7 @@ void simulation::data_list_offsets(sim_member& m) {
   for (const auto& [leader, tps] : wants.by_leader) {
     auto sent = std::make_shared<const data::sent_resets>(d.requests.request_resets(leader, tps, d.md, 0));
     at_member(m, now_ + latency(), [this, &m, sent] {
+      data_only();
       auto& d = *m.data;
       const auto r = answer_list_offsets(logs_, sent->node, sent->request);
       const auto got = d.requests.on_resets(*sent, {}, r);
@@ -247,6 +252,7 @@ void simulation::data_validations(sim_member& m) {
     auto sent =
         std::make_shared<const data::sent_validations>(d.requests.request_validations(leader, tps, d.md));
     at_member(m, now_ + latency(), [this, &m, sent] {
+      data_only();
       auto& d = *m.data;
       const auto r = answer_offset_for_leader_epoch(logs_, sent->node, sent->request);
       const auto got = d.requests.on_validations(*sent, {}, r);
@@ -356,12 +362,14 @@ void simulation::data_fetches(sim_member& m) {
     d.planner.fill(node, req, 12, *sent);
     if (fault_phase() && rng_.chance(0.02)) {
       at_member(m, now_ + milliseconds(1000), [this, &m, node, sent] {
+        data_only();
         notef("{}: bg: fetch from {} failed (request timed out)", m.name, node);
         data_answer(m, node, make_error_code(client_errc::request_timed_out), {}, nullptr, *sent);
       });
       continue;
     }
     at_member(m, now_ + latency(), [this, &m, node, sent] {
+      data_only();
       // The broker holds a Fetch without data up to fetch.max.wait.ms (long poll).
       const bool no_data = std::all_of(sent->begin(), sent->end(), [this, node](const auto& e) {
         const auto& l = logs_.at(e.first);
@@ -369,8 +377,10 @@ void simulation::data_fetches(sim_member& m) {
                e.second.fetch_offset == l.end();
       });
       if (no_data) {
-        at_member(m, now_ + milliseconds(rng_.between(20, 500)),
-                  [this, &m, node, sent] { data_deliver(m, node, sent); });
+        at_member(m, now_ + milliseconds(rng_.between(20, 500)), [this, &m, node, sent] {
+          data_only();
+          data_deliver(m, node, sent);
+        });
         return;
       }
       data_deliver(m, node, sent);
@@ -384,6 +394,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
   auto& buffers = answer_buffers_;
   std::size_t buffers_used = 0;
   if (buffers.size() < sent->size()) buffers.resize(sent->size());
+  r.responses.reserve(sent->size());  // (at most one topic per partition: no reallocation)
   for (const auto& [tp, pf] : *sent) {
     const auto& l = logs_.at(tp);
     partition_data pd;
@@ -408,6 +419,7 @@ void simulation::data_deliver(sim_member& m, std::int32_t node, std::shared_ptr<
     if (r.responses.empty() || r.responses.back().topic != tp.topic) {
       r.responses.emplace_back();
       r.responses.back().topic = tp.topic;
+      r.responses.back().partitions.reserve(sent->size());
     }
     r.responses.back().partitions.push_back(std::move(pd));
   }

@@ -45,7 +45,11 @@ struct partition_log {
   std::multimap<std::int64_t, std::int64_t> later_ids_at;  // offset -> id
   void appended_at(std::int64_t offset, std::int64_t id) {
     const auto o = static_cast<std::size_t>(offset);
-    if (first_id_at.size() <= o) first_id_at.resize(o + 1, -1);
+    if (first_id_at.size() == o) {
+      first_id_at.push_back(id);  // (the usual case: an append at the log's end)
+      return;
+    }
+    if (first_id_at.size() < o) first_id_at.resize(o + 1, -1);
     if (first_id_at[o] < 0) {
       first_id_at[o] = id;
     } else {

@@ -1096,6 +1096,7 @@ protocol::bytes simulation::fetch_answer(std::int32_t node, const data::fetch_se
     if (r.responses.empty() || r.responses.back().topic != tp.topic) {
       r.responses.emplace_back();
       r.responses.back().topic = tp.topic;
+      r.responses.back().partitions.reserve(sent.size());  // (no reallocation)
     }
     r.responses.back().partitions.push_back(std::move(pd));
   }
