@@ -111,7 +111,9 @@ void commit_client::set_auto_commit_callback(CommitCallback cb) {
 void commit_client::report_auto_commit(const OffsetMap& offsets, std::error_code ec) {
   if (!auto_commit_cb_) return;
   try {
-    auto_commit_cb_(offsets, ec);
+    // A copy runs: the callback may replace or remove itself (set_auto_commit_callback) inside.
+    const CommitCallback cb = auto_commit_cb_;
+    cb(offsets, ec);
   } catch (...) {
     listeners_.keep_error();
   }

@@ -46,7 +46,9 @@ void poll_stats::report_statistics(clock::time_point now, const std::function<Co
   if (!statistics_cb_ || statistics_interval_.count() <= 0 || now < next_statistics_) return;
   next_statistics_ = now + statistics_interval_;
   try {
-    statistics_cb_(snapshot());
+    // A copy runs: the callback may replace or remove itself (set_statistics_callback) inside.
+    const StatisticsCallback cb = statistics_cb_;
+    cb(snapshot());
   } catch (const std::exception& e) {
     logger()->warn("statistics callback threw: {}", e.what());
   } catch (...) {

@@ -531,6 +531,52 @@ TEST_CASE(
   CHECK(!reports.back().ec);
 }
 
+namespace {
+// What the callback below sees, kept outside it (static): read and written inside the callback
+// after it removed itself, without touching its own captures.
+bool auto_commit_capture_destroyed = false;
+int auto_commit_calls = 0;
+bool auto_commit_alive_after_removal = false;
+struct auto_commit_guard {
+  ~auto_commit_guard() { auto_commit_capture_destroyed = true; }
+};
+}  // namespace
+
+TEST_CASE("an auto-commit callback may remove itself while it runs", "[consume]") {
+  // Found at review (session 32): the callback ran as the stored std::function, so removing it
+  // from inside destroyed the function (and its captures) while it was still running.
+  kgroup::test::mock_cluster mc(1);
+  mc.create_topic("orders", 1);
+  mc.produce("orders", 10);
+  auto cfg = consumer_config(mc, "g-auto-commit-callback-removed");
+  cfg.set("enable.auto.commit", "true");
+  cfg.set("auto.commit.interval.ms", "100");
+  kgroup::Consumer c(cfg);
+  static kgroup::Consumer* owner = nullptr;
+  owner = &c;
+  auto_commit_capture_destroyed = false;
+  auto_commit_calls = 0;
+  auto_commit_alive_after_removal = false;
+  auto guard = std::make_shared<auto_commit_guard>();
+  c.set_auto_commit_callback([guard](const kgroup::OffsetMap&, std::error_code) {
+    ++auto_commit_calls;
+    owner->set_auto_commit_callback(nullptr);  // one report is enough
+    auto_commit_alive_after_removal = !auto_commit_capture_destroyed;
+  });
+  guard.reset();  // the callback's capture is the guard's only owner now
+  c.subscribe({"orders"});
+  REQUIRE(kgroup::test::eventually(
+      [&] {
+        c.poll(50ms);
+        return auto_commit_calls > 0;
+      },
+      20s, 1ms));
+  CHECK(auto_commit_alive_after_removal);
+  CHECK(auto_commit_capture_destroyed);  // gone once the call returned
+  c.close(5s);
+  CHECK(auto_commit_calls == 1);
+}
+
 TEST_CASE("a batch by partition, owned copies that outlive it, current_lag(), and per-call timeouts", "[consume]") {
   kgroup::test::mock_cluster mc(1);
   mc.create_topic("t", 2);
